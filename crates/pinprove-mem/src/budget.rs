@@ -1,0 +1,553 @@
+//! One byte budget for everything large in the process.
+//!
+//! Work is admitted only when its memory fits. Requests are granted strictly
+//! in arrival order: a large request at the head of the queue is not overtaken
+//! by small ones that happen to fit, so it cannot starve. When a request does
+//! not fit, the registered [`Evictor`]s (idle pool buffers, idle SRS) are asked
+//! to free memory before the request waits.
+//!
+//! Grants are handed over by whoever releases memory: a release moves the
+//! freed bytes to the waiters at the head of the queue, under the same lock,
+//! so a grant is never lost between a release and a waiter going to sleep.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use crate::{Error, GIB, Result, sys};
+
+/// Something that holds memory it can give back on request, such as idle
+/// pool buffers or an unused SRS.
+///
+/// Evictors are called without any budget lock held, and free memory by
+/// dropping [`Reservation`]s. They may be called from any thread, including
+/// from inside an allocation of their own.
+pub trait Evictor: Send + Sync {
+    /// A name for logs.
+    fn name(&self) -> &str;
+
+    /// Frees idle memory, aiming at `bytes` (it may free more or less), and
+    /// returns how many bytes of the budget it released.
+    fn evict(&self, bytes: u64) -> u64;
+}
+
+/// How the budget's total is chosen.
+#[derive(Clone, Debug)]
+pub enum BudgetConfig {
+    /// Exactly this many bytes.
+    Fixed(u64),
+    /// From the machine: the smaller of MemTotal and the cgroup memory limit,
+    /// minus a safety margin for the rest of the process and the system:
+    /// `max(margin_min, fraction × memory)`.
+    Auto {
+        /// Fraction of memory kept out of the budget.
+        margin_fraction: f64,
+        /// Lower bound of the margin in bytes.
+        margin_min: u64,
+    },
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        BudgetConfig::Auto {
+            margin_fraction: 0.10,
+            margin_min: 2 * GIB as u64,
+        }
+    }
+}
+
+impl BudgetConfig {
+    /// The total this configuration gives on this machine.
+    pub fn resolve(&self) -> u64 {
+        match *self {
+            BudgetConfig::Fixed(total) => total,
+            BudgetConfig::Auto {
+                margin_fraction,
+                margin_min,
+            } => {
+                let memory = sys::usable_memory_bytes();
+                let margin = ((memory as f64 * margin_fraction) as u64).max(margin_min);
+                // On a tiny machine keep at least half of memory usable.
+                memory.saturating_sub(margin).max(memory / 2)
+            }
+        }
+    }
+}
+
+/// A snapshot of the budget's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BudgetStats {
+    /// The budget's size in bytes.
+    pub total: u64,
+    /// Bytes reserved now.
+    pub used: u64,
+    /// Highest `used` seen.
+    pub peak: u64,
+    /// Requests queued now.
+    pub waiters: usize,
+    /// Bytes queued requests are asking for.
+    pub waiting_bytes: u64,
+    /// Requests granted since creation.
+    pub grants: u64,
+    /// Requests that had to wait.
+    pub waits: u64,
+    /// Total time requests spent waiting.
+    pub wait_time: Duration,
+    /// Bytes freed by evictors on behalf of requests.
+    pub evicted_bytes: u64,
+}
+
+struct Waiter {
+    bytes: u64,
+    /// Set, under the state lock, when the bytes were granted to this waiter.
+    granted: AtomicBool,
+    /// Wakes a blocking waiter; it waits on the state lock.
+    cv: Condvar,
+    /// Wakes an async waiter.
+    waker: Mutex<Option<Waker>>,
+}
+
+struct State {
+    used: u64,
+    peak: u64,
+    queue: VecDeque<Arc<Waiter>>,
+    grants: u64,
+    waits: u64,
+    wait_time: Duration,
+    evicted: u64,
+    evictors: Vec<(u32, Weak<dyn Evictor>)>,
+}
+
+/// The process's memory budget. Create it with [`MemoryBudget::new`] and
+/// share the `Arc`.
+pub struct MemoryBudget {
+    total: u64,
+    state: Mutex<State>,
+    /// Serializes eviction rounds so that concurrent requests do not each
+    /// evict for the same shortfall.
+    evicting: Mutex<()>,
+}
+
+impl fmt::Debug for MemoryBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.stats();
+        f.debug_struct("MemoryBudget")
+            .field("total", &s.total)
+            .field("used", &s.used)
+            .field("waiters", &s.waiters)
+            .finish()
+    }
+}
+
+impl MemoryBudget {
+    /// A budget of `total` bytes.
+    pub fn new(total: u64) -> Arc<Self> {
+        Arc::new(MemoryBudget {
+            total,
+            state: Mutex::new(State {
+                used: 0,
+                peak: 0,
+                queue: VecDeque::new(),
+                grants: 0,
+                waits: 0,
+                wait_time: Duration::ZERO,
+                evicted: 0,
+                evictors: Vec::new(),
+            }),
+            evicting: Mutex::new(()),
+        })
+    }
+
+    /// A budget sized by `config`.
+    pub fn from_config(config: &BudgetConfig) -> Arc<Self> {
+        Self::new(config.resolve())
+    }
+
+    /// The budget's size in bytes.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Bytes reserved now.
+    pub fn used(&self) -> u64 {
+        self.lock().used
+    }
+
+    /// Bytes not reserved now (some may be promised to queued requests).
+    pub fn available(&self) -> u64 {
+        self.total - self.lock().used
+    }
+
+    /// Whether requests are waiting for memory. Holders of idle memory use
+    /// this to free it instead of keeping it cached.
+    pub fn has_waiters(&self) -> bool {
+        !self.lock().queue.is_empty()
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> BudgetStats {
+        let s = self.lock();
+        BudgetStats {
+            total: self.total,
+            used: s.used,
+            peak: s.peak,
+            waiters: s.queue.len(),
+            waiting_bytes: s.queue.iter().map(|w| w.bytes).sum(),
+            grants: s.grants,
+            waits: s.waits,
+            wait_time: s.wait_time,
+            evicted_bytes: s.evicted,
+        }
+    }
+
+    /// Registers an evictor. Lower `priority` values are asked first (the
+    /// pinned pool uses 0, SRS residency 100). The budget keeps only a weak
+    /// reference: an evictor that is dropped is forgotten.
+    pub fn register_evictor(&self, evictor: Weak<dyn Evictor>, priority: u32) {
+        let mut s = self.lock();
+        s.evictors.retain(|(_, e)| e.strong_count() > 0);
+        s.evictors.push((priority, evictor));
+        s.evictors.sort_by_key(|(p, _)| *p);
+    }
+
+    /// Reserves `bytes` without waiting. Evictors are asked to make room when
+    /// the request does not fit; if it still does not fit, or other requests
+    /// are queued ahead, returns [`Error::WouldBlock`].
+    pub fn try_acquire(self: &Arc<Self>, bytes: u64) -> Result<Reservation> {
+        self.check_size(bytes)?;
+        if let Some(r) = self.grant_now(bytes) {
+            return Ok(r);
+        }
+        self.evict_for(bytes);
+        self.grant_now(bytes).ok_or_else(|| Error::WouldBlock {
+            requested: bytes,
+            available: self.available(),
+            total: self.total,
+        })
+    }
+
+    /// Reserves `bytes`, blocking the thread until they are granted. For
+    /// threads outside an async runtime (synthesis workers).
+    pub fn acquire_blocking(self: &Arc<Self>, bytes: u64) -> Result<Reservation> {
+        let waiter = match self.enqueue(bytes)? {
+            Enqueued::Granted(r) => return Ok(r),
+            Enqueued::Waiting(w) => w,
+        };
+        let started = Instant::now();
+        let mut s = self.lock();
+        while !waiter.granted.load(Ordering::Acquire) {
+            s = waiter.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        s.wait_time += started.elapsed();
+        drop(s);
+        Ok(Reservation::new(Arc::clone(self), bytes))
+    }
+
+    /// Reserves `bytes`, waiting asynchronously until they are granted.
+    ///
+    /// Dropping the future before it completes gives its place in the queue
+    /// (or its grant) back. Evictors run on the polling thread; they should
+    /// be quick.
+    pub fn acquire(self: &Arc<Self>, bytes: u64) -> Acquire {
+        Acquire {
+            budget: Arc::clone(self),
+            bytes,
+            state: AcquireState::Start,
+        }
+    }
+
+    /// Asks the evictors to free memory for the queued requests. Holders of
+    /// memory that just became evictable call this (for example when an SRS
+    /// stops being used) so that waiters are not left waiting for memory
+    /// that could be freed.
+    pub fn reclaim(&self) {
+        self.evict_for(0);
+    }
+
+    fn check_size(&self, bytes: u64) -> Result<()> {
+        if bytes > self.total {
+            return Err(Error::ExceedsBudget {
+                requested: bytes,
+                total: self.total,
+            });
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the counters torn: every
+        // update is a single assignment. Keep going.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Grants `bytes` at once if nobody is queued and they fit.
+    fn grant_now(self: &Arc<Self>, bytes: u64) -> Option<Reservation> {
+        let mut s = self.lock();
+        if s.queue.is_empty() && self.total - s.used >= bytes {
+            Self::take(&mut s, bytes);
+            drop(s);
+            return Some(Reservation::new(Arc::clone(self), bytes));
+        }
+        None
+    }
+
+    fn take(s: &mut State, bytes: u64) {
+        s.used += bytes;
+        s.peak = s.peak.max(s.used);
+        s.grants += 1;
+    }
+
+    /// Fast path, then eviction, then a place in the queue.
+    fn enqueue(self: &Arc<Self>, bytes: u64) -> Result<Enqueued> {
+        self.check_size(bytes)?;
+        if let Some(r) = self.grant_now(bytes) {
+            return Ok(Enqueued::Granted(r));
+        }
+        self.evict_for(bytes);
+        let mut s = self.lock();
+        if s.queue.is_empty() && self.total - s.used >= bytes {
+            Self::take(&mut s, bytes);
+            drop(s);
+            return Ok(Enqueued::Granted(Reservation::new(Arc::clone(self), bytes)));
+        }
+        let waiter = Arc::new(Waiter {
+            bytes,
+            granted: AtomicBool::new(false),
+            cv: Condvar::new(),
+            waker: Mutex::new(None),
+        });
+        s.queue.push_back(Arc::clone(&waiter));
+        s.waits += 1;
+        Ok(Enqueued::Waiting(waiter))
+    }
+
+    /// Evicts what the queued requests plus a new request of `extra` bytes
+    /// lack. Evictors are asked in priority order until nothing is missing.
+    fn evict_for(&self, extra: u64) {
+        if self.missing(extra) == 0 {
+            return;
+        }
+        let _round = self.evicting.lock().unwrap_or_else(|e| e.into_inner());
+        let evictors: Vec<Arc<dyn Evictor>> = {
+            let mut s = self.lock();
+            s.evictors.retain(|(_, e)| e.strong_count() > 0);
+            s.evictors.iter().filter_map(|(_, e)| e.upgrade()).collect()
+        };
+        let mut freed = 0u64;
+        for e in evictors {
+            // Recomputed each time: memory may have come back meanwhile.
+            let missing = self.missing(extra);
+            if missing == 0 {
+                break;
+            }
+            let n = e.evict(missing);
+            if n > 0 {
+                tracing::debug!(evictor = e.name(), bytes = n, "evicted idle memory for the budget");
+            }
+            freed += n;
+        }
+        if freed > 0 {
+            self.lock().evicted += freed;
+        }
+    }
+
+    fn missing(&self, extra: u64) -> u64 {
+        let s = self.lock();
+        let waiting: u64 = s.queue.iter().map(|w| w.bytes).sum();
+        (waiting + extra).saturating_sub(self.total - s.used)
+    }
+
+    /// Returns `bytes` and hands them to the waiters at the head of the queue.
+    fn release(&self, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let mut s = self.lock();
+        debug_assert!(s.used >= bytes, "budget released more than it granted");
+        s.used -= bytes.min(s.used);
+        self.grant_waiters(&mut s);
+    }
+
+    fn grant_waiters(&self, s: &mut State) {
+        while let Some(head) = s.queue.front() {
+            if self.total - s.used < head.bytes {
+                break;
+            }
+            let head = s.queue.pop_front().expect("front exists");
+            Self::take(s, head.bytes);
+            head.granted.store(true, Ordering::Release);
+            head.cv.notify_one();
+            if let Some(w) = head.waker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                w.wake();
+            }
+        }
+    }
+
+    /// Withdraws a queued waiter, or returns its grant if it had one.
+    fn abandon(&self, waiter: &Arc<Waiter>) {
+        let mut s = self.lock();
+        if waiter.granted.load(Ordering::Acquire) {
+            s.used -= waiter.bytes;
+        } else {
+            s.queue.retain(|w| !Arc::ptr_eq(w, waiter));
+        }
+        // Either way the head may now fit.
+        self.grant_waiters(&mut s);
+    }
+}
+
+enum Enqueued {
+    Granted(Reservation),
+    Waiting(Arc<Waiter>),
+}
+
+/// Future returned by [`MemoryBudget::acquire`].
+pub struct Acquire {
+    budget: Arc<MemoryBudget>,
+    bytes: u64,
+    state: AcquireState,
+}
+
+enum AcquireState {
+    Start,
+    Waiting(Arc<Waiter>, Instant),
+    Done,
+}
+
+impl Future for Acquire {
+    type Output = Result<Reservation>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        match &this.state {
+            AcquireState::Start => match this.budget.enqueue(this.bytes) {
+                Err(e) => {
+                    this.state = AcquireState::Done;
+                    Poll::Ready(Err(e))
+                }
+                Ok(Enqueued::Granted(r)) => {
+                    this.state = AcquireState::Done;
+                    Poll::Ready(Ok(r))
+                }
+                Ok(Enqueued::Waiting(w)) => {
+                    let waiting = Arc::clone(&w);
+                    this.state = AcquireState::Waiting(w, Instant::now());
+                    Self::park(&this.budget, &waiting, this.bytes, cx, &mut this.state)
+                }
+            },
+            AcquireState::Waiting(w, _) => {
+                let w = Arc::clone(w);
+                Self::park(&this.budget, &w, this.bytes, cx, &mut this.state)
+            }
+            AcquireState::Done => panic!("Acquire polled after completion"),
+        }
+    }
+}
+
+impl Acquire {
+    fn park(
+        budget: &Arc<MemoryBudget>,
+        waiter: &Arc<Waiter>,
+        bytes: u64,
+        cx: &mut Context<'_>,
+        state: &mut AcquireState,
+    ) -> Poll<Result<Reservation>> {
+        // Store the waker under the state lock: a grant happens under it too,
+        // so either we see `granted` or the granter sees our waker.
+        let mut s = budget.lock();
+        if waiter.granted.load(Ordering::Acquire) {
+            if let AcquireState::Waiting(_, since) = state {
+                s.wait_time += since.elapsed();
+            }
+            drop(s);
+            *state = AcquireState::Done;
+            return Poll::Ready(Ok(Reservation::new(Arc::clone(budget), bytes)));
+        }
+        *waiter.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl Drop for Acquire {
+    fn drop(&mut self) {
+        if let AcquireState::Waiting(w, _) = &self.state {
+            self.budget.abandon(w);
+        }
+    }
+}
+
+/// Bytes reserved in a [`MemoryBudget`]; returned when dropped.
+///
+/// A reservation can be released in parts ([`release`](Self::release)),
+/// split into two ([`split`](Self::split)) and merged
+/// ([`merge`](Self::merge)), which is how a job's working set is handed from
+/// one stage to the next without ever leaving the budget.
+#[must_use = "dropping a reservation releases its bytes at once"]
+pub struct Reservation {
+    budget: Arc<MemoryBudget>,
+    bytes: u64,
+}
+
+impl Reservation {
+    fn new(budget: Arc<MemoryBudget>, bytes: u64) -> Self {
+        Reservation { budget, bytes }
+    }
+
+    /// An empty reservation of `budget`, to merge others into.
+    pub fn empty(budget: &Arc<MemoryBudget>) -> Self {
+        Reservation::new(Arc::clone(budget), 0)
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The budget the bytes belong to.
+    pub fn budget(&self) -> &Arc<MemoryBudget> {
+        &self.budget
+    }
+
+    /// Returns up to `bytes` to the budget now and keeps the rest. Returns
+    /// the number of bytes released.
+    pub fn release(&mut self, bytes: u64) -> u64 {
+        let n = bytes.min(self.bytes);
+        self.bytes -= n;
+        self.budget.release(n);
+        n
+    }
+
+    /// Moves up to `bytes` into a new reservation, without touching the
+    /// budget.
+    pub fn split(&mut self, bytes: u64) -> Reservation {
+        let n = bytes.min(self.bytes);
+        self.bytes -= n;
+        Reservation::new(Arc::clone(&self.budget), n)
+    }
+
+    /// Takes over the bytes of `other`, which must belong to the same budget.
+    pub fn merge(&mut self, mut other: Reservation) -> Result<()> {
+        if !Arc::ptr_eq(&self.budget, &other.budget) {
+            return Err(Error::ForeignReservation);
+        }
+        self.bytes += std::mem::take(&mut other.bytes);
+        Ok(())
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.budget.release(self.bytes);
+    }
+}
+
+impl fmt::Debug for Reservation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reservation").field("bytes", &self.bytes).finish()
+    }
+}

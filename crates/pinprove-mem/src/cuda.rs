@@ -1,0 +1,548 @@
+//! CUDA pinned host memory, and the few runtime calls needed to move it to a
+//! GPU and time that.
+//!
+//! The runtime is linked statically (see the build script); the driver is
+//! loaded by the runtime on first use. Every handle is owned by a value that
+//! releases it on drop.
+
+use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
+use std::fmt;
+use std::ptr::{self, NonNull};
+use std::time::Duration;
+
+use crate::alloc::{HostAllocator, MemoryKind};
+use crate::pool::UseFence;
+use crate::{Error, Result};
+
+type RawError = c_int;
+type RawStream = *mut c_void;
+type RawEvent = *mut c_void;
+
+const SUCCESS: RawError = 0;
+const NOT_READY: RawError = 600;
+const HOST_ALLOC_PORTABLE: c_uint = 0x01;
+const HOST_REGISTER_PORTABLE: c_uint = 0x01;
+const STREAM_NON_BLOCKING: c_uint = 0x01;
+const EVENT_DISABLE_TIMING: c_uint = 0x02;
+const MEMCPY_HOST_TO_DEVICE: c_int = 1;
+const MEMCPY_DEVICE_TO_HOST: c_int = 2;
+const DEV_ATTR_MULTIPROCESSOR_COUNT: c_int = 16;
+/// `sizeof(struct cudaDeviceProp)` is 1008 bytes in CUDA 13.0; `name` is its
+/// first field. A larger buffer leaves room for later versions.
+const DEVICE_PROP_BYTES: usize = 4096;
+
+unsafe extern "C" {
+    fn cudaGetDeviceCount(count: *mut c_int) -> RawError;
+    fn cudaSetDevice(device: c_int) -> RawError;
+    fn cudaGetDeviceProperties(prop: *mut c_void, device: c_int) -> RawError;
+    fn cudaDeviceGetAttribute(value: *mut c_int, attr: c_int, device: c_int) -> RawError;
+    fn cudaDeviceGetPCIBusId(bus_id: *mut c_char, len: c_int, device: c_int) -> RawError;
+    fn cudaMemGetInfo(free: *mut usize, total: *mut usize) -> RawError;
+    fn cudaDriverGetVersion(version: *mut c_int) -> RawError;
+    fn cudaRuntimeGetVersion(version: *mut c_int) -> RawError;
+    fn cudaGetErrorName(error: RawError) -> *const c_char;
+    fn cudaGetErrorString(error: RawError) -> *const c_char;
+    fn cudaGetLastError() -> RawError;
+
+    fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags: c_uint) -> RawError;
+    fn cudaFreeHost(ptr: *mut c_void) -> RawError;
+    fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: c_uint) -> RawError;
+    fn cudaHostUnregister(ptr: *mut c_void) -> RawError;
+    fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> RawError;
+    fn cudaFree(ptr: *mut c_void) -> RawError;
+    fn cudaMemcpyAsync(dst: *mut c_void, src: *const c_void, count: usize, kind: c_int, stream: RawStream) -> RawError;
+
+    fn cudaStreamCreateWithFlags(stream: *mut RawStream, flags: c_uint) -> RawError;
+    fn cudaStreamDestroy(stream: RawStream) -> RawError;
+    fn cudaStreamSynchronize(stream: RawStream) -> RawError;
+    fn cudaEventCreateWithFlags(event: *mut RawEvent, flags: c_uint) -> RawError;
+    fn cudaEventDestroy(event: RawEvent) -> RawError;
+    fn cudaEventRecord(event: RawEvent, stream: RawStream) -> RawError;
+    fn cudaEventQuery(event: RawEvent) -> RawError;
+    fn cudaEventSynchronize(event: RawEvent) -> RawError;
+    fn cudaEventElapsedTime(ms: *mut f32, start: RawEvent, end: RawEvent) -> RawError;
+}
+
+/// An error code of the CUDA runtime, with the call that returned it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{call} failed: {name} ({message})")]
+pub struct CudaError {
+    /// The runtime's numeric code.
+    pub code: i32,
+    /// The code's name, such as `cudaErrorMemoryAllocation`.
+    pub name: String,
+    /// The runtime's description.
+    pub message: String,
+    /// The API call.
+    pub call: &'static str,
+}
+
+fn c_str(p: *const c_char) -> String {
+    if p.is_null() {
+        return "unknown".into();
+    }
+    // SAFETY: the runtime returns pointers to static NUL-terminated strings.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+fn check(rc: RawError, call: &'static str) -> Result<(), CudaError> {
+    if rc == SUCCESS {
+        return Ok(());
+    }
+    // SAFETY: pure lookups of static strings; clearing the sticky last error
+    // keeps it from being reported again by an unrelated later call.
+    let (name, message) = unsafe {
+        cudaGetLastError();
+        (c_str(cudaGetErrorName(rc)), c_str(cudaGetErrorString(rc)))
+    };
+    Err(CudaError {
+        code: rc,
+        name,
+        message,
+        call,
+    })
+}
+
+/// Number of usable CUDA devices; an error when no driver is usable.
+pub fn device_count() -> Result<usize, CudaError> {
+    let mut n: c_int = 0;
+    // SAFETY: writes one int.
+    check(unsafe { cudaGetDeviceCount(&mut n) }, "cudaGetDeviceCount")?;
+    Ok(n.max(0) as usize)
+}
+
+/// Makes `ordinal` the current device of the calling thread.
+pub fn set_device(ordinal: usize) -> Result<(), CudaError> {
+    // SAFETY: plain runtime call; invalid ordinals are reported as errors.
+    check(unsafe { cudaSetDevice(ordinal as c_int) }, "cudaSetDevice")
+}
+
+/// What a device is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// Device ordinal.
+    pub ordinal: usize,
+    /// Marketing name, such as "NVIDIA H200".
+    pub name: String,
+    /// PCI bus id, such as "0000:17:00.0".
+    pub pci_bus_id: String,
+    /// Multiprocessors.
+    pub multiprocessors: u32,
+    /// Device memory in bytes.
+    pub total_memory: u64,
+    /// Free device memory in bytes when read.
+    pub free_memory: u64,
+    /// Driver's CUDA version, as 1000×major + 10×minor.
+    pub driver_version: u32,
+    /// Linked runtime version, same encoding.
+    pub runtime_version: u32,
+}
+
+/// Reads what device `ordinal` is. Makes it the thread's current device.
+pub fn device_info(ordinal: usize) -> Result<DeviceInfo, CudaError> {
+    set_device(ordinal)?;
+    let dev = ordinal as c_int;
+    let mut prop = vec![0u64; DEVICE_PROP_BYTES / 8];
+    let mut bus = [0 as c_char; 64];
+    let (mut sms, mut drv, mut rt) = (0 as c_int, 0 as c_int, 0 as c_int);
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: each call writes into a buffer at least as large as the
+    // runtime's structure or the length passed.
+    unsafe {
+        check(cudaGetDeviceProperties(prop.as_mut_ptr().cast(), dev), "cudaGetDeviceProperties")?;
+        check(cudaDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as c_int, dev), "cudaDeviceGetPCIBusId")?;
+        check(
+            cudaDeviceGetAttribute(&mut sms, DEV_ATTR_MULTIPROCESSOR_COUNT, dev),
+            "cudaDeviceGetAttribute",
+        )?;
+        check(cudaMemGetInfo(&mut free, &mut total), "cudaMemGetInfo")?;
+        check(cudaDriverGetVersion(&mut drv), "cudaDriverGetVersion")?;
+        check(cudaRuntimeGetVersion(&mut rt), "cudaRuntimeGetVersion")?;
+    }
+    let name_bytes: Vec<u8> = prop
+        .iter()
+        .flat_map(|w| w.to_ne_bytes())
+        .take(256)
+        .take_while(|&b| b != 0)
+        .collect();
+    // SAFETY: `bus` is NUL-terminated by the runtime within its length.
+    let pci_bus_id = unsafe { CStr::from_ptr(bus.as_ptr()) }.to_string_lossy().into_owned();
+    Ok(DeviceInfo {
+        ordinal,
+        name: String::from_utf8_lossy(&name_bytes).into_owned(),
+        pci_bus_id,
+        multiprocessors: sms as u32,
+        total_memory: total as u64,
+        free_memory: free as u64,
+        driver_version: drv as u32,
+        runtime_version: rt as u32,
+    })
+}
+
+/// Page-locked host memory from `cudaHostAlloc` (portable, so every device's
+/// context can DMA from it; not write-combined, because the CPU reads these
+/// buffers too).
+#[derive(Debug)]
+pub struct CudaPinnedAllocator {
+    _private: (),
+}
+
+impl CudaPinnedAllocator {
+    /// Succeeds when a driver and at least one device are usable.
+    pub fn new() -> Result<Self, CudaError> {
+        let n = device_count()?;
+        if n == 0 {
+            return Err(CudaError {
+                code: 100,
+                name: "cudaErrorNoDevice".into(),
+                message: "no CUDA-capable device is detected".into(),
+                call: "cudaGetDeviceCount",
+            });
+        }
+        Ok(CudaPinnedAllocator { _private: () })
+    }
+}
+
+// SAFETY: cudaHostAlloc returns page-aligned memory of at least `len` bytes,
+// usable from any thread, freed only by the matching cudaFreeHost.
+unsafe impl HostAllocator for CudaPinnedAllocator {
+    fn kind(&self) -> MemoryKind {
+        MemoryKind::CudaPinned
+    }
+
+    fn allocate(&self, len: usize) -> Result<NonNull<u8>> {
+        let mut p: *mut c_void = ptr::null_mut();
+        // SAFETY: writes one pointer.
+        let rc = unsafe { cudaHostAlloc(&mut p, len, HOST_ALLOC_PORTABLE) };
+        check(rc, "cudaHostAlloc").map_err(|e| Error::CudaAlloc {
+            bytes: len,
+            message: e.to_string(),
+        })?;
+        NonNull::new(p.cast()).ok_or(Error::CudaAlloc {
+            bytes: len,
+            message: "cudaHostAlloc returned a null pointer".into(),
+        })
+    }
+
+    unsafe fn deallocate(&self, ptr: NonNull<u8>, _len: usize) {
+        // SAFETY: the caller passes a pointer from cudaHostAlloc.
+        let rc = unsafe { cudaFreeHost(ptr.as_ptr().cast()) };
+        if let Err(e) = check(rc, "cudaFreeHost") {
+            tracing::error!("{e}");
+        }
+    }
+}
+
+/// A device allocation, freed on drop.
+pub struct DeviceBuffer {
+    ptr: NonNull<c_void>,
+    len: usize,
+}
+
+// SAFETY: device pointers are plain addresses valid in every host thread.
+unsafe impl Send for DeviceBuffer {}
+// SAFETY: shared references expose only the address and length.
+unsafe impl Sync for DeviceBuffer {}
+
+impl DeviceBuffer {
+    /// Allocates `len` bytes on the current device.
+    pub fn new(len: usize) -> Result<Self, CudaError> {
+        let mut p: *mut c_void = ptr::null_mut();
+        // SAFETY: writes one pointer.
+        check(unsafe { cudaMalloc(&mut p, len.max(1)) }, "cudaMalloc")?;
+        Ok(DeviceBuffer {
+            ptr: NonNull::new(p).expect("cudaMalloc succeeded with a non-null pointer"),
+            len,
+        })
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has zero bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The device address.
+    pub fn as_device_ptr(&self) -> *mut c_void {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cudaMalloc and owned by this value. cudaFree
+        // synchronizes the device, so no queued work still uses it.
+        if let Err(e) = check(unsafe { cudaFree(self.ptr.as_ptr()) }, "cudaFree") {
+            tracing::error!("{e}");
+        }
+    }
+}
+
+impl fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceBuffer").field("len", &self.len).finish()
+    }
+}
+
+/// A non-blocking stream on the current device, destroyed on drop.
+pub struct Stream {
+    raw: RawStream,
+}
+
+// SAFETY: CUDA streams may be used from any host thread.
+unsafe impl Send for Stream {}
+// SAFETY: the runtime serializes concurrent use of one stream.
+unsafe impl Sync for Stream {}
+
+impl Stream {
+    /// A stream that does not synchronize with the legacy default stream.
+    pub fn new() -> Result<Self, CudaError> {
+        let mut raw: RawStream = ptr::null_mut();
+        // SAFETY: writes one handle.
+        check(
+            unsafe { cudaStreamCreateWithFlags(&mut raw, STREAM_NON_BLOCKING) },
+            "cudaStreamCreateWithFlags",
+        )?;
+        Ok(Stream { raw })
+    }
+
+    /// Waits for everything queued on the stream.
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        // SAFETY: the handle is live for `self`'s lifetime.
+        check(unsafe { cudaStreamSynchronize(self.raw) }, "cudaStreamSynchronize")
+    }
+
+    /// Copies `src` to the start of `dst`, and returns the time the copy took
+    /// on the device, measured with events recorded around it. Returns after
+    /// the copy has completed, so `src` is free again.
+    pub fn timed_upload(&self, dst: &mut DeviceBuffer, src: &[u8]) -> Result<Duration, CudaError> {
+        assert!(src.len() <= dst.len(), "upload larger than the device buffer");
+        let start = Event::timing()?;
+        let end = Event::timing()?;
+        start.record(self)?;
+        // SAFETY: `dst` holds at least `src.len()` bytes; `src` stays borrowed
+        // until the event after the copy has completed (synchronized below).
+        check(
+            unsafe {
+                cudaMemcpyAsync(
+                    dst.as_device_ptr(),
+                    src.as_ptr().cast(),
+                    src.len(),
+                    MEMCPY_HOST_TO_DEVICE,
+                    self.raw,
+                )
+            },
+            "cudaMemcpyAsync",
+        )?;
+        end.record(self)?;
+        end.synchronize()?;
+        end.elapsed_since(&start)
+    }
+
+    /// Copies the start of `src` back into `dst`, waiting for completion.
+    pub fn download(&self, dst: &mut [u8], src: &DeviceBuffer) -> Result<(), CudaError> {
+        assert!(dst.len() <= src.len(), "download larger than the device buffer");
+        // SAFETY: sizes checked above; the stream is synchronized before
+        // `dst`'s borrow ends.
+        check(
+            unsafe {
+                cudaMemcpyAsync(
+                    dst.as_mut_ptr().cast(),
+                    src.as_device_ptr(),
+                    dst.len(),
+                    MEMCPY_DEVICE_TO_HOST,
+                    self.raw,
+                )
+            },
+            "cudaMemcpyAsync",
+        )?;
+        self.synchronize()
+    }
+
+    /// The raw handle, for calls into other CUDA code of the process.
+    pub fn as_raw(&self) -> *mut c_void {
+        self.raw
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        // SAFETY: created by cudaStreamCreateWithFlags and owned by `self`.
+        if let Err(e) = check(unsafe { cudaStreamDestroy(self.raw) }, "cudaStreamDestroy") {
+            tracing::error!("{e}");
+        }
+    }
+}
+
+/// A CUDA event, destroyed on drop.
+pub struct Event {
+    raw: RawEvent,
+}
+
+// SAFETY: CUDA events may be used from any host thread.
+unsafe impl Send for Event {}
+// SAFETY: recording and querying one event concurrently is allowed.
+unsafe impl Sync for Event {}
+
+impl Event {
+    fn create(flags: c_uint) -> Result<Self, CudaError> {
+        let mut raw: RawEvent = ptr::null_mut();
+        // SAFETY: writes one handle.
+        check(unsafe { cudaEventCreateWithFlags(&mut raw, flags) }, "cudaEventCreateWithFlags")?;
+        Ok(Event { raw })
+    }
+
+    /// An event that records timestamps.
+    pub fn timing() -> Result<Self, CudaError> {
+        Self::create(0)
+    }
+
+    /// An event for ordering only (cheaper).
+    pub fn fence() -> Result<Self, CudaError> {
+        Self::create(EVENT_DISABLE_TIMING)
+    }
+
+    /// Records the event after the work queued so far on `stream`.
+    pub fn record(&self, stream: &Stream) -> Result<(), CudaError> {
+        // SAFETY: both handles are live.
+        check(unsafe { cudaEventRecord(self.raw, stream.raw) }, "cudaEventRecord")
+    }
+
+    /// Whether the recorded work has completed.
+    pub fn is_complete(&self) -> Result<bool, CudaError> {
+        // SAFETY: the handle is live.
+        match unsafe { cudaEventQuery(self.raw) } {
+            SUCCESS => Ok(true),
+            NOT_READY => Ok(false),
+            rc => check(rc, "cudaEventQuery").map(|_| false),
+        }
+    }
+
+    /// Blocks until the recorded work has completed.
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        // SAFETY: the handle is live.
+        check(unsafe { cudaEventSynchronize(self.raw) }, "cudaEventSynchronize")
+    }
+
+    /// Device time between `start` and this event, both completed.
+    pub fn elapsed_since(&self, start: &Event) -> Result<Duration, CudaError> {
+        let mut ms = 0f32;
+        // SAFETY: writes one float; both handles are live.
+        check(unsafe { cudaEventElapsedTime(&mut ms, start.raw, self.raw) }, "cudaEventElapsedTime")?;
+        Ok(Duration::from_secs_f64(f64::from(ms) / 1e3))
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: created by cudaEventCreateWithFlags and owned by `self`.
+        if let Err(e) = check(unsafe { cudaEventDestroy(self.raw) }, "cudaEventDestroy") {
+            tracing::error!("{e}");
+        }
+    }
+}
+
+/// A [`UseFence`] that completes when a CUDA event does: record it on the
+/// stream after the copy that reads a pool buffer, attach it to the buffer,
+/// and the pool will not hand the buffer out again before the copy is done.
+pub struct EventFence(Event);
+
+impl EventFence {
+    /// Records a fence after the work queued so far on `stream`.
+    pub fn record(stream: &Stream) -> Result<Self, CudaError> {
+        let e = Event::fence()?;
+        e.record(stream)?;
+        Ok(EventFence(e))
+    }
+}
+
+impl UseFence for EventFence {
+    fn is_complete(&self) -> bool {
+        // An error means the device is gone: nothing is reading any more.
+        self.0.is_complete().unwrap_or(true)
+    }
+
+    fn wait(&self) {
+        if let Err(e) = self.0.synchronize() {
+            tracing::error!("waiting for a pool buffer's last use: {e}");
+        }
+    }
+}
+
+/// Heap memory page-locked with `cudaHostRegister` for as long as this value
+/// lives.
+pub struct HostRegistration<'a> {
+    bytes: &'a mut [u8],
+}
+
+impl<'a> HostRegistration<'a> {
+    /// Pins `bytes` in place.
+    pub fn new(bytes: &'a mut [u8]) -> Result<Self, CudaError> {
+        // SAFETY: the slice is valid for its length and stays borrowed (so
+        // neither moved nor freed) until unregistered in drop.
+        check(
+            unsafe { cudaHostRegister(bytes.as_mut_ptr().cast(), bytes.len(), HOST_REGISTER_PORTABLE) },
+            "cudaHostRegister",
+        )?;
+        Ok(HostRegistration { bytes })
+    }
+
+    /// The pinned bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        self.bytes
+    }
+}
+
+impl Drop for HostRegistration<'_> {
+    fn drop(&mut self) {
+        // SAFETY: registered in `new` with this address.
+        if let Err(e) = check(unsafe { cudaHostUnregister(self.bytes.as_mut_ptr().cast()) }, "cudaHostUnregister") {
+            tracing::error!("{e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where no GPU is usable the allocator reports why instead of failing
+    /// later, and the default allocator falls back to the heap.
+    #[test]
+    fn availability_is_reported() {
+        match CudaPinnedAllocator::new() {
+            Ok(a) => {
+                let p = a.allocate(1 << 20).unwrap();
+                // SAFETY: just allocated, 1 MiB, ours.
+                unsafe {
+                    p.as_ptr().write_bytes(7, 1 << 20);
+                    a.deallocate(p, 1 << 20);
+                }
+                assert_eq!(crate::default_allocator().kind(), MemoryKind::CudaPinned);
+            }
+            Err(e) => {
+                assert!(!e.name.is_empty() && e.code != 0, "{e:?}");
+                assert_eq!(crate::default_allocator().kind(), MemoryKind::Heap);
+            }
+        }
+    }
+
+    #[test]
+    fn upload_roundtrip_when_a_gpu_is_present() {
+        if CudaPinnedAllocator::new().is_err() {
+            eprintln!("skipped: no usable CUDA device");
+            return;
+        }
+        let stream = Stream::new().unwrap();
+        let mut dev = DeviceBuffer::new(1 << 20).unwrap();
+        let src: Vec<u8> = (0..1 << 20).map(|i| (i * 7 % 251) as u8).collect();
+        stream.timed_upload(&mut dev, &src).unwrap();
+        let mut back = vec![0u8; 1 << 20];
+        stream.download(&mut back, &dev).unwrap();
+        assert_eq!(src, back);
+    }
+}

@@ -1,0 +1,111 @@
+//! What the machine offers: memory size, cgroup limits, resident set size.
+
+use std::fs;
+
+/// Physical memory usable by this process: the smaller of MemTotal and the
+/// cgroup memory limit (v2 `memory.max`, or v1 `memory.limit_in_bytes`).
+pub fn usable_memory_bytes() -> u64 {
+    let total = mem_total_bytes().unwrap_or(u64::MAX);
+    match cgroup_limit_bytes() {
+        Some(limit) => total.min(limit),
+        None if total == u64::MAX => 8 << 30,
+        None => total,
+    }
+}
+
+/// MemTotal from `/proc/meminfo`, in bytes.
+pub fn mem_total_bytes() -> Option<u64> {
+    meminfo_field("MemTotal:")
+}
+
+/// MemAvailable from `/proc/meminfo`, in bytes.
+pub fn mem_available_bytes() -> Option<u64> {
+    meminfo_field("MemAvailable:")
+}
+
+fn meminfo_field(name: &str) -> Option<u64> {
+    let text = fs::read_to_string("/proc/meminfo").ok()?;
+    parse_kib_field(&text, name)
+}
+
+fn parse_kib_field(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(name))?;
+    let kib: u64 = line[name.len()..].trim().trim_end_matches("kB").trim().parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// The memory limit of this process's cgroup, if one is set.
+pub fn cgroup_limit_bytes() -> Option<u64> {
+    let cgroup = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut candidates = Vec::new();
+    for line in cgroup.lines() {
+        // v2: "0::/path"; v1: "N:memory:/path"
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next(), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        if controllers.is_empty() {
+            candidates.push(format!("/sys/fs/cgroup{path}/memory.max"));
+        } else if controllers.split(',').any(|c| c == "memory") {
+            candidates.push(format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"));
+        }
+    }
+    candidates.push("/sys/fs/cgroup/memory.max".into());
+    candidates.push("/sys/fs/cgroup/memory/memory.limit_in_bytes".into());
+    candidates
+        .iter()
+        .filter_map(|p| fs::read_to_string(p).ok())
+        .find_map(|s| parse_limit(&s))
+}
+
+fn parse_limit(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if s == "max" {
+        return None;
+    }
+    let v: u64 = s.parse().ok()?;
+    // cgroup v1 reports "no limit" as a huge page-rounded number.
+    (v < (1u64 << 60)).then_some(v)
+}
+
+/// Resident set size of this process now, in bytes.
+pub fn rss_bytes() -> Option<u64> {
+    status_field("VmRSS:")
+}
+
+/// Peak resident set size of this process, in bytes.
+pub fn peak_rss_bytes() -> Option<u64> {
+    status_field("VmHWM:")
+}
+
+fn status_field(name: &str) -> Option<u64> {
+    let text = fs::read_to_string("/proc/self/status").ok()?;
+    parse_kib_field(&text, name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_meminfo_lines() {
+        let text = "MemTotal:       24567896 kB\nMemFree:          123 kB\n";
+        assert_eq!(parse_kib_field(text, "MemTotal:"), Some(24567896 * 1024));
+        assert_eq!(parse_kib_field(text, "MemFree:"), Some(123 * 1024));
+        assert_eq!(parse_kib_field(text, "Nope:"), None);
+    }
+
+    #[test]
+    fn parses_cgroup_limits() {
+        assert_eq!(parse_limit("max\n"), None);
+        assert_eq!(parse_limit("8589934592\n"), Some(8 << 30));
+        assert_eq!(parse_limit("9223372036854771712"), None);
+        assert_eq!(parse_limit("garbage"), None);
+    }
+
+    #[test]
+    fn this_machine_reports_memory() {
+        let usable = usable_memory_bytes();
+        assert!(usable > 64 << 20, "usable memory {usable}");
+        assert!(rss_bytes().unwrap() > 0);
+        assert!(peak_rss_bytes().unwrap() >= rss_bytes().unwrap() / 2);
+    }
+}

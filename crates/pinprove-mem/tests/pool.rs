@@ -1,0 +1,307 @@
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use pinprove_mem::{
+    Error, HeapAllocator, HostAllocator, MIB, MemoryBudget, PinnedPool, PinnedVec, PoolConfig, UseFence,
+};
+
+fn heap() -> Arc<dyn HostAllocator> {
+    // Prefaulting is exercised by the allocator's own tests; here it would
+    // only slow things down.
+    Arc::new(HeapAllocator::new(false))
+}
+
+fn pool_with(total: u64, config: PoolConfig) -> (Arc<MemoryBudget>, Arc<PinnedPool>) {
+    let budget = MemoryBudget::new(total);
+    let pool = PinnedPool::new(heap(), Arc::clone(&budget), config);
+    (budget, pool)
+}
+
+fn pool(total: u64) -> (Arc<MemoryBudget>, Arc<PinnedPool>) {
+    pool_with(
+        total,
+        PoolConfig {
+            idle_timeout: None,
+            ..PoolConfig::default()
+        },
+    )
+}
+
+const M: u64 = MIB as u64;
+
+#[test]
+fn a_returned_buffer_is_reused() {
+    let (budget, pool) = pool(64 * M);
+    let b = pool.try_checkout(3 * MIB).unwrap();
+    let addr = b.as_ptr();
+    drop(b);
+    let b = pool.try_checkout(3 * MIB).unwrap();
+    assert_eq!(b.as_ptr(), addr);
+    let s = pool.stats();
+    assert_eq!((s.fresh_allocations, s.reuse_hits), (1, 1));
+    assert_eq!(s.checked_out_bytes, 3 * M);
+    drop(b);
+    assert_eq!(budget.used(), 3 * M, "idle buffers stay covered by the budget");
+}
+
+#[test]
+fn best_fit_picks_the_smallest_buffer_that_is_large_enough() {
+    let (_budget, pool) = pool(256 * M);
+    let sizes = [M, 4 * M, 16 * M, 5 * M];
+    let bufs: Vec<_> = sizes.iter().map(|&s| pool.try_checkout(s as usize).unwrap()).collect();
+    drop(bufs);
+    let b = pool.try_checkout(3 * MIB).unwrap();
+    assert_eq!(b.len(), 4 * MIB);
+    let c = pool.try_checkout(4 * MIB + 1).unwrap();
+    assert_eq!(c.len(), 5 * MIB, "4 MiB is taken, 5 MiB fits best");
+    assert_eq!(pool.stats().reuse_hits, 2);
+}
+
+#[test]
+fn similar_sizes_share_buffers_but_tiny_requests_do_not_take_huge_ones() {
+    let (_budget, pool) = pool(1024 * M);
+    drop(pool.try_checkout(100 * MIB).unwrap());
+    // Same size class.
+    let b = pool.try_checkout(97 * MIB).unwrap();
+    assert_eq!(pool.stats().reuse_hits, 1);
+    drop(b);
+    // Far smaller: a fresh buffer rather than 104 MiB for 1 MiB.
+    let small = pool.try_checkout(MIB).unwrap();
+    assert_eq!(small.len(), MIB);
+    assert_eq!(pool.stats().fresh_allocations, 2);
+}
+
+#[test]
+fn under_pressure_an_oversized_idle_buffer_is_used_rather_than_evicted() {
+    let (budget, pool) = pool(40 * M);
+    drop(pool.try_checkout(32 * MIB).unwrap());
+    // 8 MiB free, 16 MiB asked: reuse the 32 MiB idle buffer.
+    let b = pool.try_checkout(16 * MIB).unwrap();
+    assert_eq!(b.len(), 32 * MIB);
+    assert_eq!(budget.used(), 32 * M);
+}
+
+#[test]
+fn shrink_frees_largest_idle_buffers_first() {
+    let (budget, pool) = pool(256 * M);
+    let bufs: Vec<_> = [M, 2 * M, 8 * M, 32 * M].iter().map(|&s| pool.try_checkout(s as usize).unwrap()).collect();
+    let keep = pool.try_checkout(16 * MIB).unwrap();
+    drop(bufs);
+    assert_eq!(budget.used(), 59 * M);
+    let freed = pool.shrink(9 * M);
+    assert_eq!(freed, 32 * M, "the largest buffer alone covers the request");
+    let freed = pool.shrink(9 * M);
+    assert_eq!(freed, 8 * M + 2 * M);
+    assert_eq!(pool.stats().idle_bytes, M);
+    assert_eq!(budget.used(), 17 * M, "checked-out buffers are never shrunk");
+    drop(keep);
+    pool.clear_idle();
+    assert_eq!(budget.used(), 0);
+    assert_eq!(pool.stats().allocated_bytes, 0);
+}
+
+#[test]
+fn idle_buffers_are_trimmed_after_the_timeout() {
+    let (budget, pool) = pool_with(
+        64 * M,
+        PoolConfig {
+            idle_timeout: Some(Duration::from_millis(40)),
+            ..PoolConfig::default()
+        },
+    );
+    drop(pool.try_checkout(2 * MIB).unwrap());
+    assert_eq!(pool.stats().idle_buffers, 1);
+    for _ in 0..400 {
+        if pool.stats().idle_buffers == 0 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    let s = pool.stats();
+    assert_eq!((s.idle_buffers, s.freed_buffers), (0, 1));
+    assert_eq!(budget.used(), 0);
+    // A buffer in use is never trimmed.
+    let b = pool.try_checkout(2 * MIB).unwrap();
+    assert_eq!(pool.trim_idle_older_than(Duration::ZERO), 0);
+    drop(b);
+    assert_eq!(pool.trim_idle_older_than(Duration::ZERO), 2 * M);
+}
+
+#[test]
+fn the_budget_evicts_idle_pool_buffers_for_other_requests() {
+    let (budget, pool) = pool(64 * M);
+    drop(pool.try_checkout(48 * MIB).unwrap());
+    assert_eq!(budget.used(), 48 * M);
+    // Not a pool request: the pool gives up its idle buffer for it.
+    let r = budget.try_acquire(40 * M).unwrap();
+    assert_eq!(pool.stats().allocated_bytes, 0);
+    assert_eq!(budget.used(), 40 * M);
+    drop(r);
+}
+
+#[test]
+fn buffers_returned_while_others_wait_are_freed() {
+    let (budget, pool) = pool(64 * M);
+    let b = pool.try_checkout(48 * MIB).unwrap();
+    let b2 = Arc::clone(&budget);
+    let waiter = thread::spawn(move || b2.acquire_blocking(40 * M).unwrap().bytes());
+    while !budget.has_waiters() {
+        thread::sleep(Duration::from_millis(2));
+    }
+    drop(b);
+    assert_eq!(waiter.join().unwrap(), 40 * M);
+    assert_eq!(pool.stats().idle_buffers, 0);
+    assert_eq!(budget.used(), 0);
+}
+
+#[test]
+fn oversized_requests_fail_clearly() {
+    let (_budget, pool) = pool(16 * M);
+    assert!(matches!(pool.try_checkout(32 * MIB), Err(Error::ExceedsBudget { .. })));
+    assert!(matches!(pool.checkout_blocking(32 * MIB), Err(Error::ExceedsBudget { .. })));
+    assert!(matches!(pool.try_checkout(usize::MAX), Err(Error::CapacityOverflow(_))));
+    assert_eq!(pool.stats().allocated_bytes, 0);
+}
+
+#[test]
+fn funded_checkouts_never_count_memory_twice() {
+    let (budget, pool) = pool(64 * M);
+    // A job reserves its working set up front.
+    let mut funds = budget.try_acquire(20 * M).unwrap();
+    let fresh = pool.checkout_funded(8 * MIB, &mut funds).unwrap();
+    assert_eq!(funds.bytes(), 12 * M);
+    assert_eq!(budget.used(), 20 * M, "fresh buffer moved 8 MiB from the job to the pool");
+    drop(fresh);
+    // The buffer is idle, covered by the pool; reuse releases the job's share.
+    let reused = pool.checkout_funded(8 * MIB, &mut funds).unwrap();
+    assert_eq!(funds.bytes(), 4 * M);
+    assert_eq!(budget.used(), 12 * M);
+    // Short funds are topped up from the budget.
+    let big = pool.checkout_funded(16 * MIB, &mut funds).unwrap();
+    assert_eq!(funds.bytes(), 0);
+    assert_eq!(budget.used(), 24 * M);
+    let foreign = MemoryBudget::new(100 * M);
+    let mut other = foreign.try_acquire(M).unwrap();
+    assert!(matches!(pool.checkout_funded(M as usize, &mut other), Err(Error::ForeignReservation)));
+    drop((reused, big, funds));
+    pool.clear_idle();
+    assert_eq!(budget.used(), 0);
+}
+
+struct Flag(Arc<AtomicBool>);
+
+impl UseFence for Flag {
+    fn is_complete(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+    fn wait(&self) {
+        while !self.is_complete() {
+            thread::yield_now();
+        }
+    }
+}
+
+#[test]
+fn a_buffer_is_reused_only_after_its_fence_completes() {
+    let (_budget, pool) = pool(64 * M);
+    let done = Arc::new(AtomicBool::new(false));
+    let mut b = pool.try_checkout(4 * MIB).unwrap();
+    let addr = b.as_ptr();
+    b.set_use_fence(Box::new(Flag(Arc::clone(&done))));
+    drop(b);
+    let s = pool.stats();
+    assert_eq!((s.fenced_bytes, s.idle_buffers), (4 * M, 0));
+    // The device is still "reading": a new checkout gets another buffer,
+    // and shrinking cannot free the fenced one.
+    let other = pool.try_checkout(4 * MIB).unwrap();
+    assert_ne!(other.as_ptr(), addr);
+    assert_eq!(pool.shrink(u64::MAX), 0);
+    done.store(true, Ordering::SeqCst);
+    let again = pool.try_checkout(4 * MIB).unwrap();
+    assert_eq!(again.as_ptr(), addr);
+    assert_eq!(pool.stats().fenced_bytes, 0);
+}
+
+#[test]
+fn dropping_the_pool_waits_for_fenced_buffers() {
+    let (budget, pool) = pool(64 * M);
+    let done = Arc::new(AtomicBool::new(false));
+    let mut b = pool.try_checkout(MIB).unwrap();
+    b.set_use_fence(Box::new(Flag(Arc::clone(&done))));
+    drop(b);
+    let d = Arc::clone(&done);
+    let setter = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(30));
+        d.store(true, Ordering::SeqCst);
+    });
+    drop(pool); // blocks until the fence completes
+    assert!(done.load(Ordering::SeqCst));
+    setter.join().unwrap();
+    assert_eq!(budget.used(), 0);
+}
+
+#[test]
+fn every_conversion_returns_the_buffer_exactly_once() {
+    let (budget, pool) = pool(256 * M);
+    let fill = |n: usize| {
+        let mut v = PinnedVec::<u64>::with_capacity_in(n, &pool).unwrap();
+        v.extend((0..n as u64).map(|i| i * 3));
+        v
+    };
+    let v = fill(1000);
+    drop(v);
+    let v = fill(1000);
+    v.release();
+    let v = fill(1000);
+    let copy = v.into_vec();
+    assert_eq!(copy[999], 2997);
+    let v = fill(1000);
+    let (buf, len) = v.into_buffer().unwrap();
+    assert_eq!(len, 1000);
+    assert_eq!(pool.stats().checked_out_buffers, 1, "into_buffer keeps it out");
+    drop(buf);
+    let empty = PinnedVec::<u64>::new_in(&pool);
+    assert!(empty.into_buffer().is_none());
+
+    let s = pool.stats();
+    assert_eq!(s.checked_out_buffers, 0);
+    assert_eq!(s.checked_out_bytes, 0);
+    assert_eq!(s.fresh_allocations, 1, "one buffer served every vector");
+    assert_eq!(s.idle_buffers, 1);
+    pool.clear_idle();
+    assert_eq!(budget.used(), 0);
+}
+
+#[test]
+fn concurrent_checkouts_keep_the_books_straight() {
+    let (budget, pool) = pool(128 * M);
+    let seen = Arc::new(Mutex::new(std::collections::HashSet::new()));
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let (pool, seen) = (Arc::clone(&pool), Arc::clone(&seen));
+            thread::spawn(move || {
+                for i in 0..50 {
+                    let bytes = ((t * 7 + i * 13) % 6 + 1) * MIB;
+                    let mut b = pool.checkout_blocking(bytes).unwrap();
+                    // Two holders of one buffer would be a double return.
+                    let addr = b.as_ptr() as usize;
+                    assert!(seen.lock().unwrap().insert(addr), "buffer handed out twice");
+                    b.as_uninit_mut()[0].write(t as u8);
+                    thread::yield_now();
+                    assert!(seen.lock().unwrap().remove(&addr));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let s = pool.stats();
+    assert_eq!((s.checked_out_buffers, s.checked_out_bytes), (0, 0));
+    assert_eq!(budget.used(), s.allocated_bytes);
+    assert!(s.reuse_hits > s.fresh_allocations);
+    pool.clear_idle();
+    assert_eq!(budget.used(), 0);
+}

@@ -1,0 +1,155 @@
+//! What a benchmark ran on, and small helpers for summarizing timings.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde::Serialize;
+
+/// How a benchmark reports.
+#[derive(Args, Debug, Clone)]
+pub struct Output {
+    /// Print one JSON object instead of the human summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Also append the JSON object, as one line, to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json_out: Option<PathBuf>,
+}
+
+impl Output {
+    /// Prints `report` as asked: the summary (or JSON) on stdout, and a JSON
+    /// line appended to `--json-out`.
+    pub fn emit<R: Serialize>(&self, report: &R, summary: impl FnOnce(&R)) -> Result<()> {
+        let line = serde_json::to_string(report)?;
+        if let Some(path) = &self.json_out {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("opening {}", path.display()))?;
+            writeln!(f, "{line}").with_context(|| format!("writing {}", path.display()))?;
+        }
+        if self.json {
+            println!("{line}");
+        } else {
+            summary(report);
+        }
+        Ok(())
+    }
+}
+
+/// The host a measurement was taken on.
+#[derive(Clone, Debug, Serialize)]
+pub struct Host {
+    pub cpu: String,
+    pub cores: usize,
+    pub memory_bytes: u64,
+    pub kernel: String,
+    pub hostname: String,
+}
+
+impl Host {
+    pub fn detect() -> Host {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split(':').nth(1))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|| "unknown".into());
+        let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default();
+        Host {
+            cpu,
+            cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            memory_bytes: pinprove_mem::sys::mem_total_bytes().unwrap_or(0),
+            kernel: read("/proc/sys/kernel/osrelease"),
+            hostname: read("/proc/sys/kernel/hostname"),
+        }
+    }
+
+    pub fn summary(&self) -> String {
+        format!(
+            "{} ({} cores), {}, Linux {}",
+            self.cpu,
+            self.cores,
+            bytes(self.memory_bytes),
+            self.kernel
+        )
+    }
+}
+
+/// The median of `samples` (which it sorts).
+pub fn median(samples: &mut [Duration]) -> Duration {
+    assert!(!samples.is_empty(), "median of no samples");
+    samples.sort();
+    let n = samples.len();
+    if n % 2 == 1 {
+        samples[n / 2]
+    } else {
+        (samples[n / 2 - 1] + samples[n / 2]) / 2
+    }
+}
+
+/// The `q` quantile (0..=1) of sorted `samples`.
+pub fn quantile_sorted(samples: &[Duration], q: f64) -> Duration {
+    assert!(!samples.is_empty(), "quantile of no samples");
+    let idx = ((samples.len() - 1) as f64 * q).round() as usize;
+    samples[idx.min(samples.len() - 1)]
+}
+
+/// Human-readable byte count.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{n} B") } else { format!("{v:.2} {}", UNITS[u]) }
+}
+
+/// Human-readable duration with a unit fitting its size.
+pub fn dur(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 1.0 {
+        format!("{s:.3} s")
+    } else if s >= 1e-3 {
+        format!("{:.3} ms", s * 1e3)
+    } else if s >= 1e-6 {
+        format!("{:.3} µs", s * 1e6)
+    } else {
+        format!("{:.1} ns", s * 1e9)
+    }
+}
+
+/// Decimal gigabytes per second.
+pub fn gbps(bytes: u64, d: Duration) -> f64 {
+    bytes as f64 / d.as_secs_f64() / 1e9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_and_quantiles() {
+        let ms = Duration::from_millis;
+        assert_eq!(median(&mut [ms(3), ms(1), ms(2)]), ms(2));
+        assert_eq!(median(&mut [ms(4), ms(1), ms(2), ms(3)]), Duration::from_micros(2500));
+        let sorted = [ms(1), ms(2), ms(3), ms(4), ms(100)];
+        assert_eq!(quantile_sorted(&sorted, 0.5), ms(3));
+        assert_eq!(quantile_sorted(&sorted, 1.0), ms(100));
+    }
+
+    #[test]
+    fn formats() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(3 << 30), "3.00 GiB");
+        assert_eq!(dur(Duration::from_micros(1500)), "1.500 ms");
+        assert!((gbps(1_000_000_000, Duration::from_secs(2)) - 0.5).abs() < 1e-12);
+    }
+}
