@@ -48,7 +48,7 @@ fn main() {
 fn find_toolkit() -> Option<PathBuf> {
     let mut candidates: Vec<PathBuf> = ["PINPROVE_CUDA_HOME", "CUDA_HOME", "CUDA_PATH"]
         .iter()
-        .filter_map(|v| env::var_os(v))
+        .filter_map(env::var_os)
         .map(PathBuf::from)
         .collect();
     if let Some(workspace) = workspace_root() {

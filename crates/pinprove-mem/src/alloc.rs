@@ -206,7 +206,9 @@ unsafe impl HostAllocator for HeapAllocator {
         let ptr = if len >= HUGE_PAGE {
             // Map with slack, then unmap the parts outside a 2 MiB-aligned
             // window of `len` bytes.
-            let padded = len.checked_add(HUGE_PAGE).ok_or(Error::CapacityOverflow("heap allocation"))?;
+            let padded = len
+                .checked_add(HUGE_PAGE)
+                .ok_or(Error::CapacityOverflow("heap allocation"))?;
             let raw = Self::map(padded)?;
             let aligned = (raw as usize).next_multiple_of(HUGE_PAGE);
             let head = aligned - raw as usize;
@@ -276,7 +278,15 @@ mod tests {
     #[test]
     fn heap_allocations_are_aligned_and_usable() {
         let a: Arc<dyn HostAllocator> = Arc::new(HeapAllocator::default());
-        for len in [1, PAGE - 1, PAGE, 3 * PAGE + 7, HUGE_PAGE, HUGE_PAGE + 1, 5 * HUGE_PAGE + 123] {
+        for len in [
+            1,
+            PAGE - 1,
+            PAGE,
+            3 * PAGE + 7,
+            HUGE_PAGE,
+            HUGE_PAGE + 1,
+            5 * HUGE_PAGE + 123,
+        ] {
             let m = HostMemory::allocate(&a, len).unwrap();
             assert!(m.len() >= len);
             let align = if len >= HUGE_PAGE { HUGE_PAGE } else { PAGE };

@@ -149,8 +149,14 @@ pub fn device_info(ordinal: usize) -> Result<DeviceInfo, CudaError> {
     // SAFETY: each call writes into a buffer at least as large as the
     // runtime's structure or the length passed.
     unsafe {
-        check(cudaGetDeviceProperties(prop.as_mut_ptr().cast(), dev), "cudaGetDeviceProperties")?;
-        check(cudaDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as c_int, dev), "cudaDeviceGetPCIBusId")?;
+        check(
+            cudaGetDeviceProperties(prop.as_mut_ptr().cast(), dev),
+            "cudaGetDeviceProperties",
+        )?;
+        check(
+            cudaDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as c_int, dev),
+            "cudaDeviceGetPCIBusId",
+        )?;
         check(
             cudaDeviceGetAttribute(&mut sms, DEV_ATTR_MULTIPROCESSOR_COUNT, dev),
             "cudaDeviceGetAttribute",
@@ -392,7 +398,10 @@ impl Event {
     fn create(flags: c_uint) -> Result<Self, CudaError> {
         let mut raw: RawEvent = ptr::null_mut();
         // SAFETY: writes one handle.
-        check(unsafe { cudaEventCreateWithFlags(&mut raw, flags) }, "cudaEventCreateWithFlags")?;
+        check(
+            unsafe { cudaEventCreateWithFlags(&mut raw, flags) },
+            "cudaEventCreateWithFlags",
+        )?;
         Ok(Event { raw })
     }
 
@@ -432,7 +441,10 @@ impl Event {
     pub fn elapsed_since(&self, start: &Event) -> Result<Duration, CudaError> {
         let mut ms = 0f32;
         // SAFETY: writes one float; both handles are live.
-        check(unsafe { cudaEventElapsedTime(&mut ms, start.raw, self.raw) }, "cudaEventElapsedTime")?;
+        check(
+            unsafe { cudaEventElapsedTime(&mut ms, start.raw, self.raw) },
+            "cudaEventElapsedTime",
+        )?;
         Ok(Duration::from_secs_f64(f64::from(ms) / 1e3))
     }
 }
@@ -500,7 +512,10 @@ impl<'a> HostRegistration<'a> {
 impl Drop for HostRegistration<'_> {
     fn drop(&mut self) {
         // SAFETY: registered in `new` with this address.
-        if let Err(e) = check(unsafe { cudaHostUnregister(self.bytes.as_mut_ptr().cast()) }, "cudaHostUnregister") {
+        if let Err(e) = check(
+            unsafe { cudaHostUnregister(self.bytes.as_mut_ptr().cast()) },
+            "cudaHostUnregister",
+        ) {
             tracing::error!("{e}");
         }
     }

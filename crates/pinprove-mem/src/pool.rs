@@ -135,7 +135,13 @@ impl State {
         while i < self.fenced.len() {
             if self.fenced[i].fence.is_complete() {
                 let f = self.fenced.swap_remove(i);
-                self.idle.insert((f.block.mem.len(), f.block.id), Idle { block: f.block, since: now });
+                self.idle.insert(
+                    (f.block.mem.len(), f.block.id),
+                    Idle {
+                        block: f.block,
+                        since: now,
+                    },
+                );
             } else {
                 i += 1;
             }
@@ -181,11 +187,7 @@ impl PinnedPool {
     /// Registers the pool as the budget's first evictor and, when
     /// `config.idle_timeout` is set, starts a thread that frees buffers idle
     /// for longer than that (it ends with the pool).
-    pub fn new(
-        allocator: Arc<dyn HostAllocator>,
-        budget: Arc<MemoryBudget>,
-        config: PoolConfig,
-    ) -> Arc<Self> {
+    pub fn new(allocator: Arc<dyn HostAllocator>, budget: Arc<MemoryBudget>, config: PoolConfig) -> Arc<Self> {
         let pool = Arc::new_cyclic(|weak: &Weak<PinnedPool>| {
             let trimmer = config.idle_timeout.map(|timeout| spawn_trimmer(weak.clone(), timeout));
             PinnedPool {
@@ -307,7 +309,9 @@ impl PinnedPool {
     /// Frees buffers idle for longer than the configured timeout. Called by
     /// the trimmer thread; callable at any time.
     pub fn trim_idle(&self) -> u64 {
-        let Some(timeout) = self.config.idle_timeout else { return 0 };
+        let Some(timeout) = self.config.idle_timeout else {
+            return 0;
+        };
         self.trim_idle_older_than(timeout)
     }
 
@@ -371,7 +375,12 @@ impl PinnedPool {
         };
         let mut s = self.lock();
         s.collect_fenced();
-        let key = *s.idle.range((size, 0)..).next().filter(|((len, _), _)| *len <= limit)?.0;
+        let key = *s
+            .idle
+            .range((size, 0)..)
+            .next()
+            .filter(|((len, _), _)| *len <= limit)?
+            .0;
         let idle = s.idle.remove(&key).expect("key just found");
         s.checked_out += key.0 as u64;
         s.checked_out_buffers += 1;
@@ -426,7 +435,13 @@ impl PinnedPool {
                 self.free(vec![block]);
             }
             _ => {
-                s.idle.insert((block.mem.len(), block.id), Idle { block, since: Instant::now() });
+                s.idle.insert(
+                    (block.mem.len(), block.id),
+                    Idle {
+                        block,
+                        since: Instant::now(),
+                    },
+                );
             }
         }
     }
@@ -434,7 +449,9 @@ impl PinnedPool {
     fn free(&self, blocks: Vec<Block>) -> u64 {
         let bytes: u64 = blocks.iter().map(|b| b.mem.len() as u64).sum();
         if !blocks.is_empty() {
-            self.counters.freed_buffers.fetch_add(blocks.len() as u64, Ordering::Relaxed);
+            self.counters
+                .freed_buffers
+                .fetch_add(blocks.len() as u64, Ordering::Relaxed);
             self.counters.freed_bytes.fetch_add(bytes, Ordering::Relaxed);
             tracing::debug!(buffers = blocks.len(), bytes, "pool freed idle buffers");
         }
@@ -466,14 +483,12 @@ impl Drop for PinnedPool {
 fn spawn_trimmer(pool: Weak<PinnedPool>, timeout: Duration) -> mpsc::Sender<()> {
     let (stop, stopped) = mpsc::channel::<()>();
     let tick = (timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(30));
-    let spawned = std::thread::Builder::new()
-        .name("pool-trimmer".into())
-        .spawn(move || {
-            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(tick) {
-                let Some(pool) = pool.upgrade() else { break };
-                pool.trim_idle();
-            }
-        });
+    let spawned = std::thread::Builder::new().name("pool-trimmer".into()).spawn(move || {
+        while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(tick) {
+            let Some(pool) = pool.upgrade() else { break };
+            pool.trim_idle();
+        }
+    });
     if let Err(e) = spawned {
         tracing::warn!("could not start the pool's idle trimmer ({e}); idle buffers are freed only on demand");
     }

@@ -46,7 +46,10 @@ unsafe impl<T: Copy + Sync> Sync for PinnedVec<T> {}
 impl<T: Copy> PinnedVec<T> {
     const ELEM: usize = {
         assert!(size_of::<T>() > 0, "PinnedVec does not hold zero-sized types");
-        assert!(std::mem::align_of::<T>() <= PAGE, "PinnedVec elements must be aligned to at most a page");
+        assert!(
+            std::mem::align_of::<T>() <= PAGE,
+            "PinnedVec elements must be aligned to at most a page"
+        );
         size_of::<T>()
     };
 
@@ -287,7 +290,9 @@ impl<T: Copy> PinnedVec<T> {
         let doubled = needed.max(self.cap.saturating_mul(2)).max(minimum_first);
         let new = match self.checkout(doubled) {
             // Doubling may not fit where the exact size does.
-            Err(Error::ExceedsBudget { .. } | Error::CapacityOverflow(_)) if doubled > needed => self.checkout(needed)?,
+            Err(Error::ExceedsBudget { .. } | Error::CapacityOverflow(_)) if doubled > needed => {
+                self.checkout(needed)?
+            }
             other => other?,
         };
         self.replace_buffer(new);

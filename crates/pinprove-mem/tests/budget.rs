@@ -121,7 +121,10 @@ fn waiters_are_served_in_fifo_order() {
     // 20 free: the small one would fit, but the big one is ahead of it.
     held.release(20);
     thread::sleep(Duration::from_millis(50));
-    assert!(order.lock().unwrap().is_empty(), "small request overtook the queue head");
+    assert!(
+        order.lock().unwrap().is_empty(),
+        "small request overtook the queue head"
+    );
     // A try_acquire does not jump the queue either.
     assert!(matches!(b.try_acquire(5), Err(Error::WouldBlock { .. })));
 
@@ -205,7 +208,12 @@ impl Evictor for TestEvictor {
     }
 }
 
-fn evictor(b: &Arc<MemoryBudget>, name: &'static str, chunks: &[u64], log: &Arc<Mutex<Vec<&'static str>>>) -> Arc<TestEvictor> {
+fn evictor(
+    b: &Arc<MemoryBudget>,
+    name: &'static str,
+    chunks: &[u64],
+    log: &Arc<Mutex<Vec<&'static str>>>,
+) -> Arc<TestEvictor> {
     Arc::new(TestEvictor {
         name,
         held: Mutex::new(chunks.iter().map(|&n| b.try_acquire(n).unwrap()).collect()),
@@ -314,12 +322,18 @@ fn concurrent_mixed_workload_never_exceeds_the_total() {
     assert_eq!(b.used(), 0);
     assert_eq!(outstanding.load(Ordering::SeqCst), 0);
     assert!(b.stats().peak <= TOTAL);
-    assert!(max_seen.load(Ordering::SeqCst) > TOTAL / 3, "the workload never contended");
+    assert!(
+        max_seen.load(Ordering::SeqCst) > TOTAL / 3,
+        "the workload never contended"
+    );
 }
 
 // A tiny executor for the synchronous tests.
 fn futures_block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(f)
 }
 
 fn poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> Option<F::Output> {

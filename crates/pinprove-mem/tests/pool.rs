@@ -86,7 +86,10 @@ fn under_pressure_an_oversized_idle_buffer_is_used_rather_than_evicted() {
 #[test]
 fn shrink_frees_largest_idle_buffers_first() {
     let (budget, pool) = pool(256 * M);
-    let bufs: Vec<_> = [M, 2 * M, 8 * M, 32 * M].iter().map(|&s| pool.try_checkout(s as usize).unwrap()).collect();
+    let bufs: Vec<_> = [M, 2 * M, 8 * M, 32 * M]
+        .iter()
+        .map(|&s| pool.try_checkout(s as usize).unwrap())
+        .collect();
     let keep = pool.try_checkout(16 * MIB).unwrap();
     drop(bufs);
     assert_eq!(budget.used(), 59 * M);
@@ -160,7 +163,10 @@ fn buffers_returned_while_others_wait_are_freed() {
 fn oversized_requests_fail_clearly() {
     let (_budget, pool) = pool(16 * M);
     assert!(matches!(pool.try_checkout(32 * MIB), Err(Error::ExceedsBudget { .. })));
-    assert!(matches!(pool.checkout_blocking(32 * MIB), Err(Error::ExceedsBudget { .. })));
+    assert!(matches!(
+        pool.checkout_blocking(32 * MIB),
+        Err(Error::ExceedsBudget { .. })
+    ));
     assert!(matches!(pool.try_checkout(usize::MAX), Err(Error::CapacityOverflow(_))));
     assert_eq!(pool.stats().allocated_bytes, 0);
 }
@@ -172,7 +178,11 @@ fn funded_checkouts_never_count_memory_twice() {
     let mut funds = budget.try_acquire(20 * M).unwrap();
     let fresh = pool.checkout_funded(8 * MIB, &mut funds).unwrap();
     assert_eq!(funds.bytes(), 12 * M);
-    assert_eq!(budget.used(), 20 * M, "fresh buffer moved 8 MiB from the job to the pool");
+    assert_eq!(
+        budget.used(),
+        20 * M,
+        "fresh buffer moved 8 MiB from the job to the pool"
+    );
     drop(fresh);
     // The buffer is idle, covered by the pool; reuse releases the job's share.
     let reused = pool.checkout_funded(8 * MIB, &mut funds).unwrap();
@@ -184,7 +194,10 @@ fn funded_checkouts_never_count_memory_twice() {
     assert_eq!(budget.used(), 24 * M);
     let foreign = MemoryBudget::new(100 * M);
     let mut other = foreign.try_acquire(M).unwrap();
-    assert!(matches!(pool.checkout_funded(M as usize, &mut other), Err(Error::ForeignReservation)));
+    assert!(matches!(
+        pool.checkout_funded(M as usize, &mut other),
+        Err(Error::ForeignReservation)
+    ));
     drop((reused, big, funds));
     pool.clear_idle();
     assert_eq!(budget.used(), 0);

@@ -27,7 +27,10 @@ pub struct DemoArgs {
 type Scalar = [u64; 4];
 
 pub fn run(args: &DemoArgs) -> Result<()> {
-    anyhow::ensure!(args.rounds > 0 && args.constraints > 0, "rounds and constraints must be positive");
+    anyhow::ensure!(
+        args.rounds > 0 && args.constraints > 0,
+        "rounds and constraints must be positive"
+    );
     let budget = MemoryBudget::from_config(&BudgetConfig::default());
     let pool = PinnedPool::new(default_allocator(), Arc::clone(&budget), PoolConfig::default());
     println!(

@@ -121,7 +121,11 @@ mod gpu {
         let mut uploads = Vec::new();
         let mut pin_costs = Vec::new();
         let mut load_rate = None;
-        let passes: Vec<usize> = if args.load_threads > 0 { vec![0, args.load_threads] } else { vec![0] };
+        let passes: Vec<usize> = if args.load_threads > 0 {
+            vec![0, args.load_threads]
+        } else {
+            vec![0]
+        };
         for load_threads in passes {
             let load = (load_threads > 0).then(|| RamLoad::start(load_threads, 256 << 20));
             for &size in &sizes {
@@ -218,8 +222,14 @@ mod gpu {
             r.device.driver_cuda_version,
             r.device.runtime_cuda_version
         );
-        println!("\nupload bandwidth, median of {} (best), one cudaMemcpyAsync timed with events:", r.reps);
-        println!("  {:>10}  {:>5}  {:<30} {:>10} {:>10} {:>10}", "size", "load", "host memory", "ms", "GB/s", "best");
+        println!(
+            "\nupload bandwidth, median of {} (best), one cudaMemcpyAsync timed with events:",
+            r.reps
+        );
+        println!(
+            "  {:>10}  {:>5}  {:<30} {:>10} {:>10} {:>10}",
+            "size", "load", "host memory", "ms", "GB/s", "best"
+        );
         for u in &r.uploads {
             println!(
                 "  {:>10}  {:>5}  {:<30} {:>10.2} {:>10.2} {:>10.2}",
@@ -248,7 +258,11 @@ mod gpu {
             "pool buffer, idle: slowest size {:.1} GB/s against the {:.0} GB/s target: {}",
             r.pool_idle_min_gbps,
             r.pool_target_gbps,
-            if r.pool_idle_min_gbps >= r.pool_target_gbps { "met" } else { "NOT met" }
+            if r.pool_idle_min_gbps >= r.pool_target_gbps {
+                "met"
+            } else {
+                "NOT met"
+            }
         );
     }
 }

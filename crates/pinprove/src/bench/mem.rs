@@ -85,15 +85,24 @@ struct MemReport {
 }
 
 pub fn run(args: &MemArgs) -> Result<()> {
-    anyhow::ensure!(args.reps > 0 && args.elements > 0 && args.threads > 0, "sizes and counts must be positive");
+    anyhow::ensure!(
+        args.reps > 0 && args.elements > 0 && args.threads > 0,
+        "sizes and counts must be positive"
+    );
     let host = Host::detect();
     let data_bytes = (args.elements * 32) as u64;
     let budget = MemoryBudget::new((8 * data_bytes).max(1 << 32) + (args.pool_mib as u64) * (4 << 20));
     let pool = PinnedPool::new(default_allocator(), Arc::clone(&budget), PoolConfig::default());
 
     let (push, extend) = push_and_extend(args, &pool)?;
-    let with_cap = push.iter().find(|r| r.variant == "vec_with_capacity_reused").expect("row exists");
-    let pinned = push.iter().find(|r| r.variant == "pinned_vec_hinted").expect("row exists");
+    let with_cap = push
+        .iter()
+        .find(|r| r.variant == "vec_with_capacity_reused")
+        .expect("row exists");
+    let pinned = push
+        .iter()
+        .find(|r| r.variant == "pinned_vec_hinted")
+        .expect("row exists");
     let ratio = pinned.median_s / with_cap.median_s;
     let pool_result = pool_reuse(args, &pool)?;
     let budget_rows = budget_latency(args.threads);
@@ -293,7 +302,11 @@ fn budget_latency(threads: usize) -> Vec<BudgetRow> {
     let fit_at_once = (threads / 4).max(1) as u64;
     for (scenario, total, per_op) in [
         (format!("{threads} threads, ample budget"), 1u64 << 40, 4096u64),
-        (format!("{threads} threads, room for {fit_at_once}"), fit_at_once << 20, 1 << 20),
+        (
+            format!("{threads} threads, room for {fit_at_once}"),
+            fit_at_once << 20,
+            1 << 20,
+        ),
     ] {
         let per_thread = 20_000u64;
         let budget = MemoryBudget::new(total);
@@ -322,7 +335,13 @@ fn budget_latency(threads: usize) -> Vec<BudgetRow> {
         for h in handles {
             all.extend(h.join().expect("budget thread"));
         }
-        rows.push(budget_row(&scenario, threads, per_thread * threads as u64, t.elapsed(), all));
+        rows.push(budget_row(
+            &scenario,
+            threads,
+            per_thread * threads as u64,
+            t.elapsed(),
+            all,
+        ));
     }
     rows
 }
