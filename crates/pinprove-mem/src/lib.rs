@@ -24,6 +24,7 @@
 mod alloc;
 mod budget;
 mod error;
+mod mapped;
 mod pool;
 pub mod sys;
 mod vec;
@@ -34,6 +35,7 @@ pub mod cuda;
 pub use alloc::{HeapAllocator, HostAllocator, HostMemory, MemoryKind, default_allocator};
 pub use budget::{BudgetConfig, BudgetStats, Evictor, MemoryBudget, Reservation};
 pub use error::Error;
+pub use mapped::MappedFile;
 pub use pool::{PinnedPool, PoolBuffer, PoolConfig, PoolStats, UseFence};
 pub use vec::PinnedVec;
 

@@ -7,6 +7,8 @@ use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use crate::alloc::PAGE;
 use crate::pool::{PinnedPool, PoolBuffer, UseFence};
 use crate::{Error, MemoryKind, Reservation, Result};
@@ -343,6 +345,52 @@ impl<T: Copy> PinnedVec<T> {
         self.cap = 0;
         self.ptr = NonNull::dangling();
         self.buf.take().map(|b| (b, len))
+    }
+
+    /// Converts every element with `f`, reusing the buffer: no allocation
+    /// and no copy. `U` must have the size of `T` and an alignment no larger
+    /// (checked at compile time).
+    pub fn map_in_place<U: Copy>(mut self, f: impl Fn(T) -> U + Sync + Send) -> PinnedVec<U>
+    where
+        T: Send,
+        U: Send,
+    {
+        const {
+            assert!(
+                size_of::<U>() == size_of::<T>(),
+                "map_in_place needs equally sized types"
+            );
+            assert!(
+                std::mem::align_of::<U>() <= std::mem::align_of::<T>(),
+                "map_in_place cannot raise alignment"
+            );
+        }
+        let len = self.len;
+        // Addresses cross threads as integers; each index is touched by
+        // exactly one task.
+        let base = self.ptr.as_ptr() as usize;
+        (0..len).into_par_iter().with_min_len(1 << 14).for_each(|i| {
+            let slot = (base as *mut T).wrapping_add(i);
+            // SAFETY: element `i < len` was written as a `T`; it is read once
+            // and its slot overwritten with a `U` of the same size, whose
+            // alignment the slot (aligned for `T`) satisfies. No other task
+            // touches slot `i`, and `self` is owned here, so nobody else can.
+            unsafe {
+                let t = slot.read();
+                slot.cast::<U>().write(f(t));
+            }
+        });
+        let buf = self.buf.take();
+        PinnedVec {
+            ptr: self.ptr.cast::<U>(),
+            cap: self.cap,
+            len,
+            buf,
+            pool: Arc::clone(&self.pool),
+            spills: self.spills,
+            bytes_copied: self.bytes_copied,
+            _owns: PhantomData,
+        }
     }
 
     /// A copy in another buffer of the same pool.

@@ -168,3 +168,26 @@ fn clones_and_comparisons() {
     assert_eq!(format!("{v:?}"), "[1, 2, 3]");
     assert!(!v.is_pinned());
 }
+
+#[test]
+fn map_in_place_converts_without_a_new_buffer() {
+    let pool = pool();
+    let mut v = PinnedVec::<[u64; 4]>::with_capacity_in(100_000, &pool).unwrap();
+    v.extend((0..100_000u64).map(elem));
+    let fresh = pool.stats().fresh_allocations;
+    let w: PinnedVec<[u8; 32]> = v.map_in_place(|e| {
+        let mut out = [0u8; 32];
+        for (k, x) in e.iter().enumerate() {
+            out[k * 8..k * 8 + 8].copy_from_slice(&x.to_le_bytes());
+        }
+        out
+    });
+    assert_eq!(w.len(), 100_000);
+    assert_eq!(pool.stats().fresh_allocations, fresh);
+    for (i, bytes) in w.iter().enumerate() {
+        let e = elem(i as u64);
+        assert_eq!(u64::from_le_bytes(bytes[8..16].try_into().unwrap()), e[1]);
+    }
+    drop(w);
+    assert_eq!(pool.stats().checked_out_buffers, 0);
+}

@@ -1,0 +1,414 @@
+//! The constraint system synthesis writes into.
+
+use std::fmt;
+use std::sync::Arc;
+
+use bellpepper_core::{ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use ff::Field;
+use pinprove_mem::{MemoryKind, PinnedPool, PinnedVec, Reservation};
+
+use crate::{Density, ProveError, Scalar};
+
+/// A synthesized circuit: the A/B/C evaluations of every constraint, the
+/// input and aux assignments, and which variables the A and B queries use.
+///
+/// Everything large lives in pool buffers. The a/b/c vectors are consumed by
+/// the FFT part of a proof; [`release_abc`](Self::release_abc) returns them to
+/// the pool as soon as the backend no longer reads them, while the
+/// assignments and densities stay for the MSMs.
+///
+/// It records exactly what bellperson's prover records, including the extra
+/// `input × 1 = 0` constraint per public input that Groth16 appends (see
+/// [`synthesize`](crate::synthesize)), so it proves exactly like it.
+pub struct ProvingAssignment {
+    a: Option<PinnedVec<Scalar>>,
+    b: Option<PinnedVec<Scalar>>,
+    c: Option<PinnedVec<Scalar>>,
+    input: PinnedVec<Scalar>,
+    aux: PinnedVec<Scalar>,
+    a_aux_density: Density,
+    b_input_density: Density,
+    b_aux_density: Density,
+    /// The first error met where the constraint-system API cannot return one
+    /// (`enforce`), or a memory error behind a `SynthesisError`.
+    error: Option<ProveError>,
+    /// What is left of the job's working-set reservation once the vectors
+    /// took theirs: released with the assignment.
+    working_set: Option<Reservation>,
+}
+
+/// The part of an assignment the MSMs use, once a/b/c are gone.
+pub struct Witness {
+    /// Public inputs, the constant ONE first.
+    pub inputs: PinnedVec<Scalar>,
+    /// Auxiliary assignments.
+    pub aux: PinnedVec<Scalar>,
+    /// Aux variables used by the A query.
+    pub a_aux_density: Density,
+    /// Inputs used by the B query.
+    pub b_input_density: Density,
+    /// Aux variables used by the B query.
+    pub b_aux_density: Density,
+    /// Held until the witness is dropped.
+    _working_set: Option<Reservation>,
+}
+
+/// Capacities to reserve up front, in elements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Capacities {
+    pub constraints: usize,
+    pub inputs: usize,
+    pub aux: usize,
+}
+
+impl ProvingAssignment {
+    /// An empty assignment drawing its vectors from `pool`, sized for `caps`,
+    /// paid for out of `funds` when given.
+    pub(crate) fn with_capacities(
+        pool: &Arc<PinnedPool>,
+        caps: Capacities,
+        mut funds: Option<&mut Reservation>,
+    ) -> Result<Self, ProveError> {
+        let mut vec = |n: usize| -> Result<PinnedVec<Scalar>, ProveError> {
+            Ok(match funds.as_deref_mut() {
+                Some(f) => PinnedVec::with_capacity_funded(n, pool, f)?,
+                None => PinnedVec::with_capacity_in(n, pool)?,
+            })
+        };
+        Ok(ProvingAssignment {
+            a: Some(vec(caps.constraints)?),
+            b: Some(vec(caps.constraints)?),
+            c: Some(vec(caps.constraints)?),
+            input: vec(caps.inputs)?,
+            aux: vec(caps.aux)?,
+            a_aux_density: Density::with_capacity(caps.aux),
+            b_input_density: Density::with_capacity(caps.inputs),
+            b_aux_density: Density::with_capacity(caps.aux),
+            error: None,
+            working_set: None,
+        })
+    }
+
+    pub(crate) fn set_working_set(&mut self, r: Reservation) {
+        self.working_set = Some(r);
+    }
+
+    pub(crate) fn take_error(&mut self) -> Option<ProveError> {
+        self.error.take()
+    }
+
+    fn fail(&mut self, e: ProveError) {
+        if self.error.is_none() {
+            self.error = Some(e);
+        }
+    }
+
+    /// Number of constraints, including the input constraints. Zero once
+    /// a/b/c were released.
+    pub fn num_constraints(&self) -> usize {
+        self.a.as_ref().map_or(0, |a| a.len())
+    }
+
+    /// Number of public inputs, including the constant ONE.
+    pub fn num_inputs(&self) -> usize {
+        self.input.len()
+    }
+
+    /// Number of auxiliary (private) variables.
+    pub fn num_aux(&self) -> usize {
+        self.aux.len()
+    }
+
+    /// The A evaluations, unless released.
+    pub fn a(&self) -> Option<&[Scalar]> {
+        self.a.as_deref()
+    }
+
+    /// The B evaluations, unless released.
+    pub fn b(&self) -> Option<&[Scalar]> {
+        self.b.as_deref()
+    }
+
+    /// The C evaluations, unless released.
+    pub fn c(&self) -> Option<&[Scalar]> {
+        self.c.as_deref()
+    }
+
+    /// Takes the a/b/c vectors out (for a backend that consumes them in
+    /// place); `None` if already taken.
+    pub fn take_abc(&mut self) -> Option<[PinnedVec<Scalar>; 3]> {
+        match (self.a.take(), self.b.take(), self.c.take()) {
+            (Some(a), Some(b), Some(c)) => Some([a, b, c]),
+            _ => None,
+        }
+    }
+
+    /// Consumes the assignment into what the MSMs need (a/b/c, if still
+    /// held, go back to the pool).
+    pub fn into_witness(self) -> Witness {
+        Witness {
+            inputs: self.input,
+            aux: self.aux,
+            a_aux_density: self.a_aux_density,
+            b_input_density: self.b_input_density,
+            b_aux_density: self.b_aux_density,
+            _working_set: self.working_set,
+        }
+    }
+
+    /// Returns a/b/c to the pool. Call it as soon as the backend no longer
+    /// reads them (after the upload on a GPU, after the FFTs on the CPU).
+    ///
+    /// The bytes they occupied were taken out of the job's reservation when
+    /// the buffers were checked out, so from here on they count as the
+    /// pool's idle memory, which the budget can evict for other work.
+    pub fn release_abc(&mut self) {
+        self.a = None;
+        self.b = None;
+        self.c = None;
+    }
+
+    /// Whether a/b/c were released.
+    pub fn abc_released(&self) -> bool {
+        self.a.is_none()
+    }
+
+    /// Public inputs, the constant ONE first.
+    pub fn inputs(&self) -> &[Scalar] {
+        &self.input
+    }
+
+    /// Auxiliary assignments.
+    pub fn aux(&self) -> &[Scalar] {
+        &self.aux
+    }
+
+    /// Aux variables used by the A query.
+    pub fn a_aux_density(&self) -> &Density {
+        &self.a_aux_density
+    }
+
+    /// Inputs used by the B query.
+    pub fn b_input_density(&self) -> &Density {
+        &self.b_input_density
+    }
+
+    /// Aux variables used by the B query.
+    pub fn b_aux_density(&self) -> &Density {
+        &self.b_aux_density
+    }
+
+    /// Times a vector outgrew its buffer during synthesis (zero with a
+    /// correct capacity hint).
+    pub fn spills(&self) -> u32 {
+        self.vecs().map(PinnedVec::spills).sum()
+    }
+
+    /// Bytes copied by those spills.
+    pub fn bytes_copied(&self) -> u64 {
+        self.vecs().map(PinnedVec::bytes_copied).sum()
+    }
+
+    /// What the vectors are made of (`None` before anything was written).
+    pub fn memory_kind(&self) -> Option<MemoryKind> {
+        self.vecs().find_map(PinnedVec::memory_kind)
+    }
+
+    fn vecs(&self) -> impl Iterator<Item = &PinnedVec<Scalar>> {
+        [
+            self.a.as_ref(),
+            self.b.as_ref(),
+            self.c.as_ref(),
+            Some(&self.input),
+            Some(&self.aux),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
+    /// Bytes of pool memory the assignment holds now.
+    pub fn held_bytes(&self) -> u64 {
+        self.vecs().map(|v| (v.capacity() * 32) as u64).sum()
+    }
+
+    fn push_abc(&mut self, a: Scalar, b: Scalar, c: Scalar) {
+        let (Some(va), Some(vb), Some(vc)) = (self.a.as_mut(), self.b.as_mut(), self.c.as_mut()) else {
+            self.fail(ProveError::AbcReleased);
+            return;
+        };
+        let pushed = va.try_push(a).and_then(|_| vb.try_push(b)).and_then(|_| vc.try_push(c));
+        if let Err(e) = pushed {
+            self.fail(e.into());
+        }
+    }
+
+    fn alloc_value(&mut self, value: Scalar, input: bool) -> Result<Variable, SynthesisError> {
+        let (vec, index) = if input {
+            let i = self.input.len();
+            (&mut self.input, Index::Input(i))
+        } else {
+            let i = self.aux.len();
+            (&mut self.aux, Index::Aux(i))
+        };
+        if let Err(e) = vec.try_push(value) {
+            let message = e.to_string();
+            self.fail(e.into());
+            return Err(SynthesisError::IoError(std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                message,
+            )));
+        }
+        if input {
+            self.b_input_density.add_element();
+        } else {
+            self.a_aux_density.add_element();
+            self.b_aux_density.add_element();
+        }
+        Ok(Variable::new_unchecked(index))
+    }
+}
+
+/// Evaluates `lc` on the assignments, marking the variables it uses with a
+/// non-zero coefficient. `None` if it names a variable that does not exist.
+fn eval(
+    lc: &LinearCombination<Scalar>,
+    mut input_density: Option<&mut Density>,
+    mut aux_density: Option<&mut Density>,
+    input: &[Scalar],
+    aux: &[Scalar],
+) -> Option<Scalar> {
+    let mut acc = Scalar::ZERO;
+    for (&i, coeff) in lc.iter_inputs() {
+        if coeff.is_zero_vartime() {
+            continue;
+        }
+        acc += term(input.get(i)?, coeff);
+        if let Some(d) = input_density.as_deref_mut() {
+            d.inc(i);
+        }
+    }
+    for (&i, coeff) in lc.iter_aux() {
+        if coeff.is_zero_vartime() {
+            continue;
+        }
+        acc += term(aux.get(i)?, coeff);
+        if let Some(d) = aux_density.as_deref_mut() {
+            d.inc(i);
+        }
+    }
+    Some(acc)
+}
+
+#[inline]
+fn term(value: &Scalar, coeff: &Scalar) -> Scalar {
+    // Most coefficients in real circuits are one.
+    if *coeff == Scalar::ONE { *value } else { *value * coeff }
+}
+
+impl ConstraintSystem<Scalar> for ProvingAssignment {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        let value = f()?;
+        self.alloc_value(value, false)
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        let value = f()?;
+        self.alloc_value(value, true)
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        let a = a(LinearCombination::zero());
+        let b = b(LinearCombination::zero());
+        let c = c(LinearCombination::zero());
+        let (input, aux) = (&self.input[..], &self.aux[..]);
+        // A's input column is always fully used (every input has its own
+        // constraint), so only its aux density is tracked.
+        let va = eval(&a, None, Some(&mut self.a_aux_density), input, aux);
+        let vb = eval(
+            &b,
+            Some(&mut self.b_input_density),
+            Some(&mut self.b_aux_density),
+            input,
+            aux,
+        );
+        let vc = eval(&c, None, None, input, aux);
+        match (va, vb, vc) {
+            (Some(va), Some(vb), Some(vc)) => self.push_abc(va, vb, vc),
+            // A variable the circuit never allocated: bellperson would panic.
+            _ => self.fail(ProveError::Synthesis(SynthesisError::AssignmentMissing)),
+        }
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+
+    fn is_extensible() -> bool {
+        true
+    }
+
+    /// Appends a separately synthesized part (whose first input is its own
+    /// copy of ONE), as bellperson's prover does.
+    fn extend(&mut self, other: &Self) {
+        let (Some(oa), Some(ob), Some(oc)) = (other.a(), other.b(), other.c()) else {
+            self.fail(ProveError::AbcReleased);
+            return;
+        };
+        let (Some(a), Some(b), Some(c)) = (self.a.as_mut(), self.b.as_mut(), self.c.as_mut()) else {
+            self.fail(ProveError::AbcReleased);
+            return;
+        };
+        let extended = a
+            .try_extend_from_slice(oa)
+            .and_then(|_| b.try_extend_from_slice(ob))
+            .and_then(|_| c.try_extend_from_slice(oc))
+            .and_then(|_| self.input.try_extend_from_slice(other.input.get(1..).unwrap_or(&[])))
+            .and_then(|_| self.aux.try_extend_from_slice(&other.aux));
+        if let Err(e) = extended {
+            self.fail(e.into());
+            return;
+        }
+        self.a_aux_density.extend(&other.a_aux_density, false);
+        self.b_input_density.extend(&other.b_input_density, true);
+        self.b_aux_density.extend(&other.b_aux_density, false);
+    }
+}
+
+impl fmt::Debug for ProvingAssignment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProvingAssignment")
+            .field("constraints", &self.num_constraints())
+            .field("inputs", &self.num_inputs())
+            .field("aux", &self.num_aux())
+            .field("abc_released", &self.abc_released())
+            .finish()
+    }
+}

@@ -1,0 +1,133 @@
+//! What a proving backend offers, and the two steps of a proof.
+
+use std::sync::Arc;
+
+use crate::{AbcLayout, Proof, ProveError, ProvingAssignment, Scalar, Srs};
+
+/// One or more synthesized circuits sharing one SRS, with the blinding
+/// factors (r, s) of each proof.
+pub struct ProvingJob {
+    /// The parameters all circuits are proved with.
+    pub srs: Arc<Srs>,
+    /// The synthesized circuits, all of the same shape.
+    pub assignments: Vec<ProvingAssignment>,
+    /// One (r, s) pair per circuit.
+    pub randomness: Vec<(Scalar, Scalar)>,
+}
+
+/// What a backend can do, so the engine can plan around it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Jobs worth keeping in flight per device: one more than the number
+    /// whose `start` can overlap another's `finish`.
+    pub workers_per_device: usize,
+    /// How a/b/c should be laid out by synthesis.
+    pub abc_layout: AbcLayout,
+    /// Whether pinned host memory speeds the backend up (it uploads).
+    pub uses_device: bool,
+}
+
+/// A proving backend.
+///
+/// [`start`](Self::start) consumes the a/b/c vectors (the FFT part of the
+/// proof, with the upload on a GPU) and releases them to the pool when it
+/// returns; [`StartedProof::finish`] does the remaining MSMs and assembles
+/// the proofs. The split lets an engine hand the device its next job while
+/// the previous one finishes on another thread.
+pub trait Backend: Send + Sync {
+    /// A short name for logs and reports.
+    fn name(&self) -> &'static str;
+
+    /// What the backend can do.
+    fn capabilities(&self) -> Capabilities;
+
+    /// First step: checks the job against its parameters, runs the FFT part
+    /// and releases a/b/c.
+    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError>;
+
+    /// Both steps at once.
+    fn prove(&self, job: ProvingJob) -> Result<Vec<Proof>, ProveError> {
+        self.start(job)?.finish()
+    }
+}
+
+/// A job whose FFT part is done.
+pub trait StartedProof: Send {
+    /// Second step: the MSMs and the proofs, in the order of the job's
+    /// assignments.
+    fn finish(self: Box<Self>) -> Result<Vec<Proof>, ProveError>;
+}
+
+/// Checks what every backend must check before doing any work: a non-empty
+/// batch, one (r, s) per circuit, equal shapes, and parameters whose every
+/// query has exactly the size the circuit needs. Returns the number of
+/// constraints.
+pub(crate) fn check_job(job: &ProvingJob) -> Result<usize, ProveError> {
+    let first = job.assignments.first().ok_or(ProveError::EmptyBatch)?;
+    if job.randomness.len() != job.assignments.len() {
+        return Err(ProveError::RandomnessCount {
+            pairs: job.randomness.len(),
+            circuits: job.assignments.len(),
+        });
+    }
+    let n = first.num_constraints();
+    if first.abc_released() {
+        return Err(ProveError::AbcReleased);
+    }
+    for (index, other) in job.assignments.iter().enumerate().skip(1) {
+        let same = |what, x: usize, y: usize| {
+            if x == y {
+                Ok(())
+            } else {
+                Err(ProveError::BatchShapeMismatch { index, what })
+            }
+        };
+        if other.abc_released() {
+            return Err(ProveError::AbcReleased);
+        }
+        same("constraints", other.num_constraints(), n)?;
+        same("inputs", other.num_inputs(), first.num_inputs())?;
+        same("aux variables", other.num_aux(), first.num_aux())?;
+        same(
+            "A density",
+            other.a_aux_density().total(),
+            first.a_aux_density().total(),
+        )?;
+        same(
+            "B input density",
+            other.b_input_density().total(),
+            first.b_input_density().total(),
+        )?;
+        same(
+            "B aux density",
+            other.b_aux_density().total(),
+            first.b_aux_density().total(),
+        )?;
+    }
+    let srs = &job.srs;
+    let domain = n.max(1).checked_next_power_of_two().unwrap_or(usize::MAX);
+    let expect = |what, expected: usize, found: usize| {
+        if expected == found {
+            Ok(())
+        } else {
+            Err(ProveError::ParamsMismatch { what, expected, found })
+        }
+    };
+    expect("vk.ic (public inputs)", first.num_inputs(), srs.vk.ic.len())?;
+    expect("h (domain size - 1)", domain - 1, srs.h.len())?;
+    expect("l (aux variables)", first.num_aux(), srs.l.len())?;
+    expect(
+        "a (inputs + aux used by A)",
+        first.num_inputs() + first.a_aux_density().total(),
+        srs.a.len(),
+    )?;
+    let b = first.b_input_density().total() + first.b_aux_density().total();
+    expect("b_g1 (variables used by B)", b, srs.b_g1.len())?;
+    expect("b_g2 (variables used by B)", b, srs.b_g2.len())?;
+    if bool::from(group::prime::PrimeCurveAffine::is_identity(&srs.vk.delta_g1))
+        || bool::from(group::prime::PrimeCurveAffine::is_identity(&srs.vk.delta_g2))
+    {
+        return Err(ProveError::UnexpectedIdentity);
+    }
+    Ok(n)
+}

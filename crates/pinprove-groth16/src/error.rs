@@ -1,0 +1,127 @@
+use std::io;
+use std::path::PathBuf;
+
+use bellpepper_core::SynthesisError;
+
+/// Why a parameter file could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParamsError {
+    /// The file could not be opened or read.
+    #[error("reading parameters from {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: io::Error,
+    },
+    /// The file ends before the section it announces.
+    #[error(
+        "parameter file is truncated: section {section} needs {needed} bytes at offset {offset}, \
+         but the file has {available}"
+    )]
+    Truncated {
+        /// Which part of the file.
+        section: &'static str,
+        /// Where the section starts.
+        offset: u64,
+        /// Bytes the section needs.
+        needed: u64,
+        /// Bytes left in the file.
+        available: u64,
+    },
+    /// Bytes follow the last section.
+    #[error("parameter file has {extra} unexpected trailing bytes after the last section")]
+    TrailingBytes {
+        /// How many.
+        extra: u64,
+    },
+    /// A point does not decode, is not on the curve, or not in the subgroup.
+    #[error("parameter file: point {index} of section {section} is not a valid {group} point ({why})")]
+    InvalidPoint {
+        /// Section name.
+        section: &'static str,
+        /// Index inside the section.
+        index: usize,
+        /// "G1" or "G2".
+        group: &'static str,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A point that must not be the identity is.
+    #[error("parameter file: point {index} of section {section} is the point at infinity")]
+    PointAtInfinity {
+        /// Section name.
+        section: &'static str,
+        /// Index inside the section.
+        index: usize,
+    },
+    /// Memory for the decoded points could not be had.
+    #[error("no memory for the parameters: {0}")]
+    Memory(#[from] pinprove_mem::Error),
+}
+
+/// Why a proof could not be produced.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProveError {
+    /// The circuit's own synthesis failed (a missing assignment, division by
+    /// zero, …) or it referenced a variable it never allocated.
+    #[error("synthesis failed: {0}")]
+    Synthesis(#[from] SynthesisError),
+    /// Host memory could not be had within the budget.
+    #[error("memory: {0}")]
+    Memory(#[from] pinprove_mem::Error),
+    /// The parameters do not belong to this circuit.
+    #[error("the parameters do not match the circuit: {what} has {found} entries, the circuit needs {expected}")]
+    ParamsMismatch {
+        /// Which part of the parameters.
+        what: &'static str,
+        /// What the circuit needs.
+        expected: usize,
+        /// What the parameters have.
+        found: usize,
+    },
+    /// The circuits of one batch differ in shape.
+    #[error("circuit {index} of the batch differs in shape from the first: {what}")]
+    BatchShapeMismatch {
+        /// Which circuit.
+        index: usize,
+        /// What differs.
+        what: &'static str,
+    },
+    /// The number of (r, s) pairs differs from the number of circuits.
+    #[error("{pairs} randomness pairs for {circuits} circuits")]
+    RandomnessCount {
+        /// Pairs given.
+        pairs: usize,
+        /// Circuits given.
+        circuits: usize,
+    },
+    /// The circuit has more constraints than the scalar field's FFT domain.
+    #[error("{constraints} constraints exceed the largest evaluation domain (2^{max_log2})")]
+    DomainTooLarge {
+        /// Constraints including the input constraints.
+        constraints: usize,
+        /// The largest supported power of two.
+        max_log2: u32,
+    },
+    /// An empty batch.
+    #[error("no circuits to prove")]
+    EmptyBatch,
+    /// The assignment's a/b/c were already consumed.
+    #[error("the assignment's a/b/c vectors were already released")]
+    AbcReleased,
+    /// The verifying key's delta is the identity: a subverted setup.
+    #[error("the parameters' delta is the point at infinity (subverted setup)")]
+    UnexpectedIdentity,
+    /// A backend-specific failure (device errors and the like).
+    #[error("{backend} backend: {message}")]
+    Backend {
+        /// Which backend.
+        backend: &'static str,
+        /// What happened.
+        message: String,
+    },
+}

@@ -1,0 +1,441 @@
+//! Groth16 parameters in bellperson's file format.
+//!
+//! The file is the verifying key followed by five point sections, each a
+//! big-endian u32 count and that many uncompressed points:
+//!
+//! ```text
+//! vk:   alpha_g1 beta_g1 beta_g2 gamma_g2 delta_g1 delta_g2  (G1 96 bytes, G2 192 bytes)
+//!       u32 n, n × G1 (ic)
+//! h:    u32 n, n × G1      l: u32 n, n × G1      a: u32 n, n × G1
+//! b_g1: u32 n, n × G1      b_g2: u32 n, n × G2
+//! ```
+//!
+//! Reading maps the file, checks the whole layout against the file's size
+//! before decoding anything (a truncated file is one clear error, never a
+//! panic or a short read), then decodes the sections in parallel into pool
+//! buffers accounted in the memory budget.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use blst::{blst_p1_affine, blst_p2_affine};
+use blstrs::{G1Affine, G2Affine};
+use group::prime::PrimeCurveAffine;
+use pinprove_mem::{MappedFile, PinnedPool, PinnedVec};
+use rayon::prelude::*;
+
+use crate::ParamsError;
+
+const G1_BYTES: usize = 96;
+const G2_BYTES: usize = 192;
+
+/// How thoroughly points are checked when read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Validation {
+    /// Every point decodes to a point on the curve (blst's deserialization
+    /// checks this) and none of the sections' points is the identity. Catches
+    /// corruption; cheap. For files whose origin is trusted (checked by
+    /// digest), as bellperson's unchecked reading.
+    #[default]
+    OnCurve,
+    /// Also that every point lies in the prime-order subgroup: for files of
+    /// unknown origin. About a scalar multiplication per point.
+    Subgroup,
+}
+
+/// The verifying key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifyingKey {
+    /// α in G1.
+    pub alpha_g1: G1Affine,
+    /// β in G1.
+    pub beta_g1: G1Affine,
+    /// β in G2.
+    pub beta_g2: G2Affine,
+    /// γ in G2.
+    pub gamma_g2: G2Affine,
+    /// δ in G1.
+    pub delta_g1: G1Affine,
+    /// δ in G2.
+    pub delta_g2: G2Affine,
+    /// One point per public input (the constant ONE first).
+    pub ic: Vec<G1Affine>,
+}
+
+impl VerifyingKey {
+    /// Reads a verifying key (every point fully checked) from the start of
+    /// `bytes`; returns it and the number of bytes it took.
+    pub fn read(bytes: &[u8]) -> Result<(VerifyingKey, usize), ParamsError> {
+        let mut r = Cursor { bytes, pos: 0 };
+        let alpha_g1 = r.g1("vk.alpha_g1")?;
+        let beta_g1 = r.g1("vk.beta_g1")?;
+        let beta_g2 = r.g2("vk.beta_g2")?;
+        let gamma_g2 = r.g2("vk.gamma_g2")?;
+        let delta_g1 = r.g1("vk.delta_g1")?;
+        let delta_g2 = r.g2("vk.delta_g2")?;
+        let n = r.count("vk.ic", G1_BYTES)?;
+        let mut ic = Vec::with_capacity(n);
+        for index in 0..n {
+            let p = r.g1("vk.ic")?;
+            if bool::from(p.is_identity()) {
+                return Err(ParamsError::PointAtInfinity {
+                    section: "vk.ic",
+                    index,
+                });
+            }
+            ic.push(p);
+        }
+        Ok((
+            VerifyingKey {
+                alpha_g1,
+                beta_g1,
+                beta_g2,
+                gamma_g2,
+                delta_g1,
+                delta_g2,
+                ic,
+            },
+            r.pos,
+        ))
+    }
+
+    /// Reads a verifying key file (bellperson's `VerifyingKey::write` bytes).
+    pub fn read_file(path: impl AsRef<Path>) -> Result<VerifyingKey, ParamsError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| ParamsError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let (vk, used) = Self::read(&bytes)?;
+        if used != bytes.len() {
+            return Err(ParamsError::TrailingBytes {
+                extra: (bytes.len() - used) as u64,
+            });
+        }
+        Ok(vk)
+    }
+
+    /// Writes the verifying key in bellperson's format.
+    pub fn write(&self, w: &mut impl Write) -> io::Result<()> {
+        w.write_all(&self.alpha_g1.to_uncompressed())?;
+        w.write_all(&self.beta_g1.to_uncompressed())?;
+        w.write_all(&self.beta_g2.to_uncompressed())?;
+        w.write_all(&self.gamma_g2.to_uncompressed())?;
+        w.write_all(&self.delta_g1.to_uncompressed())?;
+        w.write_all(&self.delta_g2.to_uncompressed())?;
+        w.write_all(&(self.ic.len() as u32).to_be_bytes())?;
+        for p in &self.ic {
+            w.write_all(&p.to_uncompressed())?;
+        }
+        Ok(())
+    }
+}
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    fn take(&mut self, section: &'static str, n: usize) -> Result<&[u8], ParamsError> {
+        let available = self.bytes.len() - self.pos;
+        if n > available {
+            return Err(ParamsError::Truncated {
+                section,
+                offset: self.pos as u64,
+                needed: n as u64,
+                available: available as u64,
+            });
+        }
+        let s = &self.bytes[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    /// A section's u32 count, checked against what is left of the file.
+    fn count(&mut self, section: &'static str, point_bytes: usize) -> Result<usize, ParamsError> {
+        let raw = self.take(section, 4)?;
+        let n = u32::from_be_bytes(raw.try_into().expect("4 bytes")) as usize;
+        let needed = n * point_bytes;
+        let available = self.bytes.len() - self.pos;
+        if needed > available {
+            return Err(ParamsError::Truncated {
+                section,
+                offset: self.pos as u64,
+                needed: needed as u64,
+                available: available as u64,
+            });
+        }
+        Ok(n)
+    }
+
+    fn g1(&mut self, section: &'static str) -> Result<G1Affine, ParamsError> {
+        let raw: &[u8; G1_BYTES] = self.take(section, G1_BYTES)?.try_into().expect("sized");
+        Option::from(G1Affine::from_uncompressed(raw)).ok_or(ParamsError::InvalidPoint {
+            section,
+            index: 0,
+            group: "G1",
+            why: "not a point of the subgroup",
+        })
+    }
+
+    fn g2(&mut self, section: &'static str) -> Result<G2Affine, ParamsError> {
+        let raw: &[u8; G2_BYTES] = self.take(section, G2_BYTES)?.try_into().expect("sized");
+        Option::from(G2Affine::from_uncompressed(raw)).ok_or(ParamsError::InvalidPoint {
+            section,
+            index: 0,
+            group: "G2",
+            why: "not a point of the subgroup",
+        })
+    }
+}
+
+/// How an SRS was loaded.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SrsStats {
+    /// The file it came from, if any.
+    pub path: Option<PathBuf>,
+    /// Size of the encoded parameters.
+    pub file_bytes: u64,
+    /// Bytes of decoded points held in memory.
+    pub memory_bytes: u64,
+    /// Time to map, check and decode.
+    pub load_time: Duration,
+    /// The point checks applied.
+    pub validation: Validation,
+}
+
+/// Decoded Groth16 parameters: the structured reference string a prover
+/// needs, its points in pool buffers ready for MSMs (and for upload).
+pub struct Srs {
+    /// The verifying key.
+    pub vk: VerifyingKey,
+    /// H query: one point per coefficient of h (domain size − 1).
+    pub h: PinnedVec<blst_p1_affine>,
+    /// L query: one point per aux variable.
+    pub l: PinnedVec<blst_p1_affine>,
+    /// A query: one per input, then one per aux variable used by A.
+    pub a: PinnedVec<blst_p1_affine>,
+    /// B query in G1: inputs used by B, then aux variables used by B.
+    pub b_g1: PinnedVec<blst_p1_affine>,
+    /// B query in G2, same layout.
+    pub b_g2: PinnedVec<blst_p2_affine>,
+    stats: SrsStats,
+}
+
+impl std::fmt::Debug for Srs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Srs")
+            .field("ic", &self.vk.ic.len())
+            .field("h", &self.h.len())
+            .field("l", &self.l.len())
+            .field("a", &self.a.len())
+            .field("b_g1", &self.b_g1.len())
+            .field("b_g2", &self.b_g2.len())
+            .finish()
+    }
+}
+
+/// Section layout found in a file.
+struct Layout {
+    sections: [(usize, usize); 5],
+}
+
+const SECTION_NAMES: [&str; 5] = ["h", "l", "a", "b_g1", "b_g2"];
+
+impl Srs {
+    /// Maps and decodes the parameter file at `path`.
+    pub fn read_file(
+        path: impl AsRef<Path>,
+        pool: &Arc<PinnedPool>,
+        validation: Validation,
+    ) -> Result<Srs, ParamsError> {
+        let path = path.as_ref();
+        let started = Instant::now();
+        let map = MappedFile::open(path).map_err(|source| ParamsError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut srs = Self::decode(&map, pool, validation)?;
+        srs.stats.path = Some(path.to_path_buf());
+        srs.stats.load_time = started.elapsed();
+        tracing::info!(
+            path = %path.display(),
+            bytes = srs.stats.file_bytes,
+            ms = srs.stats.load_time.as_millis() as u64,
+            ?validation,
+            "loaded parameters"
+        );
+        Ok(srs)
+    }
+
+    /// Decodes parameters from bytes in bellperson's format.
+    pub fn from_bytes(bytes: &[u8], pool: &Arc<PinnedPool>, validation: Validation) -> Result<Srs, ParamsError> {
+        let started = Instant::now();
+        let mut srs = Self::decode(bytes, pool, validation)?;
+        srs.stats.load_time = started.elapsed();
+        Ok(srs)
+    }
+
+    fn layout(bytes: &[u8]) -> Result<(VerifyingKey, Layout), ParamsError> {
+        let (vk, vk_end) = VerifyingKey::read(bytes)?;
+        let mut r = Cursor { bytes, pos: vk_end };
+        let mut sections = [(0, 0); 5];
+        for (i, name) in SECTION_NAMES.iter().enumerate() {
+            let size = if i == 4 { G2_BYTES } else { G1_BYTES };
+            let n = r.count(name, size)?;
+            sections[i] = (r.pos, n);
+            r.pos += n * size;
+        }
+        if r.pos != bytes.len() {
+            return Err(ParamsError::TrailingBytes {
+                extra: (bytes.len() - r.pos) as u64,
+            });
+        }
+        Ok((vk, Layout { sections }))
+    }
+
+    fn decode(bytes: &[u8], pool: &Arc<PinnedPool>, validation: Validation) -> Result<Srs, ParamsError> {
+        let (vk, layout) = Self::layout(bytes)?;
+        let g1 = |i: usize| -> Result<PinnedVec<blst_p1_affine>, ParamsError> {
+            let (off, n) = layout.sections[i];
+            decode_points(
+                &bytes[off..off + n * G1_BYTES],
+                SECTION_NAMES[i],
+                "G1",
+                G1_BYTES,
+                pool,
+                |raw| decode_g1(raw, validation),
+            )
+        };
+        let h = g1(0)?;
+        let l = g1(1)?;
+        let a = g1(2)?;
+        let b_g1 = g1(3)?;
+        let (off, n) = layout.sections[4];
+        let b_g2 = decode_points(&bytes[off..off + n * G2_BYTES], "b_g2", "G2", G2_BYTES, pool, |raw| {
+            decode_g2(raw, validation)
+        })?;
+        let memory_bytes = (h.capacity() + l.capacity() + a.capacity() + b_g1.capacity()) as u64
+            * std::mem::size_of::<blst_p1_affine>() as u64
+            + b_g2.capacity() as u64 * std::mem::size_of::<blst_p2_affine>() as u64;
+        Ok(Srs {
+            vk,
+            h,
+            l,
+            a,
+            b_g1,
+            b_g2,
+            stats: SrsStats {
+                path: None,
+                file_bytes: bytes.len() as u64,
+                memory_bytes,
+                load_time: Duration::ZERO,
+                validation,
+            },
+        })
+    }
+
+    /// How the SRS was loaded.
+    pub fn stats(&self) -> &SrsStats {
+        &self.stats
+    }
+
+    /// Bytes of memory its points occupy.
+    pub fn memory_bytes(&self) -> u64 {
+        self.stats.memory_bytes
+    }
+
+    /// Writes the parameters in bellperson's format.
+    pub fn write(&self, w: &mut impl Write) -> io::Result<()> {
+        self.vk.write(w)?;
+        for section in [&self.h, &self.l, &self.a, &self.b_g1] {
+            w.write_all(&(section.len() as u32).to_be_bytes())?;
+            for p in section.iter() {
+                let mut g = G1Affine::identity();
+                *g.as_mut() = *p;
+                w.write_all(&g.to_uncompressed())?;
+            }
+        }
+        w.write_all(&(self.b_g2.len() as u32).to_be_bytes())?;
+        for p in self.b_g2.iter() {
+            let mut g = G2Affine::identity();
+            *g.as_mut() = *p;
+            w.write_all(&g.to_uncompressed())?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Bad {
+    Invalid(&'static str),
+    Infinity,
+}
+
+fn decode_g1(raw: &[u8], validation: Validation) -> Result<blst_p1_affine, Bad> {
+    let raw: &[u8; G1_BYTES] = raw.try_into().expect("chunked by point size");
+    let p: G1Affine =
+        Option::from(G1Affine::from_uncompressed_unchecked(raw)).ok_or(Bad::Invalid("does not decode"))?;
+    if bool::from(p.is_identity()) {
+        return Err(Bad::Infinity);
+    }
+    if !bool::from(p.is_on_curve()) {
+        return Err(Bad::Invalid("not on the curve"));
+    }
+    if validation == Validation::Subgroup && !bool::from(p.is_torsion_free()) {
+        return Err(Bad::Invalid("not in the prime-order subgroup"));
+    }
+    Ok(*p.as_ref())
+}
+
+fn decode_g2(raw: &[u8], validation: Validation) -> Result<blst_p2_affine, Bad> {
+    let raw: &[u8; G2_BYTES] = raw.try_into().expect("chunked by point size");
+    let p: G2Affine =
+        Option::from(G2Affine::from_uncompressed_unchecked(raw)).ok_or(Bad::Invalid("does not decode"))?;
+    if bool::from(p.is_identity()) {
+        return Err(Bad::Infinity);
+    }
+    if !bool::from(p.is_on_curve()) {
+        return Err(Bad::Invalid("not on the curve"));
+    }
+    if validation == Validation::Subgroup && !bool::from(p.is_torsion_free()) {
+        return Err(Bad::Invalid("not in the prime-order subgroup"));
+    }
+    Ok(*p.as_ref())
+}
+
+fn decode_points<T: Copy + Default + Send + Sync>(
+    bytes: &[u8],
+    section: &'static str,
+    group: &'static str,
+    point_bytes: usize,
+    pool: &Arc<PinnedPool>,
+    decode: impl Fn(&[u8]) -> Result<T, Bad> + Sync,
+) -> Result<PinnedVec<T>, ParamsError> {
+    let n = bytes.len() / point_bytes;
+    let mut out = PinnedVec::with_capacity_in(n, pool)?;
+    out.resize(n, T::default());
+    const PER_TASK: usize = 1024;
+    out.par_chunks_mut(PER_TASK)
+        .zip(bytes.par_chunks(PER_TASK * point_bytes))
+        .enumerate()
+        .try_for_each(|(task, (dst, src))| {
+            for (k, (d, raw)) in dst.iter_mut().zip(src.chunks_exact(point_bytes)).enumerate() {
+                let index = task * PER_TASK + k;
+                *d = decode(raw).map_err(|bad| match bad {
+                    Bad::Infinity => ParamsError::PointAtInfinity { section, index },
+                    Bad::Invalid(why) => ParamsError::InvalidPoint {
+                        section,
+                        index,
+                        group,
+                        why,
+                    },
+                })?;
+            }
+            Ok::<(), ParamsError>(())
+        })?;
+    Ok(out)
+}

@@ -1,0 +1,121 @@
+//! Synthesis into pool buffers, sized by capacity hints.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bellpepper_core::{Circuit, ConstraintSystem, Index, SynthesisError, Variable};
+use ff::Field;
+use pinprove_mem::{MemoryKind, PinnedPool, Reservation};
+
+use crate::assignment::Capacities;
+use crate::{CapacityHint, CapacityHints, ProveError, ProvingAssignment, Scalar};
+
+/// How a/b/c are sized for the backend that will read them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AbcLayout {
+    /// Exactly one entry per constraint (a GPU pads on the device).
+    #[default]
+    Exact,
+    /// Room for the whole power-of-two evaluation domain, so that a CPU
+    /// backend can run its FFTs in place without reallocating.
+    PaddedToDomain,
+}
+
+/// What one synthesis did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SynthesisStats {
+    /// Wall time of the synthesis.
+    pub elapsed: Duration,
+    /// Vectors that outgrew their buffers (zero with a correct hint).
+    pub spills: u32,
+    /// Bytes those spills copied.
+    pub bytes_copied: u64,
+    /// Whether a capacity hint sized the vectors.
+    pub hinted: bool,
+    /// Whether the stored hint was created or corrected.
+    pub hint_updated: bool,
+    /// What the vectors are made of.
+    pub memory_kind: Option<MemoryKind>,
+    /// The sizes the circuit synthesized to.
+    pub shape: CapacityHint,
+}
+
+/// Synthesizes `circuit` (a circuit of type `circuit_id`) into pool buffers.
+///
+/// Vectors are sized from the hint for `circuit_id` when there is one; the
+/// hint is learned or corrected from what the circuit actually produced.
+/// With `funds` (the job's working-set reservation) the buffers are paid for
+/// out of it, and whatever is left stays with the assignment until it is
+/// dropped.
+///
+/// As bellperson's prover does, the constant ONE is allocated as the first
+/// input before the circuit runs, and one `input × 1 = 0` constraint per
+/// input is appended after it.
+pub fn synthesize<C: Circuit<Scalar>>(
+    circuit: C,
+    circuit_id: &str,
+    pool: &Arc<PinnedPool>,
+    hints: &CapacityHints,
+    layout: AbcLayout,
+    mut funds: Option<Reservation>,
+) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
+    let started = Instant::now();
+    let hint = hints.get(circuit_id);
+    let caps = hint.map_or(Capacities::default(), |h| Capacities {
+        constraints: match layout {
+            AbcLayout::Exact => h.constraints,
+            AbcLayout::PaddedToDomain => h.constraints.max(1).next_power_of_two(),
+        },
+        inputs: h.inputs,
+        aux: h.aux,
+    });
+    let mut cs = ProvingAssignment::with_capacities(pool, caps, funds.as_mut())?;
+
+    let run = |cs: &mut ProvingAssignment| -> Result<(), SynthesisError> {
+        cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+        circuit.synthesize(cs)?;
+        for i in 0..cs.num_inputs() {
+            cs.enforce(
+                || "input constraint",
+                |lc| lc + Variable::new_unchecked(Index::Input(i)),
+                |lc| lc,
+                |lc| lc,
+            );
+        }
+        Ok(())
+    };
+    let result = run(&mut cs);
+    // A typed error recorded by the assignment (memory, unknown variable)
+    // explains a failure better than what the circuit passed on.
+    if let Some(e) = cs.take_error() {
+        return Err(e);
+    }
+    result?;
+
+    let shape = CapacityHint {
+        constraints: cs.num_constraints(),
+        inputs: cs.num_inputs(),
+        aux: cs.num_aux(),
+    };
+    let hint_updated = hints.record(circuit_id, shape);
+    if let Some(f) = funds {
+        cs.set_working_set(f);
+    }
+    let stats = SynthesisStats {
+        elapsed: started.elapsed(),
+        spills: cs.spills(),
+        bytes_copied: cs.bytes_copied(),
+        hinted: hint.is_some(),
+        hint_updated,
+        memory_kind: cs.memory_kind(),
+        shape,
+    };
+    tracing::debug!(
+        circuit = circuit_id,
+        constraints = shape.constraints,
+        ms = stats.elapsed.as_millis() as u64,
+        spills = stats.spills,
+        "synthesized"
+    );
+    Ok((cs, stats))
+}
