@@ -270,7 +270,7 @@ impl ProvingAssignment {
 
 /// Evaluates `lc` on the assignments, marking the variables it uses with a
 /// non-zero coefficient. `None` if it names a variable that does not exist.
-fn eval(
+pub(crate) fn eval(
     lc: &LinearCombination<Scalar>,
     mut input_density: Option<&mut Density>,
     mut aux_density: Option<&mut Density>,

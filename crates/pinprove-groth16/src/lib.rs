@@ -21,6 +21,7 @@
 
 mod assignment;
 mod backend;
+pub mod baseline;
 pub mod circuits;
 mod cpu;
 mod density;

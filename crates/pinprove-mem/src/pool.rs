@@ -417,10 +417,11 @@ impl PinnedPool {
         Ok(PoolBuffer::new(Arc::clone(self), block))
     }
 
-    /// Takes a buffer back from a dropped [`PoolBuffer`].
-    fn give_back(&self, block: Block, fence: Option<Box<dyn UseFence>>) {
+    /// Takes a buffer back from a dropped [`PoolBuffer`]; frees it rather
+    /// than keeping it idle when `discard` is set or others wait for memory.
+    fn give_back(&self, block: Block, fence: Option<Box<dyn UseFence>>, discard: bool) {
         let len = block.mem.len() as u64;
-        let pressure = self.budget.has_waiters();
+        let pressure = discard || self.budget.has_waiters();
         let mut s = self.lock();
         s.checked_out -= len;
         s.checked_out_buffers -= 1;
@@ -429,7 +430,7 @@ impl PinnedPool {
                 s.fenced.push(Fenced { block, fence });
             }
             _ if pressure => {
-                // Others are waiting for memory: do not sit on it.
+                // Not worth keeping, or others are waiting for memory.
                 s.allocated -= len;
                 drop(s);
                 self.free(vec![block]);
@@ -575,6 +576,14 @@ impl PoolBuffer {
         &self.pool
     }
 
+    /// Returns the buffer to the pool to be freed rather than kept idle: for
+    /// buffers unlikely to be asked for again (those a vector outgrew).
+    pub fn discard(mut self) {
+        if let Some(block) = self.block.take() {
+            self.pool.give_back(block, self.fence.take(), true);
+        }
+    }
+
     /// Makes the pool wait for `fence` before reusing or freeing the buffer
     /// once it is dropped. Replaces an earlier fence.
     pub fn set_use_fence(&mut self, fence: Box<dyn UseFence>) {
@@ -585,7 +594,7 @@ impl PoolBuffer {
 impl Drop for PoolBuffer {
     fn drop(&mut self) {
         if let Some(block) = self.block.take() {
-            self.pool.give_back(block, self.fence.take());
+            self.pool.give_back(block, self.fence.take(), false);
         }
     }
 }

@@ -324,7 +324,11 @@ impl<T: Copy> PinnedVec<T> {
             self.bytes_copied += copied;
             self.pool.record_spill(copied);
         }
-        // The old buffer, if any, goes back to the pool here.
+        // A buffer outgrown during synthesis is a rung of the growth ladder
+        // that a hinted synthesis never asks for again: free it.
+        if let Some(old) = self.buf.take() {
+            old.discard();
+        }
         self.adopt(new);
     }
 

@@ -1,86 +1,104 @@
-//! `pinprove demo`: the memory layer at work on embedded defaults.
+//! `pinprove demo`: a real proof on embedded defaults.
 //!
-//! Three rounds of "synthesis" write a/b/c vectors the way the prover will:
-//! the first round knows no sizes and grows its vectors (spills), later
-//! rounds use the sizes learned from the first as capacity hints and reuse
-//! the pool's buffers, with no spill, no copy and no allocation.
+//! Generates Groth16 parameters for a built-in circuit (bellperson's
+//! generator, in memory), then proves it twice with the CPU backend: the
+//! first synthesis learns the circuit's sizes, the second is sized by that
+//! capacity hint and writes straight into reused pool buffers with no spill
+//! and no copy. Each proof is checked with bellperson's verifier and
+//! compared byte for byte with bellperson's prover.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Result, ensure};
 use clap::Args;
-use pinprove_mem::{BudgetConfig, MemoryBudget, PinnedPool, PinnedVec, PoolConfig, default_allocator};
+use ff::Field;
+use pinprove_groth16::{Backend, CapacityHints, CpuBackend, ProvingJob, Srs, Validation, synthesize};
+use pinprove_mem::{BudgetConfig, MemoryBudget, PinnedPool, PoolConfig, default_allocator};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
+use crate::builtin::{Builtin, CircuitArgs};
+use crate::reference;
 use crate::report::{bytes, dur};
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Constraints per round (each writes three 32-byte evaluations).
-    #[arg(long, default_value_t = 1 << 21)]
+    /// Constraints of the demo circuit (accepts 2^k).
+    #[arg(long, value_parser = crate::builtin::parse_count, default_value = "2^12")]
     constraints: usize,
-    /// Rounds to run.
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
+    /// The built-in circuit.
+    #[arg(long, value_enum, default_value_t = Builtin::BenchBits)]
+    circuit: Builtin,
 }
 
-type Scalar = [u64; 4];
-
 pub fn run(args: &DemoArgs) -> Result<()> {
-    anyhow::ensure!(
-        args.rounds > 0 && args.constraints > 0,
-        "rounds and constraints must be positive"
-    );
+    let circuit = CircuitArgs {
+        circuit: args.circuit,
+        constraints: args.constraints,
+        inputs: 4,
+    }
+    .build()?;
+    let id = circuit.id();
     let budget = MemoryBudget::from_config(&BudgetConfig::default());
     let pool = PinnedPool::new(default_allocator(), Arc::clone(&budget), PoolConfig::default());
     println!(
-        "memory budget {} (auto: usable memory less a safety margin); pool buffers are {} memory",
+        "pinprove demo: {id}; memory budget {}, pool buffers are {} memory",
         bytes(budget.total()),
         pool.kind()
     );
 
-    let mut hint: Option<usize> = None;
-    for round in 1..=args.rounds {
+    let t = Instant::now();
+    let params = reference::generate(circuit.clone(), 1)?;
+    let mut file = Vec::new();
+    params.write(&mut file)?;
+    let srs = Arc::new(Srs::from_bytes(&file, &pool, Validation::Subgroup)?);
+    println!(
+        "parameters: {} generated and checked in {}",
+        bytes(file.len() as u64),
+        dur(t.elapsed())
+    );
+
+    let backend = CpuBackend::new(Arc::clone(&pool));
+    let hints = CapacityHints::in_memory();
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    for round in 1..=2 {
+        let (r, s) = (blstrs::Scalar::random(&mut rng), blstrs::Scalar::random(&mut rng));
         let before = pool.stats();
-        let t = Instant::now();
-        let make = || -> Result<PinnedVec<Scalar>> {
-            Ok(match hint {
-                Some(n) => PinnedVec::with_capacity_in(n, &pool)?,
-                None => PinnedVec::new_in(&pool),
-            })
-        };
-        let (mut a, mut b, mut c) = (make()?, make()?, make()?);
-        for i in 0..args.constraints as u64 {
-            a.try_push([i, 1, 0, 0])?;
-            b.try_push([i ^ 0xff, 2, 0, 0])?;
-            c.try_push([i.wrapping_mul(i ^ 0xff), 3, 0, 0])?;
-        }
-        let elapsed = t.elapsed();
-        let spills = a.spills() + b.spills() + c.spills();
-        let copied = a.bytes_copied() + b.bytes_copied() + c.bytes_copied();
-        hint = Some(a.len());
-        let held = budget.used();
-        drop((a, b, c));
+        let t0 = Instant::now();
+        let (asg, stats) = synthesize(
+            circuit.clone(),
+            &id,
+            &pool,
+            &hints,
+            backend.capabilities().abc_layout,
+            None,
+        )?;
+        let t1 = Instant::now();
+        let proof = backend
+            .prove(ProvingJob {
+                srs: Arc::clone(&srs),
+                assignments: vec![asg],
+                randomness: vec![(r, s)],
+            })?
+            .remove(0)
+            .to_bytes();
+        let t2 = Instant::now();
         let after = pool.stats();
+        let verified = reference::verify(&params.vk, &proof, &circuit.public_inputs())?;
+        let identical = reference::prove(circuit.clone(), &params, r, s)? == proof;
         println!(
-            "round {round}: {} constraints in {} ({}), spills {spills}, copied {}, \
-             pool reuse hits {}, fresh buffers {}, budget used while held {}",
-            args.constraints,
-            dur(elapsed),
-            if round == 1 { "no hint" } else { "hinted" },
-            bytes(copied),
+            "proof {round}: synthesis {} ({}; spills {}, copied {}), proving {}; \
+             pool reuse hits {}, fresh buffers {}; verified {verified}, identical to bellperson {identical}",
+            dur(t1 - t0),
+            if stats.hinted { "hinted" } else { "no hint yet" },
+            stats.spills,
+            bytes(stats.bytes_copied),
+            dur(t2 - t1),
             after.reuse_hits - before.reuse_hits,
             after.fresh_allocations - before.fresh_allocations,
-            bytes(held)
         );
+        ensure!(verified && identical, "the demo proof is wrong");
     }
-    let s = pool.stats();
-    println!(
-        "pool now: {} idle in {} buffers, {} checked out; {} spent allocating",
-        bytes(s.idle_bytes),
-        s.idle_buffers,
-        bytes(s.checked_out_bytes),
-        dur(s.alloc_time)
-    );
     Ok(())
 }

@@ -1,7 +1,10 @@
 //! `pinprove`: the one binary.
 
 mod bench;
+mod builtin;
 mod demo;
+mod params_cmd;
+mod reference;
 mod report;
 
 use std::io::IsTerminal;
@@ -26,11 +29,16 @@ enum Command {
     /// Measure pieces of the prover and print what was measured, on what.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Groth16 parameter files: generate them for built-in circuits, check them.
+    #[command(subcommand)]
+    Params(params_cmd::ParamsCommand),
 }
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_env("PINPROVE_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(
+            EnvFilter::try_from_env("PINPROVE_LOG").unwrap_or_else(|_| EnvFilter::new("info,bellperson=warn")),
+        )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
@@ -47,5 +55,6 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Params(cmd) => params_cmd::run(cmd),
     }
 }

@@ -7,6 +7,8 @@ mod h2d;
 #[cfg(feature = "cuda")]
 mod load;
 mod mem;
+mod prove;
+mod synth;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
@@ -17,11 +19,19 @@ pub enum BenchCommand {
     /// cudaHostRegister'ed memory, idle and with RAM under load (needs the
     /// `cuda` feature and a GPU).
     H2d(h2d::H2dArgs),
+    /// Synthesis into pool buffers, with and without a capacity hint, against
+    /// plain growing Vecs: wall time, spills, bytes copied, peak RSS.
+    Synth(synth::SynthArgs),
+    /// A whole proof with a backend, optionally against bellperson's prover
+    /// on the same circuit, parameters, r and s.
+    Prove(prove::ProveArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Mem(args) => mem::run(&args),
         BenchCommand::H2d(args) => h2d::run(&args),
+        BenchCommand::Synth(args) => synth::run(&args),
+        BenchCommand::Prove(args) => prove::run(&args),
     }
 }

@@ -1,0 +1,122 @@
+//! A constraint system over plain `Vec`s, recording exactly what
+//! [`ProvingAssignment`](crate::ProvingAssignment) records. It exists to be
+//! measured against: synthesis into growing heap vectors is what provers do
+//! without a pool (bellperson among them).
+
+use bellpepper_core::{ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+
+use crate::assignment::eval;
+use crate::{Density, Scalar};
+
+/// Synthesis into heap vectors that grow as needed.
+#[derive(Debug, Default)]
+pub struct VecAssignment {
+    /// A evaluations.
+    pub a: Vec<Scalar>,
+    /// B evaluations.
+    pub b: Vec<Scalar>,
+    /// C evaluations.
+    pub c: Vec<Scalar>,
+    /// Public inputs, ONE first.
+    pub inputs: Vec<Scalar>,
+    /// Aux assignments.
+    pub aux: Vec<Scalar>,
+    a_aux_density: Density,
+    b_input_density: Density,
+    b_aux_density: Density,
+    missing: bool,
+}
+
+impl VecAssignment {
+    /// Runs `circuit` as the prover would (ONE first, input constraints last).
+    pub fn synthesize<C: bellpepper_core::Circuit<Scalar>>(circuit: C) -> Result<Self, SynthesisError> {
+        let mut cs = VecAssignment::default();
+        cs.alloc_input(|| "one", || Ok(<Scalar as ff::Field>::ONE))?;
+        circuit.synthesize(&mut cs)?;
+        for i in 0..cs.inputs.len() {
+            cs.enforce(
+                || "",
+                |lc| lc + Variable::new_unchecked(Index::Input(i)),
+                |lc| lc,
+                |lc| lc,
+            );
+        }
+        if cs.missing {
+            return Err(SynthesisError::AssignmentMissing);
+        }
+        Ok(cs)
+    }
+}
+
+impl ConstraintSystem<Scalar> for VecAssignment {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.aux.push(f()?);
+        self.a_aux_density.add_element();
+        self.b_aux_density.add_element();
+        Ok(Variable::new_unchecked(Index::Aux(self.aux.len() - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.inputs.push(f()?);
+        self.b_input_density.add_element();
+        Ok(Variable::new_unchecked(Index::Input(self.inputs.len() - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        let (la, lb, lc) = (
+            a(LinearCombination::zero()),
+            b(LinearCombination::zero()),
+            c(LinearCombination::zero()),
+        );
+        let (i, x) = (&self.inputs[..], &self.aux[..]);
+        let va = eval(&la, None, Some(&mut self.a_aux_density), i, x);
+        let vb = eval(
+            &lb,
+            Some(&mut self.b_input_density),
+            Some(&mut self.b_aux_density),
+            i,
+            x,
+        );
+        let vc = eval(&lc, None, None, i, x);
+        match (va, vb, vc) {
+            (Some(va), Some(vb), Some(vc)) => {
+                self.a.push(va);
+                self.b.push(vb);
+                self.c.push(vc);
+            }
+            _ => self.missing = true,
+        }
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}

@@ -1,0 +1,212 @@
+//! `pinprove bench prove`: our prover against bellperson's on the same
+//! circuit, parameters, r and s.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use ff::Field;
+use pinprove_groth16::{Backend, CapacityHints, CpuBackend, ProvingJob, Srs, Validation, synthesize};
+use pinprove_mem::{MemoryBudget, PinnedPool, PoolConfig, default_allocator};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::builtin::CircuitArgs;
+use crate::reference;
+use crate::report::{Host, Output, dur, median};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendKind {
+    /// pinprove's CPU backend.
+    Cpu,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Reference {
+    /// bellperson 0.27's CPU prover.
+    Bellperson,
+}
+
+#[derive(Args, Debug)]
+pub struct ProveArgs {
+    #[command(flatten)]
+    circuit: CircuitArgs,
+    /// Which prover to measure.
+    #[arg(long, value_enum, default_value_t = BackendKind::Cpu)]
+    backend: BackendKind,
+    /// Also run this prover on the same inputs and compare.
+    #[arg(long, value_enum)]
+    compare: Option<Reference>,
+    /// Timed proofs per prover (after one warm-up); medians are reported.
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Parameter file; generated (and cached in --params-dir) when absent.
+    #[arg(long)]
+    params: Option<PathBuf>,
+    /// Where generated parameters are cached.
+    #[arg(long)]
+    params_dir: Option<PathBuf>,
+    #[command(flatten)]
+    output: Output,
+}
+
+#[derive(Serialize, Default)]
+struct Medians {
+    total_s: f64,
+    synthesis_s: f64,
+    fft_s: f64,
+    msm_s: f64,
+}
+
+#[derive(Serialize)]
+struct ProveReport {
+    benchmark: &'static str,
+    host: Host,
+    backend: &'static str,
+    circuit: String,
+    constraints: usize,
+    params: String,
+    params_load_s: f64,
+    reps: usize,
+    ours: Medians,
+    bellperson_total_s: Option<f64>,
+    speedup_vs_bellperson: Option<f64>,
+    verified: bool,
+    identical_to_bellperson: Option<bool>,
+}
+
+pub fn run(args: &ProveArgs) -> Result<()> {
+    anyhow::ensure!(args.reps > 0, "--reps must be positive");
+    let circuit = args.circuit.build()?;
+    let id = circuit.id();
+    let path = match &args.params {
+        Some(p) => p.clone(),
+        None => {
+            let dir = args.params_dir.clone().unwrap_or_else(reference::default_params_dir);
+            let p = dir.join(format!("{id}.params"));
+            if !p.exists() {
+                eprintln!("generating parameters for {id} into {} (once)", p.display());
+                let t = Instant::now();
+                let params = reference::generate(circuit.clone(), 1)?;
+                reference::write(&params, &p)?;
+                eprintln!("generated in {}", dur(t.elapsed()));
+            }
+            p
+        }
+    };
+
+    let budget = MemoryBudget::from_config(&pinprove_mem::BudgetConfig::default());
+    let pool = PinnedPool::new(default_allocator(), Arc::clone(&budget), PoolConfig::default());
+    let t = Instant::now();
+    let srs = Arc::new(Srs::read_file(&path, &pool, Validation::OnCurve)?);
+    let params_load = t.elapsed();
+    let vk = reference::read_vk(&path)?;
+    let theirs_params = match args.compare {
+        Some(Reference::Bellperson) => Some(reference::read(&path)?),
+        None => None,
+    };
+    let backend = match args.backend {
+        BackendKind::Cpu => CpuBackend::new(Arc::clone(&pool)),
+    };
+    let hints = CapacityHints::in_memory();
+    let layout = backend.capabilities().abc_layout;
+    let inputs = circuit.public_inputs();
+    let mut rng = ChaCha8Rng::seed_from_u64(42);
+
+    let (mut total, mut synth, mut fft, mut msm, mut theirs_t) = (vec![], vec![], vec![], vec![], vec![]);
+    let (mut verified, mut identical) = (true, true);
+    for rep in 0..=args.reps {
+        let (r, s) = (blstrs::Scalar::random(&mut rng), blstrs::Scalar::random(&mut rng));
+        let t0 = Instant::now();
+        let (asg, _) = synthesize(circuit.clone(), &id, &pool, &hints, layout, None)?;
+        let t1 = Instant::now();
+        let started = backend.start(ProvingJob {
+            srs: Arc::clone(&srs),
+            assignments: vec![asg],
+            randomness: vec![(r, s)],
+        })?;
+        let t2 = Instant::now();
+        let proof = started.finish()?.remove(0).to_bytes();
+        let t3 = Instant::now();
+        verified &= reference::verify(&vk, &proof, &inputs)?;
+        let theirs = match &theirs_params {
+            Some(p) => {
+                let t = Instant::now();
+                let bytes = reference::prove(circuit.clone(), p, r, s)?;
+                let e = t.elapsed();
+                identical &= bytes == proof;
+                Some(e)
+            }
+            None => None,
+        };
+        if rep == 0 {
+            continue; // warm-up: learns the capacity hint, fills the pool
+        }
+        total.push(t3 - t0);
+        synth.push(t1 - t0);
+        fft.push(t2 - t1);
+        msm.push(t3 - t2);
+        theirs_t.extend(theirs);
+    }
+    if !verified {
+        bail!("a proof did not verify");
+    }
+    let ours = Medians {
+        total_s: median(&mut total).as_secs_f64(),
+        synthesis_s: median(&mut synth).as_secs_f64(),
+        fft_s: median(&mut fft).as_secs_f64(),
+        msm_s: median(&mut msm).as_secs_f64(),
+    };
+    let theirs_total = (!theirs_t.is_empty()).then(|| median(&mut theirs_t).as_secs_f64());
+    let report = ProveReport {
+        benchmark: "prove",
+        host: Host::detect(),
+        backend: backend.name(),
+        circuit: id,
+        constraints: circuit.constraints(),
+        params: path.display().to_string(),
+        params_load_s: params_load.as_secs_f64(),
+        reps: args.reps,
+        speedup_vs_bellperson: theirs_total.map(|t| t / ours.total_s),
+        ours,
+        bellperson_total_s: theirs_total,
+        verified,
+        identical_to_bellperson: theirs_params.as_ref().map(|_| identical),
+    };
+    args.output.emit(&report, print).context("reporting")
+}
+
+fn print(r: &ProveReport) {
+    let d = |s: f64| dur(Duration::from_secs_f64(s));
+    println!("pinprove bench prove — {}", r.host.summary());
+    println!(
+        "{} ({} constraints), params {} (loaded in {})",
+        r.circuit,
+        r.constraints,
+        r.params,
+        d(r.params_load_s)
+    );
+    println!(
+        "  {} backend: {} per proof (synthesis {}, FFT part {}, MSM part {}), median of {}",
+        r.backend,
+        d(r.ours.total_s),
+        d(r.ours.synthesis_s),
+        d(r.ours.fft_s),
+        d(r.ours.msm_s),
+        r.reps
+    );
+    if let Some(t) = r.bellperson_total_s {
+        println!(
+            "  bellperson: {} per proof (synthesis included); pinprove is {:.2}× as fast",
+            d(t),
+            r.speedup_vs_bellperson.unwrap_or(0.0)
+        );
+    }
+    println!("  verified: {}", r.verified);
+    if let Some(i) = r.identical_to_bellperson {
+        println!("  identical to bellperson (same r, s): {i}");
+    }
+}

@@ -1,0 +1,105 @@
+//! `pinprove params …`
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use pinprove_groth16::{Srs, Validation};
+use pinprove_mem::{MemoryBudget, PinnedPool, PoolConfig, default_allocator};
+
+use crate::builtin::CircuitArgs;
+use crate::reference;
+use crate::report::{bytes, dur};
+
+#[derive(Subcommand, Debug)]
+pub enum ParamsCommand {
+    /// Generate real Groth16 parameters for a built-in circuit (bellperson's
+    /// generator; the file is in bellperson's format).
+    Generate(GenerateArgs),
+    /// Read a parameter file, check it, and print its sections.
+    Info(InfoArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    circuit: CircuitArgs,
+    /// Where to write the parameters.
+    #[arg(long)]
+    out: PathBuf,
+    /// Seed of the setup's toxic waste (tests and benchmarks only).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Check {
+    /// Points decode and lie on the curve.
+    Curve,
+    /// Also in the prime-order subgroup (slow: for files of unknown origin).
+    Subgroup,
+}
+
+#[derive(Args, Debug)]
+pub struct InfoArgs {
+    /// The parameter file.
+    file: PathBuf,
+    /// How thoroughly to check the points.
+    #[arg(long, value_enum, default_value_t = Check::Subgroup)]
+    check: Check,
+}
+
+pub fn run(cmd: ParamsCommand) -> Result<()> {
+    match cmd {
+        ParamsCommand::Generate(args) => generate(&args),
+        ParamsCommand::Info(args) => info(&args),
+    }
+}
+
+fn generate(args: &GenerateArgs) -> Result<()> {
+    let circuit = args.circuit.build()?;
+    let t = Instant::now();
+    let params = reference::generate(circuit.clone(), args.seed)?;
+    let generated = t.elapsed();
+    reference::write(&params, &args.out)?;
+    let size = std::fs::metadata(&args.out)?.len();
+    println!(
+        "wrote {} ({}) for {} in {} (generation)",
+        args.out.display(),
+        bytes(size),
+        circuit.id(),
+        dur(generated)
+    );
+    Ok(())
+}
+
+fn info(args: &InfoArgs) -> Result<()> {
+    let validation = match args.check {
+        Check::Curve => Validation::OnCurve,
+        Check::Subgroup => Validation::Subgroup,
+    };
+    let budget = MemoryBudget::new(pinprove_mem::BudgetConfig::default().resolve());
+    let pool = PinnedPool::new(default_allocator(), Arc::clone(&budget), PoolConfig::default());
+    let srs =
+        Srs::read_file(&args.file, &pool, validation).with_context(|| format!("checking {}", args.file.display()))?;
+    let s = srs.stats();
+    println!(
+        "{}: valid ({validation:?} checks), {} on disk, {} decoded, read in {}",
+        args.file.display(),
+        bytes(s.file_bytes),
+        bytes(s.memory_bytes),
+        dur(s.load_time)
+    );
+    println!("  public inputs (ic)  {}", srs.vk.ic.len());
+    println!(
+        "  h                   {}  (domain 2^{})",
+        srs.h.len(),
+        (srs.h.len() + 1).next_power_of_two().trailing_zeros()
+    );
+    println!("  l (aux variables)   {}", srs.l.len());
+    println!("  a                   {}", srs.a.len());
+    println!("  b_g1 / b_g2         {} / {}", srs.b_g1.len(), srs.b_g2.len());
+    Ok(())
+}
