@@ -58,11 +58,12 @@ pub trait StartedProof: Send {
     fn finish(self: Box<Self>) -> Result<Vec<Proof>, ProveError>;
 }
 
-/// Checks what every backend must check before doing any work: a non-empty
+/// Checks what every backend must check before doing any work (backends call
+/// it first in `start`): a non-empty
 /// batch, one (r, s) per circuit, equal shapes, and parameters whose every
 /// query has exactly the size the circuit needs. Returns the number of
 /// constraints.
-pub(crate) fn check_job(job: &ProvingJob) -> Result<usize, ProveError> {
+pub fn check_job(job: &ProvingJob) -> Result<usize, ProveError> {
     let first = job.assignments.first().ok_or(ProveError::EmptyBatch)?;
     if job.randomness.len() != job.assignments.len() {
         return Err(ProveError::RandomnessCount {
@@ -113,19 +114,20 @@ pub(crate) fn check_job(job: &ProvingJob) -> Result<usize, ProveError> {
             Err(ProveError::ParamsMismatch { what, expected, found })
         }
     };
-    expect("vk.ic (public inputs)", first.num_inputs(), srs.vk.ic.len())?;
-    expect("h (domain size - 1)", domain - 1, srs.h.len())?;
-    expect("l (aux variables)", first.num_aux(), srs.l.len())?;
+    expect("vk.ic (public inputs)", first.num_inputs(), srs.vk().ic.len())?;
+    let len = srs.lengths();
+    expect("h (domain size - 1)", domain - 1, len.h)?;
+    expect("l (aux variables)", first.num_aux(), len.l)?;
     expect(
         "a (inputs + aux used by A)",
         first.num_inputs() + first.a_aux_density().total(),
-        srs.a.len(),
+        len.a,
     )?;
     let b = first.b_input_density().total() + first.b_aux_density().total();
-    expect("b_g1 (variables used by B)", b, srs.b_g1.len())?;
-    expect("b_g2 (variables used by B)", b, srs.b_g2.len())?;
-    if bool::from(group::prime::PrimeCurveAffine::is_identity(&srs.vk.delta_g1))
-        || bool::from(group::prime::PrimeCurveAffine::is_identity(&srs.vk.delta_g2))
+    expect("b_g1 (variables used by B)", b, len.b_g1)?;
+    expect("b_g2 (variables used by B)", b, len.b_g2)?;
+    if bool::from(group::prime::PrimeCurveAffine::is_identity(&srs.vk().delta_g1))
+        || bool::from(group::prime::PrimeCurveAffine::is_identity(&srs.vk().delta_g2))
     {
         return Err(ProveError::UnexpectedIdentity);
     }

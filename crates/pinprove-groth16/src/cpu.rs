@@ -11,6 +11,7 @@ use rayon::prelude::*;
 use crate::backend::check_job;
 use crate::domain::{Domain, bit_reverse_index};
 use crate::msm::{ScalarBytes, g1_msm, g2_msm};
+use crate::params::SrsPoints;
 use crate::{
     AbcLayout, Backend, Capabilities, Density, Proof, ProveError, ProvingJob, Scalar, Srs, StartedProof, Witness,
 };
@@ -48,6 +49,12 @@ impl Backend for CpuBackend {
     fn start(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
         let started = Instant::now();
         let n = check_job(&job)?;
+        if job.srs.points().is_none() {
+            return Err(ProveError::Backend {
+                backend: "cpu",
+                message: "the parameters were read without their points".into(),
+            });
+        }
         let domain = Domain::new(n)?;
         let mut h = Vec::with_capacity(job.assignments.len());
         for asg in &mut job.assignments {
@@ -124,9 +131,13 @@ impl StartedProof for CpuStarted {
             h,
             fft_time,
         } = *self;
+        let points = srs.points().ok_or(ProveError::Backend {
+            backend: "cpu",
+            message: "the parameters were read without their points".into(),
+        })?;
         let mut proofs = Vec::with_capacity(witnesses.len());
         for ((w, (r, s)), h) in witnesses.into_iter().zip(randomness).zip(h) {
-            proofs.push(prove_one(&pool, &srs, w, r, s, &h)?);
+            proofs.push(prove_one(&pool, &srs, points, w, r, s, &h)?);
         }
         tracing::debug!(
             fft_ms = fft_time.as_millis() as u64,
@@ -163,6 +174,7 @@ fn gather(
 fn prove_one(
     pool: &Arc<PinnedPool>,
     srs: &Srs,
+    points: &SrsPoints,
     w: Witness,
     r: Scalar,
     s: Scalar,
@@ -179,14 +191,14 @@ fn prove_one(
     let inputs = inputs.map_in_place(|x| x.to_bytes_le());
     let aux = aux.map_in_place(|x| x.to_bytes_le());
 
-    let (h_acc, _) = g1_msm(&srs.h, h);
-    let (l_acc, _) = g1_msm(&srs.l, &aux);
+    let (h_acc, _) = g1_msm(points.h(), h);
+    let (l_acc, _) = g1_msm(points.l(), &aux);
     let a_scalars = gather(pool, &[(&inputs, None), (&aux, Some(&a_aux_density))])?;
-    let (a_acc, _) = g1_msm(&srs.a, &a_scalars);
+    let (a_acc, _) = g1_msm(points.a(), &a_scalars);
     drop(a_scalars);
     let b_scalars = gather(pool, &[(&inputs, Some(&b_input_density)), (&aux, Some(&b_aux_density))])?;
-    let (b1_acc, _) = g1_msm(&srs.b_g1, &b_scalars);
-    let (b2_acc, _) = g2_msm(&srs.b_g2, &b_scalars);
+    let (b1_acc, _) = g1_msm(points.b_g1(), &b_scalars);
+    let (b2_acc, _) = g2_msm(points.b_g2(), &b_scalars);
     drop(b_scalars);
 
     Ok(assemble(srs, r, s, a_acc, b1_acc, b2_acc, h_acc, l_acc))
@@ -206,7 +218,7 @@ pub(crate) fn assemble(
     h: G1Projective,
     l: G1Projective,
 ) -> Proof {
-    let vk = &srs.vk;
+    let vk = srs.vk();
     let delta_g1 = G1Projective::from(vk.delta_g1);
     let alpha_g1 = G1Projective::from(vk.alpha_g1);
     let beta_g1 = G1Projective::from(vk.beta_g1);

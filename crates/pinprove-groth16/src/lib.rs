@@ -34,12 +34,12 @@ mod proof;
 mod synth;
 
 pub use assignment::{ProvingAssignment, Witness};
-pub use backend::{Backend, Capabilities, ProvingJob, StartedProof};
+pub use backend::{Backend, Capabilities, ProvingJob, StartedProof, check_job};
 pub use cpu::CpuBackend;
 pub use density::Density;
 pub use error::{ParamsError, ProveError};
 pub use hints::{CapacityHint, CapacityHints};
-pub use params::{Srs, SrsStats, Validation, VerifyingKey};
+pub use params::{QueryLengths, Srs, SrsPoints, SrsStats, Validation, VerifyingKey};
 pub use proof::{PROOF_BYTES, Proof};
 pub use synth::{AbcLayout, SynthesisStats, synthesize};
 

@@ -207,21 +207,64 @@ pub struct SrsStats {
     pub validation: Validation,
 }
 
-/// Decoded Groth16 parameters: the structured reference string a prover
-/// needs, its points in pool buffers ready for MSMs (and for upload).
-pub struct Srs {
-    /// The verifying key.
-    pub vk: VerifyingKey,
+/// Number of points in each query of a parameter file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryLengths {
+    /// H: the evaluation domain's size − 1.
+    pub h: usize,
+    /// L: one per aux variable.
+    pub l: usize,
+    /// A: one per input, then one per aux variable used by A.
+    pub a: usize,
+    /// B in G1: inputs used by B, then aux variables used by B.
+    pub b_g1: usize,
+    /// B in G2, same layout as `b_g1`.
+    pub b_g2: usize,
+}
+
+/// The decoded query points, in pool buffers, ready for MSMs and uploads.
+pub struct SrsPoints {
+    h: PinnedVec<blst_p1_affine>,
+    l: PinnedVec<blst_p1_affine>,
+    a: PinnedVec<blst_p1_affine>,
+    b_g1: PinnedVec<blst_p1_affine>,
+    b_g2: PinnedVec<blst_p2_affine>,
+}
+
+impl SrsPoints {
     /// H query: one point per coefficient of h (domain size − 1).
-    pub h: PinnedVec<blst_p1_affine>,
+    pub fn h(&self) -> &[blst_p1_affine] {
+        &self.h
+    }
+
     /// L query: one point per aux variable.
-    pub l: PinnedVec<blst_p1_affine>,
-    /// A query: one per input, then one per aux variable used by A.
-    pub a: PinnedVec<blst_p1_affine>,
+    pub fn l(&self) -> &[blst_p1_affine] {
+        &self.l
+    }
+
+    /// A query: one point per input, then one per aux variable used by A.
+    pub fn a(&self) -> &[blst_p1_affine] {
+        &self.a
+    }
+
     /// B query in G1: inputs used by B, then aux variables used by B.
-    pub b_g1: PinnedVec<blst_p1_affine>,
-    /// B query in G2, same layout.
-    pub b_g2: PinnedVec<blst_p2_affine>,
+    pub fn b_g1(&self) -> &[blst_p1_affine] {
+        &self.b_g1
+    }
+
+    /// B query in G2, same layout as [`b_g1`](Self::b_g1).
+    pub fn b_g2(&self) -> &[blst_p2_affine] {
+        &self.b_g2
+    }
+}
+
+/// Groth16 parameters: the verifying key, the size of every query, and —
+/// unless read header-only for a backend that loads points itself — the
+/// decoded query points.
+pub struct Srs {
+    vk: VerifyingKey,
+    lengths: QueryLengths,
+    points: Option<SrsPoints>,
     stats: SrsStats,
 }
 
@@ -229,11 +272,8 @@ impl std::fmt::Debug for Srs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Srs")
             .field("ic", &self.vk.ic.len())
-            .field("h", &self.h.len())
-            .field("l", &self.l.len())
-            .field("a", &self.a.len())
-            .field("b_g1", &self.b_g1.len())
-            .field("b_g2", &self.b_g2.len())
+            .field("lengths", &self.lengths)
+            .field("points", &self.points.is_some())
             .finish()
     }
 }
@@ -244,6 +284,19 @@ struct Layout {
 }
 
 const SECTION_NAMES: [&str; 5] = ["h", "l", "a", "b_g1", "b_g2"];
+
+impl Layout {
+    fn lengths(&self) -> QueryLengths {
+        let n = |i: usize| self.sections[i].1;
+        QueryLengths {
+            h: n(0),
+            l: n(1),
+            a: n(2),
+            b_g1: n(3),
+            b_g2: n(4),
+        }
+    }
+}
 
 impl Srs {
     /// Maps and decodes the parameter file at `path`.
@@ -269,6 +322,31 @@ impl Srs {
             "loaded parameters"
         );
         Ok(srs)
+    }
+
+    /// Reads only the verifying key and the query lengths of the file at
+    /// `path`, checking the whole layout, for backends that load the points
+    /// themselves.
+    pub fn read_file_header(path: impl AsRef<Path>) -> Result<Srs, ParamsError> {
+        let path = path.as_ref();
+        let started = Instant::now();
+        let map = MappedFile::open(path).map_err(|source| ParamsError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let (vk, layout) = Self::layout(&map)?;
+        Ok(Srs {
+            vk,
+            lengths: layout.lengths(),
+            points: None,
+            stats: SrsStats {
+                path: Some(path.to_path_buf()),
+                file_bytes: map.len() as u64,
+                memory_bytes: 0,
+                load_time: started.elapsed(),
+                validation: Validation::OnCurve,
+            },
+        })
     }
 
     /// Decodes parameters from bytes in bellperson's format.
@@ -323,11 +401,8 @@ impl Srs {
             + b_g2.capacity() as u64 * std::mem::size_of::<blst_p2_affine>() as u64;
         Ok(Srs {
             vk,
-            h,
-            l,
-            a,
-            b_g1,
-            b_g2,
+            lengths: layout.lengths(),
+            points: Some(SrsPoints { h, l, a, b_g1, b_g2 }),
             stats: SrsStats {
                 path: None,
                 file_bytes: bytes.len() as u64,
@@ -336,6 +411,21 @@ impl Srs {
                 validation,
             },
         })
+    }
+
+    /// The verifying key.
+    pub fn vk(&self) -> &VerifyingKey {
+        &self.vk
+    }
+
+    /// The size of every query.
+    pub fn lengths(&self) -> &QueryLengths {
+        &self.lengths
+    }
+
+    /// The decoded points; `None` when read header-only.
+    pub fn points(&self) -> Option<&SrsPoints> {
+        self.points.as_ref()
     }
 
     /// How the SRS was loaded.
@@ -348,10 +438,14 @@ impl Srs {
         self.stats.memory_bytes
     }
 
-    /// Writes the parameters in bellperson's format.
+    /// Writes the parameters in bellperson's format (points needed).
     pub fn write(&self, w: &mut impl Write) -> io::Result<()> {
+        let p = self
+            .points
+            .as_ref()
+            .ok_or_else(|| io::Error::other("parameters were read header-only"))?;
         self.vk.write(w)?;
-        for section in [&self.h, &self.l, &self.a, &self.b_g1] {
+        for section in [&p.h, &p.l, &p.a, &p.b_g1] {
             w.write_all(&(section.len() as u32).to_be_bytes())?;
             for p in section.iter() {
                 let mut g = G1Affine::identity();
@@ -359,8 +453,8 @@ impl Srs {
                 w.write_all(&g.to_uncompressed())?;
             }
         }
-        w.write_all(&(self.b_g2.len() as u32).to_be_bytes())?;
-        for p in self.b_g2.iter() {
+        w.write_all(&(p.b_g2.len() as u32).to_be_bytes())?;
+        for p in p.b_g2.iter() {
             let mut g = G2Affine::identity();
             *g.as_mut() = *p;
             w.write_all(&g.to_uncompressed())?;

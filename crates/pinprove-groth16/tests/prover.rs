@@ -240,7 +240,10 @@ fn parameter_files_round_trip_byte_for_byte() {
     let path = dir.join("p.params");
     std::fs::write(&path, &bytes).unwrap();
     let mapped = Srs::read_file(&path, &pool, Validation::Subgroup).unwrap();
-    assert_eq!(mapped.h.len(), srs.h.len());
+    assert_eq!(mapped.lengths(), srs.lengths());
+    let header = Srs::read_file_header(&path).unwrap();
+    assert_eq!(header.lengths(), srs.lengths());
+    assert!(header.points().is_none() && header.vk() == srs.vk());
     assert_eq!(mapped.stats().file_bytes, bytes.len() as u64);
     let missing = Srs::read_file(dir.join("nope"), &pool, Validation::OnCurve).unwrap_err();
     assert!(matches!(missing, ParamsError::Io { .. }));
@@ -290,4 +293,43 @@ fn damaged_parameter_files_are_clear_errors() {
         Srs::from_bytes(&inf, &pool, Validation::OnCurve),
         Err(ParamsError::PointAtInfinity { section: "h", index: 0 })
     ));
+}
+
+#[test]
+fn verifying_keys_round_trip() {
+    let c = BenchCircuit::new(200, WitnessMix::Bits).unwrap();
+    let p = bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(c, &mut rng(3)).unwrap();
+    let mut theirs = Vec::new();
+    p.vk.write(&mut theirs).unwrap();
+    let dir = std::env::temp_dir().join(format!("pinprove-vk-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("vk");
+    std::fs::write(&path, &theirs).unwrap();
+    let vk = pinprove_groth16::VerifyingKey::read_file(&path).unwrap();
+    assert_eq!(vk.ic.len(), 5);
+    let mut ours = Vec::new();
+    vk.write(&mut ours).unwrap();
+    assert_eq!(ours, theirs);
+    std::fs::write(&path, &theirs[..theirs.len() - 1]).unwrap();
+    assert!(matches!(
+        pinprove_groth16::VerifyingKey::read_file(&path),
+        Err(ParamsError::Truncated { .. })
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_vec_baseline_records_exactly_what_the_prover_does() {
+    let pool = pool();
+    let hints = CapacityHints::in_memory();
+    for mix in [WitnessMix::Random, WitnessMix::Bits] {
+        let c = BenchCircuit::new(3000, mix).unwrap();
+        let (asg, _) = synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
+        let v = pinprove_groth16::baseline::VecAssignment::synthesize(c).unwrap();
+        assert_eq!(asg.a().unwrap(), &v.a[..]);
+        assert_eq!(asg.b().unwrap(), &v.b[..]);
+        assert_eq!(asg.c().unwrap(), &v.c[..]);
+        assert_eq!(asg.inputs(), &v.inputs[..]);
+        assert_eq!(asg.aux(), &v.aux[..]);
+    }
 }

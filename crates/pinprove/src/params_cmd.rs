@@ -92,14 +92,14 @@ fn info(args: &InfoArgs) -> Result<()> {
         bytes(s.memory_bytes),
         dur(s.load_time)
     );
-    println!("  public inputs (ic)  {}", srs.vk.ic.len());
+    println!("  public inputs (ic)  {}", srs.vk().ic.len());
     println!(
         "  h                   {}  (domain 2^{})",
-        srs.h.len(),
-        (srs.h.len() + 1).next_power_of_two().trailing_zeros()
+        srs.lengths().h,
+        (srs.lengths().h + 1).next_power_of_two().trailing_zeros()
     );
-    println!("  l (aux variables)   {}", srs.l.len());
-    println!("  a                   {}", srs.a.len());
-    println!("  b_g1 / b_g2         {} / {}", srs.b_g1.len(), srs.b_g2.len());
+    println!("  l (aux variables)   {}", srs.lengths().l);
+    println!("  a                   {}", srs.lengths().a);
+    println!("  b_g1 / b_g2         {} / {}", srs.lengths().b_g1, srs.lengths().b_g2);
     Ok(())
 }

@@ -1,0 +1,150 @@
+//! The binary end to end, as a user runs it.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn pinprove(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pinprove"))
+        .args(args)
+        .env("PINPROVE_LOG", "warn")
+        .output()
+        .expect("the binary runs")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = pinprove(args);
+    assert!(
+        out.status.success(),
+        "pinprove {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pinprove-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn json(stdout: &str) -> serde_json::Value {
+    serde_json::from_str(stdout.trim()).expect("one JSON object")
+}
+
+#[test]
+fn demo_proves_and_verifies() {
+    let out = ok(&["demo", "--constraints", "2^10"]);
+    assert_eq!(
+        out.matches("verified true, identical to bellperson true").count(),
+        2,
+        "{out}"
+    );
+    assert!(out.contains("hinted; spills 0"), "{out}");
+}
+
+#[test]
+fn generated_parameters_are_read_back_by_bellperson_and_by_us() {
+    let dir = temp_dir("params");
+    let file = dir.join("bits.params");
+    let f = file.to_str().unwrap();
+    ok(&[
+        "params",
+        "generate",
+        "--circuit",
+        "bench-bits",
+        "--constraints",
+        "600",
+        "--out",
+        f,
+    ]);
+    let bytes = std::fs::read(&file).unwrap();
+    let theirs = bellperson::groth16::Parameters::<blstrs::Bls12>::read(&bytes[..], true).expect("bellperson reads it");
+    assert_eq!(theirs.vk.ic.len(), 5);
+    let info = ok(&["params", "info", f]);
+    assert!(info.contains("valid (Subgroup checks)"), "{info}");
+    assert!(info.contains("domain 2^10"), "{info}");
+
+    std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+    let bad = pinprove(&["params", "info", f]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("truncated"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bench_prove_compares_with_bellperson() {
+    let dir = temp_dir("prove");
+    let out = ok(&[
+        "bench",
+        "prove",
+        "--constraints",
+        "2^9",
+        "--compare",
+        "bellperson",
+        "--reps",
+        "1",
+        "--params-dir",
+        dir.to_str().unwrap(),
+        "--json",
+    ]);
+    let r = json(&out);
+    assert_eq!(r["verified"], true);
+    assert_eq!(r["identical_to_bellperson"], true);
+    assert!(r["ours"]["total_s"].as_f64().unwrap() > 0.0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bench_synth_reports_zero_spills_when_hinted() {
+    let r = json(&ok(&[
+        "bench",
+        "synth",
+        "--circuit",
+        "bench-bits",
+        "--constraints",
+        "2^12",
+        "--reps",
+        "1",
+        "--json",
+    ]));
+    let rows = r["rows"].as_array().unwrap();
+    assert_eq!(rows[0]["variant"], "pool, hinted");
+    assert_eq!(rows[0]["spills"], 0);
+    assert!(rows[1]["spills"].as_u64().unwrap() > 0, "unhinted synthesis grows");
+}
+
+#[test]
+fn bench_mem_runs_small() {
+    let r = json(&ok(&[
+        "bench",
+        "mem",
+        "--elements",
+        "65536",
+        "--reps",
+        "1",
+        "--pool-mib",
+        "8",
+        "--threads",
+        "4",
+        "--json",
+    ]));
+    assert_eq!(r["push"].as_array().unwrap().len(), 5);
+    assert!(r["pool"]["speedup"].as_f64().unwrap() > 1.0);
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let out = pinprove(&["bench", "prove", "--constraints", "3"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid benchmark circuit"));
+    let out = pinprove(&["params", "info", "/nonexistent/file"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/file"));
+    let out = pinprove(&["bench", "prove", "--constraints", "2^99"]);
+    assert!(!out.status.success());
+    if !cfg!(feature = "cuda") {
+        let out = pinprove(&["bench", "h2d"]);
+        assert!(String::from_utf8_lossy(&out.stderr).contains("without the `cuda` feature"));
+    }
+}
