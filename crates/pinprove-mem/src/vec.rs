@@ -354,10 +354,10 @@ impl<T: Copy> PinnedVec<T> {
     /// Converts every element with `f`, reusing the buffer: no allocation
     /// and no copy. `U` must have the size of `T` and an alignment no larger
     /// (checked at compile time).
-    pub fn map_in_place<U: Copy>(mut self, f: impl Fn(T) -> U + Sync + Send) -> PinnedVec<U>
+    pub fn map_in_place<U>(mut self, f: impl Fn(T) -> U + Sync + Send) -> PinnedVec<U>
     where
         T: Send,
-        U: Send,
+        U: Copy + Send,
     {
         const {
             assert!(
