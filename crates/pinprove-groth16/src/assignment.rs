@@ -143,6 +143,31 @@ impl ProvingAssignment {
         }
     }
 
+    /// A copy of the assignment in buffers of `pool`: the "staging copy"
+    /// design (synthesize into ordinary memory, copy into pinned memory
+    /// before the upload), kept to be measured against synthesizing into the
+    /// pinned buffers directly.
+    pub fn copy_into(&self, pool: &Arc<PinnedPool>) -> Result<ProvingAssignment, ProveError> {
+        let copy = |v: &[Scalar]| -> Result<PinnedVec<Scalar>, ProveError> {
+            let mut out = PinnedVec::with_capacity_in(v.len(), pool)?;
+            out.try_extend_from_slice(v)?;
+            Ok(out)
+        };
+        let abc = |v: Option<&[Scalar]>| v.map(copy).transpose();
+        Ok(ProvingAssignment {
+            a: abc(self.a())?,
+            b: abc(self.b())?,
+            c: abc(self.c())?,
+            input: copy(&self.input)?,
+            aux: copy(&self.aux)?,
+            a_aux_density: self.a_aux_density.clone(),
+            b_input_density: self.b_input_density.clone(),
+            b_aux_density: self.b_aux_density.clone(),
+            error: None,
+            working_set: None,
+        })
+    }
+
     /// Consumes the assignment into what the MSMs need (a/b/c, if still
     /// held, go back to the pool).
     pub fn into_witness(self) -> Witness {

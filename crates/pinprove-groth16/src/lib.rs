@@ -32,6 +32,7 @@ pub mod msm;
 mod params;
 mod proof;
 mod synth;
+pub mod synthetic;
 
 pub use assignment::{ProvingAssignment, Witness};
 pub use backend::{Backend, Capabilities, ProvingJob, StartedProof, check_job};

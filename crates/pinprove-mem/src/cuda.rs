@@ -61,6 +61,35 @@ unsafe extern "C" {
     fn cudaEventQuery(event: RawEvent) -> RawError;
     fn cudaEventSynchronize(event: RawEvent) -> RawError;
     fn cudaEventElapsedTime(ms: *mut f32, start: RawEvent, end: RawEvent) -> RawError;
+    fn cudaPointerGetAttributes(attributes: *mut PointerAttributes, ptr: *const c_void) -> RawError;
+}
+
+/// `struct cudaPointerAttributes` of CUDA 12 and 13.
+#[repr(C)]
+struct PointerAttributes {
+    kind: c_int,
+    device: c_int,
+    device_pointer: *mut c_void,
+    host_pointer: *mut c_void,
+    reserved: [i64; 8],
+}
+
+const MEMORY_TYPE_HOST: c_int = 1;
+
+/// Whether the CUDA runtime knows `ptr` as page-locked host memory (so that
+/// copies from it are direct DMA).
+pub fn is_pinned(ptr: *const u8) -> Result<bool, CudaError> {
+    let mut attr = PointerAttributes {
+        kind: 0,
+        device: 0,
+        device_pointer: ptr::null_mut(),
+        host_pointer: ptr::null_mut(),
+        reserved: [0; 8],
+    };
+    // SAFETY: writes one attributes structure; any pointer value may be
+    // queried (unknown ones report as unregistered).
+    check(unsafe { cudaPointerGetAttributes(&mut attr, ptr.cast()) }, "cudaPointerGetAttributes")?;
+    Ok(attr.kind == MEMORY_TYPE_HOST)
 }
 
 /// An error code of the CUDA runtime, with the call that returned it.
@@ -325,28 +354,54 @@ impl Stream {
     /// Copies `src` to the start of `dst`, and returns the time the copy took
     /// on the device, measured with events recorded around it. Returns after
     /// the copy has completed, so `src` is free again.
-    pub fn timed_upload(&self, dst: &mut DeviceBuffer, src: &[u8]) -> Result<Duration, CudaError> {
-        assert!(src.len() <= dst.len(), "upload larger than the device buffer");
+    pub fn timed_upload<T: Copy>(&self, dst: &mut DeviceBuffer, src: &[T]) -> Result<Duration, CudaError> {
+        let bytes = std::mem::size_of_val(src);
+        assert!(bytes <= dst.len(), "upload larger than the device buffer");
         let start = Event::timing()?;
         let end = Event::timing()?;
         start.record(self)?;
-        // SAFETY: `dst` holds at least `src.len()` bytes; `src` stays borrowed
-        // until the event after the copy has completed (synchronized below).
+        // SAFETY: `dst` holds at least `bytes` bytes, the size of `src`; `src`
+        // stays borrowed until the event after the copy has completed
+        // (synchronized below). The device reads the bytes; no Rust value is
+        // formed from them.
         check(
             unsafe {
-                cudaMemcpyAsync(
-                    dst.as_device_ptr(),
-                    src.as_ptr().cast(),
-                    src.len(),
-                    MEMCPY_HOST_TO_DEVICE,
-                    self.raw,
-                )
+                cudaMemcpyAsync(dst.as_device_ptr(), src.as_ptr().cast(), bytes, MEMCPY_HOST_TO_DEVICE, self.raw)
             },
             "cudaMemcpyAsync",
         )?;
         end.record(self)?;
         end.synchronize()?;
         end.elapsed_since(&start)
+    }
+
+    /// Enqueues a copy of the first `len` bytes of `src` into `dst` and
+    /// returns at once, giving the buffer back to its pool with a fence: the
+    /// pool hands it out again only after the copy has completed, never when
+    /// it is merely enqueued. Returns the fence's twin, for waiting.
+    pub fn upload_and_release(&self, dst: &mut DeviceBuffer, src: crate::PoolBuffer, len: usize) -> Result<EventFence, CudaError> {
+        assert!(len <= src.len() && len <= dst.len(), "upload larger than its buffers");
+        // SAFETY: `dst` holds `len` bytes and is freed only by cudaFree,
+        // which waits for the device. `src` is moved in and returned to its
+        // pool fenced below: nobody can write it, and the pool neither reuses
+        // nor frees it, until the event after the copy has completed.
+        check(
+            unsafe {
+                cudaMemcpyAsync(dst.as_device_ptr(), src.as_ptr().cast(), len, MEMCPY_HOST_TO_DEVICE, self.raw)
+            },
+            "cudaMemcpyAsync",
+        )?;
+        let mut src = src;
+        match EventFence::record(self) {
+            Ok(fence) => src.set_use_fence(Box::new(fence)),
+            Err(e) => {
+                // No fence: the buffer may only go back once the copy is done.
+                let _ = self.synchronize();
+                return Err(e);
+            }
+        }
+        drop(src);
+        EventFence::record(self)
     }
 
     /// Copies the start of `src` back into `dst`, waiting for completion.
@@ -464,6 +519,11 @@ impl Drop for Event {
 pub struct EventFence(Event);
 
 impl EventFence {
+    /// Waits for the fence.
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        self.0.synchronize()
+    }
+
     /// Records a fence after the work queued so far on `stream`.
     pub fn record(stream: &Stream) -> Result<Self, CudaError> {
         let e = Event::fence()?;

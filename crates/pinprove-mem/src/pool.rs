@@ -336,7 +336,8 @@ impl PinnedPool {
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> PoolStats {
-        let s = self.lock();
+        let mut s = self.lock();
+        s.collect_fenced();
         let c = &self.counters;
         PoolStats {
             kind: self.allocator.kind(),

@@ -3,6 +3,7 @@
 use anyhow::Result;
 use clap::Subcommand;
 
+mod gpu;
 mod h2d;
 #[cfg(feature = "cuda")]
 mod load;
@@ -19,6 +20,11 @@ pub enum BenchCommand {
     /// cudaHostRegister'ed memory, idle and with RAM under load (needs the
     /// `cuda` feature and a GPU).
     H2d(h2d::H2dArgs),
+    /// The upload experiment: one partition end to end and the GPU proof
+    /// alone, with a/b/c in heap memory, staged into pinned memory, or
+    /// synthesized into pinned memory; idle and with synthesis running
+    /// beside it (needs the `cuda` feature and a GPU).
+    Gpu(gpu::GpuArgs),
     /// Synthesis into pool buffers, with and without a capacity hint, against
     /// plain growing Vecs: wall time, spills, bytes copied, peak RSS.
     Synth(synth::SynthArgs),
@@ -32,6 +38,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Mem(args) => mem::run(&args),
         BenchCommand::H2d(args) => h2d::run(&args),
         BenchCommand::Synth(args) => synth::run(&args),
+        BenchCommand::Gpu(args) => gpu::run(&args),
         BenchCommand::Prove(args) => prove::run(&args),
     }
 }

@@ -1,0 +1,35 @@
+//! pinprove's GPU layer (feature `cuda`; without it this crate is empty).
+//!
+//! * [`pinned_allocator`] — the pool's CUDA pinned host memory, allocated
+//!   through the one CUDA runtime the whole process links (the static
+//!   runtime, linked once: the pool's allocator and the GPU backends share
+//!   it, so buffers the pool pins are pinned for the backends too).
+//! * [`gpus`] — device discovery: name, memory, PCIe link, driver.
+//! * [`Nvml`] — utilization and PCIe throughput sampling.
+//! * [`SuprasealBackend`] — the supraseal-c2 reference backend.
+
+#![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+#[cfg(feature = "cuda")]
+mod device;
+#[cfg(feature = "cuda")]
+pub mod nvml;
+#[cfg(feature = "cuda")]
+mod supraseal;
+
+#[cfg(feature = "cuda")]
+pub use device::{Gpu, gpus};
+#[cfg(feature = "cuda")]
+pub use nvml::Nvml;
+#[cfg(feature = "cuda")]
+pub use pinprove_mem::cuda::{CudaError, CudaPinnedAllocator, EventFence};
+#[cfg(feature = "cuda")]
+pub use supraseal::SuprasealBackend;
+
+/// The pool allocator for GPU work: CUDA pinned memory, or an error saying
+/// why it is not available here.
+#[cfg(feature = "cuda")]
+pub fn pinned_allocator() -> Result<std::sync::Arc<dyn pinprove_mem::HostAllocator>, CudaError> {
+    Ok(std::sync::Arc::new(CudaPinnedAllocator::new()?))
+}

@@ -1,0 +1,395 @@
+//! `pinprove bench gpu`: the upload experiment.
+//!
+//! One partition end to end (synthesis + GPU proof), and the GPU proof
+//! alone, with a/b/c
+//! 1. in pageable heap memory grown during synthesis (the stock path),
+//! 2. synthesized into heap memory, then copied into pinned pool buffers
+//!    before the GPU call (the "staging memcpy" design),
+//! 3. synthesized straight into pinned pool buffers (zero copy),
+//!
+//! each idle and while other partitions are synthesized on other cores.
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::report::Output;
+
+#[derive(Args, Debug)]
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub struct GpuArgs {
+    /// Circuit sizes as powers of two, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![20u32, 22, 24])]
+    log_sizes: Vec<u32>,
+    /// Witness mixes, comma-separated (random, bits).
+    #[arg(long, value_delimiter = ',', default_values_t = vec!["bits".to_string(), "random".to_string()])]
+    mixes: Vec<String>,
+    /// Timed proofs per case after one warm-up; medians are reported.
+    #[arg(long, default_value_t = 2)]
+    reps: usize,
+    /// Skip the warm-up proof of each case.
+    #[arg(long)]
+    no_warmup: bool,
+    /// Threads synthesizing other partitions during the busy pass (0 skips
+    /// the busy pass).
+    #[arg(long, default_value_t = 8)]
+    busy_threads: usize,
+    /// Run the busy pass only up to this log size (busy synthesis of large
+    /// circuits needs much memory).
+    #[arg(long, default_value_t = 24)]
+    busy_max_log: u32,
+    /// Run random-witness circuits only up to this log size (supraseal-c2
+    /// computes their B-query G2 MSM on the CPU: tens of seconds at 2^24).
+    #[arg(long, default_value_t = 24)]
+    random_max_log: u32,
+    /// Check GPU proofs against the CPU backend and bellperson up to this
+    /// log size.
+    #[arg(long, default_value_t = 20)]
+    check_max_log: u32,
+    /// Where synthetic parameters are written (created when missing).
+    #[arg(long)]
+    params_dir: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    output: Output,
+}
+
+#[cfg(not(feature = "cuda"))]
+pub fn run(_args: &GpuArgs) -> Result<()> {
+    anyhow::bail!(
+        "`bench gpu` needs a GPU build: this pinprove was built without the `cuda` feature \
+         (build one with scripts/gpu-build)"
+    )
+}
+
+#[cfg(feature = "cuda")]
+pub fn run(args: &GpuArgs) -> Result<()> {
+    imp::run(args)
+}
+
+#[cfg(feature = "cuda")]
+mod imp {
+    use std::hint::black_box;
+    use std::io::BufWriter;
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::thread;
+    use std::time::{Duration, Instant};
+
+    use anyhow::{Context, Result, ensure};
+    use pinprove_cuda::SuprasealBackend;
+    use pinprove_groth16::baseline::VecAssignment;
+    use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
+    use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
+    use pinprove_groth16::{
+        AbcLayout, Backend, CapacityHints, ProvingAssignment, ProvingJob, Scalar, Srs, synthesize,
+    };
+    use pinprove_mem::cuda::{DeviceBuffer, Stream};
+    use pinprove_mem::{HeapAllocator, MemoryBudget, PinnedPool, PoolConfig};
+    use serde::Serialize;
+
+    use super::GpuArgs;
+    use crate::report::{Host, gbps, median};
+
+    #[derive(Serialize)]
+    struct Row {
+        log_size: u32,
+        mix: String,
+        load: &'static str,
+        mode: &'static str,
+        reps: usize,
+        synthesis_s: f64,
+        staging_copy_s: f64,
+        gpu_proof_s: f64,
+        end_to_end_s: f64,
+        spills: u32,
+        /// a/b/c uploaded from this memory on a side stream right before the
+        /// proof (supraseal-c2 exposes no timing of its own uploads).
+        abc_upload_s: f64,
+        abc_upload_gbps: f64,
+    }
+
+    #[derive(Serialize)]
+    struct Case {
+        log_size: u32,
+        mix: String,
+        params: String,
+        synthetic_params: bool,
+        params_write_s: Option<f64>,
+        srs_load_s: f64,
+        /// For small cases: the GPU proof's bytes against the CPU backend's
+        /// and bellperson's, same parameters, r and s.
+        identical_to_cpu: Option<bool>,
+        identical_to_bellperson: Option<bool>,
+    }
+
+    #[derive(Serialize)]
+    struct GpuReport {
+        benchmark: &'static str,
+        host: Host,
+        gpu: String,
+        backend: &'static str,
+        busy_threads: usize,
+        cases: Vec<Case>,
+        rows: Vec<Row>,
+    }
+
+    /// Threads synthesizing copies of a circuit until dropped.
+    struct Busy {
+        stop: Arc<AtomicBool>,
+        threads: Vec<thread::JoinHandle<()>>,
+    }
+
+    impl Busy {
+        fn start(n: usize, circuit: &BenchCircuit) -> Busy {
+            let stop = Arc::new(AtomicBool::new(false));
+            let threads = (0..n)
+                .map(|i| {
+                    let (stop, c) = (Arc::clone(&stop), circuit.clone().with_seed(1000 + i as u64));
+                    thread::spawn(move || {
+                        while !stop.load(Ordering::Relaxed) {
+                            if let Ok(cs) = VecAssignment::synthesize(c.clone()) {
+                                black_box(cs);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            Busy { stop, threads }
+        }
+    }
+
+    impl Drop for Busy {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::Relaxed);
+            for t in self.threads.drain(..) {
+                let _ = t.join();
+            }
+        }
+    }
+
+    fn ensure_params(circuit: &BenchCircuit, dir: &Path, pool: &Arc<PinnedPool>) -> Result<(PathBuf, Option<Duration>)> {
+        let path = dir.join(format!("{}.synthetic.params", circuit.id()));
+        if path.exists() {
+            return Ok((path, None));
+        }
+        std::fs::create_dir_all(dir)?;
+        let t = Instant::now();
+        let (asg, _) = synthesize(circuit.clone(), &circuit.id(), pool, &CapacityHints::in_memory(), AbcLayout::Exact, None)?;
+        let shape = CircuitShape::of(&asg);
+        drop(asg);
+        let tmp = path.with_extension("tmp");
+        let mut w = BufWriter::with_capacity(8 << 20, std::fs::File::create(&tmp)?);
+        write_synthetic_params(&shape, &mut w)?;
+        std::io::Write::flush(&mut w)?;
+        drop(w);
+        std::fs::rename(&tmp, &path)?;
+        Ok((path, Some(t.elapsed())))
+    }
+
+    /// Proves `circuit` once on the GPU, once with the CPU backend and once
+    /// with bellperson, same parameters, r and s; are the bytes equal?
+    fn cross_check(
+        circuit: &BenchCircuit,
+        path: &Path,
+        header: &Arc<Srs>,
+        gpu: &SuprasealBackend,
+        pool: &Arc<PinnedPool>,
+    ) -> Result<(bool, bool)> {
+        let rs = (Scalar::from(123_456_789u64), Scalar::from(987_654_321u64));
+        let hints = CapacityHints::in_memory();
+        let job = |srs: &Arc<Srs>, layout| -> Result<ProvingJob> {
+            let (asg, _) = synthesize(circuit.clone(), &circuit.id(), pool, &hints, layout, None)?;
+            Ok(ProvingJob {
+                srs: Arc::clone(srs),
+                assignments: vec![asg],
+                randomness: vec![rs],
+            })
+        };
+        let on_gpu = gpu.prove(job(header, AbcLayout::Exact)?)?.remove(0).to_bytes();
+        let full = Arc::new(Srs::read_file(path, pool, pinprove_groth16::Validation::OnCurve)?);
+        let cpu = pinprove_groth16::CpuBackend::new(Arc::clone(pool));
+        let on_cpu = cpu.prove(job(&full, AbcLayout::PaddedToDomain)?)?.remove(0).to_bytes();
+        drop(full);
+        let params = crate::reference::read(path)?;
+        let theirs = crate::reference::prove(circuit.clone(), &params, rs.0, rs.1)?;
+        Ok((on_gpu == on_cpu, on_gpu.to_vec() == theirs))
+    }
+
+    /// Uploads a/b/c of `asg` from where they are, timed on the device.
+    fn upload_abc(stream: &Stream, dev: &mut DeviceBuffer, asg: &ProvingAssignment) -> Result<(Duration, u64)> {
+        let mut total = Duration::ZERO;
+        let mut bytes = 0;
+        for v in [asg.a(), asg.b(), asg.c()].into_iter().flatten() {
+            total += stream.timed_upload(dev, v)?;
+            bytes += std::mem::size_of_val(v) as u64;
+        }
+        Ok((total, bytes))
+    }
+
+    pub fn run(args: &GpuArgs) -> Result<()> {
+        ensure!(args.reps > 0, "--reps must be positive");
+        let gpus = pinprove_cuda::gpus().context("no usable CUDA device")?;
+        let gpu = gpus.first().context("no CUDA device")?;
+        let gpu_desc = format!(
+            "{} ({:.0} GiB), driver {} (CUDA {}), PCIe gen {} x{}",
+            gpu.name,
+            gpu.total_memory as f64 / (1u64 << 30) as f64,
+            gpu.driver_version.clone().unwrap_or_else(|| "?".into()),
+            gpu.driver_cuda,
+            gpu.pcie.map_or(0, |p| p.max_generation),
+            gpu.pcie.map_or(0, |p| p.max_width)
+        );
+        let dir = args.params_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("pinprove-synthetic-params"));
+        let budget = MemoryBudget::from_config(&pinprove_mem::BudgetConfig::default());
+        let pinned = PinnedPool::new(pinprove_cuda::pinned_allocator()?, Arc::clone(&budget), PoolConfig::default());
+        let heap = PinnedPool::new(Arc::new(HeapAllocator::default()), Arc::clone(&budget), PoolConfig::default());
+        let backend = SuprasealBackend::new()?;
+        let stream = Stream::new()?;
+        let mut cases = Vec::new();
+        let mut rows = Vec::new();
+
+        for &log in &args.log_sizes {
+            ensure!((10..=27).contains(&log), "log sizes must be within 10..=27");
+            for mix in &args.mixes {
+                let mix: WitnessMix = mix.parse().map_err(anyhow::Error::msg)?;
+                if mix == WitnessMix::Random && log > args.random_max_log {
+                    continue;
+                }
+                let circuit = BenchCircuit::new(1 << log, mix)?;
+                let id = circuit.id();
+                let (path, written) = ensure_params(&circuit, &dir, &heap)?;
+                let srs = Arc::new(Srs::read_file_header(&path)?);
+                let srs_load = backend.load_srs(&path)?;
+                eprintln!("{id}: parameters ready ({}), SRS loaded in {:.2} s", path.display(), srs_load.as_secs_f64());
+                let (identical_to_cpu, identical_to_bellperson) = if log <= args.check_max_log {
+                    let (c, b) = cross_check(&circuit, &path, &srs, &backend, &pinned)?;
+                    eprintln!("{id}: GPU proof identical to CPU backend: {c}, to bellperson: {b}");
+                    (Some(c), Some(b))
+                } else {
+                    (None, None)
+                };
+                cases.push(Case {
+                    log_size: log,
+                    mix: mix.to_string(),
+                    params: path.display().to_string(),
+                    synthetic_params: true,
+                    params_write_s: written.map(|d| d.as_secs_f64()),
+                    srs_load_s: srs_load.as_secs_f64(),
+                    identical_to_cpu,
+                    identical_to_bellperson,
+                });
+                let mut dev = DeviceBuffer::new(32usize << log)?;
+                let hints = CapacityHints::in_memory();
+                let loads: &[&'static str] =
+                    if args.busy_threads > 0 && log <= args.busy_max_log { &["idle", "busy"] } else { &["idle"] };
+                for &load in loads {
+                    let _busy = (load == "busy").then(|| Busy::start(args.busy_threads, &circuit));
+                    for mode in ["heap", "staged", "pinned"] {
+                        let mut synth_t = Vec::new();
+                        let mut copy_t = Vec::new();
+                        let mut gpu_t = Vec::new();
+                        let mut e2e_t = Vec::new();
+                        let mut up_t = Vec::new();
+                        let mut spills = 0;
+                        let mut up_bytes = 0;
+                        let runs = args.reps + usize::from(!args.no_warmup);
+                        for run in 0..runs {
+                            let t0 = Instant::now();
+                            // Heap modes grow their vectors as plain Vec synthesis does.
+                            let fresh = CapacityHints::in_memory();
+                            let (asg, stats) = match mode {
+                                "pinned" => synthesize(circuit.clone(), &id, &pinned, &hints, AbcLayout::Exact, None)?,
+                                _ => synthesize(circuit.clone(), &id, &heap, &fresh, AbcLayout::Exact, None)?,
+                            };
+                            let t1 = Instant::now();
+                            let asg = if mode == "staged" {
+                                let staged = asg.copy_into(&pinned)?;
+                                drop(asg);
+                                staged
+                            } else {
+                                asg
+                            };
+                            let t2 = Instant::now();
+                            let (up, ub) = upload_abc(&stream, &mut dev, &asg)?;
+                            let t3 = Instant::now();
+                            backend.prove(ProvingJob {
+                                srs: Arc::clone(&srs),
+                                assignments: vec![asg],
+                                randomness: vec![(Scalar::from(3u64), Scalar::from(5u64))],
+                            })?;
+                            let t4 = Instant::now();
+                            if run + 1 == runs || runs == args.reps {
+                                spills = stats.spills;
+                            }
+                            if run < runs - args.reps {
+                                continue;
+                            }
+                            synth_t.push(t1 - t0);
+                            copy_t.push(t2 - t1);
+                            gpu_t.push(t4 - t3);
+                            e2e_t.push((t2 - t0) + (t4 - t3));
+                            up_t.push(up);
+                            up_bytes = ub;
+                        }
+                        let up_m = median(&mut up_t);
+                        let row = Row {
+                            log_size: log,
+                            mix: mix.to_string(),
+                            load,
+                            mode,
+                            reps: args.reps,
+                            synthesis_s: median(&mut synth_t).as_secs_f64(),
+                            staging_copy_s: median(&mut copy_t).as_secs_f64(),
+                            gpu_proof_s: median(&mut gpu_t).as_secs_f64(),
+                            end_to_end_s: median(&mut e2e_t).as_secs_f64(),
+                            spills,
+                            abc_upload_s: up_m.as_secs_f64(),
+                            abc_upload_gbps: gbps(up_bytes, up_m),
+                        };
+                        eprintln!(
+                            "2^{log} {mix:<6} {load:<4} {mode:<6} synth {:>7.3} s  copy {:>6.3} s  gpu {:>7.3} s  e2e {:>7.3} s  abc upload {:>6.1} GB/s",
+                            row.synthesis_s, row.staging_copy_s, row.gpu_proof_s, row.end_to_end_s, row.abc_upload_gbps
+                        );
+                        rows.push(row);
+                    }
+                }
+                backend.evict_srs(&path);
+            }
+        }
+        let report = GpuReport {
+            benchmark: "gpu",
+            host: Host::detect(),
+            gpu: gpu_desc,
+            backend: "supraseal-c2",
+            busy_threads: args.busy_threads,
+            cases,
+            rows,
+        };
+        args.output.emit(&report, |r| {
+            println!("pinprove bench gpu — {} — {}", r.host.summary(), r.gpu);
+            println!("backend {}, synthetic parameters (proofs do not verify; timings are real)", r.backend);
+            for c in &r.cases {
+                println!(
+                    "  2^{} {}: SRS load {:.2} s{}",
+                    c.log_size,
+                    c.mix,
+                    c.srs_load_s,
+                    match (c.identical_to_cpu, c.identical_to_bellperson) {
+                        (Some(a), Some(b)) => format!("; GPU proof identical to CPU backend {a}, to bellperson {b}"),
+                        _ => String::new(),
+                    }
+                );
+            }
+            println!(
+                "{:>4} {:<6} {:<4} {:<6} {:>9} {:>8} {:>9} {:>9} {:>10}",
+                "k", "mix", "load", "mode", "synth s", "copy s", "gpu s", "e2e s", "upload GB/s"
+            );
+            for x in &r.rows {
+                println!(
+                    "2^{:<2} {:<6} {:<4} {:<6} {:>9.3} {:>8.3} {:>9.3} {:>9.3} {:>10.1}",
+                    x.log_size, x.mix, x.load, x.mode, x.synthesis_s, x.staging_copy_s, x.gpu_proof_s, x.end_to_end_s, x.abc_upload_gbps
+                );
+            }
+        })
+    }
+}
