@@ -15,7 +15,11 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map(String::as_str).unwrap_or("plain");
     let log: u32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(20);
-    let heap = PinnedPool::new(Arc::new(HeapAllocator::default()), MemoryBudget::new(64 << 30), PoolConfig::default());
+    let heap = PinnedPool::new(
+        Arc::new(HeapAllocator::default()),
+        MemoryBudget::new(64 << 30),
+        PoolConfig::default(),
+    );
     let c = BenchCircuit::new(1 << log, WitnessMix::Random).unwrap();
     let hints = CapacityHints::in_memory();
     let (asg, _) = synthesize(c.clone(), &c.id(), &heap, &hints, AbcLayout::Exact, None).unwrap();
@@ -58,8 +62,12 @@ fn main() {
         _ => {
             let gpu = pinprove_cuda::SuprasealBackend::new().unwrap();
             let srs = Arc::new(Srs::read_file_header(&path).unwrap());
-            gpu.prove(ProvingJob { srs, assignments: vec![asg], randomness: vec![(Scalar::from(3u64), Scalar::from(5u64))] })
-                .unwrap();
+            gpu.prove(ProvingJob {
+                srs,
+                assignments: vec![asg],
+                randomness: vec![(Scalar::from(3u64), Scalar::from(5u64))],
+            })
+            .unwrap();
             eprintln!("backend proof done {:?}", t.elapsed());
         }
     }

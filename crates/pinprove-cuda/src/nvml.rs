@@ -34,22 +34,34 @@ struct Utilization {
 #[error("NVML: {0}")]
 pub struct NvmlError(String);
 
+type FnVoid = unsafe extern "C" fn() -> Ret;
+type FnErrorString = unsafe extern "C" fn(Ret) -> *const c_char;
+type FnCount = unsafe extern "C" fn(*mut c_uint) -> Ret;
+type FnHandleByIndex = unsafe extern "C" fn(c_uint, *mut Device) -> Ret;
+type FnHandleByBusId = unsafe extern "C" fn(*const c_char, *mut Device) -> Ret;
+type FnName = unsafe extern "C" fn(Device, *mut c_char, c_uint) -> Ret;
+type FnMemory = unsafe extern "C" fn(Device, *mut Memory) -> Ret;
+type FnUint = unsafe extern "C" fn(Device, *mut c_uint) -> Ret;
+type FnUtilization = unsafe extern "C" fn(Device, *mut Utilization) -> Ret;
+type FnThroughput = unsafe extern "C" fn(Device, c_uint, *mut c_uint) -> Ret;
+type FnDriverVersion = unsafe extern "C" fn(*mut c_char, c_uint) -> Ret;
+
 struct Api {
-    init: unsafe extern "C" fn() -> Ret,
-    shutdown: unsafe extern "C" fn() -> Ret,
-    error_string: unsafe extern "C" fn(Ret) -> *const c_char,
-    device_count: unsafe extern "C" fn(*mut c_uint) -> Ret,
-    handle_by_index: unsafe extern "C" fn(c_uint, *mut Device) -> Ret,
-    handle_by_bus_id: unsafe extern "C" fn(*const c_char, *mut Device) -> Ret,
-    name: unsafe extern "C" fn(Device, *mut c_char, c_uint) -> Ret,
-    memory: unsafe extern "C" fn(Device, *mut Memory) -> Ret,
-    pcie_gen: unsafe extern "C" fn(Device, *mut c_uint) -> Ret,
-    pcie_width: unsafe extern "C" fn(Device, *mut c_uint) -> Ret,
-    max_pcie_gen: unsafe extern "C" fn(Device, *mut c_uint) -> Ret,
-    max_pcie_width: unsafe extern "C" fn(Device, *mut c_uint) -> Ret,
-    utilization: unsafe extern "C" fn(Device, *mut Utilization) -> Ret,
-    pcie_throughput: unsafe extern "C" fn(Device, c_uint, *mut c_uint) -> Ret,
-    driver_version: unsafe extern "C" fn(*mut c_char, c_uint) -> Ret,
+    init: FnVoid,
+    shutdown: FnVoid,
+    error_string: FnErrorString,
+    device_count: FnCount,
+    handle_by_index: FnHandleByIndex,
+    handle_by_bus_id: FnHandleByBusId,
+    name: FnName,
+    memory: FnMemory,
+    pcie_gen: FnUint,
+    pcie_width: FnUint,
+    max_pcie_gen: FnUint,
+    max_pcie_width: FnUint,
+    utilization: FnUtilization,
+    pcie_throughput: FnThroughput,
+    driver_version: FnDriverVersion,
 }
 
 /// A loaded and initialized NVML.
@@ -91,7 +103,7 @@ impl Nvml {
             return Err(NvmlError(format!("cannot open libnvidia-ml.so.1: {}", dl_error())));
         }
         macro_rules! sym {
-            ($name:literal) => {{
+            ($name:literal, $ty:ty) => {{
                 let s = CString::new($name).expect("no NUL");
                 // SAFETY: looking up a symbol in a library we opened.
                 let p = unsafe { libc::dlsym(lib, s.as_ptr()) };
@@ -102,25 +114,25 @@ impl Nvml {
                 }
                 // SAFETY: the symbol is the NVML function of that name, whose
                 // C signature the field's type states.
-                unsafe { std::mem::transmute::<*mut c_void, _>(p) }
+                unsafe { std::mem::transmute::<*mut c_void, $ty>(p) }
             }};
         }
         let api = Api {
-            init: sym!("nvmlInit_v2"),
-            shutdown: sym!("nvmlShutdown"),
-            error_string: sym!("nvmlErrorString"),
-            device_count: sym!("nvmlDeviceGetCount_v2"),
-            handle_by_index: sym!("nvmlDeviceGetHandleByIndex_v2"),
-            handle_by_bus_id: sym!("nvmlDeviceGetHandleByPciBusId_v2"),
-            name: sym!("nvmlDeviceGetName"),
-            memory: sym!("nvmlDeviceGetMemoryInfo"),
-            pcie_gen: sym!("nvmlDeviceGetCurrPcieLinkGeneration"),
-            pcie_width: sym!("nvmlDeviceGetCurrPcieLinkWidth"),
-            max_pcie_gen: sym!("nvmlDeviceGetMaxPcieLinkGeneration"),
-            max_pcie_width: sym!("nvmlDeviceGetMaxPcieLinkWidth"),
-            utilization: sym!("nvmlDeviceGetUtilizationRates"),
-            pcie_throughput: sym!("nvmlDeviceGetPcieThroughput"),
-            driver_version: sym!("nvmlSystemGetDriverVersion"),
+            init: sym!("nvmlInit_v2", FnVoid),
+            shutdown: sym!("nvmlShutdown", FnVoid),
+            error_string: sym!("nvmlErrorString", FnErrorString),
+            device_count: sym!("nvmlDeviceGetCount_v2", FnCount),
+            handle_by_index: sym!("nvmlDeviceGetHandleByIndex_v2", FnHandleByIndex),
+            handle_by_bus_id: sym!("nvmlDeviceGetHandleByPciBusId_v2", FnHandleByBusId),
+            name: sym!("nvmlDeviceGetName", FnName),
+            memory: sym!("nvmlDeviceGetMemoryInfo", FnMemory),
+            pcie_gen: sym!("nvmlDeviceGetCurrPcieLinkGeneration", FnUint),
+            pcie_width: sym!("nvmlDeviceGetCurrPcieLinkWidth", FnUint),
+            max_pcie_gen: sym!("nvmlDeviceGetMaxPcieLinkGeneration", FnUint),
+            max_pcie_width: sym!("nvmlDeviceGetMaxPcieLinkWidth", FnUint),
+            utilization: sym!("nvmlDeviceGetUtilizationRates", FnUtilization),
+            pcie_throughput: sym!("nvmlDeviceGetPcieThroughput", FnThroughput),
+            driver_version: sym!("nvmlSystemGetDriverVersion", FnDriverVersion),
         };
         let nvml = Nvml { lib, api };
         // SAFETY: plain NVML call.
@@ -187,7 +199,12 @@ impl Nvml {
         Ok(NvmlDevice(d))
     }
 
-    fn uint(&self, d: NvmlDevice, f: unsafe extern "C" fn(Device, *mut c_uint) -> Ret, what: &str) -> Result<u32, NvmlError> {
+    fn uint(
+        &self,
+        d: NvmlDevice,
+        f: unsafe extern "C" fn(Device, *mut c_uint) -> Ret,
+        what: &str,
+    ) -> Result<u32, NvmlError> {
         let mut v: c_uint = 0;
         // SAFETY: `f` is an NVML getter writing one uint for a valid handle.
         self.check(unsafe { f(d.0, &mut v) }, what)?;
@@ -208,7 +225,10 @@ impl Nvml {
     pub fn name(&self, d: NvmlDevice) -> Result<String, NvmlError> {
         let mut buf = [0 as c_char; 96];
         // SAFETY: writes at most `buf.len()` bytes, NUL-terminated.
-        self.check(unsafe { (self.api.name)(d.0, buf.as_mut_ptr(), buf.len() as c_uint) }, "nvmlDeviceGetName")?;
+        self.check(
+            unsafe { (self.api.name)(d.0, buf.as_mut_ptr(), buf.len() as c_uint) },
+            "nvmlDeviceGetName",
+        )?;
         // SAFETY: NUL-terminated within the buffer by NVML.
         Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
     }
@@ -226,7 +246,10 @@ impl Nvml {
     pub fn sample(&self, d: NvmlDevice) -> Result<Sample, NvmlError> {
         let mut u = Utilization::default();
         // SAFETY: writes one nvmlUtilization_t.
-        self.check(unsafe { (self.api.utilization)(d.0, &mut u) }, "nvmlDeviceGetUtilizationRates")?;
+        self.check(
+            unsafe { (self.api.utilization)(d.0, &mut u) },
+            "nvmlDeviceGetUtilizationRates",
+        )?;
         let (mut tx, mut rx): (c_uint, c_uint) = (0, 0);
         // SAFETY: each call writes one uint (KB/s).
         self.check(unsafe { (self.api.pcie_throughput)(d.0, PCIE_TX, &mut tx) }, "PCIe TX")?;

@@ -36,11 +36,17 @@ fn gpu_pool(test: &str) -> Option<Arc<PinnedPool>> {
 
 #[test]
 fn discovery_reports_the_devices() {
-    let Some(_pool) = gpu_pool("discovery_reports_the_devices") else { return };
+    let Some(_pool) = gpu_pool("discovery_reports_the_devices") else {
+        return;
+    };
     let gpus = pinprove_cuda::gpus().unwrap();
     assert!(!gpus.is_empty());
     for g in &gpus {
-        assert!(!g.name.is_empty() && g.total_memory > 0 && g.multiprocessors > 0, "{g:?}");
+        let d = &g.device;
+        assert!(
+            !d.name.is_empty() && d.total_memory > 0 && d.multiprocessors > 0,
+            "{g:?}"
+        );
         if let Some(link) = g.pcie {
             assert!(link.max_generation >= 1 && link.max_width >= 1, "{link:?}");
         }
@@ -50,10 +56,15 @@ fn discovery_reports_the_devices() {
 
 #[test]
 fn pool_buffers_are_pinned_for_the_runtime_the_gpu_code_uses() {
-    let Some(pool) = gpu_pool("pool_buffers_are_pinned") else { return };
+    let Some(pool) = gpu_pool("pool_buffers_are_pinned") else {
+        return;
+    };
     let b = pool.try_checkout(8 << 20).unwrap();
     assert!(b.is_pinned());
-    assert!(cuda::is_pinned(b.as_ptr()).unwrap(), "the runtime does not see the pool buffer as pinned");
+    assert!(
+        cuda::is_pinned(b.as_ptr()).unwrap(),
+        "the runtime does not see the pool buffer as pinned"
+    );
     let heap = vec![0u8; 1 << 20];
     assert!(!cuda::is_pinned(heap.as_ptr()).unwrap());
 }
@@ -63,7 +74,9 @@ fn pool_buffers_are_pinned_for_the_runtime_the_gpu_code_uses() {
 /// checkout returns never corrupts the data on the device.
 #[test]
 fn fenced_buffers_are_reused_only_after_their_upload() {
-    let Some(pool) = gpu_pool("fenced_buffers_are_reused_only_after_their_upload") else { return };
+    let Some(pool) = gpu_pool("fenced_buffers_are_reused_only_after_their_upload") else {
+        return;
+    };
     const N: usize = 64 << 20;
     let stream = Stream::new().unwrap();
     for round in 0..8u8 {
@@ -81,14 +94,23 @@ fn fenced_buffers_are_reused_only_after_their_upload() {
         done.synchronize().unwrap();
         let mut back = vec![0u8; N];
         stream.download(&mut back, &dev).unwrap();
-        assert!(back == expect, "round {round}: device data corrupted (same buffer reused: {same})");
+        assert!(
+            back == expect,
+            "round {round}: device data corrupted (same buffer reused: {same})"
+        );
     }
     assert_eq!(pool.stats().fenced_bytes, 0);
 }
 
-fn write_params(circuit: &BenchCircuit, dir: &std::path::Path) -> (std::path::PathBuf, bellperson::groth16::Parameters<Bls12>) {
-    let params = bellperson::groth16::generate_random_parameters::<Bls12, _, _>(circuit.clone(), &mut ChaCha8Rng::seed_from_u64(3))
-        .unwrap();
+fn write_params(
+    circuit: &BenchCircuit,
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, bellperson::groth16::Parameters<Bls12>) {
+    let params = bellperson::groth16::generate_random_parameters::<Bls12, _, _>(
+        circuit.clone(),
+        &mut ChaCha8Rng::seed_from_u64(3),
+    )
+    .unwrap();
     let path = dir.join(format!("{}.params", circuit.id()));
     let mut bytes = Vec::new();
     params.write(&mut bytes).unwrap();
@@ -96,7 +118,13 @@ fn write_params(circuit: &BenchCircuit, dir: &std::path::Path) -> (std::path::Pa
     (path, params)
 }
 
-fn prove(backend: &dyn Backend, pool: &Arc<PinnedPool>, srs: &Arc<Srs>, c: &BenchCircuit, rs: (Scalar, Scalar)) -> Proof {
+fn prove(
+    backend: &dyn Backend,
+    pool: &Arc<PinnedPool>,
+    srs: &Arc<Srs>,
+    c: &BenchCircuit,
+    rs: (Scalar, Scalar),
+) -> Proof {
     let hints = CapacityHints::in_memory();
     let layout = backend.capabilities().abc_layout;
     let (asg, _) = synthesize(c.clone(), &c.id(), pool, &hints, layout, None).unwrap();
@@ -112,7 +140,9 @@ fn prove(backend: &dyn Backend, pool: &Arc<PinnedPool>, srs: &Arc<Srs>, c: &Benc
 
 #[test]
 fn supraseal_proofs_equal_the_cpu_backend_and_bellperson() {
-    let Some(pool) = gpu_pool("supraseal_proofs_equal_the_cpu_backend_and_bellperson") else { return };
+    let Some(pool) = gpu_pool("supraseal_proofs_equal_the_cpu_backend_and_bellperson") else {
+        return;
+    };
     let dir = std::env::temp_dir().join(format!("pinprove-gpu-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let gpu = SuprasealBackend::new().unwrap();
@@ -148,12 +178,16 @@ fn supraseal_proofs_equal_the_cpu_backend_and_bellperson() {
 
 #[test]
 fn supraseal_errors_are_values() {
-    let Some(pool) = gpu_pool("supraseal_errors_are_values") else { return };
+    let Some(pool) = gpu_pool("supraseal_errors_are_values") else {
+        return;
+    };
     let gpu = SuprasealBackend::new().unwrap();
     let c = BenchCircuit::new(1 << 9, WitnessMix::Bits).unwrap();
     // Parameters without a file: the backend cannot load its own copy (it
     // says so before calling into supraseal).
-    let p = bellperson::groth16::generate_random_parameters::<Bls12, _, _>(c.clone(), &mut ChaCha8Rng::seed_from_u64(1)).unwrap();
+    let p =
+        bellperson::groth16::generate_random_parameters::<Bls12, _, _>(c.clone(), &mut ChaCha8Rng::seed_from_u64(1))
+            .unwrap();
     let mut bytes = Vec::new();
     p.write(&mut bytes).unwrap();
     let in_memory = Arc::new(Srs::from_bytes(&bytes, &pool, Validation::OnCurve).unwrap());

@@ -295,7 +295,7 @@ impl ProvingAssignment {
 
 /// Evaluates `lc` on the assignments, marking the variables it uses with a
 /// non-zero coefficient. `None` if it names a variable that does not exist.
-pub(crate) fn eval(
+fn eval(
     lc: &LinearCombination<Scalar>,
     mut input_density: Option<&mut Density>,
     mut aux_density: Option<&mut Density>,
@@ -322,6 +322,27 @@ pub(crate) fn eval(
         }
     }
     Some(acc)
+}
+
+/// The A, B and C evaluations of one constraint. Marks the aux variables the
+/// A query uses (A's input column is always fully used: every input has its
+/// own constraint) and the inputs and aux variables the B query uses.
+pub(crate) fn evaluate_constraint(
+    (a, b, c): (
+        &LinearCombination<Scalar>,
+        &LinearCombination<Scalar>,
+        &LinearCombination<Scalar>,
+    ),
+    (input, aux): (&[Scalar], &[Scalar]),
+    a_aux: &mut Density,
+    b_input: &mut Density,
+    b_aux: &mut Density,
+) -> Option<(Scalar, Scalar, Scalar)> {
+    Some((
+        eval(a, None, Some(a_aux), input, aux)?,
+        eval(b, Some(b_input), Some(b_aux), input, aux)?,
+        eval(c, None, None, input, aux)?,
+    ))
 }
 
 #[inline]
@@ -364,22 +385,16 @@ impl ConstraintSystem<Scalar> for ProvingAssignment {
         let a = a(LinearCombination::zero());
         let b = b(LinearCombination::zero());
         let c = c(LinearCombination::zero());
-        let (input, aux) = (&self.input[..], &self.aux[..]);
-        // A's input column is always fully used (every input has its own
-        // constraint), so only its aux density is tracked.
-        let va = eval(&a, None, Some(&mut self.a_aux_density), input, aux);
-        let vb = eval(
-            &b,
-            Some(&mut self.b_input_density),
-            Some(&mut self.b_aux_density),
-            input,
-            aux,
-        );
-        let vc = eval(&c, None, None, input, aux);
-        match (va, vb, vc) {
-            (Some(va), Some(vb), Some(vc)) => self.push_abc(va, vb, vc),
+        match evaluate_constraint(
+            (&a, &b, &c),
+            (&self.input, &self.aux),
+            &mut self.a_aux_density,
+            &mut self.b_input_density,
+            &mut self.b_aux_density,
+        ) {
+            Some((va, vb, vc)) => self.push_abc(va, vb, vc),
             // A variable the circuit never allocated: bellperson would panic.
-            _ => self.fail(ProveError::Synthesis(SynthesisError::AssignmentMissing)),
+            None => self.fail(ProveError::Synthesis(SynthesisError::AssignmentMissing)),
         }
     }
 

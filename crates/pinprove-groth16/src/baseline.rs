@@ -5,7 +5,7 @@
 
 use bellpepper_core::{ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 
-use crate::assignment::eval;
+use crate::assignment::evaluate_constraint;
 use crate::{Density, Scalar};
 
 /// Synthesis into heap vectors that grow as needed.
@@ -87,23 +87,19 @@ impl ConstraintSystem<Scalar> for VecAssignment {
             b(LinearCombination::zero()),
             c(LinearCombination::zero()),
         );
-        let (i, x) = (&self.inputs[..], &self.aux[..]);
-        let va = eval(&la, None, Some(&mut self.a_aux_density), i, x);
-        let vb = eval(
-            &lb,
-            Some(&mut self.b_input_density),
-            Some(&mut self.b_aux_density),
-            i,
-            x,
-        );
-        let vc = eval(&lc, None, None, i, x);
-        match (va, vb, vc) {
-            (Some(va), Some(vb), Some(vc)) => {
+        match evaluate_constraint(
+            (&la, &lb, &lc),
+            (&self.inputs, &self.aux),
+            &mut self.a_aux_density,
+            &mut self.b_input_density,
+            &mut self.b_aux_density,
+        ) {
+            Some((va, vb, vc)) => {
                 self.a.push(va);
                 self.b.push(vb);
                 self.c.push(vc);
             }
-            _ => self.missing = true,
+            None => self.missing = true,
         }
     }
 

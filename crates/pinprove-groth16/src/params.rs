@@ -379,23 +379,14 @@ impl Srs {
         let (vk, layout) = Self::layout(bytes)?;
         let g1 = |i: usize| -> Result<PinnedVec<blst_p1_affine>, ParamsError> {
             let (off, n) = layout.sections[i];
-            decode_points(
-                &bytes[off..off + n * G1_BYTES],
-                SECTION_NAMES[i],
-                "G1",
-                G1_BYTES,
-                pool,
-                |raw| decode_g1(raw, validation),
-            )
+            decode_points::<G1Affine>(&bytes[off..off + n * G1_BYTES], SECTION_NAMES[i], pool, validation)
         };
         let h = g1(0)?;
         let l = g1(1)?;
         let a = g1(2)?;
         let b_g1 = g1(3)?;
         let (off, n) = layout.sections[4];
-        let b_g2 = decode_points(&bytes[off..off + n * G2_BYTES], "b_g2", "G2", G2_BYTES, pool, |raw| {
-            decode_g2(raw, validation)
-        })?;
+        let b_g2 = decode_points::<G2Affine>(&bytes[off..off + n * G2_BYTES], "b_g2", pool, validation)?;
         let memory_bytes = (h.capacity() + l.capacity() + a.capacity() + b_g1.capacity()) as u64
             * std::mem::size_of::<blst_p1_affine>() as u64
             + b_g2.capacity() as u64 * std::mem::size_of::<blst_p2_affine>() as u64;
@@ -446,20 +437,9 @@ impl Srs {
             .ok_or_else(|| io::Error::other("parameters were read header-only"))?;
         self.vk.write(w)?;
         for section in [&p.h, &p.l, &p.a, &p.b_g1] {
-            w.write_all(&(section.len() as u32).to_be_bytes())?;
-            for p in section.iter() {
-                let mut g = G1Affine::identity();
-                *g.as_mut() = *p;
-                w.write_all(&g.to_uncompressed())?;
-            }
+            write_section::<G1Affine>(w, section)?;
         }
-        w.write_all(&(p.b_g2.len() as u32).to_be_bytes())?;
-        for p in p.b_g2.iter() {
-            let mut g = G2Affine::identity();
-            *g.as_mut() = *p;
-            w.write_all(&g.to_uncompressed())?;
-        }
-        Ok(())
+        write_section::<G2Affine>(w, &p.b_g2)
     }
 }
 
@@ -469,49 +449,89 @@ enum Bad {
     Infinity,
 }
 
-fn decode_g1(raw: &[u8], validation: Validation) -> Result<blst_p1_affine, Bad> {
-    let raw: &[u8; G1_BYTES] = raw.try_into().expect("chunked by point size");
-    let p: G1Affine =
-        Option::from(G1Affine::from_uncompressed_unchecked(raw)).ok_or(Bad::Invalid("does not decode"))?;
-    if bool::from(p.is_identity()) {
-        return Err(Bad::Infinity);
-    }
-    if !bool::from(p.is_on_curve()) {
-        return Err(Bad::Invalid("not on the curve"));
-    }
-    if validation == Validation::Subgroup && !bool::from(p.is_torsion_free()) {
-        return Err(Bad::Invalid("not in the prime-order subgroup"));
-    }
-    Ok(*p.as_ref())
+/// What reading and writing the file needs of a group's affine points.
+trait Point: Sized {
+    const BYTES: usize;
+    const GROUP: &'static str;
+    /// blst's form, kept in memory.
+    type Raw: Copy + Default + Send + Sync;
+    fn decode_unchecked(bytes: &[u8]) -> Option<Self>;
+    fn is_infinity(&self) -> bool;
+    fn on_curve(&self) -> bool;
+    fn in_subgroup(&self) -> bool;
+    fn raw(&self) -> Self::Raw;
+    fn from_raw(raw: Self::Raw) -> Self;
+    fn encode(&self) -> Vec<u8>;
 }
 
-fn decode_g2(raw: &[u8], validation: Validation) -> Result<blst_p2_affine, Bad> {
-    let raw: &[u8; G2_BYTES] = raw.try_into().expect("chunked by point size");
-    let p: G2Affine =
-        Option::from(G2Affine::from_uncompressed_unchecked(raw)).ok_or(Bad::Invalid("does not decode"))?;
-    if bool::from(p.is_identity()) {
-        return Err(Bad::Infinity);
-    }
-    if !bool::from(p.is_on_curve()) {
-        return Err(Bad::Invalid("not on the curve"));
-    }
-    if validation == Validation::Subgroup && !bool::from(p.is_torsion_free()) {
-        return Err(Bad::Invalid("not in the prime-order subgroup"));
-    }
-    Ok(*p.as_ref())
+macro_rules! point {
+    ($affine:ty, $raw:ty, $bytes:expr, $group:literal) => {
+        impl Point for $affine {
+            const BYTES: usize = $bytes;
+            const GROUP: &'static str = $group;
+            type Raw = $raw;
+            fn decode_unchecked(bytes: &[u8]) -> Option<Self> {
+                Option::from(<$affine>::from_uncompressed_unchecked(bytes.try_into().ok()?))
+            }
+            fn is_infinity(&self) -> bool {
+                bool::from(self.is_identity())
+            }
+            fn on_curve(&self) -> bool {
+                bool::from(self.is_on_curve())
+            }
+            fn in_subgroup(&self) -> bool {
+                bool::from(self.is_torsion_free())
+            }
+            fn raw(&self) -> $raw {
+                *self.as_ref()
+            }
+            fn from_raw(raw: $raw) -> Self {
+                let mut p = <$affine>::identity();
+                *p.as_mut() = raw;
+                p
+            }
+            fn encode(&self) -> Vec<u8> {
+                self.to_uncompressed().to_vec()
+            }
+        }
+    };
 }
 
-fn decode_points<T: Copy + Default + Send + Sync>(
+point!(G1Affine, blst_p1_affine, G1_BYTES, "G1");
+point!(G2Affine, blst_p2_affine, G2_BYTES, "G2");
+
+fn decode<P: Point>(bytes: &[u8], validation: Validation) -> Result<P::Raw, Bad> {
+    let p = P::decode_unchecked(bytes).ok_or(Bad::Invalid("does not decode"))?;
+    if p.is_infinity() {
+        return Err(Bad::Infinity);
+    }
+    if !p.on_curve() {
+        return Err(Bad::Invalid("not on the curve"));
+    }
+    if validation == Validation::Subgroup && !p.in_subgroup() {
+        return Err(Bad::Invalid("not in the prime-order subgroup"));
+    }
+    Ok(p.raw())
+}
+
+fn write_section<P: Point>(w: &mut impl Write, points: &[P::Raw]) -> io::Result<()> {
+    w.write_all(&(points.len() as u32).to_be_bytes())?;
+    for p in points {
+        w.write_all(&P::from_raw(*p).encode())?;
+    }
+    Ok(())
+}
+
+fn decode_points<P: Point>(
     bytes: &[u8],
     section: &'static str,
-    group: &'static str,
-    point_bytes: usize,
     pool: &Arc<PinnedPool>,
-    decode: impl Fn(&[u8]) -> Result<T, Bad> + Sync,
-) -> Result<PinnedVec<T>, ParamsError> {
+    validation: Validation,
+) -> Result<PinnedVec<P::Raw>, ParamsError> {
+    let (point_bytes, group) = (P::BYTES, P::GROUP);
     let n = bytes.len() / point_bytes;
     let mut out = PinnedVec::with_capacity_in(n, pool)?;
-    out.resize(n, T::default());
+    out.resize(n, P::Raw::default());
     const PER_TASK: usize = 1024;
     out.par_chunks_mut(PER_TASK)
         .zip(bytes.par_chunks(PER_TASK * point_bytes))
@@ -519,7 +539,7 @@ fn decode_points<T: Copy + Default + Send + Sync>(
         .try_for_each(|(task, (dst, src))| {
             for (k, (d, raw)) in dst.iter_mut().zip(src.chunks_exact(point_bytes)).enumerate() {
                 let index = task * PER_TASK + k;
-                *d = decode(raw).map_err(|bad| match bad {
+                *d = decode::<P>(raw, validation).map_err(|bad| match bad {
                     Bad::Infinity => ParamsError::PointAtInfinity { section, index },
                     Bad::Invalid(why) => ParamsError::InvalidPoint {
                         section,

@@ -8,8 +8,8 @@
 
 use std::io::{self, Write};
 
-use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective};
-use group::{Curve, Group};
+use blstrs::{G1Projective, G2Projective};
+use group::{Curve, Group, UncompressedEncoding};
 use rayon::prelude::*;
 
 use crate::{ProvingAssignment, Scalar};
@@ -55,39 +55,28 @@ impl CircuitShape {
 const CHUNK: usize = 1 << 14;
 const BATCH: usize = 64 * CHUNK;
 
-fn g1_multiples(first: usize, n: usize) -> Vec<u8> {
-    let mut out = vec![0u8; n * 96];
-    out.par_chunks_mut(CHUNK * 96).enumerate().for_each(|(c, bytes)| {
-        let k = bytes.len() / 96;
-        let mut p = G1Projective::generator() * Scalar::from((first + c * CHUNK + 1) as u64);
+/// The encodings of (first+1)·G … (first+n)·G, computed in parallel chunks.
+fn multiples<G>(first: usize, n: usize) -> Vec<u8>
+where
+    G: Curve + Group<Scalar = Scalar> + Send + Sync,
+    G::AffineRepr: UncompressedEncoding + Default + Copy + Send,
+{
+    let size = <G::AffineRepr as UncompressedEncoding>::Uncompressed::default()
+        .as_ref()
+        .len();
+    let mut out = vec![0u8; n * size];
+    out.par_chunks_mut(CHUNK * size).enumerate().for_each(|(c, bytes)| {
+        let k = bytes.len() / size;
+        let mut p = G::generator() * Scalar::from((first + c * CHUNK + 1) as u64);
         let mut proj = Vec::with_capacity(k);
         for _ in 0..k {
             proj.push(p);
-            p += G1Projective::generator();
+            p += G::generator();
         }
-        let mut aff = vec![G1Affine::default(); k];
-        G1Projective::batch_normalize(&proj, &mut aff);
-        for (dst, a) in bytes.chunks_exact_mut(96).zip(&aff) {
-            dst.copy_from_slice(&a.to_uncompressed());
-        }
-    });
-    out
-}
-
-fn g2_multiples(first: usize, n: usize) -> Vec<u8> {
-    let mut out = vec![0u8; n * 192];
-    out.par_chunks_mut(CHUNK * 192).enumerate().for_each(|(c, bytes)| {
-        let k = bytes.len() / 192;
-        let mut p = G2Projective::generator() * Scalar::from((first + c * CHUNK + 1) as u64);
-        let mut proj = Vec::with_capacity(k);
-        for _ in 0..k {
-            proj.push(p);
-            p += G2Projective::generator();
-        }
-        let mut aff = vec![G2Affine::default(); k];
-        G2Projective::batch_normalize(&proj, &mut aff);
-        for (dst, a) in bytes.chunks_exact_mut(192).zip(&aff) {
-            dst.copy_from_slice(&a.to_uncompressed());
+        let mut aff = vec![G::AffineRepr::default(); k];
+        G::batch_normalize(&proj, &mut aff);
+        for (dst, a) in bytes.chunks_exact_mut(size).zip(&aff) {
+            dst.copy_from_slice(a.to_uncompressed().as_ref());
         }
     });
     out
@@ -98,7 +87,11 @@ fn section(w: &mut impl Write, n: usize, g2: bool) -> io::Result<()> {
     let mut done = 0;
     while done < n {
         let k = (n - done).min(BATCH);
-        w.write_all(&if g2 { g2_multiples(done, k) } else { g1_multiples(done, k) })?;
+        w.write_all(&if g2 {
+            multiples::<G2Projective>(done, k)
+        } else {
+            multiples::<G1Projective>(done, k)
+        })?;
         done += k;
     }
     Ok(())
@@ -109,11 +102,22 @@ pub fn write_synthetic_params(shape: &CircuitShape, w: &mut impl Write) -> io::R
     let too_big = |n: usize| n > u32::MAX as usize;
     let domain = shape.constraints.max(1).next_power_of_two();
     let b = shape.b_inputs + shape.b_aux;
-    if [shape.inputs, shape.aux, domain, b, shape.inputs + shape.a_aux].into_iter().any(too_big) {
+    if [shape.inputs, shape.aux, domain, b, shape.inputs + shape.a_aux]
+        .into_iter()
+        .any(too_big)
+    {
         return Err(io::Error::other("circuit too large for the parameter format"));
     }
-    let g1 = |k: u64| (G1Projective::generator() * Scalar::from(k)).to_affine().to_uncompressed();
-    let g2 = |k: u64| (G2Projective::generator() * Scalar::from(k)).to_affine().to_uncompressed();
+    let g1 = |k: u64| {
+        (G1Projective::generator() * Scalar::from(k))
+            .to_affine()
+            .to_uncompressed()
+    };
+    let g2 = |k: u64| {
+        (G2Projective::generator() * Scalar::from(k))
+            .to_affine()
+            .to_uncompressed()
+    };
     // vk: alpha, beta (G1, G2), gamma, delta (G1, G2), then ic.
     w.write_all(&g1(2))?;
     w.write_all(&g1(3))?;
@@ -137,14 +141,27 @@ mod tests {
     use super::*;
     use crate::circuits::{BenchCircuit, WitnessMix};
     use crate::{AbcLayout, Backend, CapacityHints, Srs, Validation, synthesize};
+    use blstrs::G1Affine;
     use pinprove_mem::{HeapAllocator, MemoryBudget, PinnedPool, PoolConfig};
     use std::sync::Arc;
 
     #[test]
     fn synthetic_parameters_fit_their_circuit() {
-        let pool = PinnedPool::new(Arc::new(HeapAllocator::new(false)), MemoryBudget::new(1 << 30), PoolConfig::default());
+        let pool = PinnedPool::new(
+            Arc::new(HeapAllocator::new(false)),
+            MemoryBudget::new(1 << 30),
+            PoolConfig::default(),
+        );
         let c = BenchCircuit::new(5000, WitnessMix::Bits).unwrap();
-        let (asg, _) = synthesize(c.clone(), &c.id(), &pool, &CapacityHints::in_memory(), AbcLayout::PaddedToDomain, None).unwrap();
+        let (asg, _) = synthesize(
+            c.clone(),
+            &c.id(),
+            &pool,
+            &CapacityHints::in_memory(),
+            AbcLayout::PaddedToDomain,
+            None,
+        )
+        .unwrap();
         let shape = CircuitShape::of(&asg);
         let mut bytes = Vec::new();
         write_synthetic_params(&shape, &mut bytes).unwrap();

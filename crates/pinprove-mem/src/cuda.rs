@@ -88,7 +88,10 @@ pub fn is_pinned(ptr: *const u8) -> Result<bool, CudaError> {
     };
     // SAFETY: writes one attributes structure; any pointer value may be
     // queried (unknown ones report as unregistered).
-    check(unsafe { cudaPointerGetAttributes(&mut attr, ptr.cast()) }, "cudaPointerGetAttributes")?;
+    check(
+        unsafe { cudaPointerGetAttributes(&mut attr, ptr.cast()) },
+        "cudaPointerGetAttributes",
+    )?;
     Ok(attr.kind == MEMORY_TYPE_HOST)
 }
 
@@ -165,6 +168,22 @@ pub struct DeviceInfo {
     pub driver_version: u32,
     /// Linked runtime version, same encoding.
     pub runtime_version: u32,
+}
+
+impl DeviceInfo {
+    /// The driver's CUDA version as "major.minor".
+    pub fn driver_cuda(&self) -> String {
+        cuda_version(self.driver_version)
+    }
+
+    /// The linked runtime's version as "major.minor".
+    pub fn runtime_cuda(&self) -> String {
+        cuda_version(self.runtime_version)
+    }
+}
+
+fn cuda_version(v: u32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
 }
 
 /// Reads what device `ordinal` is. Makes it the thread's current device.
@@ -366,7 +385,13 @@ impl Stream {
         // formed from them.
         check(
             unsafe {
-                cudaMemcpyAsync(dst.as_device_ptr(), src.as_ptr().cast(), bytes, MEMCPY_HOST_TO_DEVICE, self.raw)
+                cudaMemcpyAsync(
+                    dst.as_device_ptr(),
+                    src.as_ptr().cast(),
+                    bytes,
+                    MEMCPY_HOST_TO_DEVICE,
+                    self.raw,
+                )
             },
             "cudaMemcpyAsync",
         )?;
@@ -379,7 +404,12 @@ impl Stream {
     /// returns at once, giving the buffer back to its pool with a fence: the
     /// pool hands it out again only after the copy has completed, never when
     /// it is merely enqueued. Returns the fence's twin, for waiting.
-    pub fn upload_and_release(&self, dst: &mut DeviceBuffer, src: crate::PoolBuffer, len: usize) -> Result<EventFence, CudaError> {
+    pub fn upload_and_release(
+        &self,
+        dst: &mut DeviceBuffer,
+        src: crate::PoolBuffer,
+        len: usize,
+    ) -> Result<EventFence, CudaError> {
         assert!(len <= src.len() && len <= dst.len(), "upload larger than its buffers");
         // SAFETY: `dst` holds `len` bytes and is freed only by cudaFree,
         // which waits for the device. `src` is moved in and returned to its
@@ -387,7 +417,13 @@ impl Stream {
         // nor frees it, until the event after the copy has completed.
         check(
             unsafe {
-                cudaMemcpyAsync(dst.as_device_ptr(), src.as_ptr().cast(), len, MEMCPY_HOST_TO_DEVICE, self.raw)
+                cudaMemcpyAsync(
+                    dst.as_device_ptr(),
+                    src.as_ptr().cast(),
+                    len,
+                    MEMCPY_HOST_TO_DEVICE,
+                    self.raw,
+                )
             },
             "cudaMemcpyAsync",
         )?;

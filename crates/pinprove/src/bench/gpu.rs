@@ -80,9 +80,7 @@ mod imp {
     use pinprove_groth16::baseline::VecAssignment;
     use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
     use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
-    use pinprove_groth16::{
-        AbcLayout, Backend, CapacityHints, ProvingAssignment, ProvingJob, Scalar, Srs, synthesize,
-    };
+    use pinprove_groth16::{AbcLayout, Backend, CapacityHints, ProvingAssignment, ProvingJob, Scalar, Srs, synthesize};
     use pinprove_mem::cuda::{DeviceBuffer, Stream};
     use pinprove_mem::{HeapAllocator, MemoryBudget, PinnedPool, PoolConfig};
     use serde::Serialize;
@@ -167,14 +165,25 @@ mod imp {
         }
     }
 
-    fn ensure_params(circuit: &BenchCircuit, dir: &Path, pool: &Arc<PinnedPool>) -> Result<(PathBuf, Option<Duration>)> {
+    fn ensure_params(
+        circuit: &BenchCircuit,
+        dir: &Path,
+        pool: &Arc<PinnedPool>,
+    ) -> Result<(PathBuf, Option<Duration>)> {
         let path = dir.join(format!("{}.synthetic.params", circuit.id()));
         if path.exists() {
             return Ok((path, None));
         }
         std::fs::create_dir_all(dir)?;
         let t = Instant::now();
-        let (asg, _) = synthesize(circuit.clone(), &circuit.id(), pool, &CapacityHints::in_memory(), AbcLayout::Exact, None)?;
+        let (asg, _) = synthesize(
+            circuit.clone(),
+            &circuit.id(),
+            pool,
+            &CapacityHints::in_memory(),
+            AbcLayout::Exact,
+            None,
+        )?;
         let shape = CircuitShape::of(&asg);
         drop(asg);
         let tmp = path.with_extension("tmp");
@@ -232,17 +241,28 @@ mod imp {
         let gpu = gpus.first().context("no CUDA device")?;
         let gpu_desc = format!(
             "{} ({:.0} GiB), driver {} (CUDA {}), PCIe gen {} x{}",
-            gpu.name,
-            gpu.total_memory as f64 / (1u64 << 30) as f64,
+            gpu.device.name,
+            gpu.device.total_memory as f64 / (1u64 << 30) as f64,
             gpu.driver_version.clone().unwrap_or_else(|| "?".into()),
-            gpu.driver_cuda,
+            gpu.device.driver_cuda(),
             gpu.pcie.map_or(0, |p| p.max_generation),
             gpu.pcie.map_or(0, |p| p.max_width)
         );
-        let dir = args.params_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("pinprove-synthetic-params"));
+        let dir = args
+            .params_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("pinprove-synthetic-params"));
         let budget = MemoryBudget::from_config(&pinprove_mem::BudgetConfig::default());
-        let pinned = PinnedPool::new(pinprove_cuda::pinned_allocator()?, Arc::clone(&budget), PoolConfig::default());
-        let heap = PinnedPool::new(Arc::new(HeapAllocator::default()), Arc::clone(&budget), PoolConfig::default());
+        let pinned = PinnedPool::new(
+            pinprove_cuda::pinned_allocator()?,
+            Arc::clone(&budget),
+            PoolConfig::default(),
+        );
+        let heap = PinnedPool::new(
+            Arc::new(HeapAllocator::default()),
+            Arc::clone(&budget),
+            PoolConfig::default(),
+        );
         let backend = SuprasealBackend::new()?;
         let stream = Stream::new()?;
         let mut cases = Vec::new();
@@ -260,7 +280,11 @@ mod imp {
                 let (path, written) = ensure_params(&circuit, &dir, &heap)?;
                 let srs = Arc::new(Srs::read_file_header(&path)?);
                 let srs_load = backend.load_srs(&path)?;
-                eprintln!("{id}: parameters ready ({}), SRS loaded in {:.2} s", path.display(), srs_load.as_secs_f64());
+                eprintln!(
+                    "{id}: parameters ready ({}), SRS loaded in {:.2} s",
+                    path.display(),
+                    srs_load.as_secs_f64()
+                );
                 let (identical_to_cpu, identical_to_bellperson) = if log <= args.check_max_log {
                     let (c, b) = cross_check(&circuit, &path, &srs, &backend, &pinned)?;
                     eprintln!("{id}: GPU proof identical to CPU backend: {c}, to bellperson: {b}");
@@ -280,8 +304,11 @@ mod imp {
                 });
                 let mut dev = DeviceBuffer::new(32usize << log)?;
                 let hints = CapacityHints::in_memory();
-                let loads: &[&'static str] =
-                    if args.busy_threads > 0 && log <= args.busy_max_log { &["idle", "busy"] } else { &["idle"] };
+                let loads: &[&'static str] = if args.busy_threads > 0 && log <= args.busy_max_log {
+                    &["idle", "busy"]
+                } else {
+                    &["idle"]
+                };
                 for &load in loads {
                     let _busy = (load == "busy").then(|| Busy::start(args.busy_threads, &circuit));
                     for mode in ["heap", "staged", "pinned"] {
@@ -367,7 +394,10 @@ mod imp {
         };
         args.output.emit(&report, |r| {
             println!("pinprove bench gpu — {} — {}", r.host.summary(), r.gpu);
-            println!("backend {}, synthetic parameters (proofs do not verify; timings are real)", r.backend);
+            println!(
+                "backend {}, synthetic parameters (proofs do not verify; timings are real)",
+                r.backend
+            );
             for c in &r.cases {
                 println!(
                     "  2^{} {}: SRS load {:.2} s{}",
@@ -387,7 +417,15 @@ mod imp {
             for x in &r.rows {
                 println!(
                     "2^{:<2} {:<6} {:<4} {:<6} {:>9.3} {:>8.3} {:>9.3} {:>9.3} {:>10.1}",
-                    x.log_size, x.mix, x.load, x.mode, x.synthesis_s, x.staging_copy_s, x.gpu_proof_s, x.end_to_end_s, x.abc_upload_gbps
+                    x.log_size,
+                    x.mix,
+                    x.load,
+                    x.mode,
+                    x.synthesis_s,
+                    x.staging_copy_s,
+                    x.gpu_proof_s,
+                    x.end_to_end_s,
+                    x.abc_upload_gbps
                 );
             }
         })

@@ -88,10 +88,6 @@ mod gpu {
         pool_target_gbps: f64,
     }
 
-    fn version(v: u32) -> String {
-        format!("{}.{}", v / 1000, (v % 1000) / 10)
-    }
-
     pub fn run(args: &H2dArgs) -> Result<()> {
         ensure!(args.reps > 0, "--reps must be positive");
         ensure!(
@@ -199,8 +195,8 @@ mod gpu {
                 name: info.name.clone(),
                 pci_bus_id: info.pci_bus_id.clone(),
                 total_memory: info.total_memory,
-                driver_cuda_version: version(info.driver_version),
-                runtime_cuda_version: version(info.runtime_version),
+                driver_cuda_version: info.driver_cuda(),
+                runtime_cuda_version: info.runtime_cuda(),
             },
             reps: args.reps,
             uploads,
