@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
 use pinprove_groth16::{Srs, Validation};
 use pinprove_mem::{MemoryBudget, PinnedPool, PoolConfig, default_allocator};
 
@@ -18,6 +19,10 @@ pub enum ParamsCommand {
     /// Generate real Groth16 parameters for a built-in circuit (bellperson's
     /// generator; the file is in bellperson's format).
     Generate(GenerateArgs),
+    /// Write synthetic parameters of the right shape for a built-in circuit:
+    /// valid points ((i+1)·G), fast to make, for benchmarks of sizes a real
+    /// setup cannot reach. Proofs made with them do not verify.
+    Synthetic(GenerateArgs),
     /// Read a parameter file, check it, and print its sections.
     Info(InfoArgs),
 }
@@ -54,6 +59,7 @@ pub struct InfoArgs {
 pub fn run(cmd: ParamsCommand) -> Result<()> {
     match cmd {
         ParamsCommand::Generate(args) => generate(&args),
+        ParamsCommand::Synthetic(args) => synthetic(&args),
         ParamsCommand::Info(args) => info(&args),
     }
 }
@@ -71,6 +77,45 @@ fn generate(args: &GenerateArgs) -> Result<()> {
         bytes(size),
         circuit.id(),
         dur(generated)
+    );
+    Ok(())
+}
+
+fn synthetic(args: &GenerateArgs) -> Result<()> {
+    let circuit = args.circuit.build()?;
+    let t = Instant::now();
+    let budget = MemoryBudget::new(pinprove_mem::BudgetConfig::default().resolve());
+    let pool = PinnedPool::new(
+        Arc::new(pinprove_mem::HeapAllocator::default()),
+        budget,
+        PoolConfig::default(),
+    );
+    let hints = pinprove_groth16::CapacityHints::in_memory();
+    let (asg, _) = pinprove_groth16::synthesize(
+        circuit.clone(),
+        &circuit.id(),
+        &pool,
+        &hints,
+        pinprove_groth16::AbcLayout::Exact,
+        None,
+    )?;
+    let shape = CircuitShape::of(&asg);
+    drop(asg);
+    if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let tmp = args.out.with_extension(format!("tmp.{}", std::process::id()));
+    let mut w = std::io::BufWriter::with_capacity(8 << 20, std::fs::File::create(&tmp)?);
+    write_synthetic_params(&shape, &mut w)?;
+    std::io::Write::flush(&mut w)?;
+    drop(w);
+    std::fs::rename(&tmp, &args.out)?;
+    println!(
+        "wrote {} ({}) for {} in {} (synthetic: proofs made with it do not verify)",
+        args.out.display(),
+        bytes(shape.file_bytes()),
+        circuit.id(),
+        dur(t.elapsed())
     );
     Ok(())
 }

@@ -148,3 +148,24 @@ fn bad_input_is_a_clear_error() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("without the `cuda` feature"));
     }
 }
+
+#[test]
+fn synthetic_parameters_fit_their_circuit() {
+    let dir = temp_dir("synthetic");
+    let file = dir.join("s.params");
+    let f = file.to_str().unwrap();
+    let out = ok(&[
+        "params",
+        "synthetic",
+        "--circuit",
+        "bench-random",
+        "--constraints",
+        "2^11",
+        "--out",
+        f,
+    ]);
+    assert!(out.contains("do not verify"), "{out}");
+    let info = ok(&["params", "info", f, "--check", "curve"]);
+    assert!(info.contains("domain 2^11"), "{info}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

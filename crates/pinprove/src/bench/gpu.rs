@@ -345,9 +345,7 @@ mod imp {
                                 randomness: vec![(Scalar::from(3u64), Scalar::from(5u64))],
                             })?;
                             let t4 = Instant::now();
-                            if run + 1 == runs || runs == args.reps {
-                                spills = stats.spills;
-                            }
+                            spills = stats.spills;
                             if run < runs - args.reps {
                                 continue;
                             }
