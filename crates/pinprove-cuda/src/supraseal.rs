@@ -20,7 +20,7 @@ use blst::{blst_p1_affine, blst_p2_affine};
 use blstrs::{G1Affine, G2Affine, Scalar};
 use group::prime::PrimeCurveAffine;
 use pinprove_groth16::{
-    AbcLayout, Backend, Capabilities, Proof, ProveError, ProvingAssignment, ProvingJob, StartedProof, check_job,
+    AbcLayout, Backend, Capabilities, Proof, ProveError, ProvingAssignment, ProvingJob, Srs, StartedProof, check_job,
 };
 use supraseal_c2::{Assignment, SRS};
 
@@ -94,7 +94,7 @@ impl SuprasealBackend {
     }
 
     /// Drops a loaded SRS; proofs in flight keep theirs until done.
-    pub fn evict_srs(&self, path: &Path) -> bool {
+    pub fn evict_srs_file(&self, path: &Path) -> bool {
         self.lock().remove(path).is_some()
     }
 
@@ -160,6 +160,24 @@ impl Backend for SuprasealBackend {
             workers_per_device: 1,
             abc_layout: AbcLayout::Exact,
             uses_device: true,
+            needs_srs_points: false,
+        }
+    }
+
+    fn prepare_srs(&self, srs: &Srs) -> Result<u64, ProveError> {
+        let path = srs
+            .stats()
+            .path
+            .clone()
+            .ok_or_else(|| backend_error("needs parameters read from a file (it loads the points itself)"))?;
+        self.srs(&path)?;
+        // It holds the points in pinned host memory, about the file's size.
+        Ok(srs.stats().file_bytes)
+    }
+
+    fn evict_srs(&self, srs: &Srs) {
+        if let Some(path) = &srs.stats().path {
+            self.evict_srs_file(path);
         }
     }
 

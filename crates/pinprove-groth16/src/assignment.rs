@@ -49,8 +49,9 @@ pub struct Witness {
     pub b_input_density: Density,
     /// Aux variables used by the B query.
     pub b_aux_density: Density,
-    /// Held until the witness is dropped.
-    _working_set: Option<Reservation>,
+    /// What is left of the job's working-set reservation: a backend pays
+    /// its scratch vectors out of it; released when the witness is dropped.
+    pub working_set: Option<Reservation>,
 }
 
 /// Capacities to reserve up front, in elements.
@@ -91,6 +92,12 @@ impl ProvingAssignment {
 
     pub(crate) fn set_working_set(&mut self, r: Reservation) {
         self.working_set = Some(r);
+    }
+
+    /// What is left of the job's working-set reservation, if synthesis was
+    /// paid for out of one.
+    pub fn working_set_mut(&mut self) -> Option<&mut Reservation> {
+        self.working_set.as_mut()
     }
 
     pub(crate) fn take_error(&mut self) -> Option<ProveError> {
@@ -177,7 +184,7 @@ impl ProvingAssignment {
             a_aux_density: self.a_aux_density,
             b_input_density: self.b_input_density,
             b_aux_density: self.b_aux_density,
-            _working_set: self.working_set,
+            working_set: self.working_set,
         }
     }
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::{AbcLayout, Proof, ProveError, ProvingAssignment, Scalar, Srs};
+use crate::{AbcLayout, CapacityHint, Proof, ProveError, ProvingAssignment, Scalar, Srs};
 
 /// One or more synthesized circuits sharing one SRS, with the blinding
 /// factors (r, s) of each proof.
@@ -25,6 +25,9 @@ pub struct Capabilities {
     pub abc_layout: AbcLayout,
     /// Whether pinned host memory speeds the backend up (it uploads).
     pub uses_device: bool,
+    /// Whether jobs must carry the SRS's decoded points (a backend that
+    /// loads the parameter file itself needs only the header).
+    pub needs_srs_points: bool,
 }
 
 /// A proving backend.
@@ -40,6 +43,25 @@ pub trait Backend: Send + Sync {
 
     /// What the backend can do.
     fn capabilities(&self) -> Capabilities;
+
+    /// Host bytes a job of this shape needs beyond what synthesis holds
+    /// (a/b/c and the assignments), for admission by the memory budget.
+    fn extra_working_set(&self, shape: &CapacityHint) -> u64 {
+        let _ = shape;
+        0
+    }
+
+    /// Prepares the backend's own copy of an SRS, if it keeps one (loaded
+    /// from `srs`'s file); returns the host bytes it holds for it.
+    fn prepare_srs(&self, srs: &Srs) -> Result<u64, ProveError> {
+        let _ = srs;
+        Ok(0)
+    }
+
+    /// Drops the backend's own copy of an SRS, if any.
+    fn evict_srs(&self, srs: &Srs) {
+        let _ = srs;
+    }
 
     /// First step: checks the job against its parameters, runs the FFT part
     /// and releases a/b/c.

@@ -13,7 +13,8 @@ use crate::domain::{Domain, bit_reverse_index};
 use crate::msm::{ScalarBytes, g1_msm, g2_msm};
 use crate::params::SrsPoints;
 use crate::{
-    AbcLayout, Backend, Capabilities, Density, Proof, ProveError, ProvingJob, Scalar, Srs, StartedProof, Witness,
+    AbcLayout, Backend, Capabilities, CapacityHint, Density, Proof, ProveError, ProvingJob, Scalar, Srs, StartedProof,
+    Witness,
 };
 
 /// Groth16 on the CPU: multithreaded radix-2 FFTs for h, blst's Pippenger
@@ -43,7 +44,15 @@ impl Backend for CpuBackend {
             workers_per_device: 1,
             abc_layout: AbcLayout::PaddedToDomain,
             uses_device: false,
+            needs_srs_points: true,
         }
+    }
+
+    fn extra_working_set(&self, shape: &CapacityHint) -> u64 {
+        let m = shape.constraints.max(1).next_power_of_two() as u64;
+        // h's scalars, the twiddle table (ω^j for j < m/2), and the gathered
+        // scalars of the A and B MSMs (at most one per variable each).
+        32 * m + 16 * m + 2 * 32 * (shape.inputs + shape.aux) as u64
     }
 
     fn start(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
@@ -59,7 +68,10 @@ impl Backend for CpuBackend {
         let mut h = Vec::with_capacity(job.assignments.len());
         for asg in &mut job.assignments {
             let [a, b, c] = asg.take_abc().ok_or(ProveError::AbcReleased)?;
-            h.push(self.h_coefficients(&domain, a, b, c)?);
+            // a/b/c go back to the pool before h's vector is taken, so h
+            // usually reuses b's buffer.
+            let h_vec = self.h_coefficients(&domain, a, b, c)?;
+            h.push(self.h_scalars(h_vec, asg.working_set_mut())?);
         }
         Ok(Box::new(CpuStarted {
             pool: Arc::clone(&self.pool),
@@ -73,15 +85,15 @@ impl Backend for CpuBackend {
 }
 
 impl CpuBackend {
-    /// h = (A·B − C) / Z, from the evaluations a, b, c; returns its m − 1
-    /// coefficients as MSM scalars and gives a/b/c back to the pool.
+    /// h = (A·B − C) / Z from the evaluations a, b, c, computed in `a`:
+    /// its coefficients in bit-reversed order. b and c go back to the pool.
     fn h_coefficients(
         &self,
         domain: &Domain,
         mut a: PinnedVec<Scalar>,
         mut b: PinnedVec<Scalar>,
         mut c: PinnedVec<Scalar>,
-    ) -> Result<PinnedVec<ScalarBytes>, ProveError> {
+    ) -> Result<(PinnedVec<Scalar>, u32), ProveError> {
         let m = domain.size();
         for v in [&mut a, &mut b, &mut c] {
             v.try_resize(m, Scalar::from(0u64))?;
@@ -97,11 +109,22 @@ impl CpuBackend {
             .for_each(|((x, y), z)| *x = (*x * y - z) * z_inv);
         drop((b, c));
         domain.coset_to_coefficients_bit_reversed(&mut a);
+        Ok((a, domain.log_size()))
+    }
 
-        // The top coefficient of h is zero by construction; the H query has
-        // m − 1 points.
-        let log_m = domain.log_size();
-        let mut h = PinnedVec::with_capacity_in(m - 1, &self.pool)?;
+    /// h's m − 1 coefficients (the top one is zero by construction; the H
+    /// query has m − 1 points) in natural order, as MSM scalars, paid for
+    /// out of the job's working set when there is one. Gives `a` back.
+    fn h_scalars(
+        &self,
+        (a, log_m): (PinnedVec<Scalar>, u32),
+        funds: Option<&mut pinprove_mem::Reservation>,
+    ) -> Result<PinnedVec<ScalarBytes>, ProveError> {
+        let m = 1usize << log_m;
+        let mut h = match funds {
+            Some(f) => PinnedVec::with_capacity_funded(m - 1, &self.pool, f)?,
+            None => PinnedVec::with_capacity_in(m - 1, &self.pool)?,
+        };
         h.try_resize(m - 1, [0u8; 32])?;
         h.par_iter_mut()
             .enumerate()
@@ -153,10 +176,14 @@ impl StartedProof for CpuStarted {
 /// in one pool vector.
 fn gather(
     pool: &Arc<PinnedPool>,
+    funds: Option<&mut pinprove_mem::Reservation>,
     parts: &[(&[ScalarBytes], Option<&Density>)],
 ) -> Result<PinnedVec<ScalarBytes>, ProveError> {
     let len = parts.iter().map(|(s, d)| d.map_or(s.len(), Density::total)).sum();
-    let mut out = PinnedVec::with_capacity_in(len, pool)?;
+    let mut out = match funds {
+        Some(f) => PinnedVec::with_capacity_funded(len, pool, f)?,
+        None => PinnedVec::with_capacity_in(len, pool)?,
+    };
     for (scalars, density) in parts {
         match density {
             None => out.try_extend_from_slice(scalars)?,
@@ -186,17 +213,25 @@ fn prove_one(
         a_aux_density,
         b_input_density,
         b_aux_density,
-        ..
+        mut working_set,
     } = w;
     let inputs = inputs.map_in_place(|x| x.to_bytes_le());
     let aux = aux.map_in_place(|x| x.to_bytes_le());
 
     let (h_acc, _) = g1_msm(points.h(), h);
     let (l_acc, _) = g1_msm(points.l(), &aux);
-    let a_scalars = gather(pool, &[(&inputs, None), (&aux, Some(&a_aux_density))])?;
+    let a_scalars = gather(
+        pool,
+        working_set.as_mut(),
+        &[(&inputs, None), (&aux, Some(&a_aux_density))],
+    )?;
     let (a_acc, _) = g1_msm(points.a(), &a_scalars);
     drop(a_scalars);
-    let b_scalars = gather(pool, &[(&inputs, Some(&b_input_density)), (&aux, Some(&b_aux_density))])?;
+    let b_scalars = gather(
+        pool,
+        working_set.as_mut(),
+        &[(&inputs, Some(&b_input_density)), (&aux, Some(&b_aux_density))],
+    )?;
     let (b1_acc, _) = g1_msm(points.b_g1(), &b_scalars);
     let (b2_acc, _) = g2_msm(points.b_g2(), &b_scalars);
     drop(b_scalars);

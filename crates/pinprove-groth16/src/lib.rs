@@ -42,7 +42,7 @@ pub use error::{ParamsError, ProveError};
 pub use hints::{CapacityHint, CapacityHints};
 pub use params::{QueryLengths, Srs, SrsPoints, SrsStats, Validation, VerifyingKey};
 pub use proof::{PROOF_BYTES, Proof};
-pub use synth::{AbcLayout, SynthesisStats, synthesize};
+pub use synth::{AbcLayout, SynthesisStats, synthesize, synthesize_sized};
 
 /// The scalar field of BLS12-381.
 pub use blstrs::Scalar;

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use blst::{blst_p1_affine, blst_p2_affine};
 use blstrs::{G1Affine, G2Affine};
 use group::prime::PrimeCurveAffine;
-use pinprove_mem::{MappedFile, PinnedPool, PinnedVec};
+use pinprove_mem::{MappedFile, PinnedPool, PinnedVec, Reservation};
 use rayon::prelude::*;
 
 use crate::ParamsError;
@@ -305,13 +305,32 @@ impl Srs {
         pool: &Arc<PinnedPool>,
         validation: Validation,
     ) -> Result<Srs, ParamsError> {
-        let path = path.as_ref();
+        Self::read_file_with(path.as_ref(), pool, validation, None)
+    }
+
+    /// Like [`read_file`](Self::read_file), with the points' buffers paid
+    /// for out of `funds` (an admission reservation made for the load).
+    pub fn read_file_funded(
+        path: impl AsRef<Path>,
+        pool: &Arc<PinnedPool>,
+        validation: Validation,
+        funds: &mut Reservation,
+    ) -> Result<Srs, ParamsError> {
+        Self::read_file_with(path.as_ref(), pool, validation, Some(funds))
+    }
+
+    fn read_file_with(
+        path: &Path,
+        pool: &Arc<PinnedPool>,
+        validation: Validation,
+        funds: Option<&mut Reservation>,
+    ) -> Result<Srs, ParamsError> {
         let started = Instant::now();
         let map = MappedFile::open(path).map_err(|source| ParamsError::Io {
             path: path.to_path_buf(),
             source,
         })?;
-        let mut srs = Self::decode(&map, pool, validation)?;
+        let mut srs = Self::decode(&map, pool, validation, funds)?;
         srs.stats.path = Some(path.to_path_buf());
         srs.stats.load_time = started.elapsed();
         tracing::info!(
@@ -352,7 +371,7 @@ impl Srs {
     /// Decodes parameters from bytes in bellperson's format.
     pub fn from_bytes(bytes: &[u8], pool: &Arc<PinnedPool>, validation: Validation) -> Result<Srs, ParamsError> {
         let started = Instant::now();
-        let mut srs = Self::decode(bytes, pool, validation)?;
+        let mut srs = Self::decode(bytes, pool, validation, None)?;
         srs.stats.load_time = started.elapsed();
         Ok(srs)
     }
@@ -375,21 +394,38 @@ impl Srs {
         Ok((vk, Layout { sections }))
     }
 
-    fn decode(bytes: &[u8], pool: &Arc<PinnedPool>, validation: Validation) -> Result<Srs, ParamsError> {
+    fn decode(
+        bytes: &[u8],
+        pool: &Arc<PinnedPool>,
+        validation: Validation,
+        mut funds: Option<&mut Reservation>,
+    ) -> Result<Srs, ParamsError> {
         let (vk, layout) = Self::layout(bytes)?;
-        let g1 = |i: usize| -> Result<PinnedVec<blst_p1_affine>, ParamsError> {
+        let g1 = |i: usize, funds: Option<&mut Reservation>| -> Result<PinnedVec<blst_p1_affine>, ParamsError> {
             let (off, n) = layout.sections[i];
-            decode_points::<G1Affine>(&bytes[off..off + n * G1_BYTES], SECTION_NAMES[i], pool, validation)
+            decode_points::<G1Affine>(
+                &bytes[off..off + n * G1_BYTES],
+                SECTION_NAMES[i],
+                pool,
+                validation,
+                funds,
+            )
         };
-        let h = g1(0)?;
-        let l = g1(1)?;
-        let a = g1(2)?;
-        let b_g1 = g1(3)?;
+        let h = g1(0, funds.as_deref_mut())?;
+        let l = g1(1, funds.as_deref_mut())?;
+        let a = g1(2, funds.as_deref_mut())?;
+        let b_g1 = g1(3, funds.as_deref_mut())?;
         let (off, n) = layout.sections[4];
-        let b_g2 = decode_points::<G2Affine>(&bytes[off..off + n * G2_BYTES], "b_g2", pool, validation)?;
-        let memory_bytes = (h.capacity() + l.capacity() + a.capacity() + b_g1.capacity()) as u64
-            * std::mem::size_of::<blst_p1_affine>() as u64
-            + b_g2.capacity() as u64 * std::mem::size_of::<blst_p2_affine>() as u64;
+        let b_g2 = decode_points::<G2Affine>(&bytes[off..off + n * G2_BYTES], "b_g2", pool, validation, funds)?;
+        let memory_bytes = [
+            h.buffer_bytes(),
+            l.buffer_bytes(),
+            a.buffer_bytes(),
+            b_g1.buffer_bytes(),
+            b_g2.buffer_bytes(),
+        ]
+        .iter()
+        .sum();
         Ok(Srs {
             vk,
             lengths: layout.lengths(),
@@ -412,6 +448,18 @@ impl Srs {
     /// The size of every query.
     pub fn lengths(&self) -> &QueryLengths {
         &self.lengths
+    }
+
+    /// Frees the decoded points at once (they are not kept as idle pool
+    /// buffers: an evicted SRS is not coming back soon).
+    pub fn discard(self) {
+        if let Some(p) = self.points {
+            p.h.discard();
+            p.l.discard();
+            p.a.discard();
+            p.b_g1.discard();
+            p.b_g2.discard();
+        }
     }
 
     /// The decoded points; `None` when read header-only.
@@ -527,11 +575,15 @@ fn decode_points<P: Point>(
     section: &'static str,
     pool: &Arc<PinnedPool>,
     validation: Validation,
+    funds: Option<&mut Reservation>,
 ) -> Result<PinnedVec<P::Raw>, ParamsError> {
     let (point_bytes, group) = (P::BYTES, P::GROUP);
     let n = bytes.len() / point_bytes;
-    let mut out = PinnedVec::with_capacity_in(n, pool)?;
-    out.resize(n, P::Raw::default());
+    let mut out = match funds {
+        Some(f) => PinnedVec::with_capacity_funded(n, pool, f)?,
+        None => PinnedVec::with_capacity_in(n, pool)?,
+    };
+    out.try_resize(n, P::Raw::default())?;
     const PER_TASK: usize = 1024;
     out.par_chunks_mut(PER_TASK)
         .zip(bytes.par_chunks(PER_TASK * point_bytes))

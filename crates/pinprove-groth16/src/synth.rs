@@ -57,10 +57,27 @@ pub fn synthesize<C: Circuit<Scalar>>(
     pool: &Arc<PinnedPool>,
     hints: &CapacityHints,
     layout: AbcLayout,
+    funds: Option<Reservation>,
+) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
+    synthesize_sized(circuit, circuit_id, pool, hints, layout, funds, None)
+}
+
+/// Like [`synthesize`], with sizes to use when no hint is known yet — such
+/// as the shape the circuit's parameters imply (their domain bounds the
+/// constraints; their queries give the inputs and aux variables exactly).
+/// Sized vectors never grow outside the memory that was admitted for them.
+pub fn synthesize_sized<C: Circuit<Scalar>>(
+    circuit: C,
+    circuit_id: &str,
+    pool: &Arc<PinnedPool>,
+    hints: &CapacityHints,
+    layout: AbcLayout,
     mut funds: Option<Reservation>,
+    fallback: Option<CapacityHint>,
 ) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
     let started = Instant::now();
-    let hint = hints.get(circuit_id);
+    let learned = hints.get(circuit_id);
+    let hint = learned.or(fallback);
     let caps = hint.map_or(Capacities::default(), |h| Capacities {
         constraints: match layout {
             AbcLayout::Exact => h.constraints,
@@ -105,7 +122,7 @@ pub fn synthesize<C: Circuit<Scalar>>(
         elapsed: started.elapsed(),
         spills: cs.spills(),
         bytes_copied: cs.bytes_copied(),
-        hinted: hint.is_some(),
+        hinted: learned.is_some(),
         hint_updated,
         memory_kind: cs.memory_kind(),
         shape,

@@ -104,6 +104,8 @@ pub struct BudgetStats {
 
 struct Waiter {
     bytes: u64,
+    /// Needed to finish work already admitted: served before admissions.
+    urgent: bool,
     /// Set, under the state lock, when the bytes were granted to this waiter.
     granted: AtomicBool,
     /// Wakes a blocking waiter; it waits on the state lock.
@@ -220,11 +222,11 @@ impl MemoryBudget {
     /// are queued ahead, returns [`Error::WouldBlock`].
     pub fn try_acquire(self: &Arc<Self>, bytes: u64) -> Result<Reservation> {
         self.check_size(bytes)?;
-        if let Some(r) = self.grant_now(bytes) {
+        if let Some(r) = self.grant_now(bytes, false) {
             return Ok(r);
         }
         self.evict_for(bytes);
-        self.grant_now(bytes).ok_or_else(|| Error::WouldBlock {
+        self.grant_now(bytes, false).ok_or_else(|| Error::WouldBlock {
             requested: bytes,
             available: self.available(),
             total: self.total,
@@ -234,7 +236,22 @@ impl MemoryBudget {
     /// Reserves `bytes`, blocking the thread until they are granted. For
     /// threads outside an async runtime (synthesis workers).
     pub fn acquire_blocking(self: &Arc<Self>, bytes: u64) -> Result<Reservation> {
-        let waiter = match self.enqueue(bytes)? {
+        self.wait_blocking(bytes, false)
+    }
+
+    /// Reserves `bytes` needed to finish work that was already admitted (a
+    /// vector outgrowing its estimate mid-proof), blocking until granted.
+    ///
+    /// Such requests go before every waiting admission (FIFO among
+    /// themselves): admitted work must be able to finish and release its
+    /// memory, or an admission waiting for that memory at the head of the
+    /// queue would wait forever.
+    pub fn acquire_urgent_blocking(self: &Arc<Self>, bytes: u64) -> Result<Reservation> {
+        self.wait_blocking(bytes, true)
+    }
+
+    fn wait_blocking(self: &Arc<Self>, bytes: u64, urgent: bool) -> Result<Reservation> {
+        let waiter = match self.enqueue(bytes, urgent)? {
             Enqueued::Granted(r) => return Ok(r),
             Enqueued::Waiting(w) => w,
         };
@@ -285,10 +302,21 @@ impl MemoryBudget {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Grants `bytes` at once if nobody is queued and they fit.
-    fn grant_now(self: &Arc<Self>, bytes: u64) -> Option<Reservation> {
+    /// Whether a new request may be granted now: it fits, and nothing it
+    /// must not overtake is queued (an urgent request overtakes admissions).
+    fn may_grant(&self, s: &State, bytes: u64, urgent: bool) -> bool {
+        let ahead = if urgent {
+            s.queue.front().is_some_and(|w| w.urgent)
+        } else {
+            !s.queue.is_empty()
+        };
+        !ahead && self.total - s.used >= bytes
+    }
+
+    /// Grants `bytes` at once if allowed (see [`may_grant`](Self::may_grant)).
+    fn grant_now(self: &Arc<Self>, bytes: u64, urgent: bool) -> Option<Reservation> {
         let mut s = self.lock();
-        if s.queue.is_empty() && self.total - s.used >= bytes {
+        if self.may_grant(&s, bytes, urgent) {
             Self::take(&mut s, bytes);
             drop(s);
             return Some(Reservation::new(Arc::clone(self), bytes));
@@ -303,25 +331,32 @@ impl MemoryBudget {
     }
 
     /// Fast path, then eviction, then a place in the queue.
-    fn enqueue(self: &Arc<Self>, bytes: u64) -> Result<Enqueued> {
+    fn enqueue(self: &Arc<Self>, bytes: u64, urgent: bool) -> Result<Enqueued> {
         self.check_size(bytes)?;
-        if let Some(r) = self.grant_now(bytes) {
+        if let Some(r) = self.grant_now(bytes, urgent) {
             return Ok(Enqueued::Granted(r));
         }
         self.evict_for(bytes);
         let mut s = self.lock();
-        if s.queue.is_empty() && self.total - s.used >= bytes {
+        if self.may_grant(&s, bytes, urgent) {
             Self::take(&mut s, bytes);
             drop(s);
             return Ok(Enqueued::Granted(Reservation::new(Arc::clone(self), bytes)));
         }
         let waiter = Arc::new(Waiter {
             bytes,
+            urgent,
             granted: AtomicBool::new(false),
             cv: Condvar::new(),
             waker: Mutex::new(None),
         });
-        s.queue.push_back(Arc::clone(&waiter));
+        // Urgent requests queue behind urgent ones, before admissions.
+        let at = if urgent {
+            s.queue.iter().position(|w| !w.urgent).unwrap_or(s.queue.len())
+        } else {
+            s.queue.len()
+        };
+        s.queue.insert(at, Arc::clone(&waiter));
         s.waits += 1;
         Ok(Enqueued::Waiting(waiter))
     }
@@ -425,7 +460,7 @@ impl Future for Acquire {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         match &this.state {
-            AcquireState::Start => match this.budget.enqueue(this.bytes) {
+            AcquireState::Start => match this.budget.enqueue(this.bytes, false) {
                 Err(e) => {
                     this.state = AcquireState::Done;
                     Poll::Ready(Err(e))

@@ -251,13 +251,32 @@ impl PinnedPool {
         self.allocate(size, coverage)
     }
 
+    /// Like [`checkout_blocking`](Self::checkout_blocking) for memory that
+    /// work already admitted needs to finish (a vector outgrowing its
+    /// estimate): waits for memory but not behind queued admissions.
+    pub fn checkout_urgent(self: &Arc<Self>, bytes: usize) -> Result<PoolBuffer> {
+        let size = self.rounded_size(bytes)?;
+        if let Some(b) = self.take_idle(size, false) {
+            return Ok(b);
+        }
+        if let Some(b) = self.take_oversized_if_tight(size) {
+            return Ok(b);
+        }
+        let coverage = self.budget.acquire_urgent_blocking(size as u64)?;
+        if let Some(b) = self.take_idle(size, false) {
+            return Ok(b);
+        }
+        self.allocate(size, coverage)
+    }
+
     /// Checks out a buffer of at least `bytes` paid for by `funds`, a
     /// reservation its caller made for this memory (a job's working set).
     ///
     /// Nothing is counted twice: a reused idle buffer is already covered by
     /// the pool, so the matching bytes of `funds` are released; a fresh
     /// buffer takes its coverage out of `funds`. When `funds` holds too
-    /// little, the rest is acquired from the budget, waiting if needed.
+    /// little, the rest is acquired from the budget as an urgent request
+    /// (the work was admitted already).
     pub fn checkout_funded(self: &Arc<Self>, bytes: usize, funds: &mut Reservation) -> Result<PoolBuffer> {
         if !Arc::ptr_eq(funds.budget(), &self.budget) {
             return Err(Error::ForeignReservation);
@@ -274,7 +293,9 @@ impl PinnedPool {
                 // `coverage` drops back into the budget: the old buffer is covered.
                 return Ok(b);
             }
-            coverage.merge(self.budget.acquire_blocking(short)?)?;
+            // The caller's work was admitted with these funds: topping them
+            // up must not queue behind other admissions.
+            coverage.merge(self.budget.acquire_urgent_blocking(short)?)?;
         }
         self.allocate(size, coverage)
     }

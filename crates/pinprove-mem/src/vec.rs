@@ -123,6 +123,11 @@ impl<T: Copy> PinnedVec<T> {
         self.cap
     }
 
+    /// Bytes of the pool buffer behind the vector (0 before the first one).
+    pub fn buffer_bytes(&self) -> u64 {
+        self.buf.as_ref().map_or(0, |b| b.len() as u64)
+    }
+
     /// Times this vector outgrew its buffer and copied itself to a larger one.
     pub fn spills(&self) -> u32 {
         self.spills
@@ -305,8 +310,10 @@ impl<T: Copy> PinnedVec<T> {
         let bytes = Self::bytes_for(elems)?;
         match self.pool.try_checkout(bytes) {
             Err(Error::WouldBlock { .. }) => {
+                // Growth happens inside admitted work (a synthesis larger
+                // than its hint): wait for memory, not behind admissions.
                 tracing::warn!(bytes, "PinnedVec growth waits for the memory budget");
-                self.pool.checkout_blocking(bytes)
+                self.pool.checkout_urgent(bytes)
             }
             other => other,
         }
@@ -334,6 +341,15 @@ impl<T: Copy> PinnedVec<T> {
 
     /// Returns the buffer to the pool now. Same as dropping the vector.
     pub fn release(self) {}
+
+    /// Returns the buffer to the pool to be freed rather than kept idle: for
+    /// long-lived data that will not be asked for again in this size (an
+    /// evicted SRS).
+    pub fn discard(mut self) {
+        if let Some(b) = self.buf.take() {
+            b.discard();
+        }
+    }
 
     /// Copies the elements into a `Vec` and returns the buffer to the pool.
     pub fn into_vec(self) -> Vec<T> {

@@ -344,3 +344,35 @@ fn poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> Option<F::Outp
         std::task::Poll::Pending => None,
     }
 }
+
+#[test]
+fn urgent_requests_go_before_admissions() {
+    let b = MemoryBudget::new(100);
+    let held = b.try_acquire(70).unwrap();
+    // An admission of 50 waits at the head of the queue.
+    let b2 = Arc::clone(&b);
+    let admission = thread::spawn(move || b2.acquire_blocking(50).unwrap().bytes());
+    wait_until(|| b.stats().waiters == 1);
+    // 30 are free: an urgent request of 20 is granted at once anyway...
+    let urgent = b.acquire_urgent_blocking(20).unwrap();
+    assert_eq!(b.used(), 90);
+    // ...while an ordinary one would have to queue.
+    assert!(matches!(b.try_acquire(5), Err(Error::WouldBlock { .. })));
+    // An urgent request that does not fit queues ahead of the admission.
+    let b3 = Arc::clone(&b);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let o = Arc::clone(&order);
+    let second = thread::spawn(move || {
+        let r = b3.acquire_urgent_blocking(40).unwrap();
+        o.lock().unwrap().push("urgent");
+        r
+    });
+    wait_until(|| b.stats().waiters == 2);
+    drop(held); // 80 free: the urgent 40 first, then the admission of 50 does not fit
+    let r = second.join().unwrap();
+    assert_eq!(*order.lock().unwrap(), vec!["urgent"]);
+    assert_eq!(b.used(), 60);
+    drop((r, urgent));
+    assert_eq!(admission.join().unwrap(), 50);
+    assert_eq!(b.used(), 0);
+}

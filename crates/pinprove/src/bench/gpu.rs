@@ -378,7 +378,7 @@ mod imp {
                         rows.push(row);
                     }
                 }
-                backend.evict_srs(&path);
+                backend.evict_srs_file(&path);
             }
         }
         let report = GpuReport {

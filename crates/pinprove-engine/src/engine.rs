@@ -1,0 +1,1095 @@
+//! The engine: a priority queue of partitions, synthesis workers admitted by
+//! the memory budget, a bounded hand-off to each device's workers, and
+//! finalizers that complete proofs while the device takes the next one.
+
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
+use ff::Field;
+use pinprove_groth16::{AbcLayout, Backend, CapacityHints, ProvingAssignment, ProvingJob, Scalar, Srs, StartedProof};
+use pinprove_mem::{MemoryBudget, PinnedPool};
+use rand_core::OsRng;
+use serde::Serialize;
+
+use crate::EngineError;
+use crate::job::{
+    JobId, JobOutcome, JobSpec, JobState, JobStatus, Partition, PartitionResult, PartitionTimings, Priority,
+    SynthesisContext,
+};
+use crate::metrics::{Metrics, gauge};
+use crate::srs::{Acquired, SrsInfo, SrsRegistry};
+use crate::timeline::Timeline;
+
+/// One device and the backend that drives it (the CPU backend counts as a
+/// device).
+#[derive(Clone)]
+pub struct Device {
+    /// A name for logs and status, such as "gpu0" or "cpu".
+    pub name: String,
+    /// The backend.
+    pub backend: Arc<dyn Backend>,
+}
+
+/// Engine settings.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Threads that synthesize partitions. How many run at once is decided
+    /// by the memory budget, and by `max_concurrent_syntheses`.
+    pub synthesis_workers: usize,
+    /// An optional cap on simultaneous syntheses, to limit CPU contention.
+    pub max_concurrent_syntheses: Option<usize>,
+    /// Workers per device; default from the backend's capabilities.
+    pub workers_per_device: Option<usize>,
+    /// An SRS unused for this long may be evicted under memory pressure.
+    pub srs_idle_timeout: Duration,
+    /// Where capacity hints persist; in memory only when `None`.
+    pub hints_dir: Option<PathBuf>,
+    /// Spans kept for the timeline.
+    pub timeline_capacity: usize,
+    /// Finished jobs kept for status and late waiters.
+    pub finished_jobs_kept: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            synthesis_workers: thread::available_parallelism().map_or(2, |n| n.get()).max(2),
+            max_concurrent_syntheses: None,
+            workers_per_device: None,
+            srs_idle_timeout: Duration::from_secs(300),
+            hints_dir: None,
+            timeline_capacity: 100_000,
+            finished_jobs_kept: 1000,
+        }
+    }
+}
+
+/// Partitions waiting and in flight for one circuit type.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct QueueStatus {
+    /// The circuit type.
+    pub circuit_id: String,
+    /// Partitions waiting for a synthesis worker.
+    pub pending: usize,
+    /// Partitions being synthesized or proved.
+    pub in_progress: usize,
+}
+
+/// A device's state.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeviceStatus {
+    /// The device's name.
+    pub name: String,
+    /// The backend.
+    pub backend: &'static str,
+    /// Workers.
+    pub workers: usize,
+    /// Partitions waiting for or inside the device's workers and finalizer.
+    pub in_flight: usize,
+    /// Fraction of the engine's lifetime the device's workers spent in the
+    /// backend's first step (the device-bound part).
+    pub busy_fraction: f64,
+    /// The job the device works on now, if any.
+    pub current_job: Option<JobId>,
+}
+
+/// A snapshot of the engine.
+#[derive(Clone, Debug, Serialize)]
+pub struct EngineStatus {
+    /// Per circuit type.
+    pub queues: Vec<QueueStatus>,
+    /// Per device.
+    pub devices: Vec<DeviceStatus>,
+    /// Registered and loaded parameters.
+    pub srs: Vec<SrsInfo>,
+    /// Budget total and use.
+    pub budget_total: u64,
+    /// Bytes reserved now.
+    pub budget_used: u64,
+    /// Pool bytes idle.
+    pub pool_idle: u64,
+    /// Pool bytes checked out.
+    pub pool_checked_out: u64,
+    /// Proofs completed since start.
+    pub proofs_completed: u64,
+    /// Proofs failed since start.
+    pub proofs_failed: u64,
+    /// Since start.
+    pub uptime: Duration,
+}
+
+struct JobInner {
+    results: Vec<Option<PartitionResult>>,
+    outcome: Option<JobOutcome>,
+    started: bool,
+    proved: usize,
+}
+
+/// A job's control block, shared by the workers handling its partitions.
+struct JobCtl {
+    id: JobId,
+    circuit_id: String,
+    priority: Priority,
+    total: usize,
+    submitted: Instant,
+    stopped: AtomicBool,
+    inner: Mutex<JobInner>,
+    done: Condvar,
+}
+
+impl JobCtl {
+    fn lock(&self) -> MutexGuard<'_, JobInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether its partitions should be abandoned (cancelled or failed).
+    fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    fn finish(&self, outcome: JobOutcome) -> bool {
+        self.stopped.store(true, Ordering::Release);
+        let mut g = self.lock();
+        if g.outcome.is_some() {
+            return false;
+        }
+        g.outcome = Some(outcome);
+        self.done.notify_all();
+        true
+    }
+
+    fn state(&self) -> JobState {
+        let g = self.lock();
+        match &g.outcome {
+            Some(JobOutcome::Completed(_)) => JobState::Completed,
+            Some(JobOutcome::Failed(_)) => JobState::Failed,
+            Some(JobOutcome::Cancelled) => JobState::Cancelled,
+            None if g.started => JobState::Running,
+            None => JobState::Queued,
+        }
+    }
+}
+
+struct Pending {
+    priority: Priority,
+    seq: u64,
+    job: Arc<JobCtl>,
+    index: usize,
+    partition: Box<dyn Partition>,
+    randomness: (Scalar, Scalar),
+    enqueued: Instant,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        (self.priority, self.seq) == (other.priority, other.seq)
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Pending {
+    /// Higher priority first; within a priority, earlier first.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.priority.cmp(&other.priority).then(other.seq.cmp(&self.seq))
+    }
+}
+
+/// A partition on its way through the pipeline.
+struct InFlight {
+    job: Arc<JobCtl>,
+    index: usize,
+    srs: Arc<Srs>,
+    randomness: (Scalar, Scalar),
+    inputs: Option<Vec<Scalar>>,
+    timings: PartitionTimings,
+    ready_at: Instant,
+}
+
+struct Synthesized {
+    flight: InFlight,
+    assignment: ProvingAssignment,
+}
+
+/// A synthesized partition and the device chosen for it.
+struct Routed {
+    device: usize,
+    synthesized: Synthesized,
+}
+
+struct Started {
+    flight: InFlight,
+    started: Box<dyn StartedProof>,
+    device: usize,
+}
+
+struct DeviceSlot {
+    name: String,
+    backend: Arc<dyn Backend>,
+    workers: usize,
+    handoff: (Sender<Synthesized>, Receiver<Synthesized>),
+    in_flight: AtomicUsize,
+    busy_nanos: AtomicU64,
+    current_job: Mutex<Option<JobId>>,
+}
+
+struct Inner {
+    config: EngineConfig,
+    budget: Arc<MemoryBudget>,
+    pool: Arc<PinnedPool>,
+    hints: CapacityHints,
+    srs: Arc<SrsRegistry>,
+    devices: Vec<DeviceSlot>,
+    layout: AbcLayout,
+    queue: Mutex<BinaryHeap<Pending>>,
+    queue_cv: Condvar,
+    /// Partitions out of the queue and not yet done, per circuit type.
+    in_progress: Mutex<HashMap<String, usize>>,
+    quiet: Condvar,
+    synth_running: Mutex<usize>,
+    synth_cv: Condvar,
+    jobs: Mutex<HashMap<JobId, Arc<JobCtl>>>,
+    finished: Mutex<VecDeque<JobId>>,
+    finalize: (Sender<Started>, Receiver<Started>),
+    metrics: Metrics,
+    timeline: Timeline,
+    next_job: AtomicU64,
+    next_seq: AtomicU64,
+    shutdown: AtomicBool,
+    started_at: Instant,
+}
+
+/// The proving engine. Dropping it stops its workers; unfinished jobs end
+/// as failed.
+pub struct Engine {
+    inner: Arc<Inner>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Engine {
+    /// Starts an engine proving on `devices`, with memory from `pool`
+    /// (accounted in its budget).
+    pub fn new(config: EngineConfig, devices: Vec<Device>, pool: Arc<PinnedPool>) -> Result<Engine, EngineError> {
+        if devices.is_empty() {
+            return Err(EngineError::NoDevice);
+        }
+        let budget = Arc::clone(pool.budget());
+        let backends: Vec<Arc<dyn Backend>> = devices.iter().map(|d| Arc::clone(&d.backend)).collect();
+        let srs = SrsRegistry::new(
+            Arc::clone(&pool),
+            Arc::clone(&budget),
+            backends,
+            config.srs_idle_timeout,
+        );
+        let hints = match &config.hints_dir {
+            Some(d) => CapacityHints::persistent(d),
+            None => CapacityHints::in_memory(),
+        };
+        // Synthesis serves every device: pad for the FFT when any backend
+        // runs it on the CPU.
+        let layout = if devices
+            .iter()
+            .any(|d| d.backend.capabilities().abc_layout == AbcLayout::PaddedToDomain)
+        {
+            AbcLayout::PaddedToDomain
+        } else {
+            AbcLayout::Exact
+        };
+        let slots: Vec<DeviceSlot> = devices
+            .into_iter()
+            .map(|d| {
+                let workers = config
+                    .workers_per_device
+                    .unwrap_or_else(|| d.backend.capabilities().workers_per_device)
+                    .max(1);
+                DeviceSlot {
+                    name: d.name,
+                    backend: d.backend,
+                    workers,
+                    // One partition ready per worker keeps it fed without
+                    // holding more synthesized memory than that.
+                    handoff: bounded(workers),
+                    in_flight: AtomicUsize::new(0),
+                    busy_nanos: AtomicU64::new(0),
+                    current_job: Mutex::new(None),
+                }
+            })
+            .collect();
+        let inner = Arc::new(Inner {
+            timeline: Timeline::new(config.timeline_capacity),
+            config,
+            budget,
+            pool,
+            hints,
+            srs,
+            devices: slots,
+            layout,
+            queue: Mutex::new(BinaryHeap::new()),
+            queue_cv: Condvar::new(),
+            in_progress: Mutex::new(HashMap::new()),
+            quiet: Condvar::new(),
+            synth_running: Mutex::new(0),
+            synth_cv: Condvar::new(),
+            jobs: Mutex::new(HashMap::new()),
+            finished: Mutex::new(VecDeque::new()),
+            finalize: unbounded(),
+            metrics: Metrics::default(),
+            next_job: AtomicU64::new(1),
+            next_seq: AtomicU64::new(0),
+            shutdown: AtomicBool::new(false),
+            started_at: Instant::now(),
+        });
+        let mut threads = Vec::new();
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| thread::Builder::new().name(name).spawn(f);
+        for w in 0..inner.config.synthesis_workers.max(1) {
+            let i = Arc::clone(&inner);
+            threads.push(spawn(format!("synth-{w}"), Box::new(move || i.synthesis_worker(w)))?);
+        }
+        for (d, slot) in inner.devices.iter().enumerate() {
+            for w in 0..slot.workers {
+                let i = Arc::clone(&inner);
+                threads.push(spawn(
+                    format!("{}-worker-{w}", slot.name),
+                    Box::new(move || i.device_worker(d, w)),
+                )?);
+            }
+            let i = Arc::clone(&inner);
+            threads.push(spawn(
+                format!("{}-finalizer", slot.name),
+                Box::new(move || i.finalizer(d)),
+            )?);
+        }
+        let i = Arc::clone(&inner);
+        threads.push(spawn("engine-housekeeping".into(), Box::new(move || i.housekeeping()))?);
+        Ok(Engine { inner, threads })
+    }
+
+    /// Says where the parameters of a circuit type are.
+    pub fn register_srs(&self, circuit_id: &str, path: impl Into<PathBuf>) {
+        self.inner.srs.register(circuit_id, path);
+    }
+
+    /// Loads a circuit type's parameters before proofs arrive. Returns
+    /// whether they were already loaded, and the load time.
+    pub fn preload_srs(&self, circuit_id: &str) -> Result<(bool, Duration), EngineError> {
+        self.inner.srs.preload(circuit_id)
+    }
+
+    /// Drops a circuit type's parameters; returns the bytes freed, if loaded.
+    pub fn evict_srs(&self, circuit_id: &str) -> Option<u64> {
+        self.inner.srs.evict(circuit_id)
+    }
+
+    /// Submits a job and returns its id at once.
+    ///
+    /// Fails at once when the job can never fit: one partition's working
+    /// set together with its parameters exceeds the whole memory budget.
+    pub fn submit(&self, spec: JobSpec) -> Result<JobId, EngineError> {
+        let inner = &self.inner;
+        if inner.shutdown.load(Ordering::Acquire) {
+            return Err(EngineError::ShutDown);
+        }
+        if spec.partitions.is_empty() {
+            return Err(EngineError::EmptyJob);
+        }
+        let n = spec.partitions.len();
+        if let Some(r) = &spec.randomness
+            && r.len() != n
+        {
+            return Err(EngineError::Randomness {
+                pairs: r.len(),
+                partitions: n,
+            });
+        }
+        let needed = inner.working_set(&spec.circuit_id)? + inner.srs.load_estimate(&spec.circuit_id)?;
+        if needed > inner.budget.total() {
+            return Err(EngineError::TooLarge {
+                needed,
+                total: inner.budget.total(),
+            });
+        }
+        let id = JobId(inner.next_job.fetch_add(1, Ordering::Relaxed));
+        let job = Arc::new(JobCtl {
+            id,
+            circuit_id: spec.circuit_id.clone(),
+            priority: spec.priority,
+            total: n,
+            submitted: Instant::now(),
+            stopped: AtomicBool::new(false),
+            inner: Mutex::new(JobInner {
+                results: vec![None; n],
+                outcome: None,
+                started: false,
+                proved: 0,
+            }),
+            done: Condvar::new(),
+        });
+        inner.jobs_lock().insert(id, Arc::clone(&job));
+        let randomness = spec
+            .randomness
+            .unwrap_or_else(|| (0..n).map(|_| (Scalar::random(OsRng), Scalar::random(OsRng))).collect());
+        {
+            let mut q = inner.queue_lock();
+            for (index, (partition, rs)) in spec.partitions.into_iter().zip(randomness).enumerate() {
+                q.push(Pending {
+                    priority: spec.priority,
+                    seq: inner.next_seq.fetch_add(1, Ordering::Relaxed),
+                    job: Arc::clone(&job),
+                    index,
+                    partition,
+                    randomness: rs,
+                    enqueued: Instant::now(),
+                });
+            }
+        }
+        inner.queue_cv.notify_all();
+        tracing::debug!(job = %id, circuit = %spec.circuit_id, partitions = n, priority = spec.priority.as_str(), "job submitted");
+        Ok(id)
+    }
+
+    /// Waits for a job to end, at most `timeout` (forever when `None`).
+    pub fn wait(&self, id: JobId, timeout: Option<Duration>) -> Result<JobOutcome, EngineError> {
+        let job = self.inner.job(id)?;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut g = job.lock();
+        loop {
+            if let Some(o) = &g.outcome {
+                return Ok(o.clone());
+            }
+            match deadline {
+                None => g = job.done.wait(g).unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Err(EngineError::Timeout);
+                    }
+                    g = job.done.wait_timeout(g, d - now).unwrap_or_else(|e| e.into_inner()).0;
+                }
+            }
+        }
+    }
+
+    /// Cancels a job: queued partitions are dropped now, running ones at
+    /// their next safe point; every buffer and reservation comes back.
+    /// Returns whether any partition had started.
+    pub fn cancel(&self, id: JobId) -> Result<bool, EngineError> {
+        let job = self.inner.job(id)?;
+        let was_running = job.lock().started;
+        if job.finish(JobOutcome::Cancelled) {
+            self.inner.metrics.jobs_cancelled.fetch_add(1, Ordering::Relaxed);
+            self.inner.drop_queued(id);
+            self.inner.remember_finished(id);
+        }
+        Ok(was_running)
+    }
+
+    /// A job's status.
+    pub fn job_status(&self, id: JobId) -> Result<JobStatus, EngineError> {
+        let job = self.inner.job(id)?;
+        let proved = job.lock().proved;
+        Ok(JobStatus {
+            id,
+            circuit_id: job.circuit_id.clone(),
+            priority: job.priority,
+            state: job.state(),
+            partitions: job.total,
+            proved,
+            age: job.submitted.elapsed(),
+        })
+    }
+
+    /// A snapshot of queues, devices, parameters and memory.
+    pub fn status(&self) -> EngineStatus {
+        let inner = &self.inner;
+        let mut queues: HashMap<String, QueueStatus> = HashMap::new();
+        for p in inner.queue_lock().iter() {
+            queues
+                .entry(p.job.circuit_id.clone())
+                .or_insert_with(|| QueueStatus {
+                    circuit_id: p.job.circuit_id.clone(),
+                    ..Default::default()
+                })
+                .pending += 1;
+        }
+        for (k, n) in inner.in_progress.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            if *n > 0 {
+                queues
+                    .entry(k.clone())
+                    .or_insert_with(|| QueueStatus {
+                        circuit_id: k.clone(),
+                        ..Default::default()
+                    })
+                    .in_progress += n;
+            }
+        }
+        let mut queues: Vec<QueueStatus> = queues.into_values().collect();
+        queues.sort_by(|a, b| a.circuit_id.cmp(&b.circuit_id));
+        let uptime = inner.started_at.elapsed();
+        let devices = inner
+            .devices
+            .iter()
+            .map(|d| DeviceStatus {
+                name: d.name.clone(),
+                backend: d.backend.name(),
+                workers: d.workers,
+                in_flight: d.in_flight.load(Ordering::Relaxed),
+                busy_fraction: busy_fraction(d, uptime),
+                current_job: *d.current_job.lock().unwrap_or_else(|e| e.into_inner()),
+            })
+            .collect();
+        let pool = inner.pool.stats();
+        EngineStatus {
+            queues,
+            devices,
+            srs: inner.srs.status(),
+            budget_total: inner.budget.total(),
+            budget_used: inner.budget.used(),
+            pool_idle: pool.idle_bytes,
+            pool_checked_out: pool.checked_out_bytes,
+            proofs_completed: inner.metrics.proofs_completed(),
+            proofs_failed: inner.metrics.proofs_failed(),
+            uptime,
+        }
+    }
+
+    /// Prometheus text: budget, pool, queues, phase latencies, proofs,
+    /// device busy fractions.
+    pub fn metrics_text(&self) -> String {
+        let s = self.status();
+        let mut out = String::new();
+        self.inner.metrics.render_into(&mut out);
+        gauge(
+            &mut out,
+            "pinprove_budget_total_bytes",
+            "The memory budget.",
+            "",
+            s.budget_total as f64,
+        );
+        gauge(
+            &mut out,
+            "pinprove_budget_used_bytes",
+            "Bytes reserved in the budget.",
+            "",
+            s.budget_used as f64,
+        );
+        gauge(
+            &mut out,
+            "pinprove_pool_idle_bytes",
+            "Idle pool buffers.",
+            "",
+            s.pool_idle as f64,
+        );
+        gauge(
+            &mut out,
+            "pinprove_pool_checked_out_bytes",
+            "Pool buffers in use.",
+            "",
+            s.pool_checked_out as f64,
+        );
+        for q in &s.queues {
+            let l = format!("circuit=\"{}\"", q.circuit_id);
+            gauge(
+                &mut out,
+                "pinprove_queue_pending",
+                "Partitions waiting.",
+                &l,
+                q.pending as f64,
+            );
+            gauge(
+                &mut out,
+                "pinprove_queue_in_progress",
+                "Partitions in the pipeline.",
+                &l,
+                q.in_progress as f64,
+            );
+        }
+        for d in &s.devices {
+            let l = format!("device=\"{}\"", d.name);
+            gauge(
+                &mut out,
+                "pinprove_device_busy_fraction",
+                "Fraction of uptime in the backend's device step.",
+                &l,
+                d.busy_fraction,
+            );
+        }
+        for srs in &s.srs {
+            let l = format!("circuit=\"{}\"", srs.circuit_id);
+            gauge(
+                &mut out,
+                "pinprove_srs_bytes",
+                "Host bytes of loaded parameters.",
+                &l,
+                srs.bytes as f64,
+            );
+        }
+        out
+    }
+
+    /// The recorded timeline.
+    pub fn timeline(&self) -> &Timeline {
+        &self.inner.timeline
+    }
+
+    /// The engine's counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// The pool the engine draws from.
+    pub fn pool(&self) -> &Arc<PinnedPool> {
+        &self.inner.pool
+    }
+
+    /// Capacity hints learned so far.
+    pub fn hints(&self) -> &CapacityHints {
+        &self.inner.hints
+    }
+
+    /// Waits until no partition is queued or in flight (or `timeout`
+    /// passes); returns whether the engine is quiet.
+    pub fn wait_quiet(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut g = self.inner.in_progress.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let busy = g.values().any(|n| *n > 0) || !self.inner.queue_lock().is_empty();
+            if !busy {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            g = self
+                .inner
+                .quiet
+                .wait_timeout(g, (deadline - now).min(Duration::from_millis(50)))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let inner = &self.inner;
+        inner.shutdown.store(true, Ordering::Release);
+        // Unfinished jobs end; their partitions are abandoned.
+        for job in inner.jobs_lock().values() {
+            job.finish(JobOutcome::Failed("the engine shut down".into()));
+        }
+        inner.queue_lock().clear();
+        inner.queue_cv.notify_all();
+        inner.synth_cv.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn busy_fraction(d: &DeviceSlot, uptime: Duration) -> f64 {
+    let busy = Duration::from_nanos(d.busy_nanos.load(Ordering::Relaxed)).as_secs_f64();
+    (busy / (d.workers as f64 * uptime.as_secs_f64().max(1e-9))).min(1.0)
+}
+
+impl Inner {
+    fn queue_lock(&self) -> MutexGuard<'_, BinaryHeap<Pending>> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn jobs_lock(&self) -> MutexGuard<'_, HashMap<JobId, Arc<JobCtl>>> {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn job(&self, id: JobId) -> Result<Arc<JobCtl>, EngineError> {
+        self.jobs_lock().get(&id).cloned().ok_or(EngineError::UnknownJob(id))
+    }
+
+    fn remember_finished(&self, id: JobId) {
+        let mut f = self.finished.lock().unwrap_or_else(|e| e.into_inner());
+        f.push_back(id);
+        while f.len() > self.config.finished_jobs_kept {
+            if let Some(old) = f.pop_front() {
+                self.jobs_lock().remove(&old);
+            }
+        }
+    }
+
+    fn drop_queued(&self, id: JobId) {
+        let mut q = self.queue_lock();
+        let kept: Vec<Pending> = std::mem::take(&mut *q).into_iter().filter(|p| p.job.id != id).collect();
+        *q = kept.into_iter().collect();
+    }
+
+    /// Host bytes one partition of `circuit_id` needs while in flight: its
+    /// vectors (as the pool rounds them), densities, and what the backends
+    /// add. From the capacity hint, or from the parameters' shape before the
+    /// first synthesis.
+    fn working_set(&self, circuit_id: &str) -> Result<u64, EngineError> {
+        let shape = match self.hints.get(circuit_id) {
+            Some(h) => h,
+            None => self.srs.shape(circuit_id)?,
+        };
+        let n = match self.layout {
+            AbcLayout::Exact => shape.constraints,
+            AbcLayout::PaddedToDomain => shape.constraints.max(1).next_power_of_two(),
+        };
+        let vec = |elems: usize| self.pool.rounded_size(elems.saturating_mul(32)).unwrap_or(usize::MAX) as u64;
+        let densities = (shape.inputs + 2 * shape.aux) as u64 / 8 + 64;
+        let extra = self
+            .devices
+            .iter()
+            .map(|d| d.backend.extra_working_set(&shape))
+            .max()
+            .unwrap_or(0);
+        Ok(3 * vec(n) + vec(shape.inputs) + vec(shape.aux) + densities + extra)
+    }
+
+    fn take_pending(&self) -> Option<Pending> {
+        let mut q = self.queue_lock();
+        loop {
+            if self.shutdown.load(Ordering::Acquire) {
+                return None;
+            }
+            if let Some(p) = q.pop() {
+                *self
+                    .in_progress
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(p.job.circuit_id.clone())
+                    .or_insert(0) += 1;
+                return Some(p);
+            }
+            q = self.queue_cv.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// A partition left the pipeline (done, failed or abandoned).
+    fn partition_gone(&self, job: &JobCtl) {
+        let mut g = self.in_progress.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = g.get_mut(&job.circuit_id) {
+            *n = n.saturating_sub(1);
+        }
+        self.quiet.notify_all();
+    }
+
+    fn fail(&self, job: &JobCtl, what: String) {
+        tracing::warn!(job = %job.id, "{what}");
+        self.metrics.proofs_failed.fetch_add(1, Ordering::Relaxed);
+        if job.finish(JobOutcome::Failed(what)) {
+            self.drop_queued(job.id);
+            self.remember_finished(job.id);
+        }
+    }
+
+    fn synthesis_slot(&self) -> Option<SynthSlot<'_>> {
+        let cap = self.config.max_concurrent_syntheses?;
+        let mut n = self.synth_running.lock().unwrap_or_else(|e| e.into_inner());
+        while *n >= cap.max(1) && !self.shutdown.load(Ordering::Acquire) {
+            n = self.synth_cv.wait(n).unwrap_or_else(|e| e.into_inner());
+        }
+        *n += 1;
+        Some(SynthSlot(self))
+    }
+
+    fn synthesis_worker(&self, w: usize) {
+        let lane = format!("synth-{w}");
+        while let Some(p) = self.take_pending() {
+            self.synthesize_one(p, &lane);
+        }
+    }
+
+    fn synthesize_one(&self, p: Pending, lane: &str) {
+        let job = Arc::clone(&p.job);
+        let dropped = match self.prepare(p, lane) {
+            Some(item) => {
+                let dev = &self.devices[item.device];
+                match dev.handoff.0.send(item.synthesized) {
+                    Ok(()) => return,
+                    Err(_) => {
+                        dev.in_flight.fetch_sub(1, Ordering::Relaxed);
+                        true
+                    }
+                }
+            }
+            None => true,
+        };
+        // Everything the partition held was dropped with `prepare`'s locals.
+        if dropped {
+            self.partition_gone(&job);
+        }
+    }
+
+    /// Admits, loads parameters for, and synthesizes one partition, then
+    /// picks its device. `None` when the job stopped or this failed it.
+    fn prepare(&self, p: Pending, lane: &str) -> Option<Routed> {
+        let job = Arc::clone(&p.job);
+        let label = format!("{}/{}", job.id, p.index);
+        if job.stopped() {
+            return None;
+        }
+        job.lock().started = true;
+        let mut timings = PartitionTimings {
+            queue_wait: p.enqueued.elapsed(),
+            ..Default::default()
+        };
+        self.metrics.observe("queue-wait", timings.queue_wait);
+
+        // One admission covers the partition's working set and, when its
+        // parameters are not resident, their load: a worker never waits for
+        // memory while holding part of what it needs.
+        let t = Instant::now();
+        let slot = self.synthesis_slot();
+        let mut srs_part = 0;
+        let (mut funds, srs, load) = loop {
+            let admitted = self.working_set(&job.circuit_id).and_then(|ws| {
+                if srs_part == 0 && !self.srs.is_loaded(&job.circuit_id) {
+                    srs_part = self.srs.load_estimate(&job.circuit_id)?;
+                }
+                Ok(self.budget.acquire_blocking(ws + srs_part)?)
+            });
+            let mut funds = match admitted {
+                Ok(f) => f,
+                Err(e) => {
+                    self.fail(&job, format!("admission: {e}"));
+                    return None;
+                }
+            };
+            if job.stopped() {
+                return None;
+            }
+            let mut srs_funds = funds.split(srs_part);
+            match self.srs.acquire_funded(&job.circuit_id, &mut srs_funds) {
+                // Leftover load funds (resident after all) are released here.
+                Ok(Acquired::Ready(srs, load)) => break (funds, srs, load),
+                // Evicted since the admission was sized: admit again, larger.
+                Ok(Acquired::NeedsFunds(n)) => srs_part = n,
+                Err(e) => {
+                    self.fail(&job, format!("parameters of {}: {e}", job.circuit_id));
+                    return None;
+                }
+            }
+        };
+        timings.budget_wait = t.elapsed().saturating_sub(load);
+        timings.srs_load = load;
+        self.metrics.observe("budget-wait", timings.budget_wait);
+        self.timeline.record(lane, "admission", t, label.clone());
+
+        let t = Instant::now();
+        let inputs = p.partition.public_inputs();
+        let ctx = SynthesisContext {
+            circuit_id: &job.circuit_id,
+            pool: &self.pool,
+            hints: &self.hints,
+            layout: self.layout,
+            funds: std::mem::replace(&mut funds, pinprove_mem::Reservation::empty(&self.budget)),
+            shape: self.srs.shape(&job.circuit_id).ok(),
+        };
+        let synthesized = p.partition.synthesize(ctx);
+        drop(slot);
+        timings.synthesis = t.elapsed();
+        self.metrics.observe("synthesis", timings.synthesis);
+        self.timeline.record(lane, "synthesis", t, label);
+        let (assignment, _stats) = match synthesized {
+            Ok(x) => x,
+            Err(e) => {
+                self.fail(&job, format!("partition {} synthesis: {e}", p.index));
+                return None;
+            }
+        };
+        if job.stopped() {
+            return None;
+        }
+        // The least loaded device.
+        let device = (0..self.devices.len())
+            .min_by_key(|&i| self.devices[i].in_flight.load(Ordering::Relaxed))
+            .expect("at least one device");
+        self.devices[device].in_flight.fetch_add(1, Ordering::Relaxed);
+        Some(Routed {
+            device,
+            synthesized: Synthesized {
+                flight: InFlight {
+                    job,
+                    index: p.index,
+                    srs,
+                    randomness: p.randomness,
+                    inputs,
+                    timings,
+                    ready_at: Instant::now(),
+                },
+                assignment,
+            },
+        })
+    }
+
+    fn device_worker(&self, d: usize, w: usize) {
+        let dev = &self.devices[d];
+        let lane = format!("{}-worker-{w}", dev.name);
+        loop {
+            let item = match dev.handoff.1.recv_timeout(Duration::from_millis(100)) {
+                Ok(item) => item,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) if !self.shutdown.load(Ordering::Acquire) => continue,
+                Err(_) => return,
+            };
+            let Synthesized { mut flight, assignment } = item;
+            let job = Arc::clone(&flight.job);
+            flight.timings.handoff_wait = flight.ready_at.elapsed();
+            self.metrics.observe("handoff-wait", flight.timings.handoff_wait);
+            if job.stopped() {
+                drop(assignment);
+                dev.in_flight.fetch_sub(1, Ordering::Relaxed);
+                self.partition_gone(&job);
+                continue;
+            }
+            *dev.current_job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job.id);
+            let t = Instant::now();
+            let started = dev.backend.start(ProvingJob {
+                srs: Arc::clone(&flight.srs),
+                assignments: vec![assignment],
+                randomness: vec![flight.randomness],
+            });
+            let took = t.elapsed();
+            dev.busy_nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+            *dev.current_job.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            flight.timings.start = took;
+            self.metrics.observe("start", took);
+            self.timeline
+                .record(&lane, "start", t, format!("{}/{}", job.id, flight.index));
+            match started {
+                Ok(started) => {
+                    flight.ready_at = Instant::now();
+                    let _ = self.finalize.0.send(Started {
+                        flight,
+                        started,
+                        device: d,
+                    });
+                }
+                Err(e) => {
+                    self.fail(&job, format!("partition {} on {}: {e}", flight.index, dev.name));
+                    dev.in_flight.fetch_sub(1, Ordering::Relaxed);
+                    self.partition_gone(&job);
+                }
+            }
+        }
+    }
+
+    /// Memory becomes evictable by time passing alone (an SRS turning idle),
+    /// which no release announces: look again now and then while requests
+    /// wait.
+    fn housekeeping(&self) {
+        let tick = (self.config.srs_idle_timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        let mut g = self.queue_lock();
+        while !self.shutdown.load(Ordering::Acquire) {
+            g = self.queue_cv.wait_timeout(g, tick).unwrap_or_else(|e| e.into_inner()).0;
+            if self.budget.has_waiters() {
+                drop(g);
+                self.budget.reclaim();
+                g = self.queue_lock();
+            }
+        }
+    }
+
+    fn finalizer(&self, d: usize) {
+        let lane = format!("{}-finalizer", self.devices[d].name);
+        loop {
+            let item = match self.finalize.1.recv_timeout(Duration::from_millis(100)) {
+                Ok(item) => item,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) if !self.shutdown.load(Ordering::Acquire) => continue,
+                Err(_) => return,
+            };
+            let Started {
+                mut flight,
+                started,
+                device,
+            } = item;
+            let job = Arc::clone(&flight.job);
+            let dev = &self.devices[device];
+            flight.timings.finish_wait = flight.ready_at.elapsed();
+            if job.stopped() {
+                drop(started);
+                dev.in_flight.fetch_sub(1, Ordering::Relaxed);
+                self.partition_gone(&job);
+                continue;
+            }
+            let t = Instant::now();
+            let proofs = started.finish();
+            flight.timings.finish = t.elapsed();
+            self.metrics.observe("finish", flight.timings.finish);
+            self.timeline
+                .record(&lane, "finish", t, format!("{}/{}", job.id, flight.index));
+            dev.in_flight.fetch_sub(1, Ordering::Relaxed);
+            self.srs.release(&job.circuit_id);
+            match proofs.map(|mut p| p.pop()) {
+                Ok(Some(proof)) => {
+                    self.metrics.proofs_completed.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.observe("total", flight.timings.total());
+                    self.complete(&job, flight, proof, device);
+                }
+                Ok(None) => self.fail(
+                    &job,
+                    format!("partition {}: the backend returned no proof", flight.index),
+                ),
+                Err(e) => self.fail(&job, format!("partition {} on {}: {e}", flight.index, dev.name)),
+            }
+            self.partition_gone(&job);
+        }
+    }
+
+    fn complete(&self, job: &JobCtl, flight: InFlight, proof: pinprove_groth16::Proof, device: usize) {
+        // Let go of the SRS before the job is seen complete: a waiter may
+        // evict it at once.
+        let InFlight {
+            index,
+            inputs,
+            timings,
+            srs,
+            ..
+        } = flight;
+        drop(srs);
+        let done = {
+            let mut g = job.lock();
+            if g.outcome.is_some() {
+                return;
+            }
+            g.results[index] = Some(PartitionResult {
+                index,
+                proof,
+                public_inputs: inputs,
+                timings,
+                device,
+            });
+            g.proved += 1;
+            (g.proved == job.total).then(|| {
+                g.results
+                    .iter()
+                    .map(|r| r.clone().expect("all proved"))
+                    .collect::<Vec<_>>()
+            })
+        };
+        if let Some(results) = done
+            && job.finish(JobOutcome::Completed(results))
+        {
+            self.remember_finished(job.id);
+            tracing::debug!(job = %job.id, ms = job.submitted.elapsed().as_millis() as u64, "job completed");
+        }
+    }
+}
+
+/// A slot of the synthesis cap, given back on drop.
+struct SynthSlot<'a>(&'a Inner);
+
+impl Drop for SynthSlot<'_> {
+    fn drop(&mut self) {
+        let mut n = self.0.synth_running.lock().unwrap_or_else(|e| e.into_inner());
+        *n = n.saturating_sub(1);
+        self.0.synth_cv.notify_one();
+    }
+}

@@ -1,0 +1,229 @@
+//! Jobs: what is submitted, how it is reported.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bellpepper_core::Circuit;
+use pinprove_groth16::{
+    AbcLayout, CapacityHint, CapacityHints, Proof, ProveError, ProvingAssignment, Scalar, SynthesisStats,
+    synthesize_sized,
+};
+use pinprove_mem::{PinnedPool, Reservation};
+use serde::Serialize;
+
+/// Scheduling priority; higher runs first, FIFO within a priority.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Priority {
+    /// Background work.
+    Low,
+    /// The default (PoRep, SnapDeals).
+    Normal,
+    /// Deadline-bound work (WindowPoSt).
+    High,
+    /// Must run next (WinningPoSt).
+    Critical,
+}
+
+impl Priority {
+    /// Lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+            Priority::Critical => "critical",
+        }
+    }
+}
+
+/// A job's identifier, unique within an engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct JobId(pub u64);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "job-{}", self.0)
+    }
+}
+
+/// What a synthesis worker gives a partition to synthesize into.
+pub struct SynthesisContext<'a> {
+    /// The circuit type (capacity hints are kept per type).
+    pub circuit_id: &'a str,
+    /// Where the vectors come from.
+    pub pool: &'a Arc<PinnedPool>,
+    /// Capacity hints.
+    pub hints: &'a CapacityHints,
+    /// Layout the backend wants.
+    pub layout: AbcLayout,
+    /// The partition's admitted working set, which pays for its vectors.
+    pub funds: Reservation,
+    /// Sizes to use when no capacity hint is known yet: the shape the
+    /// circuit type's parameters imply (what admission was sized from).
+    pub shape: Option<CapacityHint>,
+}
+
+/// One circuit of a job, not yet synthesized.
+pub trait Partition: Send + 'static {
+    /// Synthesizes the circuit into pool buffers.
+    fn synthesize(
+        self: Box<Self>,
+        ctx: SynthesisContext<'_>,
+    ) -> Result<(ProvingAssignment, SynthesisStats), ProveError>;
+
+    /// The public inputs (without ONE), when known, for reports and checks.
+    fn public_inputs(&self) -> Option<Vec<Scalar>> {
+        None
+    }
+}
+
+struct CircuitPartition<C> {
+    circuit: C,
+    inputs: Option<Vec<Scalar>>,
+}
+
+impl<C: Circuit<Scalar> + Send + 'static> Partition for CircuitPartition<C> {
+    fn synthesize(
+        self: Box<Self>,
+        ctx: SynthesisContext<'_>,
+    ) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
+        synthesize_sized(
+            self.circuit,
+            ctx.circuit_id,
+            ctx.pool,
+            ctx.hints,
+            ctx.layout,
+            Some(ctx.funds),
+            ctx.shape,
+        )
+    }
+
+    fn public_inputs(&self) -> Option<Vec<Scalar>> {
+        self.inputs.clone()
+    }
+}
+
+/// A partition made of any `bellpepper-core` circuit.
+pub fn circuit_partition<C: Circuit<Scalar> + Send + 'static>(circuit: C) -> Box<dyn Partition> {
+    Box::new(CircuitPartition { circuit, inputs: None })
+}
+
+/// A partition whose public inputs are known up front (reported back with
+/// the proof).
+pub fn circuit_partition_with_inputs<C: Circuit<Scalar> + Send + 'static>(
+    circuit: C,
+    inputs: Vec<Scalar>,
+) -> Box<dyn Partition> {
+    Box::new(CircuitPartition {
+        circuit,
+        inputs: Some(inputs),
+    })
+}
+
+/// A job: partitions of one circuit type, proved with that type's SRS.
+pub struct JobSpec {
+    /// The circuit type: its SRS and capacity hints are found by this id.
+    pub circuit_id: String,
+    /// Scheduling priority.
+    pub priority: Priority,
+    /// The partitions, proved independently; results keep this order.
+    pub partitions: Vec<Box<dyn Partition>>,
+    /// Blinding factors per partition; fresh random ones when `None`.
+    pub randomness: Option<Vec<(Scalar, Scalar)>>,
+}
+
+/// Where the time of one partition went.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PartitionTimings {
+    /// Waiting in the priority queue for a synthesis worker.
+    pub queue_wait: Duration,
+    /// Waiting for the memory budget to admit its working set.
+    pub budget_wait: Duration,
+    /// Loading the SRS, when this partition had to.
+    pub srs_load: Duration,
+    /// Synthesis.
+    pub synthesis: Duration,
+    /// Waiting for a GPU (or backend) worker.
+    pub handoff_wait: Duration,
+    /// The backend's first step (FFT part, uploads).
+    pub start: Duration,
+    /// Waiting for the finalizer.
+    pub finish_wait: Duration,
+    /// The backend's second step (MSMs).
+    pub finish: Duration,
+}
+
+impl PartitionTimings {
+    /// Everything from submission to proof.
+    pub fn total(&self) -> Duration {
+        self.queue_wait
+            + self.budget_wait
+            + self.srs_load
+            + self.synthesis
+            + self.handoff_wait
+            + self.start
+            + self.finish_wait
+            + self.finish
+    }
+}
+
+/// One proof of a job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionResult {
+    /// The partition's index in its job.
+    pub index: usize,
+    /// The proof.
+    pub proof: Proof,
+    /// Its public inputs, when the partition knew them.
+    pub public_inputs: Option<Vec<Scalar>>,
+    /// Where the time went.
+    pub timings: PartitionTimings,
+    /// The device (backend) that proved it.
+    pub device: usize,
+}
+
+/// How a job ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobOutcome {
+    /// Every partition proved, in partition order.
+    Completed(Vec<PartitionResult>),
+    /// A partition failed; the others were abandoned.
+    Failed(String),
+    /// Cancelled before it finished.
+    Cancelled,
+}
+
+/// Where a job is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum JobState {
+    /// No partition has started.
+    Queued,
+    /// Some partition is being worked on.
+    Running,
+    /// Done: every proof is ready.
+    Completed,
+    /// Done: a partition failed.
+    Failed,
+    /// Cancelled.
+    Cancelled,
+}
+
+/// A snapshot of a job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct JobStatus {
+    /// The job.
+    pub id: JobId,
+    /// Its circuit type.
+    pub circuit_id: String,
+    /// Its priority.
+    pub priority: Priority,
+    /// Where it is.
+    pub state: JobState,
+    /// Partitions in the job.
+    pub partitions: usize,
+    /// Partitions proved.
+    pub proved: usize,
+    /// Time since submission.
+    pub age: Duration,
+}

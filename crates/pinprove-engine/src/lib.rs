@@ -1,0 +1,86 @@
+//! pinprove's proving engine.
+//!
+//! Jobs (one circuit type, one or more partitions, a priority) are queued by
+//! priority, FIFO within a priority. Synthesis workers take partitions in
+//! that order, each admitted by the memory budget for its working set (a/b/c
+//! and assignments sized from the capacity hint, or from the parameters'
+//! shape before the first synthesis) — the budget, not a worker count,
+//! decides how many run at once. A bounded hand-off feeds each device's
+//! workers, which run the backend's first step and pass the rest to a
+//! finalizer, so a device takes its next partition at once. Parameters are
+//! loaded on first use, accounted in the budget, and evicted least recently
+//! used first when idle and unreferenced. Every phase is timed, recorded on
+//! a timeline (Chrome trace JSON, SVG) and counted in Prometheus metrics.
+
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod engine;
+pub mod job;
+pub mod metrics;
+mod srs;
+pub mod timeline;
+
+pub use engine::{Device, DeviceStatus, Engine, EngineConfig, EngineStatus, QueueStatus};
+pub use job::{
+    JobId, JobOutcome, JobSpec, JobState, JobStatus, Partition, PartitionResult, PartitionTimings, Priority,
+    SynthesisContext, circuit_partition, circuit_partition_with_inputs,
+};
+pub use srs::{SrsInfo, SrsRegistry};
+
+use pinprove_groth16::{ParamsError, ProveError};
+
+/// Why the engine refused or could not finish something.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// An engine needs at least one device (the CPU backend counts).
+    #[error("no device to prove on")]
+    NoDevice,
+    /// No such job (or it was forgotten long ago).
+    #[error("unknown job {0}")]
+    UnknownJob(JobId),
+    /// No parameters were registered for the circuit type.
+    #[error("no parameters registered for circuit type {0:?}")]
+    UnknownCircuit(String),
+    /// A job without partitions.
+    #[error("the job has no partitions")]
+    EmptyJob,
+    /// Randomness given for the wrong number of partitions.
+    #[error("{pairs} (r, s) pairs for {partitions} partitions")]
+    Randomness {
+        /// Pairs given.
+        pairs: usize,
+        /// Partitions in the job.
+        partitions: usize,
+    },
+    /// The job can never fit in the memory budget.
+    #[error(
+        "one partition of this job needs about {needed} bytes with its parameters, more than the whole \
+         memory budget of {total} bytes"
+    )]
+    TooLarge {
+        /// Bytes needed.
+        needed: u64,
+        /// The budget.
+        total: u64,
+    },
+    /// Waiting ran out of time (the job goes on).
+    #[error("timed out waiting for the job")]
+    Timeout,
+    /// The engine is stopping.
+    #[error("the engine is shutting down")]
+    ShutDown,
+    /// The parameters could not be read.
+    #[error(transparent)]
+    Params(#[from] ParamsError),
+    /// A proof step failed.
+    #[error(transparent)]
+    Prove(#[from] ProveError),
+    /// Memory could not be had.
+    #[error(transparent)]
+    Memory(#[from] pinprove_mem::Error),
+    /// A worker thread could not be started.
+    #[error("starting a worker thread: {0}")]
+    Thread(#[from] std::io::Error),
+}

@@ -1,0 +1,357 @@
+//! SRS residency: parameters loaded on first use, accounted in the budget,
+//! kept while used, evicted least-recently-used first when idle and
+//! unreferenced and memory is needed.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use pinprove_groth16::{Backend, CapacityHint, Srs, Validation};
+use pinprove_mem::{Evictor, MemoryBudget, PinnedPool, Reservation};
+use serde::Serialize;
+
+use crate::EngineError;
+
+struct Entry {
+    srs: Arc<Srs>,
+    last_used: Instant,
+    load_time: Duration,
+    /// Covers backends' own copies (points decoded into the pool are covered
+    /// by the pool).
+    _backend_copies: Option<Reservation>,
+    bytes: u64,
+}
+
+/// The outcome of a funded acquisition.
+pub(crate) enum Acquired {
+    /// The SRS, and the time spent loading it.
+    Ready(Arc<Srs>, Duration),
+    /// Loading it needs this many bytes, more than the funds given.
+    NeedsFunds(u64),
+}
+
+/// What the registry holds for one circuit type.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SrsInfo {
+    /// The circuit type.
+    pub circuit_id: String,
+    /// Whether it is loaded.
+    pub loaded: bool,
+    /// Host bytes it holds (decoded points and backends' copies).
+    pub bytes: u64,
+    /// Partitions using it now.
+    pub refs: usize,
+    /// Time since it was last used.
+    pub idle: Duration,
+    /// How long loading took.
+    pub load_time: Duration,
+}
+
+/// Parameters by circuit type.
+pub struct SrsRegistry {
+    files: Mutex<HashMap<String, PathBuf>>,
+    loaded: Mutex<HashMap<String, Entry>>,
+    /// One load at a time: two partitions of a new type load it once.
+    loading: Mutex<()>,
+    pool: Arc<PinnedPool>,
+    budget: Arc<MemoryBudget>,
+    backends: Vec<Arc<dyn Backend>>,
+    idle_timeout: Duration,
+}
+
+impl SrsRegistry {
+    pub(crate) fn new(
+        pool: Arc<PinnedPool>,
+        budget: Arc<MemoryBudget>,
+        backends: Vec<Arc<dyn Backend>>,
+        idle_timeout: Duration,
+    ) -> Arc<Self> {
+        let r = Arc::new(SrsRegistry {
+            files: Mutex::new(HashMap::new()),
+            loaded: Mutex::new(HashMap::new()),
+            loading: Mutex::new(()),
+            pool,
+            budget: Arc::clone(&budget),
+            backends,
+            idle_timeout,
+        });
+        budget.register_evictor(Arc::downgrade(&r) as std::sync::Weak<dyn Evictor>, 100);
+        r
+    }
+
+    fn files(&self) -> MutexGuard<'_, HashMap<String, PathBuf>> {
+        self.files.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn loaded(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
+        self.loaded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Says where the parameters of `circuit_id` are.
+    pub fn register(&self, circuit_id: &str, path: impl Into<PathBuf>) {
+        self.files().insert(circuit_id.to_string(), path.into());
+    }
+
+    fn path(&self, circuit_id: &str) -> Result<PathBuf, EngineError> {
+        self.files()
+            .get(circuit_id)
+            .cloned()
+            .ok_or_else(|| EngineError::UnknownCircuit(circuit_id.to_string()))
+    }
+
+    /// The shape a circuit of this type has, read from its parameters'
+    /// header (without loading points): what admission estimates a first
+    /// partition's working set from.
+    pub fn shape(&self, circuit_id: &str) -> Result<CapacityHint, EngineError> {
+        if let Some(e) = self.loaded().get(circuit_id) {
+            return Ok(shape_of(&e.srs));
+        }
+        let header = Srs::read_file_header(self.path(circuit_id)?)?;
+        Ok(shape_of(&header))
+    }
+
+    /// Whether the SRS of `circuit_id` is loaded now.
+    pub fn is_loaded(&self, circuit_id: &str) -> bool {
+        self.loaded().contains_key(circuit_id)
+    }
+
+    /// Host bytes loading the SRS of `circuit_id` takes: its decoded points
+    /// as the pool sizes their buffers (if a backend needs them), and a copy
+    /// the size of the file for each backend that keeps its own.
+    pub fn load_estimate(&self, circuit_id: &str) -> Result<u64, EngineError> {
+        if let Some(e) = self.loaded().get(circuit_id) {
+            return Ok(e.bytes);
+        }
+        let header = Srs::read_file_header(self.path(circuit_id)?)?;
+        let len = header.lengths();
+        let points = if self.needs_points() {
+            let g1 = std::mem::size_of::<blst::blst_p1_affine>();
+            let g2 = std::mem::size_of::<blst::blst_p2_affine>();
+            [len.h * g1, len.l * g1, len.a * g1, len.b_g1 * g1, len.b_g2 * g2]
+                .iter()
+                .map(|&b| self.pool.rounded_size(b).unwrap_or(usize::MAX) as u64)
+                .sum()
+        } else {
+            0
+        };
+        Ok(points + self.own_copies() as u64 * header.stats().file_bytes)
+    }
+
+    fn needs_points(&self) -> bool {
+        self.backends.iter().any(|b| b.capabilities().needs_srs_points)
+    }
+
+    fn own_copies(&self) -> usize {
+        self.backends
+            .iter()
+            .filter(|b| !b.capabilities().needs_srs_points)
+            .count()
+    }
+
+    /// The SRS of `circuit_id`, loading it if needed and waiting for the
+    /// budget to admit the load. Returns it and the time spent loading.
+    pub fn acquire(&self, circuit_id: &str) -> Result<(Arc<Srs>, Duration), EngineError> {
+        match self.acquire_with(circuit_id, None)? {
+            Acquired::Ready(srs, t) => Ok((srs, t)),
+            Acquired::NeedsFunds(_) => unreachable!("unfunded loads wait for the budget"),
+        }
+    }
+
+    /// Like [`acquire`](Self::acquire), with a load paid for out of `funds`
+    /// (an admission that included it). When `funds` cannot pay for a load
+    /// that turns out to be needed (the SRS was evicted since the admission
+    /// was sized), says how much is needed instead of waiting: waiting while
+    /// holding an admission could deadlock.
+    pub(crate) fn acquire_funded(&self, circuit_id: &str, funds: &mut Reservation) -> Result<Acquired, EngineError> {
+        self.acquire_with(circuit_id, Some(funds))
+    }
+
+    fn acquire_with(&self, circuit_id: &str, mut funds: Option<&mut Reservation>) -> Result<Acquired, EngineError> {
+        if let Some(srs) = self.touch(circuit_id) {
+            return Ok(Acquired::Ready(srs, Duration::ZERO));
+        }
+        if let Some(f) = funds.as_deref() {
+            let needed = self.load_estimate(circuit_id)?;
+            if f.bytes() < needed {
+                return Ok(Acquired::NeedsFunds(needed));
+            }
+        }
+        let _one = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(srs) = self.touch(circuit_id) {
+            return Ok(Acquired::Ready(srs, Duration::ZERO));
+        }
+        let path = self.path(circuit_id)?;
+        let started = Instant::now();
+        let srs = match (self.needs_points(), funds.as_deref_mut()) {
+            (true, Some(f)) => Srs::read_file_funded(&path, &self.pool, Validation::OnCurve, f)?,
+            (true, None) => Srs::read_file(&path, &self.pool, Validation::OnCurve)?,
+            (false, _) => Srs::read_file_header(&path)?,
+        };
+        // Backends that keep their own copy get it accounted up front.
+        let own = self.own_copies() as u64 * srs.stats().file_bytes;
+        let reservation = match (own, funds) {
+            (0, _) => None,
+            (_, Some(f)) => {
+                let mut r = f.split(own);
+                let short = own - r.bytes();
+                if short > 0 {
+                    r.merge(self.budget.acquire_urgent_blocking(short)?)?;
+                }
+                Some(r)
+            }
+            (_, None) => Some(self.budget.acquire_blocking(own)?),
+        };
+        for b in &self.backends {
+            b.prepare_srs(&srs)?;
+        }
+        let load_time = started.elapsed();
+        let bytes = srs.memory_bytes() + own;
+        let srs = Arc::new(srs);
+        tracing::info!(
+            circuit = circuit_id,
+            bytes,
+            ms = load_time.as_millis() as u64,
+            "SRS loaded"
+        );
+        self.loaded().insert(
+            circuit_id.to_string(),
+            Entry {
+                srs: Arc::clone(&srs),
+                last_used: Instant::now(),
+                load_time,
+                _backend_copies: reservation,
+                bytes,
+            },
+        );
+        Ok(Acquired::Ready(srs, load_time))
+    }
+
+    fn touch(&self, circuit_id: &str) -> Option<Arc<Srs>> {
+        let mut loaded = self.loaded();
+        let e = loaded.get_mut(circuit_id)?;
+        e.last_used = Instant::now();
+        Some(Arc::clone(&e.srs))
+    }
+
+    /// Marks an SRS used now (when a partition using it finishes).
+    pub(crate) fn release(&self, circuit_id: &str) {
+        if let Some(e) = self.loaded().get_mut(circuit_id) {
+            e.last_used = Instant::now();
+        }
+        // It may have just become evictable for someone waiting.
+        self.budget.reclaim();
+    }
+
+    /// Loads the SRS of `circuit_id` now. Returns whether it was already
+    /// loaded and the load time.
+    pub fn preload(&self, circuit_id: &str) -> Result<(bool, Duration), EngineError> {
+        let (_, t) = self.acquire(circuit_id)?;
+        Ok((t.is_zero(), t))
+    }
+
+    /// Drops the SRS of `circuit_id`. Partitions using it keep their copy
+    /// until they finish. Returns the bytes it held, if it was loaded.
+    pub fn evict(&self, circuit_id: &str) -> Option<u64> {
+        let e = self.loaded().remove(circuit_id)?;
+        Some(self.drop_entry(circuit_id, e))
+    }
+
+    fn drop_entry(&self, circuit_id: &str, e: Entry) -> u64 {
+        for b in &self.backends {
+            b.evict_srs(&e.srs);
+        }
+        let bytes = e.bytes;
+        // Free the points at once when nobody else holds them; otherwise
+        // they go back to the pool when the last user finishes.
+        if let Ok(srs) = Arc::try_unwrap(e.srs) {
+            srs.discard();
+        }
+        tracing::info!(circuit = circuit_id, bytes, "SRS evicted");
+        bytes
+    }
+
+    /// What is registered and loaded.
+    pub fn status(&self) -> Vec<SrsInfo> {
+        let files: Vec<String> = self.files().keys().cloned().collect();
+        let loaded = self.loaded();
+        let now = Instant::now();
+        let mut out: Vec<SrsInfo> = files
+            .into_iter()
+            .map(|id| match loaded.get(&id) {
+                Some(e) => SrsInfo {
+                    circuit_id: id,
+                    loaded: true,
+                    bytes: e.bytes,
+                    refs: Arc::strong_count(&e.srs) - 1,
+                    idle: now.duration_since(e.last_used),
+                    load_time: e.load_time,
+                },
+                None => SrsInfo {
+                    circuit_id: id,
+                    loaded: false,
+                    bytes: 0,
+                    refs: 0,
+                    idle: Duration::ZERO,
+                    load_time: Duration::ZERO,
+                },
+            })
+            .collect();
+        out.sort_by(|a, b| a.circuit_id.cmp(&b.circuit_id));
+        out
+    }
+
+    /// Where the parameters of `circuit_id` are, if registered.
+    pub fn file(&self, circuit_id: &str) -> Option<PathBuf> {
+        self.files().get(circuit_id).cloned()
+    }
+
+    /// Registered paths (for status pages).
+    pub fn files_snapshot(&self) -> Vec<(String, PathBuf)> {
+        self.files().iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+}
+
+impl Evictor for SrsRegistry {
+    fn name(&self) -> &str {
+        "srs"
+    }
+
+    /// Evicts idle (unused for the idle timeout) and unreferenced SRS,
+    /// least recently used first.
+    fn evict(&self, bytes: u64) -> u64 {
+        let victims: Vec<(String, Entry)> = {
+            let mut loaded = self.loaded();
+            let now = Instant::now();
+            let mut candidates: Vec<(String, Instant)> = loaded
+                .iter()
+                .filter(|(_, e)| Arc::strong_count(&e.srs) == 1 && now.duration_since(e.last_used) >= self.idle_timeout)
+                .map(|(k, e)| (k.clone(), e.last_used))
+                .collect();
+            candidates.sort_by_key(|(_, t)| *t);
+            let mut freed = 0;
+            let mut victims = Vec::new();
+            for (k, _) in candidates {
+                if freed >= bytes {
+                    break;
+                }
+                let e = loaded.remove(&k).expect("listed");
+                freed += e.bytes;
+                victims.push((k, e));
+            }
+            victims
+        };
+        victims.into_iter().map(|(k, e)| self.drop_entry(&k, e)).sum()
+    }
+}
+
+fn shape_of(srs: &Srs) -> CapacityHint {
+    let len = srs.lengths();
+    CapacityHint {
+        // The domain is what the parameters pin down; the exact constraint
+        // count is learned at the first synthesis.
+        constraints: len.h + 1,
+        inputs: srs.vk().ic.len(),
+        aux: len.l,
+    }
+}

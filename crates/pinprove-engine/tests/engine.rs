@@ -1,0 +1,629 @@
+//! The engine with the CPU backend and with a test backend whose timings and
+//! allocations are controlled.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use blstrs::{Bls12, G1Affine, G2Affine};
+use group::prime::PrimeCurveAffine;
+use pinprove_engine::{
+    Device, Engine, EngineConfig, EngineError, JobOutcome, JobSpec, Partition, Priority, SynthesisContext,
+    circuit_partition_with_inputs,
+};
+use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
+use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
+use pinprove_groth16::{
+    AbcLayout, Backend, Capabilities, CapacityHints, CpuBackend, Proof, ProveError, ProvingAssignment, ProvingJob,
+    StartedProof, SynthesisStats, check_job, synthesize,
+};
+use pinprove_mem::{HeapAllocator, HostAllocator, MemoryBudget, MemoryKind, PinnedPool, PoolBuffer, PoolConfig};
+
+/// An allocator that keeps its own count of live bytes: the independent
+/// accountant the budget is checked against.
+#[derive(Debug)]
+struct Accountant {
+    heap: HeapAllocator,
+    live: AtomicU64,
+    max: AtomicU64,
+}
+
+// SAFETY: forwards to the heap allocator, which upholds the contract.
+unsafe impl HostAllocator for Accountant {
+    fn kind(&self) -> MemoryKind {
+        MemoryKind::Heap
+    }
+    fn allocate(&self, len: usize) -> pinprove_mem::Result<NonNull<u8>> {
+        let p = self.heap.allocate(len)?;
+        let now = self.live.fetch_add(len as u64, Ordering::SeqCst) + len as u64;
+        self.max.fetch_max(now, Ordering::SeqCst);
+        Ok(p)
+    }
+    unsafe fn deallocate(&self, ptr: NonNull<u8>, len: usize) {
+        self.live.fetch_sub(len as u64, Ordering::SeqCst);
+        // SAFETY: forwarded from our caller's promise.
+        unsafe { self.heap.deallocate(ptr, len) }
+    }
+}
+
+fn pool_with(total: u64) -> (Arc<PinnedPool>, Arc<Accountant>) {
+    let acct = Arc::new(Accountant {
+        heap: HeapAllocator::new(false),
+        live: AtomicU64::new(0),
+        max: AtomicU64::new(0),
+    });
+    let pool = PinnedPool::new(
+        Arc::clone(&acct) as Arc<dyn HostAllocator>,
+        MemoryBudget::new(total),
+        PoolConfig {
+            idle_timeout: None,
+            ..PoolConfig::default()
+        },
+    );
+    (pool, acct)
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pinprove-engine-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Synthetic parameters for `c` (valid points of the right shape).
+fn synthetic_params(c: &BenchCircuit, dir: &Path) -> PathBuf {
+    let pool = PinnedPool::new(
+        Arc::new(HeapAllocator::new(false)),
+        MemoryBudget::new(1 << 30),
+        PoolConfig::default(),
+    );
+    let (asg, _) = synthesize(
+        c.clone(),
+        &c.id(),
+        &pool,
+        &CapacityHints::in_memory(),
+        AbcLayout::Exact,
+        None,
+    )
+    .unwrap();
+    let path = dir.join(format!("{}.params", c.id()));
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    write_synthetic_params(&CircuitShape::of(&asg), &mut f).unwrap();
+    f.flush().unwrap();
+    path
+}
+
+/// Real parameters for `c`, and bellperson's verifying key.
+fn real_params(c: &BenchCircuit, dir: &Path) -> (PathBuf, bellperson::groth16::VerifyingKey<Bls12>) {
+    use rand_chacha::rand_core::SeedableRng;
+    let p = bellperson::groth16::generate_random_parameters::<Bls12, _, _>(
+        c.clone(),
+        &mut rand_chacha::ChaCha8Rng::seed_from_u64(5),
+    )
+    .unwrap();
+    let path = dir.join(format!("{}.params", c.id()));
+    let mut bytes = Vec::new();
+    p.write(&mut bytes).unwrap();
+    std::fs::write(&path, bytes).unwrap();
+    (path, p.vk)
+}
+
+/// A backend that proves nothing: it checks the job, holds `scratch` bytes
+/// of pool memory between its two steps, and sleeps as told.
+struct TestBackend {
+    pool: Arc<PinnedPool>,
+    start: Duration,
+    finish: Duration,
+    scratch: usize,
+}
+
+struct TestStarted {
+    _scratch: Option<PoolBuffer>,
+    finish: Duration,
+    n: usize,
+}
+
+impl Backend for TestBackend {
+    fn name(&self) -> &'static str {
+        "test"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            workers_per_device: 2,
+            abc_layout: AbcLayout::Exact,
+            uses_device: false,
+            needs_srs_points: false,
+        }
+    }
+    fn extra_working_set(&self, _: &pinprove_groth16::CapacityHint) -> u64 {
+        self.pool.rounded_size(self.scratch).unwrap() as u64
+    }
+    fn start(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+        check_job(&job)?;
+        thread::sleep(self.start);
+        // Scratch memory paid out of the partition's admitted working set.
+        let scratch = match (self.scratch, job.assignments[0].working_set_mut()) {
+            (0, _) => None,
+            (n, Some(funds)) => Some(self.pool.checkout_funded(n, funds)?),
+            (n, None) => Some(self.pool.checkout_blocking(n)?),
+        };
+        for a in &mut job.assignments {
+            a.release_abc();
+        }
+        Ok(Box::new(TestStarted {
+            _scratch: scratch,
+            finish: self.finish,
+            n: job.assignments.len(),
+        }))
+    }
+}
+
+impl StartedProof for TestStarted {
+    fn finish(self: Box<Self>) -> Result<Vec<Proof>, ProveError> {
+        thread::sleep(self.finish);
+        let p = Proof {
+            a: G1Affine::identity(),
+            b: G2Affine::identity(),
+            c: G1Affine::identity(),
+        };
+        Ok(vec![p; self.n])
+    }
+}
+
+/// A partition that takes at least `delay` to synthesize.
+struct Slow {
+    circuit: BenchCircuit,
+    delay: Duration,
+}
+
+impl Partition for Slow {
+    fn synthesize(
+        self: Box<Self>,
+        ctx: SynthesisContext<'_>,
+    ) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
+        thread::sleep(self.delay);
+        pinprove_groth16::synthesize_sized(
+            self.circuit,
+            ctx.circuit_id,
+            ctx.pool,
+            ctx.hints,
+            ctx.layout,
+            Some(ctx.funds),
+            ctx.shape,
+        )
+    }
+}
+
+fn slow(c: &BenchCircuit, delay_ms: u64) -> Box<dyn Partition> {
+    Box::new(Slow {
+        circuit: c.clone(),
+        delay: Duration::from_millis(delay_ms),
+    })
+}
+
+fn spec(id: &str, priority: Priority, partitions: Vec<Box<dyn Partition>>) -> JobSpec {
+    JobSpec {
+        circuit_id: id.to_string(),
+        priority,
+        partitions,
+        randomness: None,
+    }
+}
+
+fn test_engine(pool: &Arc<PinnedPool>, config: EngineConfig, start_ms: u64, finish_ms: u64, scratch: usize) -> Engine {
+    let backend = Arc::new(TestBackend {
+        pool: Arc::clone(pool),
+        start: Duration::from_millis(start_ms),
+        finish: Duration::from_millis(finish_ms),
+        scratch,
+    });
+    Engine::new(
+        config,
+        vec![Device {
+            name: "test0".into(),
+            backend,
+        }],
+        Arc::clone(pool),
+    )
+    .unwrap()
+}
+
+#[test]
+fn interleaved_jobs_get_their_own_verifying_proofs_in_partition_order() {
+    let dir = temp_dir("verify");
+    let (pool, _) = pool_with(4 << 30);
+    let shape = BenchCircuit::new(600, WitnessMix::Bits).unwrap();
+    let (path, vk) = real_params(&shape, &dir);
+    let engine = Engine::new(
+        EngineConfig {
+            synthesis_workers: 2,
+            ..EngineConfig::default()
+        },
+        vec![Device {
+            name: "cpu".into(),
+            backend: Arc::new(CpuBackend::new(Arc::clone(&pool))),
+        }],
+        Arc::clone(&pool),
+    )
+    .unwrap();
+    engine.register_srs(&shape.id(), &path);
+    let priorities = [Priority::Low, Priority::Critical, Priority::Normal];
+    let jobs: Vec<_> = (0..3u64)
+        .map(|j| {
+            let parts = (0..3u64)
+                .map(|p| {
+                    let c = shape.clone().with_seed(100 * j + p);
+                    let inputs = c.public_inputs();
+                    circuit_partition_with_inputs(c, inputs)
+                })
+                .collect();
+            engine.submit(spec(&shape.id(), priorities[j as usize], parts)).unwrap()
+        })
+        .collect();
+    let pvk = bellperson::groth16::prepare_verifying_key(&vk);
+    for (j, id) in jobs.into_iter().enumerate() {
+        let JobOutcome::Completed(results) = engine.wait(id, Some(Duration::from_secs(120))).unwrap() else {
+            panic!("job {j} did not complete");
+        };
+        assert_eq!(results.len(), 3);
+        for (p, r) in results.iter().enumerate() {
+            assert_eq!(r.index, p);
+            let expected = shape.clone().with_seed(100 * j as u64 + p as u64).public_inputs();
+            assert_eq!(r.public_inputs.as_deref(), Some(&expected[..]));
+            let proof = bellperson::groth16::Proof::<Bls12>::read(&r.proof.to_bytes()[..]).unwrap();
+            assert!(
+                bellperson::groth16::verify_proof(&pvk, &proof, &expected).unwrap(),
+                "job {j} partition {p}"
+            );
+            // Another partition's inputs must not verify.
+            let other = shape.clone().with_seed(999).public_inputs();
+            assert!(!bellperson::groth16::verify_proof(&pvk, &proof, &other).unwrap());
+        }
+    }
+    assert!(engine.wait_quiet(Duration::from_secs(10)));
+    let text = engine.metrics_text();
+    assert!(text.contains("pinprove_proofs_completed_total 9"), "{text}");
+    assert!(text.contains("pinprove_phase_seconds_count{phase=\"synthesis\"} 9"));
+    assert_eq!(
+        pool.stats().checked_out_bytes,
+        engine.status().srs[0].bytes,
+        "only the SRS stays checked out"
+    );
+    drop(engine);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn higher_priorities_run_first_and_fifo_within_one() {
+    let dir = temp_dir("priority");
+    let (pool, _) = pool_with(1 << 30);
+    let c = BenchCircuit::new(300, WitnessMix::Random).unwrap();
+    let path = synthetic_params(&c, &dir);
+    let engine = test_engine(
+        &pool,
+        EngineConfig {
+            synthesis_workers: 1,
+            ..EngineConfig::default()
+        },
+        0,
+        0,
+        0,
+    );
+    engine.register_srs(&c.id(), &path);
+    // Keeps the only synthesis worker busy while the others queue.
+    let blocker = engine
+        .submit(spec(&c.id(), Priority::Low, vec![slow(&c, 300)]))
+        .unwrap();
+    thread::sleep(Duration::from_millis(100));
+    let low = engine
+        .submit(spec(&c.id(), Priority::Low, vec![slow(&c, 0), slow(&c, 0)]))
+        .unwrap();
+    let normal = engine
+        .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
+        .unwrap();
+    let critical = engine
+        .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 0)]))
+        .unwrap();
+    let high = engine.submit(spec(&c.id(), Priority::High, vec![slow(&c, 0)])).unwrap();
+    for id in [blocker, low, normal, critical, high] {
+        assert!(matches!(
+            engine.wait(id, Some(Duration::from_secs(30))).unwrap(),
+            JobOutcome::Completed(_)
+        ));
+    }
+    let order: Vec<String> = engine
+        .timeline()
+        .spans()
+        .into_iter()
+        .filter(|s| s.name == "synthesis")
+        .map(|s| s.label)
+        .collect();
+    let want: Vec<String> = [(blocker, 0), (critical, 0), (high, 0), (normal, 0), (low, 0), (low, 1)]
+        .iter()
+        .map(|(id, p)| format!("{id}/{p}"))
+        .collect();
+    assert_eq!(order, want);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Many jobs of two sizes and all priorities on a budget that fits only a
+/// few partitions at once. The accountant (the allocator's own live count)
+/// never sees more memory than the budget, and everything comes back.
+#[test]
+fn the_budget_is_never_exceeded_under_a_mixed_workload() {
+    let dir = temp_dir("budget");
+    const TOTAL: u64 = 40 << 20;
+    let (pool, acct) = pool_with(TOTAL);
+    let small = BenchCircuit::new(2000, WitnessMix::Bits).unwrap();
+    let big = BenchCircuit::new(20_000, WitnessMix::Random).unwrap();
+    let engine = test_engine(
+        &pool,
+        EngineConfig {
+            synthesis_workers: 6,
+            // Lets the two types' parameters take turns in memory.
+            srs_idle_timeout: Duration::from_millis(20),
+            ..EngineConfig::default()
+        },
+        5,
+        5,
+        1 << 20,
+    );
+    for c in [&small, &big] {
+        engine.register_srs(&c.id(), synthetic_params(c, &dir));
+    }
+    let prios = [Priority::Low, Priority::Normal, Priority::High, Priority::Critical];
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let c = if i % 3 == 0 { &big } else { &small };
+        let parts = (0..3).map(|k| slow(&c.clone().with_seed(i * 10 + k), 2)).collect();
+        ids.push(engine.submit(spec(&c.id(), prios[i as usize % 4], parts)).unwrap());
+    }
+    for id in ids {
+        assert!(matches!(
+            engine.wait(id, Some(Duration::from_secs(60))).unwrap(),
+            JobOutcome::Completed(_)
+        ));
+    }
+    assert!(engine.wait_quiet(Duration::from_secs(10)));
+    let max = acct.max.load(Ordering::SeqCst);
+    assert!(max <= TOTAL, "the accountant saw {max} bytes live, budget {TOTAL}");
+    assert!(max > TOTAL / 4, "the workload never filled the budget ({max})");
+    let s = pool.stats();
+    assert_eq!(s.checked_out_bytes, 0);
+    // What stays reserved: idle pool buffers and the backends' SRS copies.
+    let srs: u64 = engine.status().srs.iter().map(|i| i.bytes).sum();
+    assert_eq!(pool.budget().used(), s.allocated_bytes + srs);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Cancels a job while its partitions are queued, synthesizing, waiting for
+/// a device worker, in the backend's first step, and in its second step:
+/// every time all memory comes back.
+#[test]
+fn cancellation_at_every_stage_returns_everything() {
+    let dir = temp_dir("cancel");
+    let (pool, _) = pool_with(1 << 30);
+    let c = BenchCircuit::new(3000, WitnessMix::Random).unwrap();
+    let engine = test_engine(
+        &pool,
+        EngineConfig {
+            synthesis_workers: 2,
+            workers_per_device: Some(1),
+            ..EngineConfig::default()
+        },
+        300,
+        300,
+        1 << 20,
+    );
+    engine.register_srs(&c.id(), synthetic_params(&c, &dir));
+    engine.preload_srs(&c.id()).unwrap();
+    let idle_used = pool.budget().used();
+    // (label, delay before cancelling, synthesis delay)
+    for (stage, wait_ms, synth_ms) in [
+        ("queued", 0, 400),
+        ("synthesizing", 150, 600),
+        ("device step", 450, 50),
+        ("finishing", 700, 50),
+    ] {
+        let parts = (0..4).map(|k| slow(&c.clone().with_seed(k), synth_ms)).collect();
+        let id = engine.submit(spec(&c.id(), Priority::Normal, parts)).unwrap();
+        thread::sleep(Duration::from_millis(wait_ms));
+        engine.cancel(id).unwrap();
+        assert_eq!(
+            engine.wait(id, Some(Duration::from_secs(5))).unwrap(),
+            JobOutcome::Cancelled,
+            "{stage}"
+        );
+        assert!(
+            engine.wait_quiet(Duration::from_secs(10)),
+            "{stage}: pipeline did not drain"
+        );
+        let s = pool.stats();
+        assert_eq!(s.checked_out_bytes, 0, "{stage}: buffers still out");
+        assert_eq!(
+            pool.budget().used(),
+            s.allocated_bytes + idle_used,
+            "{stage}: reservations still held"
+        );
+    }
+    assert!(matches!(
+        engine.cancel(pinprove_engine::JobId(999)),
+        Err(EngineError::UnknownJob(_))
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_job_that_can_never_fit_fails_at_once() {
+    let dir = temp_dir("too-large");
+    let (pool, _) = pool_with(2 << 20);
+    let c = BenchCircuit::new(50_000, WitnessMix::Random).unwrap();
+    let engine = test_engine(&pool, EngineConfig::default(), 0, 0, 0);
+    engine.register_srs(&c.id(), synthetic_params(&c, &dir));
+    let t = Instant::now();
+    let err = engine
+        .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
+        .unwrap_err();
+    assert!(matches!(err, EngineError::TooLarge { .. }), "{err}");
+    assert!(err.to_string().contains("more than the whole memory budget"));
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert!(matches!(
+        engine.submit(spec("nobody", Priority::Normal, vec![slow(&c, 0)])),
+        Err(EngineError::UnknownCircuit(_))
+    ));
+    assert!(matches!(
+        engine.submit(spec(&c.id(), Priority::Normal, vec![])),
+        Err(EngineError::EmptyJob)
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Two circuit types whose parameters do not fit together: the second
+/// loads only once the first is both unreferenced and idle for the timeout.
+#[test]
+fn an_srs_is_evicted_only_when_idle_and_unreferenced() {
+    let dir = temp_dir("evict");
+    let a = BenchCircuit::new(40_000, WitnessMix::Random).unwrap();
+    let b = BenchCircuit::new(40_001, WitnessMix::Random).unwrap();
+    let pa = synthetic_params(&a, &dir);
+    let pb = synthetic_params(&b, &dir);
+    let file = std::fs::metadata(&pa).unwrap().len();
+    // Room for one SRS (the CPU backend decodes points) and its partitions,
+    // not for two.
+    let (pool, _) = pool_with(file + file / 2 + (24 << 20));
+    let engine = Engine::new(
+        EngineConfig {
+            synthesis_workers: 1,
+            srs_idle_timeout: Duration::from_millis(300),
+            ..EngineConfig::default()
+        },
+        vec![Device {
+            name: "cpu".into(),
+            backend: Arc::new(CpuBackend::new(Arc::clone(&pool))),
+        }],
+        Arc::clone(&pool),
+    )
+    .unwrap();
+    engine.register_srs(&a.id(), &pa);
+    engine.register_srs(&b.id(), &pb);
+    let ja = engine
+        .submit(spec(&a.id(), Priority::Normal, vec![slow(&a, 0)]))
+        .unwrap();
+    assert!(matches!(
+        engine.wait(ja, Some(Duration::from_secs(60))).unwrap(),
+        JobOutcome::Completed(_)
+    ));
+    let done_a = Instant::now();
+    let loaded = |e: &Engine, id: &str| e.status().srs.iter().any(|s| s.circuit_id == id && s.loaded);
+    assert!(loaded(&engine, &a.id()));
+    let jb = engine
+        .submit(spec(&b.id(), Priority::Normal, vec![slow(&b, 0)]))
+        .unwrap();
+    assert!(matches!(
+        engine.wait(jb, Some(Duration::from_secs(60))).unwrap(),
+        JobOutcome::Completed(_)
+    ));
+    assert!(
+        done_a.elapsed() >= Duration::from_millis(300),
+        "A was evicted before it was idle long enough"
+    );
+    assert!(!loaded(&engine, &a.id()) && loaded(&engine, &b.id()));
+    // An explicit eviction frees the points at once.
+    let before = pool.stats().allocated_bytes;
+    assert!(engine.evict_srs(&b.id()).unwrap() > 0);
+    assert!(pool.stats().allocated_bytes < before);
+    assert_eq!(engine.evict_srs(&b.id()), None);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn timelines_and_metrics_describe_the_run() {
+    let dir = temp_dir("timeline");
+    let (pool, _) = pool_with(1 << 30);
+    let c = BenchCircuit::new(500, WitnessMix::Bits).unwrap();
+    let engine = test_engine(&pool, EngineConfig::default(), 10, 10, 0);
+    engine.register_srs(&c.id(), synthetic_params(&c, &dir));
+    let id = engine
+        .submit(spec(
+            &c.id(),
+            Priority::High,
+            (0..4).map(|k| slow(&c.clone().with_seed(k), 5)).collect(),
+        ))
+        .unwrap();
+    let JobOutcome::Completed(results) = engine.wait(id, None).unwrap() else {
+        panic!()
+    };
+    for r in &results {
+        assert!(r.timings.start >= Duration::from_millis(10) && r.timings.finish >= Duration::from_millis(10));
+        assert!(r.timings.synthesis >= Duration::from_millis(5));
+        assert!(r.timings.total() >= r.timings.synthesis + r.timings.start + r.timings.finish);
+    }
+    let status = engine.job_status(id).unwrap();
+    assert_eq!((status.proved, status.partitions), (4, 4));
+    let trace: serde_json::Value = serde_json::from_str(&engine.timeline().chrome_trace()).unwrap();
+    let names: Vec<&str> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    for phase in ["synthesis", "start", "finish", "admission", "thread_name"] {
+        assert!(names.contains(&phase), "{phase} missing");
+    }
+    assert!(engine.timeline().svg().contains("test0-worker-0"));
+    let m = engine.metrics_text();
+    for line in [
+        "pinprove_budget_total_bytes",
+        "pinprove_pool_idle_bytes",
+        "pinprove_device_busy_fraction{device=\"test0\"}",
+    ] {
+        assert!(m.contains(line), "{line} missing:\n{m}");
+    }
+    assert!(engine.status().devices[0].busy_fraction > 0.0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn learned_hints_persist_for_the_next_engine() {
+    let dir = temp_dir("hints");
+    let (pool, _) = pool_with(1 << 30);
+    let c = BenchCircuit::new(700, WitnessMix::Bits).unwrap();
+    let params = synthetic_params(&c, &dir);
+    let config = EngineConfig {
+        hints_dir: Some(dir.join("cache")),
+        ..EngineConfig::default()
+    };
+    {
+        let engine = test_engine(&pool, config.clone(), 0, 0, 0);
+        engine.register_srs(&c.id(), &params);
+        let id = engine
+            .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
+            .unwrap();
+        engine.wait(id, None).unwrap();
+    }
+    let engine = test_engine(&pool, config, 0, 0, 0);
+    assert_eq!(engine.hints().get(&c.id()).map(|h| h.constraints), Some(700));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn shutting_down_ends_unfinished_jobs() {
+    let dir = temp_dir("shutdown");
+    let (pool, _) = pool_with(1 << 30);
+    let c = BenchCircuit::new(500, WitnessMix::Bits).unwrap();
+    let engine = test_engine(&pool, EngineConfig::default(), 200, 0, 0);
+    engine.register_srs(&c.id(), synthetic_params(&c, &dir));
+    let _id = engine
+        .submit(spec(&c.id(), Priority::Normal, (0..3).map(|_| slow(&c, 100)).collect()))
+        .unwrap();
+    thread::sleep(Duration::from_millis(50));
+    let t = Instant::now();
+    drop(engine);
+    assert!(t.elapsed() < Duration::from_secs(5), "shutdown hung");
+    assert_eq!(pool.stats().checked_out_bytes, 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
