@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use ff::Field;
-use pinprove_groth16::{AbcLayout, Backend, CapacityHints, ProvingAssignment, ProvingJob, Scalar, Srs, StartedProof};
+use pinprove_groth16::{AbcLayout, Backend, CapacityHints, ProvingAssignment, Scalar, Srs, StartedProof};
 use pinprove_mem::{MemoryBudget, PinnedPool};
 use rand_core::OsRng;
 use serde::Serialize;
@@ -19,11 +19,12 @@ use serde::Serialize;
 use crate::EngineError;
 use crate::job::{
     JobId, JobOutcome, JobSpec, JobState, JobStatus, Partition, PartitionResult, PartitionTimings, Priority,
-    SynthesisContext,
 };
 use crate::metrics::{Metrics, gauge};
-use crate::srs::{Acquired, SrsInfo, SrsRegistry};
+use crate::srs::{SrsInfo, SrsRegistry};
 use crate::timeline::Timeline;
+
+mod workers;
 
 /// One device and the backend that drives it (the CPU backend counts as a
 /// device).
@@ -265,6 +266,9 @@ struct Inner {
     next_seq: AtomicU64,
     shutdown: AtomicBool,
     started_at: Instant,
+    /// The latest NVML sample of each GPU.
+    #[cfg(feature = "cuda")]
+    gpu_samples: Mutex<HashMap<usize, pinprove_cuda::nvml::Sample>>,
 }
 
 /// The proving engine. Dropping it stops its workers; unfinished jobs end
@@ -346,6 +350,8 @@ impl Engine {
             next_seq: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             started_at: Instant::now(),
+            #[cfg(feature = "cuda")]
+            gpu_samples: Mutex::new(HashMap::new()),
         });
         let mut threads = Vec::new();
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| thread::Builder::new().name(name).spawn(f);
@@ -369,6 +375,11 @@ impl Engine {
         }
         let i = Arc::clone(&inner);
         threads.push(spawn("engine-housekeeping".into(), Box::new(move || i.housekeeping()))?);
+        #[cfg(feature = "cuda")]
+        if let Ok(nvml) = pinprove_cuda::Nvml::load() {
+            let i = Arc::clone(&inner);
+            threads.push(spawn("engine-nvml".into(), Box::new(move || i.sample_gpus(nvml)))?);
+        }
         Ok(Engine { inner, threads })
     }
 
@@ -631,6 +642,33 @@ impl Engine {
                 srs.bytes as f64,
             );
         }
+        #[cfg(feature = "cuda")]
+        for (i, g) in self.inner.gpu_samples.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            let l = format!("gpu=\"{i}\"");
+            let rx = g.pcie_rx_bytes_per_s as f64;
+            let tx = g.pcie_tx_bytes_per_s as f64;
+            gauge(
+                &mut out,
+                "pinprove_gpu_utilization_percent",
+                "NVML GPU utilization.",
+                &l,
+                f64::from(g.gpu_percent),
+            );
+            gauge(
+                &mut out,
+                "pinprove_gpu_pcie_rx_bytes_per_second",
+                "NVML PCIe host to device.",
+                &l,
+                rx,
+            );
+            gauge(
+                &mut out,
+                "pinprove_gpu_pcie_tx_bytes_per_second",
+                "NVML PCIe device to host.",
+                &l,
+                tx,
+            );
+        }
         out
     }
 
@@ -698,398 +736,4 @@ impl Drop for Engine {
 fn busy_fraction(d: &DeviceSlot, uptime: Duration) -> f64 {
     let busy = Duration::from_nanos(d.busy_nanos.load(Ordering::Relaxed)).as_secs_f64();
     (busy / (d.workers as f64 * uptime.as_secs_f64().max(1e-9))).min(1.0)
-}
-
-impl Inner {
-    fn queue_lock(&self) -> MutexGuard<'_, BinaryHeap<Pending>> {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn jobs_lock(&self) -> MutexGuard<'_, HashMap<JobId, Arc<JobCtl>>> {
-        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn job(&self, id: JobId) -> Result<Arc<JobCtl>, EngineError> {
-        self.jobs_lock().get(&id).cloned().ok_or(EngineError::UnknownJob(id))
-    }
-
-    fn remember_finished(&self, id: JobId) {
-        let mut f = self.finished.lock().unwrap_or_else(|e| e.into_inner());
-        f.push_back(id);
-        while f.len() > self.config.finished_jobs_kept {
-            if let Some(old) = f.pop_front() {
-                self.jobs_lock().remove(&old);
-            }
-        }
-    }
-
-    fn drop_queued(&self, id: JobId) {
-        let mut q = self.queue_lock();
-        let kept: Vec<Pending> = std::mem::take(&mut *q).into_iter().filter(|p| p.job.id != id).collect();
-        *q = kept.into_iter().collect();
-    }
-
-    /// Host bytes one partition of `circuit_id` needs while in flight: its
-    /// vectors (as the pool rounds them), densities, and what the backends
-    /// add. From the capacity hint, or from the parameters' shape before the
-    /// first synthesis.
-    fn working_set(&self, circuit_id: &str) -> Result<u64, EngineError> {
-        let shape = match self.hints.get(circuit_id) {
-            Some(h) => h,
-            None => self.srs.shape(circuit_id)?,
-        };
-        let n = match self.layout {
-            AbcLayout::Exact => shape.constraints,
-            AbcLayout::PaddedToDomain => shape.constraints.max(1).next_power_of_two(),
-        };
-        let vec = |elems: usize| self.pool.rounded_size(elems.saturating_mul(32)).unwrap_or(usize::MAX) as u64;
-        let densities = (shape.inputs + 2 * shape.aux) as u64 / 8 + 64;
-        let extra = self
-            .devices
-            .iter()
-            .map(|d| d.backend.extra_working_set(&shape))
-            .max()
-            .unwrap_or(0);
-        Ok(3 * vec(n) + vec(shape.inputs) + vec(shape.aux) + densities + extra)
-    }
-
-    fn take_pending(&self) -> Option<Pending> {
-        let mut q = self.queue_lock();
-        loop {
-            if self.shutdown.load(Ordering::Acquire) {
-                return None;
-            }
-            if let Some(p) = q.pop() {
-                *self
-                    .in_progress
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .entry(p.job.circuit_id.clone())
-                    .or_insert(0) += 1;
-                return Some(p);
-            }
-            q = self.queue_cv.wait(q).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    /// A partition left the pipeline (done, failed or abandoned).
-    fn partition_gone(&self, job: &JobCtl) {
-        let mut g = self.in_progress.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = g.get_mut(&job.circuit_id) {
-            *n = n.saturating_sub(1);
-        }
-        self.quiet.notify_all();
-    }
-
-    fn fail(&self, job: &JobCtl, what: String) {
-        tracing::warn!(job = %job.id, "{what}");
-        self.metrics.proofs_failed.fetch_add(1, Ordering::Relaxed);
-        if job.finish(JobOutcome::Failed(what)) {
-            self.drop_queued(job.id);
-            self.remember_finished(job.id);
-        }
-    }
-
-    fn synthesis_slot(&self) -> Option<SynthSlot<'_>> {
-        let cap = self.config.max_concurrent_syntheses?;
-        let mut n = self.synth_running.lock().unwrap_or_else(|e| e.into_inner());
-        while *n >= cap.max(1) && !self.shutdown.load(Ordering::Acquire) {
-            n = self.synth_cv.wait(n).unwrap_or_else(|e| e.into_inner());
-        }
-        *n += 1;
-        Some(SynthSlot(self))
-    }
-
-    fn synthesis_worker(&self, w: usize) {
-        let lane = format!("synth-{w}");
-        while let Some(p) = self.take_pending() {
-            self.synthesize_one(p, &lane);
-        }
-    }
-
-    fn synthesize_one(&self, p: Pending, lane: &str) {
-        let job = Arc::clone(&p.job);
-        let dropped = match self.prepare(p, lane) {
-            Some(item) => {
-                let dev = &self.devices[item.device];
-                match dev.handoff.0.send(item.synthesized) {
-                    Ok(()) => return,
-                    Err(_) => {
-                        dev.in_flight.fetch_sub(1, Ordering::Relaxed);
-                        true
-                    }
-                }
-            }
-            None => true,
-        };
-        // Everything the partition held was dropped with `prepare`'s locals.
-        if dropped {
-            self.partition_gone(&job);
-        }
-    }
-
-    /// Admits, loads parameters for, and synthesizes one partition, then
-    /// picks its device. `None` when the job stopped or this failed it.
-    fn prepare(&self, p: Pending, lane: &str) -> Option<Routed> {
-        let job = Arc::clone(&p.job);
-        let label = format!("{}/{}", job.id, p.index);
-        if job.stopped() {
-            return None;
-        }
-        job.lock().started = true;
-        let mut timings = PartitionTimings {
-            queue_wait: p.enqueued.elapsed(),
-            ..Default::default()
-        };
-        self.metrics.observe("queue-wait", timings.queue_wait);
-
-        // One admission covers the partition's working set and, when its
-        // parameters are not resident, their load: a worker never waits for
-        // memory while holding part of what it needs.
-        let t = Instant::now();
-        let slot = self.synthesis_slot();
-        let mut srs_part = 0;
-        let (mut funds, srs, load) = loop {
-            let admitted = self.working_set(&job.circuit_id).and_then(|ws| {
-                if srs_part == 0 && !self.srs.is_loaded(&job.circuit_id) {
-                    srs_part = self.srs.load_estimate(&job.circuit_id)?;
-                }
-                Ok(self.budget.acquire_blocking(ws + srs_part)?)
-            });
-            let mut funds = match admitted {
-                Ok(f) => f,
-                Err(e) => {
-                    self.fail(&job, format!("admission: {e}"));
-                    return None;
-                }
-            };
-            if job.stopped() {
-                return None;
-            }
-            let mut srs_funds = funds.split(srs_part);
-            match self.srs.acquire_funded(&job.circuit_id, &mut srs_funds) {
-                // Leftover load funds (resident after all) are released here.
-                Ok(Acquired::Ready(srs, load)) => break (funds, srs, load),
-                // Evicted since the admission was sized: admit again, larger.
-                Ok(Acquired::NeedsFunds(n)) => srs_part = n,
-                Err(e) => {
-                    self.fail(&job, format!("parameters of {}: {e}", job.circuit_id));
-                    return None;
-                }
-            }
-        };
-        timings.budget_wait = t.elapsed().saturating_sub(load);
-        timings.srs_load = load;
-        self.metrics.observe("budget-wait", timings.budget_wait);
-        self.timeline.record(lane, "admission", t, label.clone());
-
-        let t = Instant::now();
-        let inputs = p.partition.public_inputs();
-        let ctx = SynthesisContext {
-            circuit_id: &job.circuit_id,
-            pool: &self.pool,
-            hints: &self.hints,
-            layout: self.layout,
-            funds: std::mem::replace(&mut funds, pinprove_mem::Reservation::empty(&self.budget)),
-            shape: self.srs.shape(&job.circuit_id).ok(),
-        };
-        let synthesized = p.partition.synthesize(ctx);
-        drop(slot);
-        timings.synthesis = t.elapsed();
-        self.metrics.observe("synthesis", timings.synthesis);
-        self.timeline.record(lane, "synthesis", t, label);
-        let (assignment, _stats) = match synthesized {
-            Ok(x) => x,
-            Err(e) => {
-                self.fail(&job, format!("partition {} synthesis: {e}", p.index));
-                return None;
-            }
-        };
-        if job.stopped() {
-            return None;
-        }
-        // The least loaded device.
-        let device = (0..self.devices.len())
-            .min_by_key(|&i| self.devices[i].in_flight.load(Ordering::Relaxed))
-            .expect("at least one device");
-        self.devices[device].in_flight.fetch_add(1, Ordering::Relaxed);
-        Some(Routed {
-            device,
-            synthesized: Synthesized {
-                flight: InFlight {
-                    job,
-                    index: p.index,
-                    srs,
-                    randomness: p.randomness,
-                    inputs,
-                    timings,
-                    ready_at: Instant::now(),
-                },
-                assignment,
-            },
-        })
-    }
-
-    fn device_worker(&self, d: usize, w: usize) {
-        let dev = &self.devices[d];
-        let lane = format!("{}-worker-{w}", dev.name);
-        loop {
-            let item = match dev.handoff.1.recv_timeout(Duration::from_millis(100)) {
-                Ok(item) => item,
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) if !self.shutdown.load(Ordering::Acquire) => continue,
-                Err(_) => return,
-            };
-            let Synthesized { mut flight, assignment } = item;
-            let job = Arc::clone(&flight.job);
-            flight.timings.handoff_wait = flight.ready_at.elapsed();
-            self.metrics.observe("handoff-wait", flight.timings.handoff_wait);
-            if job.stopped() {
-                drop(assignment);
-                dev.in_flight.fetch_sub(1, Ordering::Relaxed);
-                self.partition_gone(&job);
-                continue;
-            }
-            *dev.current_job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job.id);
-            let t = Instant::now();
-            let started = dev.backend.start(ProvingJob {
-                srs: Arc::clone(&flight.srs),
-                assignments: vec![assignment],
-                randomness: vec![flight.randomness],
-            });
-            let took = t.elapsed();
-            dev.busy_nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
-            *dev.current_job.lock().unwrap_or_else(|e| e.into_inner()) = None;
-            flight.timings.start = took;
-            self.metrics.observe("start", took);
-            self.timeline
-                .record(&lane, "start", t, format!("{}/{}", job.id, flight.index));
-            match started {
-                Ok(started) => {
-                    flight.ready_at = Instant::now();
-                    let _ = self.finalize.0.send(Started {
-                        flight,
-                        started,
-                        device: d,
-                    });
-                }
-                Err(e) => {
-                    self.fail(&job, format!("partition {} on {}: {e}", flight.index, dev.name));
-                    dev.in_flight.fetch_sub(1, Ordering::Relaxed);
-                    self.partition_gone(&job);
-                }
-            }
-        }
-    }
-
-    /// Memory becomes evictable by time passing alone (an SRS turning idle),
-    /// which no release announces: look again now and then while requests
-    /// wait.
-    fn housekeeping(&self) {
-        let tick = (self.config.srs_idle_timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
-        let mut g = self.queue_lock();
-        while !self.shutdown.load(Ordering::Acquire) {
-            g = self.queue_cv.wait_timeout(g, tick).unwrap_or_else(|e| e.into_inner()).0;
-            if self.budget.has_waiters() {
-                drop(g);
-                self.budget.reclaim();
-                g = self.queue_lock();
-            }
-        }
-    }
-
-    fn finalizer(&self, d: usize) {
-        let lane = format!("{}-finalizer", self.devices[d].name);
-        loop {
-            let item = match self.finalize.1.recv_timeout(Duration::from_millis(100)) {
-                Ok(item) => item,
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) if !self.shutdown.load(Ordering::Acquire) => continue,
-                Err(_) => return,
-            };
-            let Started {
-                mut flight,
-                started,
-                device,
-            } = item;
-            let job = Arc::clone(&flight.job);
-            let dev = &self.devices[device];
-            flight.timings.finish_wait = flight.ready_at.elapsed();
-            if job.stopped() {
-                drop(started);
-                dev.in_flight.fetch_sub(1, Ordering::Relaxed);
-                self.partition_gone(&job);
-                continue;
-            }
-            let t = Instant::now();
-            let proofs = started.finish();
-            flight.timings.finish = t.elapsed();
-            self.metrics.observe("finish", flight.timings.finish);
-            self.timeline
-                .record(&lane, "finish", t, format!("{}/{}", job.id, flight.index));
-            dev.in_flight.fetch_sub(1, Ordering::Relaxed);
-            self.srs.release(&job.circuit_id);
-            match proofs.map(|mut p| p.pop()) {
-                Ok(Some(proof)) => {
-                    self.metrics.proofs_completed.fetch_add(1, Ordering::Relaxed);
-                    self.metrics.observe("total", flight.timings.total());
-                    self.complete(&job, flight, proof, device);
-                }
-                Ok(None) => self.fail(
-                    &job,
-                    format!("partition {}: the backend returned no proof", flight.index),
-                ),
-                Err(e) => self.fail(&job, format!("partition {} on {}: {e}", flight.index, dev.name)),
-            }
-            self.partition_gone(&job);
-        }
-    }
-
-    fn complete(&self, job: &JobCtl, flight: InFlight, proof: pinprove_groth16::Proof, device: usize) {
-        // Let go of the SRS before the job is seen complete: a waiter may
-        // evict it at once.
-        let InFlight {
-            index,
-            inputs,
-            timings,
-            srs,
-            ..
-        } = flight;
-        drop(srs);
-        let done = {
-            let mut g = job.lock();
-            if g.outcome.is_some() {
-                return;
-            }
-            g.results[index] = Some(PartitionResult {
-                index,
-                proof,
-                public_inputs: inputs,
-                timings,
-                device,
-            });
-            g.proved += 1;
-            (g.proved == job.total).then(|| {
-                g.results
-                    .iter()
-                    .map(|r| r.clone().expect("all proved"))
-                    .collect::<Vec<_>>()
-            })
-        };
-        if let Some(results) = done
-            && job.finish(JobOutcome::Completed(results))
-        {
-            self.remember_finished(job.id);
-            tracing::debug!(job = %job.id, ms = job.submitted.elapsed().as_millis() as u64, "job completed");
-        }
-    }
-}
-
-/// A slot of the synthesis cap, given back on drop.
-struct SynthSlot<'a>(&'a Inner);
-
-impl Drop for SynthSlot<'_> {
-    fn drop(&mut self) {
-        let mut n = self.0.synth_running.lock().unwrap_or_else(|e| e.into_inner());
-        *n = n.saturating_sub(1);
-        self.0.synth_cv.notify_one();
-    }
 }
