@@ -231,7 +231,13 @@ fn lane_order(spans: &[Span]) -> Vec<String> {
             lanes.push(s.lane.clone());
         }
     }
-    lanes.sort();
+    // Devices first, then synthesis workers; numbered lanes in numeric
+    // order (synth-2 before synth-10).
+    lanes.sort_by_key(|l| {
+        let split = l.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        let n: u64 = l[split..].parse().unwrap_or(0);
+        (l.starts_with("synth"), l[..split].to_string(), n)
+    });
     lanes
 }
 
@@ -269,6 +275,36 @@ mod tests {
         let svg = t.svg();
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
         assert!(svg.contains("synth-0") && svg.contains("gpu0 util %"));
+    }
+
+    #[test]
+    fn lanes_are_devices_first_then_workers_in_numeric_order() {
+        let spans: Vec<Span> = [
+            "synth-10",
+            "synth-2",
+            "gpu1-worker-0",
+            "gpu0-finalizer",
+            "gpu0-worker-1",
+        ]
+        .iter()
+        .map(|l| Span {
+            lane: l.to_string(),
+            name: "synthesis",
+            start: Duration::ZERO,
+            duration: Duration::ZERO,
+            label: String::new(),
+        })
+        .collect();
+        assert_eq!(
+            lane_order(&spans),
+            [
+                "gpu0-finalizer",
+                "gpu0-worker-1",
+                "gpu1-worker-0",
+                "synth-2",
+                "synth-10"
+            ]
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use pinprove_engine::{
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
 use pinprove_groth16::{
-    AbcLayout, Backend, Capabilities, CapacityHints, CpuBackend, Proof, ProveError, ProvingAssignment, ProvingJob,
+    AbcLayout, Backend, Capabilities, CapacityHints, CpuBackend, Proof, ProveError, ProvingAssignment, ProvingJob, Srs,
     StartedProof, SynthesisStats, check_job, synthesize,
 };
 use pinprove_mem::{HeapAllocator, HostAllocator, MemoryBudget, MemoryKind, PinnedPool, PoolBuffer, PoolConfig};
@@ -119,6 +119,7 @@ struct TestBackend {
     start: Duration,
     finish: Duration,
     scratch: usize,
+    holds_srs: bool,
 }
 
 struct TestStarted {
@@ -141,6 +142,9 @@ impl Backend for TestBackend {
     }
     fn extra_working_set(&self, _: &pinprove_groth16::CapacityHint) -> u64 {
         self.pool.rounded_size(self.scratch).unwrap() as u64
+    }
+    fn holds_srs(&self, _: &Srs) -> bool {
+        self.holds_srs
     }
     fn start(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
         check_job(&job)?;
@@ -220,6 +224,7 @@ fn test_engine(pool: &Arc<PinnedPool>, config: EngineConfig, start_ms: u64, fini
         start: Duration::from_millis(start_ms),
         finish: Duration::from_millis(finish_ms),
         scratch,
+        holds_srs: true,
     });
     Engine::new(
         config,
@@ -625,5 +630,57 @@ fn shutting_down_ends_unfinished_jobs() {
     drop(engine);
     assert!(t.elapsed() < Duration::from_secs(5), "shutdown hung");
     assert_eq!(pool.stats().checked_out_bytes, 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn devices_that_hold_the_srs_are_preferred_until_they_are_busy() {
+    let dir = temp_dir("prefer");
+    let (pool, _) = pool_with(4 << 30);
+    let shape = BenchCircuit::new(300, WitnessMix::Bits).unwrap();
+    let path = synthetic_params(&shape, &dir);
+    let backend = |holds_srs, start_ms| {
+        Arc::new(TestBackend {
+            pool: Arc::clone(&pool),
+            start: Duration::from_millis(start_ms),
+            finish: Duration::ZERO,
+            scratch: 0,
+            holds_srs,
+        })
+    };
+    let run = |start_ms: u64, delay_ms: u64, synthesis_workers: usize| {
+        let engine = Engine::new(
+            EngineConfig {
+                synthesis_workers,
+                workers_per_device: Some(1),
+                ..EngineConfig::default()
+            },
+            // The device without the SRS comes first: order must not decide.
+            vec![
+                Device {
+                    name: "cold".into(),
+                    backend: backend(false, start_ms),
+                },
+                Device {
+                    name: "warm".into(),
+                    backend: backend(true, start_ms),
+                },
+            ],
+            Arc::clone(&pool),
+        )
+        .unwrap();
+        engine.register_srs(&shape.id(), &path);
+        let parts = (0..4).map(|_| slow(&shape, delay_ms)).collect();
+        let id = engine.submit(spec(&shape.id(), Priority::Normal, parts)).unwrap();
+        let JobOutcome::Completed(results) = engine.wait(id, Some(Duration::from_secs(60))).unwrap() else {
+            panic!("the job did not complete");
+        };
+        results.iter().map(|r| r.device).collect::<Vec<_>>()
+    };
+    // One partition at a time: the holder has a free worker each time.
+    assert_eq!(run(1, 50, 1), vec![1; 4]);
+    // Partitions pile up while the holder is busy: the other device helps.
+    let spread = run(400, 0, 4);
+    assert!(spread.contains(&0) && spread.contains(&1), "{spread:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

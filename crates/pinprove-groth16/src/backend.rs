@@ -63,6 +63,14 @@ pub trait Backend: Send + Sync {
         let _ = srs;
     }
 
+    /// Whether a proof with `srs` can start here without first moving the
+    /// SRS (for example into device memory). Schedulers prefer devices that
+    /// answer yes. Backends that read the host copy answer yes.
+    fn holds_srs(&self, srs: &Srs) -> bool {
+        let _ = srs;
+        true
+    }
+
     /// First step: checks the job against its parameters, runs the FFT part
     /// and releases a/b/c.
     fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError>;

@@ -1,11 +1,12 @@
 //! `pinprove params …`
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use pinprove_groth16::circuits::BenchCircuit;
 use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
 use pinprove_groth16::{Srs, Validation};
 use pinprove_mem::{MemoryBudget, PinnedPool, PoolConfig, default_allocator};
@@ -84,6 +85,20 @@ fn generate(args: &GenerateArgs) -> Result<()> {
 fn synthetic(args: &GenerateArgs) -> Result<()> {
     let circuit = args.circuit.build()?;
     let t = Instant::now();
+    let size = write_synthetic(&circuit, &args.out)?;
+    println!(
+        "wrote {} ({}) for {} in {} (synthetic: proofs made with it do not verify)",
+        args.out.display(),
+        bytes(size),
+        circuit.id(),
+        dur(t.elapsed())
+    );
+    Ok(())
+}
+
+/// Writes synthetic parameters of `circuit`'s shape to `out` (atomically:
+/// a temporary file renamed into place); returns the file's size.
+pub fn write_synthetic(circuit: &BenchCircuit, out: &Path) -> Result<u64> {
     let budget = MemoryBudget::new(pinprove_mem::BudgetConfig::default().resolve());
     let pool = PinnedPool::new(
         Arc::new(pinprove_mem::HeapAllocator::default()),
@@ -101,23 +116,16 @@ fn synthetic(args: &GenerateArgs) -> Result<()> {
     )?;
     let shape = CircuitShape::of(&asg);
     drop(asg);
-    if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let tmp = args.out.with_extension(format!("tmp.{}", std::process::id()));
+    let tmp = out.with_extension(format!("tmp.{}", std::process::id()));
     let mut w = std::io::BufWriter::with_capacity(8 << 20, std::fs::File::create(&tmp)?);
     write_synthetic_params(&shape, &mut w)?;
     std::io::Write::flush(&mut w)?;
     drop(w);
-    std::fs::rename(&tmp, &args.out)?;
-    println!(
-        "wrote {} ({}) for {} in {} (synthetic: proofs made with it do not verify)",
-        args.out.display(),
-        bytes(shape.file_bytes()),
-        circuit.id(),
-        dur(t.elapsed())
-    );
-    Ok(())
+    std::fs::rename(&tmp, out)?;
+    Ok(shape.file_bytes())
 }
 
 fn info(args: &InfoArgs) -> Result<()> {

@@ -96,6 +96,60 @@ fn bench_prove_compares_with_bellperson() {
 }
 
 #[test]
+fn bench_pipeline_runs_jobs_through_the_engine_and_draws_the_timeline() {
+    let dir = temp_dir("pipeline");
+    let svg = dir.join("timeline.svg");
+    let trace = dir.join("trace.json");
+    let r = json(&ok(&[
+        "bench",
+        "pipeline",
+        "--circuit",
+        "bench-bits",
+        "--constraints",
+        "2^9",
+        "--jobs",
+        "2",
+        "--partitions",
+        "3",
+        "--params-dir",
+        dir.to_str().unwrap(),
+        "--timeline",
+        svg.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(r["proofs_verified"], 6);
+    assert!(r["proofs_per_hour"].as_f64().unwrap() > 0.0);
+    let busy = r["device_busy_fraction"].as_f64().unwrap();
+    assert!(busy > 0.0 && busy <= 1.0 + 1e-9, "{busy}");
+    assert!(r["phases"]["synthesis_s"].as_f64().unwrap() > 0.0);
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("synth-0"));
+    let trace: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    assert!(trace["traceEvents"].as_array().unwrap().len() > 6);
+
+    // Synthetic parameters: same run, proofs not checked, and said so.
+    let r = json(&ok(&[
+        "bench",
+        "pipeline",
+        "--constraints",
+        "2^9",
+        "--jobs",
+        "1",
+        "--partitions",
+        "2",
+        "--synthetic-params",
+        "--params-dir",
+        dir.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(r["synthetic_params"], true);
+    assert_eq!(r["proofs_verified"], 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn bench_synth_reports_zero_spills_when_hinted() {
     let r = json(&ok(&[
         "bench",
@@ -141,6 +195,9 @@ fn bad_input_is_a_clear_error() {
     let out = pinprove(&["params", "info", "/nonexistent/file"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/file"));
+    let out = pinprove(&["bench", "pipeline", "--jobs", "0"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("must be positive"));
     let out = pinprove(&["bench", "prove", "--constraints", "2^99"]);
     assert!(!out.status.success());
     if !cfg!(feature = "cuda") {

@@ -220,10 +220,7 @@ impl Inner {
         if job.stopped() {
             return None;
         }
-        // The least loaded device.
-        let device = (0..self.devices.len())
-            .min_by_key(|&i| self.devices[i].in_flight.load(Ordering::Relaxed))
-            .expect("at least one device");
+        let device = self.pick_device(&srs);
         self.devices[device].in_flight.fetch_add(1, Ordering::Relaxed);
         Some(Routed {
             device,
@@ -240,6 +237,19 @@ impl Inner {
                 assignment,
             },
         })
+    }
+
+    /// A device with a free worker that already holds the SRS; else one
+    /// with a free worker; else the least loaded holder. Moving an SRS to a
+    /// device costs more than waiting a little for one that has it.
+    fn pick_device(&self, srs: &Srs) -> usize {
+        (0..self.devices.len())
+            .min_by_key(|&i| {
+                let d = &self.devices[i];
+                let load = d.in_flight.load(Ordering::Relaxed);
+                (load >= d.workers, !d.backend.holds_srs(srs), load)
+            })
+            .expect("at least one device")
     }
 
     pub(super) fn device_worker(&self, d: usize, w: usize) {

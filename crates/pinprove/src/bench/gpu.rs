@@ -68,7 +68,6 @@ pub fn run(args: &GpuArgs) -> Result<()> {
 #[cfg(feature = "cuda")]
 mod imp {
     use std::hint::black_box;
-    use std::io::BufWriter;
     use std::path::{Path, PathBuf};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,7 +78,6 @@ mod imp {
     use pinprove_cuda::SuprasealBackend;
     use pinprove_groth16::baseline::VecAssignment;
     use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
-    use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
     use pinprove_groth16::{AbcLayout, Backend, CapacityHints, ProvingAssignment, ProvingJob, Scalar, Srs, synthesize};
     use pinprove_mem::cuda::{DeviceBuffer, Stream};
     use pinprove_mem::{HeapAllocator, MemoryBudget, PinnedPool, PoolConfig};
@@ -165,33 +163,13 @@ mod imp {
         }
     }
 
-    fn ensure_params(
-        circuit: &BenchCircuit,
-        dir: &Path,
-        pool: &Arc<PinnedPool>,
-    ) -> Result<(PathBuf, Option<Duration>)> {
+    fn ensure_params(circuit: &BenchCircuit, dir: &Path) -> Result<(PathBuf, Option<Duration>)> {
         let path = dir.join(format!("{}.synthetic.params", circuit.id()));
         if path.exists() {
             return Ok((path, None));
         }
-        std::fs::create_dir_all(dir)?;
         let t = Instant::now();
-        let (asg, _) = synthesize(
-            circuit.clone(),
-            &circuit.id(),
-            pool,
-            &CapacityHints::in_memory(),
-            AbcLayout::Exact,
-            None,
-        )?;
-        let shape = CircuitShape::of(&asg);
-        drop(asg);
-        let tmp = path.with_extension("tmp");
-        let mut w = BufWriter::with_capacity(8 << 20, std::fs::File::create(&tmp)?);
-        write_synthetic_params(&shape, &mut w)?;
-        std::io::Write::flush(&mut w)?;
-        drop(w);
-        std::fs::rename(&tmp, &path)?;
+        crate::params_cmd::write_synthetic(circuit, &path)?;
         Ok((path, Some(t.elapsed())))
     }
 
@@ -277,7 +255,7 @@ mod imp {
                 }
                 let circuit = BenchCircuit::new(1 << log, mix)?;
                 let id = circuit.id();
-                let (path, written) = ensure_params(&circuit, &dir, &heap)?;
+                let (path, written) = ensure_params(&circuit, &dir)?;
                 let srs = Arc::new(Srs::read_file_header(&path)?);
                 let srs_load = backend.load_srs(&path)?;
                 eprintln!(

@@ -8,6 +8,7 @@ mod h2d;
 #[cfg(feature = "cuda")]
 mod load;
 mod mem;
+mod pipeline;
 mod prove;
 mod synth;
 
@@ -28,6 +29,9 @@ pub enum BenchCommand {
     /// Synthesis into pool buffers, with and without a capacity hint, against
     /// plain growing Vecs: wall time, spills, bytes copied, peak RSS.
     Synth(synth::SynthArgs),
+    /// Jobs of partitions through the whole engine: proofs per hour, how busy
+    /// the backend stays, per-phase medians, peak RSS against the budget.
+    Pipeline(pipeline::PipelineArgs),
     /// A whole proof with a backend, optionally against bellperson's prover
     /// on the same circuit, parameters, r and s.
     Prove(prove::ProveArgs),
@@ -40,5 +44,6 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Synth(args) => synth::run(&args),
         BenchCommand::Gpu(args) => gpu::run(&args),
         BenchCommand::Prove(args) => prove::run(&args),
+        BenchCommand::Pipeline(args) => pipeline::run(&args),
     }
 }

@@ -1,0 +1,363 @@
+//! `pinprove bench pipeline`: jobs of partitions through the whole engine.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use clap::{Args, ValueEnum};
+use pinprove_engine::timeline::Span;
+use pinprove_engine::{
+    Device, Engine, EngineConfig, JobOutcome, JobSpec, PartitionResult, Priority, circuit_partition_with_inputs,
+};
+use pinprove_groth16::{Backend, CpuBackend};
+use pinprove_mem::{BudgetConfig, MemoryBudget, PinnedPool, PoolConfig, default_allocator, sys};
+use serde::Serialize;
+
+use crate::builtin::CircuitArgs;
+use crate::reference;
+use crate::report::{Host, Output, bytes, dur, median};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PipelineBackend {
+    /// The CPU backend.
+    Cpu,
+    /// supraseal-c2 on the GPU (needs the `cuda` feature).
+    Supraseal,
+}
+
+#[derive(Args, Debug)]
+pub struct PipelineArgs {
+    #[command(flatten)]
+    circuit: CircuitArgs,
+    /// Jobs to submit at once.
+    #[arg(long, default_value_t = 2)]
+    jobs: usize,
+    /// Partitions per job.
+    #[arg(long, default_value_t = 4)]
+    partitions: usize,
+    /// The backend.
+    #[arg(long, value_enum, default_value_t = PipelineBackend::Cpu)]
+    backend: PipelineBackend,
+    /// Synthesis workers (default: the engine's).
+    #[arg(long)]
+    synthesis_workers: Option<usize>,
+    /// Memory budget in GiB (default: automatic).
+    #[arg(long)]
+    budget_gib: Option<f64>,
+    /// Parameter file; generated (and cached) when absent.
+    #[arg(long)]
+    params: Option<PathBuf>,
+    /// Where generated parameters are cached.
+    #[arg(long)]
+    params_dir: Option<PathBuf>,
+    /// Use synthetic parameters (right shape, written in seconds) instead of
+    /// generating real ones; the proofs then do not verify and are not
+    /// checked. For large circuits, where bellperson's generator takes hours.
+    #[arg(long)]
+    synthetic_params: bool,
+    /// Write the timeline as an SVG chart here.
+    #[arg(long)]
+    timeline: Option<PathBuf>,
+    /// Write the timeline as Chrome trace-event JSON here (opens in Perfetto).
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    #[command(flatten)]
+    output: Output,
+}
+
+#[derive(Serialize, Default)]
+struct PhaseMedians {
+    queue_wait_s: f64,
+    admission_s: f64,
+    srs_load_s: f64,
+    synthesis_s: f64,
+    handoff_wait_s: f64,
+    start_s: f64,
+    finish_wait_s: f64,
+    finish_s: f64,
+    total_s: f64,
+}
+
+#[derive(Serialize)]
+struct PipelineReport {
+    benchmark: &'static str,
+    host: Host,
+    backend: &'static str,
+    circuit: String,
+    constraints: usize,
+    jobs: usize,
+    partitions: usize,
+    wall_s: f64,
+    proofs_per_hour: f64,
+    steady_window_s: f64,
+    device_busy_fraction: f64,
+    device_or_finish_busy_fraction: f64,
+    device_busy_fraction_whole_run: f64,
+    phases: PhaseMedians,
+    budget_bytes: u64,
+    peak_rss_bytes: Option<u64>,
+    synthetic_params: bool,
+    proofs_verified: usize,
+}
+
+fn backend(kind: PipelineBackend, pool: &Arc<PinnedPool>) -> Result<Arc<dyn Backend>> {
+    match kind {
+        PipelineBackend::Cpu => Ok(Arc::new(CpuBackend::new(Arc::clone(pool)))),
+        #[cfg(feature = "cuda")]
+        PipelineBackend::Supraseal => Ok(Arc::new(pinprove_cuda::SuprasealBackend::new()?)),
+        #[cfg(not(feature = "cuda"))]
+        PipelineBackend::Supraseal => bail!("the supraseal backend needs a GPU build (the `cuda` feature)"),
+    }
+}
+
+/// Length of the union of `spans` clipped to `[from, to]`.
+fn covered(spans: &[&Span], from: Duration, to: Duration) -> Duration {
+    let mut iv: Vec<(Duration, Duration)> = spans
+        .iter()
+        .map(|s| (s.start.max(from), (s.start + s.duration).min(to)))
+        .filter(|(a, b)| b > a)
+        .collect();
+    iv.sort();
+    let mut total = Duration::ZERO;
+    let mut cur: Option<(Duration, Duration)> = None;
+    for (a, b) in iv {
+        match cur {
+            Some((ca, cb)) if a <= cb => cur = Some((ca, cb.max(b))),
+            Some((ca, cb)) => {
+                total += cb - ca;
+                cur = Some((a, b));
+            }
+            None => cur = Some((a, b)),
+        }
+    }
+    if let Some((a, b)) = cur {
+        total += b - a;
+    }
+    total
+}
+
+pub fn run(args: &PipelineArgs) -> Result<()> {
+    ensure!(
+        args.jobs > 0 && args.partitions > 0,
+        "jobs and partitions must be positive"
+    );
+    let circuit = args.circuit.build()?;
+    let id = circuit.id();
+    let path = match &args.params {
+        Some(p) => p.clone(),
+        None => {
+            let dir = args.params_dir.clone().unwrap_or_else(reference::default_params_dir);
+            let kind = if args.synthetic_params {
+                "synthetic.params"
+            } else {
+                "params"
+            };
+            let p = dir.join(format!("{id}.{kind}"));
+            if !p.exists() {
+                eprintln!("writing {kind} for {id} into {} (once)", p.display());
+                if args.synthetic_params {
+                    crate::params_cmd::write_synthetic(&circuit, &p)?;
+                } else {
+                    reference::write(&reference::generate(circuit.clone(), 1)?, &p)?;
+                }
+            }
+            p
+        }
+    };
+    let budget = match args.budget_gib {
+        Some(g) => MemoryBudget::new((g * (1u64 << 30) as f64) as u64),
+        None => MemoryBudget::from_config(&BudgetConfig::default()),
+    };
+    let pool = PinnedPool::new(default_allocator(), Arc::clone(&budget), PoolConfig::default());
+    let be = backend(args.backend, &pool)?;
+    let name = be.name();
+    let mut config = EngineConfig::default();
+    if let Some(n) = args.synthesis_workers {
+        config.synthesis_workers = n;
+    }
+    let engine = Engine::new(
+        config,
+        vec![Device {
+            name: "dev0".into(),
+            backend: be,
+        }],
+        Arc::clone(&pool),
+    )?;
+    engine.register_srs(&id, &path);
+    engine.preload_srs(&id).context("loading the parameters")?;
+    let _ = sys::reset_peak_rss();
+
+    let started = Instant::now();
+    let ids = (0..args.jobs)
+        .map(|j| {
+            let parts = (0..args.partitions)
+                .map(|p| {
+                    let c = circuit.clone().with_seed((j * 1000 + p) as u64);
+                    let inputs = c.public_inputs();
+                    circuit_partition_with_inputs(c, inputs)
+                })
+                .collect();
+            engine.submit(JobSpec {
+                circuit_id: id.clone(),
+                priority: Priority::Normal,
+                partitions: parts,
+                randomness: None,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut results: Vec<PartitionResult> = Vec::new();
+    for job in ids {
+        match engine.wait(job, None)? {
+            JobOutcome::Completed(r) => results.extend(r),
+            other => bail!("job {job} ended {other:?}"),
+        }
+    }
+    let wall = started.elapsed();
+    let peak = sys::peak_rss_bytes();
+
+    // Verify a sample of the proofs (all when few).
+    let verified = if args.synthetic_params {
+        0
+    } else {
+        let vk = reference::read_vk(&path)?;
+        let mut n = 0;
+        for r in results.iter().step_by((results.len() / 8).max(1)) {
+            let inputs = r.public_inputs.as_deref().unwrap_or_default();
+            ensure!(
+                reference::verify(&vk, &r.proof.to_bytes(), inputs)?,
+                "proof {} of a job did not verify",
+                r.index
+            );
+            n += 1;
+        }
+        n
+    };
+
+    let spans = engine.timeline().spans();
+    let device: Vec<&Span> = spans.iter().filter(|s| s.name == "start").collect();
+    let both: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "start" || s.name == "finish")
+        .collect();
+    // Steady state: from the first device step to the last one's end.
+    let from = device.iter().map(|s| s.start).min().unwrap_or_default();
+    let to = device.iter().map(|s| s.start + s.duration).max().unwrap_or_default();
+    let window = to.saturating_sub(from);
+    let frac = |v: &[&Span]| covered(v, from, to).as_secs_f64() / window.as_secs_f64().max(1e-9);
+    // The whole run, the first synthesis included.
+    let run_from = spans.iter().map(|s| s.start).min().unwrap_or_default();
+    let run_to = spans.iter().map(|s| s.start + s.duration).max().unwrap_or_default();
+    let run_frac =
+        covered(&device, run_from, run_to).as_secs_f64() / run_to.saturating_sub(run_from).as_secs_f64().max(1e-9);
+
+    let med = |f: &dyn Fn(&PartitionResult) -> Duration| {
+        let mut v: Vec<Duration> = results.iter().map(f).collect();
+        median(&mut v).as_secs_f64()
+    };
+    let phases = PhaseMedians {
+        queue_wait_s: med(&|r| r.timings.queue_wait),
+        admission_s: med(&|r| r.timings.budget_wait),
+        srs_load_s: med(&|r| r.timings.srs_load),
+        synthesis_s: med(&|r| r.timings.synthesis),
+        handoff_wait_s: med(&|r| r.timings.handoff_wait),
+        start_s: med(&|r| r.timings.start),
+        finish_wait_s: med(&|r| r.timings.finish_wait),
+        finish_s: med(&|r| r.timings.finish),
+        total_s: med(&|r| r.timings.total()),
+    };
+    if let Some(p) = &args.timeline {
+        std::fs::write(p, engine.timeline().svg()).with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = &args.trace {
+        std::fs::write(p, engine.timeline().chrome_trace()).with_context(|| format!("writing {}", p.display()))?;
+    }
+    let report = PipelineReport {
+        benchmark: "pipeline",
+        host: Host::detect(),
+        backend: name,
+        circuit: id,
+        constraints: circuit.constraints(),
+        jobs: args.jobs,
+        partitions: args.partitions,
+        wall_s: wall.as_secs_f64(),
+        proofs_per_hour: results.len() as f64 / wall.as_secs_f64() * 3600.0,
+        steady_window_s: window.as_secs_f64(),
+        device_busy_fraction: frac(&device),
+        device_or_finish_busy_fraction: frac(&both),
+        device_busy_fraction_whole_run: run_frac,
+        phases,
+        budget_bytes: budget.total(),
+        peak_rss_bytes: peak,
+        synthetic_params: args.synthetic_params,
+        proofs_verified: verified,
+    };
+    args.output.emit(&report, |r| {
+        let d = |s: f64| dur(Duration::from_secs_f64(s));
+        println!("pinprove bench pipeline — {}", r.host.summary());
+        println!(
+            "{} jobs × {} partitions of {} ({} constraints) on the {} backend: {} wall, {:.0} proofs/hour",
+            r.jobs,
+            r.partitions,
+            r.circuit,
+            r.constraints,
+            r.backend,
+            d(r.wall_s),
+            r.proofs_per_hour
+        );
+        println!(
+            "  backend's first step busy {:.1}% of the steady window ({}, first device step to last), \
+             first or second step {:.1}%; {:.1}% of the whole run",
+            100.0 * r.device_busy_fraction,
+            d(r.steady_window_s),
+            100.0 * r.device_or_finish_busy_fraction,
+            100.0 * r.device_busy_fraction_whole_run
+        );
+        let p = &r.phases;
+        println!(
+            "  medians: queue {}, admission {}, synthesis {}, hand-off {}, first step {}, finish wait {}, second step {}, total {}",
+            d(p.queue_wait_s),
+            d(p.admission_s),
+            d(p.synthesis_s),
+            d(p.handoff_wait_s),
+            d(p.start_s),
+            d(p.finish_wait_s),
+            d(p.finish_s),
+            d(p.total_s)
+        );
+        println!(
+            "  peak RSS {} against a budget of {}",
+            r.peak_rss_bytes.map(bytes).unwrap_or_else(|| "?".into()),
+            bytes(r.budget_bytes)
+        );
+        if r.synthetic_params {
+            println!("  synthetic parameters: timings are real, the proofs do not verify and were not checked");
+        } else {
+            println!("  {} of {} proofs checked with bellperson's verifier", r.proofs_verified, r.jobs * r.partitions);
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(start_ms: u64, len_ms: u64) -> Span {
+        Span {
+            lane: "l".into(),
+            name: "start",
+            start: Duration::from_millis(start_ms),
+            duration: Duration::from_millis(len_ms),
+            label: String::new(),
+        }
+    }
+
+    #[test]
+    fn unions_overlapping_spans_within_the_window() {
+        let s = [span(0, 10), span(5, 10), span(30, 10), span(100, 10)];
+        let refs: Vec<&Span> = s.iter().collect();
+        let ms = Duration::from_millis;
+        assert_eq!(covered(&refs, ms(0), ms(200)), ms(35));
+        assert_eq!(covered(&refs, ms(8), ms(35)), ms(12));
+    }
+}
