@@ -684,3 +684,73 @@ fn devices_that_hold_the_srs_are_preferred_until_they_are_busy() {
     assert!(spread.contains(&0) && spread.contains(&1), "{spread:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A span's name and its parent's name.
+type SpanSeen = (String, Option<String>);
+
+/// Records each new span's name and its parent's name.
+struct SpanRecorder(Arc<std::sync::Mutex<Vec<SpanSeen>>>);
+
+impl<S> tracing_subscriber::Layer<S> for SpanRecorder
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let parent = ctx.span(id).and_then(|s| s.parent()).map(|p| p.name().to_string());
+        self.0
+            .lock()
+            .unwrap()
+            .push((attrs.metadata().name().to_string(), parent));
+    }
+}
+
+#[test]
+fn every_phase_of_a_partition_is_a_tracing_span() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    // Worker threads log too, so the subscriber must be global; this is
+    // the only test that installs one.
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(SpanRecorder(Arc::clone(&seen))))
+        .unwrap();
+    let dir = temp_dir("spans");
+    let (pool, _) = pool_with(1 << 30);
+    let shape = BenchCircuit::new(300, WitnessMix::Bits).unwrap();
+    let path = synthetic_params(&shape, &dir);
+    let engine = test_engine(&pool, EngineConfig::default(), 1, 1, 0);
+    engine.register_srs(&shape.id(), &path);
+    let id = engine
+        .submit(spec(
+            &shape.id(),
+            Priority::High,
+            vec![slow(&shape, 1), slow(&shape, 1)],
+        ))
+        .unwrap();
+    assert!(matches!(
+        engine.wait(id, Some(Duration::from_secs(30))).unwrap(),
+        JobOutcome::Completed(_)
+    ));
+    drop(engine);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.iter().filter(|(n, _)| n == "partition").count(), 2);
+    for phase in [
+        "queue_wait",
+        "admission",
+        "synthesis",
+        "handoff_wait",
+        "start",
+        "finish_wait",
+        "finish",
+    ] {
+        let under_partition = seen
+            .iter()
+            .filter(|(n, p)| n == phase && p.as_deref() == Some("partition"))
+            .count();
+        assert_eq!(under_partition, 2, "phase {phase}: {seen:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -184,6 +184,10 @@ struct Pending {
     partition: Box<dyn Partition>,
     randomness: (Scalar, Scalar),
     enqueued: Instant,
+    /// The partition's tracing span, parent of one span per phase.
+    span: tracing::Span,
+    /// The `queue_wait` span, closed when a synthesis worker takes it.
+    wait: tracing::Span,
 }
 
 impl PartialEq for Pending {
@@ -213,6 +217,9 @@ struct InFlight {
     inputs: Option<Vec<Scalar>>,
     timings: PartitionTimings,
     ready_at: Instant,
+    span: tracing::Span,
+    /// The span of the wait in progress (`handoff_wait`, `finish_wait`).
+    wait: tracing::Span,
 }
 
 struct Synthesized {
@@ -450,6 +457,8 @@ impl Engine {
         {
             let mut q = inner.queue_lock();
             for (index, (partition, rs)) in spec.partitions.into_iter().zip(randomness).enumerate() {
+                let span = tracing::info_span!("partition", job = %id, index, circuit = %spec.circuit_id);
+                let wait = tracing::info_span!(parent: &span, "queue_wait");
                 q.push(Pending {
                     priority: spec.priority,
                     seq: inner.next_seq.fetch_add(1, Ordering::Relaxed),
@@ -458,6 +467,8 @@ impl Engine {
                     partition,
                     randomness: rs,
                     enqueued: Instant::now(),
+                    span,
+                    wait,
                 });
             }
         }

@@ -142,7 +142,9 @@ impl Inner {
 
     /// Admits, loads parameters for, and synthesizes one partition, then
     /// picks its device. `None` when the job stopped or this failed it.
-    pub(super) fn prepare(&self, p: Pending, lane: &str) -> Option<Routed> {
+    pub(super) fn prepare(&self, mut p: Pending, lane: &str) -> Option<Routed> {
+        p.wait = tracing::Span::none();
+        let span = p.span.clone();
         let job = Arc::clone(&p.job);
         let label = format!("{}/{}", job.id, p.index);
         if job.stopped() {
@@ -159,6 +161,7 @@ impl Inner {
         // parameters are not resident, their load: a worker never waits for
         // memory while holding part of what it needs.
         let t = Instant::now();
+        let admission = tracing::info_span!(parent: &span, "admission").entered();
         let slot = self.synthesis_slot();
         let mut srs_part = 0;
         let (mut funds, srs, load) = loop {
@@ -190,6 +193,7 @@ impl Inner {
                 }
             }
         };
+        drop(admission);
         timings.budget_wait = t.elapsed().saturating_sub(load);
         timings.srs_load = load;
         self.metrics.observe("budget-wait", timings.budget_wait);
@@ -205,7 +209,7 @@ impl Inner {
             funds: std::mem::replace(&mut funds, pinprove_mem::Reservation::empty(&self.budget)),
             shape: self.srs.shape(&job.circuit_id).ok(),
         };
-        let synthesized = p.partition.synthesize(ctx);
+        let synthesized = tracing::info_span!(parent: &span, "synthesis").in_scope(|| p.partition.synthesize(ctx));
         drop(slot);
         timings.synthesis = t.elapsed();
         self.metrics.observe("synthesis", timings.synthesis);
@@ -233,6 +237,8 @@ impl Inner {
                     inputs,
                     timings,
                     ready_at: Instant::now(),
+                    wait: tracing::info_span!(parent: &span, "handoff_wait"),
+                    span,
                 },
                 assignment,
             },
@@ -263,6 +269,7 @@ impl Inner {
             };
             let Synthesized { mut flight, assignment } = item;
             let job = Arc::clone(&flight.job);
+            flight.wait = tracing::Span::none();
             flight.timings.handoff_wait = flight.ready_at.elapsed();
             self.metrics.observe("handoff-wait", flight.timings.handoff_wait);
             if job.stopped() {
@@ -273,10 +280,12 @@ impl Inner {
             }
             *dev.current_job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job.id);
             let t = Instant::now();
-            let started = dev.backend.start(ProvingJob {
-                srs: Arc::clone(&flight.srs),
-                assignments: vec![assignment],
-                randomness: vec![flight.randomness],
+            let started = tracing::info_span!(parent: &flight.span, "start", device = %dev.name).in_scope(|| {
+                dev.backend.start(ProvingJob {
+                    srs: Arc::clone(&flight.srs),
+                    assignments: vec![assignment],
+                    randomness: vec![flight.randomness],
+                })
             });
             let took = t.elapsed();
             dev.busy_nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
@@ -288,6 +297,7 @@ impl Inner {
             match started {
                 Ok(started) => {
                     flight.ready_at = Instant::now();
+                    flight.wait = tracing::info_span!(parent: &flight.span, "finish_wait");
                     let _ = self.finalize.0.send(Started {
                         flight,
                         started,
@@ -362,6 +372,7 @@ impl Inner {
             } = item;
             let job = Arc::clone(&flight.job);
             let dev = &self.devices[device];
+            flight.wait = tracing::Span::none();
             flight.timings.finish_wait = flight.ready_at.elapsed();
             if job.stopped() {
                 drop(started);
@@ -370,7 +381,7 @@ impl Inner {
                 continue;
             }
             let t = Instant::now();
-            let proofs = started.finish();
+            let proofs = tracing::info_span!(parent: &flight.span, "finish").in_scope(|| started.finish());
             flight.timings.finish = t.elapsed();
             self.metrics.observe("finish", flight.timings.finish);
             self.timeline
