@@ -7,6 +7,7 @@
 //! * [`gpus`] — device discovery: name, memory, PCIe link, driver.
 //! * [`Nvml`] — utilization and PCIe throughput sampling.
 //! * [`SuprasealBackend`] — the supraseal-c2 reference backend.
+//! * [`NativeBackend`] — pinprove's own backend (first stage: h on the GPU).
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -14,12 +15,16 @@
 #[cfg(feature = "cuda")]
 mod device;
 #[cfg(feature = "cuda")]
+mod native;
+#[cfg(feature = "cuda")]
 pub mod nvml;
 #[cfg(feature = "cuda")]
 mod supraseal;
 
 #[cfg(feature = "cuda")]
 pub use device::{Gpu, gpus};
+#[cfg(feature = "cuda")]
+pub use native::NativeBackend;
 #[cfg(feature = "cuda")]
 pub use nvml::Nvml;
 #[cfg(feature = "cuda")]

@@ -85,6 +85,38 @@ impl Backend for CpuBackend {
 }
 
 impl CpuBackend {
+    /// The MSM step for a job whose h was computed elsewhere (by a GPU):
+    /// `h[i]` holds the m − 1 coefficients of assignment i's h in natural
+    /// order, and the assignments' a/b/c are already released. `finish`
+    /// then runs the MSMs here.
+    pub fn started_with_h(
+        &self,
+        job: ProvingJob,
+        h: Vec<PinnedVec<Scalar>>,
+    ) -> Result<Box<dyn StartedProof>, ProveError> {
+        if job.srs.points().is_none() {
+            return Err(ProveError::Backend {
+                backend: "cpu",
+                message: "the parameters were read without their points".into(),
+            });
+        }
+        let expected = job.srs.lengths().h;
+        if h.len() != job.assignments.len() || h.iter().any(|v| v.len() != expected) {
+            return Err(ProveError::Backend {
+                backend: "cpu",
+                message: format!("h must have {expected} coefficients per assignment"),
+            });
+        }
+        Ok(Box::new(CpuStarted {
+            pool: Arc::clone(&self.pool),
+            srs: job.srs,
+            witnesses: job.assignments.into_iter().map(|a| a.into_witness()).collect(),
+            randomness: job.randomness,
+            h: h.into_iter().map(|v| v.map_in_place(|x| x.to_bytes_le())).collect(),
+            fft_time: Duration::ZERO,
+        }))
+    }
+
     /// h = (A·B − C) / Z from the evaluations a, b, c, computed in `a`:
     /// its coefficients in bit-reversed order. b and c go back to the pool.
     fn h_coefficients(

@@ -24,6 +24,9 @@ pub enum PipelineBackend {
     Cpu,
     /// supraseal-c2 on the GPU (needs the `cuda` feature).
     Supraseal,
+    /// pinprove's own GPU backend (needs the `cuda` feature; first stage:
+    /// h on the GPU, MSMs on the CPU).
+    Native,
 }
 
 #[derive(Args, Debug)]
@@ -106,8 +109,12 @@ fn backend(kind: PipelineBackend, pool: &Arc<PinnedPool>) -> Result<Arc<dyn Back
         PipelineBackend::Cpu => Ok(Arc::new(CpuBackend::new(Arc::clone(pool)))),
         #[cfg(feature = "cuda")]
         PipelineBackend::Supraseal => Ok(Arc::new(pinprove_cuda::SuprasealBackend::new()?)),
+        #[cfg(feature = "cuda")]
+        PipelineBackend::Native => Ok(Arc::new(pinprove_cuda::NativeBackend::new(Arc::clone(pool))?)),
         #[cfg(not(feature = "cuda"))]
-        PipelineBackend::Supraseal => bail!("the supraseal backend needs a GPU build (the `cuda` feature)"),
+        PipelineBackend::Supraseal | PipelineBackend::Native => {
+            bail!("GPU backends need a GPU build (the `cuda` feature)")
+        }
     }
 }
 
