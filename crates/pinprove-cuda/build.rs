@@ -32,5 +32,7 @@ fn compile_cuda() {
     if x86_64 && adx {
         nvcc.define("__ADX__", None);
     }
-    nvcc.file("cuda/native_h.cu").compile("pinprove_native");
+    nvcc.file("cuda/native_h.cu")
+        .file("cuda/native_msm.cu")
+        .compile("pinprove_native");
 }

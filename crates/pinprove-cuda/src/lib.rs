@@ -7,7 +7,7 @@
 //! * [`gpus`] — device discovery: name, memory, PCIe link, driver.
 //! * [`Nvml`] — utilization and PCIe throughput sampling.
 //! * [`SuprasealBackend`] — the supraseal-c2 reference backend.
-//! * [`NativeBackend`] — pinprove's own backend (first stage: h on the GPU).
+//! * [`NativeBackend`] — pinprove's own backend: h and the MSMs on the GPU.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -24,7 +24,7 @@ mod supraseal;
 #[cfg(feature = "cuda")]
 pub use device::{Gpu, gpus};
 #[cfg(feature = "cuda")]
-pub use native::NativeBackend;
+pub use native::{NativeBackend, NativeConfig, PlacementReport, SrsPlacement};
 #[cfg(feature = "cuda")]
 pub use nvml::Nvml;
 #[cfg(feature = "cuda")]

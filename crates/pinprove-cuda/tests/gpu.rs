@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use blstrs::{Bls12, Scalar};
 use ff::Field;
-use pinprove_cuda::SuprasealBackend;
+use pinprove_cuda::{NativeBackend, NativeConfig, SrsPlacement, SuprasealBackend};
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::{
     AbcLayout, Backend, CapacityHints, CpuBackend, Proof, ProveError, ProvingJob, Srs, Validation, synthesize,
@@ -181,32 +181,61 @@ fn native_proofs_equal_the_cpu_backend_and_bellperson() {
     };
     let dir = std::env::temp_dir().join(format!("pinprove-gpu-native-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let gpu = pinprove_cuda::NativeBackend::new(Arc::clone(&pool)).unwrap();
     let cpu = CpuBackend::new(Arc::clone(&pool));
     let mut rng = ChaCha8Rng::seed_from_u64(12);
-    for (n, mix) in [
+    let cases = [
         (1 << 10, WitnessMix::Random),
         ((1 << 12) - 100, WitnessMix::Bits),
         (1 << 14, WitnessMix::Bits),
         ((1 << 14) + 1, WitnessMix::Random),
-    ] {
-        let c = BenchCircuit::new(n, mix).unwrap();
-        let (path, params) = write_params(&c, &dir);
-        let full = Arc::new(Srs::read_file(&path, &pool, Validation::OnCurve).unwrap());
-        let rs = (Scalar::random(&mut rng), Scalar::random(&mut rng));
-        let on_gpu = prove(&gpu, &pool, &full, &c, rs);
-        let on_cpu = prove(&cpu, &pool, &full, &c, rs);
-        let theirs = bellperson::groth16::create_proof::<Bls12, _, _>(c.clone(), &params, rs.0, rs.1).unwrap();
-        let mut theirs_bytes = Vec::new();
-        theirs.write(&mut theirs_bytes).unwrap();
-        assert_eq!(on_gpu.to_bytes(), on_cpu.to_bytes(), "{} GPU vs CPU", c.id());
-        assert_eq!(on_gpu.to_bytes().to_vec(), theirs_bytes, "{} GPU vs bellperson", c.id());
-        eprintln!("{}: native proof identical to the CPU backend's and bellperson's", c.id());
+    ];
+    for placement in [SrsPlacement::Device, SrsPlacement::Host] {
+        let gpu = NativeBackend::with_config(
+            Arc::clone(&pool),
+            NativeConfig {
+                srs_placement: placement,
+                ..NativeConfig::default()
+            },
+        )
+        .unwrap();
+        for (n, mix) in cases {
+            let c = BenchCircuit::new(n, mix).unwrap();
+            let (path, params) = write_params(&c, &dir);
+            let full = Arc::new(Srs::read_file(&path, &pool, Validation::OnCurve).unwrap());
+            gpu.prepare_srs(&full).unwrap();
+            assert_eq!(gpu.resident().len(), usize::from(placement == SrsPlacement::Device));
+            let rs = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+            let on_gpu = prove(&gpu, &pool, &full, &c, rs);
+            let on_cpu = prove(&cpu, &pool, &full, &c, rs);
+            let theirs = bellperson::groth16::create_proof::<Bls12, _, _>(c.clone(), &params, rs.0, rs.1).unwrap();
+            let mut theirs_bytes = Vec::new();
+            theirs.write(&mut theirs_bytes).unwrap();
+            assert_eq!(
+                on_gpu.to_bytes(),
+                on_cpu.to_bytes(),
+                "{} {placement:?}: GPU vs CPU",
+                c.id()
+            );
+            assert_eq!(
+                on_gpu.to_bytes().to_vec(),
+                theirs_bytes,
+                "{} {placement:?}: GPU vs bellperson",
+                c.id()
+            );
+            gpu.evict_srs(&full);
+            assert!(gpu.resident().is_empty());
+            eprintln!(
+                "{} {placement:?}: native proof identical to the CPU backend's and bellperson's",
+                c.id()
+            );
+        }
     }
-    // Two workers in flight: device steps of two threads interleave.
+    // Two workers in flight, bases on the device.
+    let gpu = NativeBackend::new(Arc::clone(&pool)).unwrap();
     let c = BenchCircuit::new(1 << 12, WitnessMix::Random).unwrap();
     let (path, _) = write_params(&c, &dir);
     let full = Arc::new(Srs::read_file(&path, &pool, Validation::OnCurve).unwrap());
+    gpu.prepare_srs(&full).unwrap();
     let rs = (Scalar::from(5u64), Scalar::from(7u64));
     let expected = prove(&cpu, &pool, &full, &c, rs).to_bytes();
     std::thread::scope(|s| {
@@ -218,7 +247,11 @@ fn native_proofs_equal_the_cpu_backend_and_bellperson() {
             });
         }
     });
-    assert_eq!(pool.stats().checked_out_bytes, full.memory_bytes(), "only the SRS stays checked out");
+    assert_eq!(
+        pool.stats().checked_out_bytes,
+        full.memory_bytes(),
+        "only the SRS stays checked out"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

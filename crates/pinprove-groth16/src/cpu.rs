@@ -85,38 +85,6 @@ impl Backend for CpuBackend {
 }
 
 impl CpuBackend {
-    /// The MSM step for a job whose h was computed elsewhere (by a GPU):
-    /// `h[i]` holds the m − 1 coefficients of assignment i's h in natural
-    /// order, and the assignments' a/b/c are already released. `finish`
-    /// then runs the MSMs here.
-    pub fn started_with_h(
-        &self,
-        job: ProvingJob,
-        h: Vec<PinnedVec<Scalar>>,
-    ) -> Result<Box<dyn StartedProof>, ProveError> {
-        if job.srs.points().is_none() {
-            return Err(ProveError::Backend {
-                backend: "cpu",
-                message: "the parameters were read without their points".into(),
-            });
-        }
-        let expected = job.srs.lengths().h;
-        if h.len() != job.assignments.len() || h.iter().any(|v| v.len() != expected) {
-            return Err(ProveError::Backend {
-                backend: "cpu",
-                message: format!("h must have {expected} coefficients per assignment"),
-            });
-        }
-        Ok(Box::new(CpuStarted {
-            pool: Arc::clone(&self.pool),
-            srs: job.srs,
-            witnesses: job.assignments.into_iter().map(|a| a.into_witness()).collect(),
-            randomness: job.randomness,
-            h: h.into_iter().map(|v| v.map_in_place(|x| x.to_bytes_le())).collect(),
-            fft_time: Duration::ZERO,
-        }))
-    }
-
     /// h = (A·B − C) / Z from the evaluations a, b, c, computed in `a`:
     /// its coefficients in bit-reversed order. b and c go back to the pool.
     fn h_coefficients(
@@ -274,8 +242,9 @@ fn prove_one(
 /// The proof from the MSM results and the blinding factors:
 /// A = α + Σa + rδ, B = β + Σb + sδ,
 /// C = s·Σa + r·Σb₁ + rs·δ + s·α + r·β + Σh + Σl.
+/// Backends that compute the MSMs elsewhere (a GPU) finish with it.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn assemble(
+pub fn assemble(
     srs: &Srs,
     r: Scalar,
     s: Scalar,

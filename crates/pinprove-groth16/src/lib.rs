@@ -36,7 +36,7 @@ pub mod synthetic;
 
 pub use assignment::{ProvingAssignment, Witness};
 pub use backend::{Backend, Capabilities, ProvingJob, StartedProof, check_job};
-pub use cpu::CpuBackend;
+pub use cpu::{CpuBackend, assemble};
 pub use density::Density;
 pub use error::{ParamsError, ProveError};
 pub use hints::{CapacityHint, CapacityHints};

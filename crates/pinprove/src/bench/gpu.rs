@@ -48,6 +48,12 @@ pub struct GpuArgs {
     /// Where synthetic parameters are written (created when missing).
     #[arg(long)]
     params_dir: Option<std::path::PathBuf>,
+    /// The GPU backend: supraseal (supraseal-c2) or native (pinprove's own).
+    #[arg(long, default_value = "supraseal", value_parser = ["supraseal", "native"])]
+    backend: String,
+    /// Where a/b/c are synthesized, comma-separated: heap, staged, pinned.
+    #[arg(long, value_delimiter = ',', default_values_t = vec!["heap".to_string(), "staged".to_string(), "pinned".to_string()], value_parser = ["heap", "staged", "pinned"])]
+    modes: Vec<String>,
     #[command(flatten)]
     output: Output,
 }
@@ -75,7 +81,7 @@ mod imp {
     use std::time::{Duration, Instant};
 
     use anyhow::{Context, Result, ensure};
-    use pinprove_cuda::SuprasealBackend;
+    use pinprove_cuda::{NativeBackend, SuprasealBackend};
     use pinprove_groth16::baseline::VecAssignment;
     use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
     use pinprove_groth16::{AbcLayout, Backend, CapacityHints, ProvingAssignment, ProvingJob, Scalar, Srs, synthesize};
@@ -91,7 +97,7 @@ mod imp {
         log_size: u32,
         mix: String,
         load: &'static str,
-        mode: &'static str,
+        mode: String,
         reps: usize,
         synthesis_s: f64,
         staging_copy_s: f64,
@@ -178,8 +184,8 @@ mod imp {
     fn cross_check(
         circuit: &BenchCircuit,
         path: &Path,
-        header: &Arc<Srs>,
-        gpu: &SuprasealBackend,
+        loaded: &Arc<Srs>,
+        gpu: &dyn Backend,
         pool: &Arc<PinnedPool>,
     ) -> Result<(bool, bool)> {
         let rs = (Scalar::from(123_456_789u64), Scalar::from(987_654_321u64));
@@ -192,7 +198,7 @@ mod imp {
                 randomness: vec![rs],
             })
         };
-        let on_gpu = gpu.prove(job(header, AbcLayout::Exact)?)?.remove(0).to_bytes();
+        let on_gpu = gpu.prove(job(loaded, AbcLayout::Exact)?)?.remove(0).to_bytes();
         let full = Arc::new(Srs::read_file(path, pool, pinprove_groth16::Validation::OnCurve)?);
         let cpu = pinprove_groth16::CpuBackend::new(Arc::clone(pool));
         let on_cpu = cpu.prove(job(&full, AbcLayout::PaddedToDomain)?)?.remove(0).to_bytes();
@@ -211,6 +217,46 @@ mod imp {
             bytes += std::mem::size_of_val(v) as u64;
         }
         Ok((total, bytes))
+    }
+
+    /// The backend under test, and how it holds parameters.
+    enum Gpu {
+        Supraseal(SuprasealBackend),
+        Native(NativeBackend),
+    }
+
+    impl Gpu {
+        fn backend(&self) -> &dyn Backend {
+            match self {
+                Gpu::Supraseal(b) => b,
+                Gpu::Native(b) => b,
+            }
+        }
+
+        /// The parameters as this backend wants them, and the load time.
+        fn load(&self, path: &Path, pinned: &Arc<PinnedPool>) -> Result<(Arc<Srs>, Duration)> {
+            match self {
+                Gpu::Supraseal(b) => {
+                    let srs = Arc::new(Srs::read_file_header(path)?);
+                    Ok((srs, b.load_srs(path)?))
+                }
+                Gpu::Native(b) => {
+                    let t = Instant::now();
+                    let srs = Arc::new(Srs::read_file(path, pinned, pinprove_groth16::Validation::OnCurve)?);
+                    b.prepare_srs(&srs)?;
+                    Ok((srs, t.elapsed()))
+                }
+            }
+        }
+
+        fn unload(&self, path: &Path, srs: &Srs) {
+            match self {
+                Gpu::Supraseal(b) => {
+                    b.evict_srs_file(path);
+                }
+                Gpu::Native(b) => b.evict_srs(srs),
+            }
+        }
     }
 
     pub fn run(args: &GpuArgs) -> Result<()> {
@@ -241,7 +287,11 @@ mod imp {
             Arc::clone(&budget),
             PoolConfig::default(),
         );
-        let backend = SuprasealBackend::new()?;
+        let gpu_backend = match args.backend.as_str() {
+            "native" => Gpu::Native(NativeBackend::new(Arc::clone(&pinned))?),
+            _ => Gpu::Supraseal(SuprasealBackend::new()?),
+        };
+        let backend = gpu_backend.backend();
         let stream = Stream::new()?;
         let mut cases = Vec::new();
         let mut rows = Vec::new();
@@ -256,15 +306,14 @@ mod imp {
                 let circuit = BenchCircuit::new(1 << log, mix)?;
                 let id = circuit.id();
                 let (path, written) = ensure_params(&circuit, &dir)?;
-                let srs = Arc::new(Srs::read_file_header(&path)?);
-                let srs_load = backend.load_srs(&path)?;
+                let (srs, srs_load) = gpu_backend.load(&path, &pinned)?;
                 eprintln!(
                     "{id}: parameters ready ({}), SRS loaded in {:.2} s",
                     path.display(),
                     srs_load.as_secs_f64()
                 );
                 let (identical_to_cpu, identical_to_bellperson) = if log <= args.check_max_log {
-                    let (c, b) = cross_check(&circuit, &path, &srs, &backend, &pinned)?;
+                    let (c, b) = cross_check(&circuit, &path, &srs, backend, &pinned)?;
                     eprintln!("{id}: GPU proof identical to CPU backend: {c}, to bellperson: {b}");
                     (Some(c), Some(b))
                 } else {
@@ -289,7 +338,7 @@ mod imp {
                 };
                 for &load in loads {
                     let _busy = (load == "busy").then(|| Busy::start(args.busy_threads, &circuit));
-                    for mode in ["heap", "staged", "pinned"] {
+                    for mode in args.modes.iter().map(String::as_str) {
                         let mut synth_t = Vec::new();
                         let mut copy_t = Vec::new();
                         let mut gpu_t = Vec::new();
@@ -339,7 +388,7 @@ mod imp {
                             log_size: log,
                             mix: mix.to_string(),
                             load,
-                            mode,
+                            mode: mode.to_string(),
                             reps: args.reps,
                             synthesis_s: median(&mut synth_t).as_secs_f64(),
                             staging_copy_s: median(&mut copy_t).as_secs_f64(),
@@ -356,14 +405,15 @@ mod imp {
                         rows.push(row);
                     }
                 }
-                backend.evict_srs_file(&path);
+                gpu_backend.unload(&path, &srs);
+                drop(srs);
             }
         }
         let report = GpuReport {
             benchmark: "gpu",
             host: Host::detect(),
             gpu: gpu_desc,
-            backend: "supraseal-c2",
+            backend: backend.name(),
             busy_threads: args.busy_threads,
             cases,
             rows,
