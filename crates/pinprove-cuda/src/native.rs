@@ -423,6 +423,17 @@ impl Backend for NativeBackend {
         }
     }
 
+    fn resident_srs(&self) -> Vec<pinprove_groth16::ResidentSrs> {
+        self.resident()
+            .into_iter()
+            .map(|r| pinprove_groth16::ResidentSrs {
+                srs: r.srs.display().to_string(),
+                place: "device",
+                bytes: r.device_bytes,
+            })
+            .collect()
+    }
+
     fn holds_srs(&self, srs: &Srs) -> bool {
         self.config.srs_placement == SrsPlacement::Host || srs_key(srs).is_some_and(|k| self.lock().contains_key(&k))
     }

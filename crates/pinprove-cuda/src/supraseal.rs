@@ -57,6 +57,8 @@ fn backend_error(message: impl Into<String>) -> ProveError {
 struct Loaded {
     srs: SRS,
     load_time: Duration,
+    /// About what it holds in pinned memory: the file's size.
+    bytes: u64,
 }
 
 /// The supraseal-c2 backend. Keeps every SRS it loaded until evicted.
@@ -108,6 +110,7 @@ impl SuprasealBackend {
         let loaded = Arc::new(Loaded {
             srs,
             load_time: started.elapsed(),
+            bytes: std::fs::metadata(path).map_or(0, |m| m.len()),
         });
         tracing::info!(path = %path.display(), ms = loaded.load_time.as_millis() as u64, "supraseal-c2 loaded SRS");
         Ok(Arc::clone(self.lock().entry(path.to_path_buf()).or_insert(loaded)))
@@ -179,6 +182,17 @@ impl Backend for SuprasealBackend {
         if let Some(path) = &srs.stats().path {
             self.evict_srs_file(path);
         }
+    }
+
+    fn resident_srs(&self) -> Vec<pinprove_groth16::ResidentSrs> {
+        self.lock()
+            .iter()
+            .map(|(path, l)| pinprove_groth16::ResidentSrs {
+                srs: path.display().to_string(),
+                place: "host (pinned, supraseal-c2's own copy)",
+                bytes: l.bytes,
+            })
+            .collect()
     }
 
     fn start(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {

@@ -18,8 +18,8 @@ use pinprove_engine::{
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
 use pinprove_groth16::{
-    AbcLayout, Backend, Capabilities, CapacityHints, CpuBackend, Proof, ProveError, ProvingAssignment, ProvingJob, Srs,
-    StartedProof, SynthesisStats, check_job, synthesize,
+    AbcLayout, Backend, Capabilities, CapacityHints, CpuBackend, Proof, ProveError, ProvingAssignment, ProvingJob,
+    ResidentSrs, Srs, StartedProof, SynthesisStats, check_job, synthesize,
 };
 use pinprove_mem::{HeapAllocator, HostAllocator, MemoryBudget, MemoryKind, PinnedPool, PoolBuffer, PoolConfig};
 
@@ -145,6 +145,14 @@ impl Backend for TestBackend {
     }
     fn holds_srs(&self, _: &Srs) -> bool {
         self.holds_srs
+    }
+    fn resident_srs(&self) -> Vec<ResidentSrs> {
+        let copy = ResidentSrs {
+            srs: "test".into(),
+            place: "device",
+            bytes: 1,
+        };
+        if self.holds_srs { vec![copy] } else { Vec::new() }
     }
     fn start(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
         check_job(&job)?;
@@ -675,6 +683,10 @@ fn devices_that_hold_the_srs_are_preferred_until_they_are_busy() {
         let JobOutcome::Completed(results) = engine.wait(id, Some(Duration::from_secs(60))).unwrap() else {
             panic!("the job did not complete");
         };
+        // Status says which device keeps its own copy.
+        let status = engine.status();
+        assert!(status.devices[0].resident_srs.is_empty());
+        assert_eq!(status.devices[1].resident_srs[0].place, "device");
         results.iter().map(|r| r.device).collect::<Vec<_>>()
     };
     // One partition at a time: the holder has a free worker each time.

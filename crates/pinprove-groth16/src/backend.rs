@@ -30,6 +30,17 @@ pub struct Capabilities {
     pub needs_srs_points: bool,
 }
 
+/// One SRS a backend keeps a copy of, and where.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ResidentSrs {
+    /// The SRS's file (or another name for it).
+    pub srs: String,
+    /// Where the copy lives ("device", "host").
+    pub place: &'static str,
+    /// Bytes the copy takes there.
+    pub bytes: u64,
+}
+
 /// A proving backend.
 ///
 /// [`start`](Self::start) consumes the a/b/c vectors (the FFT part of the
@@ -61,6 +72,12 @@ pub trait Backend: Send + Sync {
     /// Drops the backend's own copy of an SRS, if any.
     fn evict_srs(&self, srs: &Srs) {
         let _ = srs;
+    }
+
+    /// SRS copies the backend holds outside the host SRS (for example in
+    /// device memory), for status reports.
+    fn resident_srs(&self) -> Vec<ResidentSrs> {
+        Vec::new()
     }
 
     /// Whether a proof with `srs` can start here without first moving the

@@ -35,7 +35,7 @@ mod synth;
 pub mod synthetic;
 
 pub use assignment::{ProvingAssignment, Witness};
-pub use backend::{Backend, Capabilities, ProvingJob, StartedProof, check_job};
+pub use backend::{Backend, Capabilities, ProvingJob, ResidentSrs, StartedProof, check_job};
 pub use cpu::{CpuBackend, assemble};
 pub use density::Density;
 pub use error::{ParamsError, ProveError};

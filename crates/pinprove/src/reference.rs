@@ -65,6 +65,47 @@ pub fn verify(vk: &groth16::VerifyingKey<Bls12>, proof: &[u8], inputs: &[Scalar]
     Ok(groth16::verify_proof(&pvk, &proof, inputs)?)
 }
 
+/// Which parameters a benchmark proves with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamsKind {
+    /// bellperson's generator: proofs verify; slow for large circuits.
+    Real,
+    /// Right-shaped points, written fast; proofs do not verify.
+    Synthetic,
+}
+
+/// The parameter file for `circuit`: `explicit` when given, else the cached
+/// file under `dir` (or [`default_params_dir`]), written first when missing.
+pub fn params_file(
+    circuit: &pinprove_groth16::circuits::BenchCircuit,
+    explicit: Option<&Path>,
+    dir: Option<&Path>,
+    kind: ParamsKind,
+) -> Result<PathBuf> {
+    if let Some(p) = explicit {
+        return Ok(p.to_path_buf());
+    }
+    let dir = dir.map_or_else(default_params_dir, Path::to_path_buf);
+    let id = circuit.id();
+    let ext = match kind {
+        ParamsKind::Real => "params",
+        ParamsKind::Synthetic => "synthetic.params",
+    };
+    let p = dir.join(format!("{id}.{ext}"));
+    if !p.exists() {
+        eprintln!("writing {ext} for {id} into {} (once)", p.display());
+        let t = std::time::Instant::now();
+        match kind {
+            ParamsKind::Real => write(&generate(circuit.clone(), 1)?, &p)?,
+            ParamsKind::Synthetic => {
+                crate::params_cmd::write_synthetic(circuit, &p)?;
+            }
+        }
+        eprintln!("written in {}", crate::report::dur(t.elapsed()));
+    }
+    Ok(p)
+}
+
 /// Where parameters generated for benchmarks are cached.
 pub fn default_params_dir() -> PathBuf {
     let base = std::env::var_os("XDG_CACHE_HOME")

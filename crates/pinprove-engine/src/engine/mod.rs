@@ -97,6 +97,8 @@ pub struct DeviceStatus {
     pub busy_fraction: f64,
     /// The job the device works on now, if any.
     pub current_job: Option<JobId>,
+    /// SRS copies the backend keeps itself (bases in device memory, …).
+    pub resident_srs: Vec<pinprove_groth16::ResidentSrs>,
 }
 
 /// A snapshot of the engine.
@@ -565,6 +567,7 @@ impl Engine {
                 in_flight: d.in_flight.load(Ordering::Relaxed),
                 busy_fraction: busy_fraction(d, uptime),
                 current_job: *d.current_job.lock().unwrap_or_else(|e| e.into_inner()),
+                resident_srs: d.backend.resident_srs(),
             })
             .collect();
         let pool = inner.pool.stats();

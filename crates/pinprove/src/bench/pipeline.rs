@@ -151,27 +151,12 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
     );
     let circuit = args.circuit.build()?;
     let id = circuit.id();
-    let path = match &args.params {
-        Some(p) => p.clone(),
-        None => {
-            let dir = args.params_dir.clone().unwrap_or_else(reference::default_params_dir);
-            let kind = if args.synthetic_params {
-                "synthetic.params"
-            } else {
-                "params"
-            };
-            let p = dir.join(format!("{id}.{kind}"));
-            if !p.exists() {
-                eprintln!("writing {kind} for {id} into {} (once)", p.display());
-                if args.synthetic_params {
-                    crate::params_cmd::write_synthetic(&circuit, &p)?;
-                } else {
-                    reference::write(&reference::generate(circuit.clone(), 1)?, &p)?;
-                }
-            }
-            p
-        }
+    let kind = if args.synthetic_params {
+        reference::ParamsKind::Synthetic
+    } else {
+        reference::ParamsKind::Real
     };
+    let path = reference::params_file(&circuit, args.params.as_deref(), args.params_dir.as_deref(), kind)?;
     let budget = match args.budget_gib {
         Some(g) => MemoryBudget::new((g * (1u64 << 30) as f64) as u64),
         None => MemoryBudget::from_config(&BudgetConfig::default()),

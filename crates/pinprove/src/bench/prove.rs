@@ -82,21 +82,12 @@ pub fn run(args: &ProveArgs) -> Result<()> {
     anyhow::ensure!(args.reps > 0, "--reps must be positive");
     let circuit = args.circuit.build()?;
     let id = circuit.id();
-    let path = match &args.params {
-        Some(p) => p.clone(),
-        None => {
-            let dir = args.params_dir.clone().unwrap_or_else(reference::default_params_dir);
-            let p = dir.join(format!("{id}.params"));
-            if !p.exists() {
-                eprintln!("generating parameters for {id} into {} (once)", p.display());
-                let t = Instant::now();
-                let params = reference::generate(circuit.clone(), 1)?;
-                reference::write(&params, &p)?;
-                eprintln!("generated in {}", dur(t.elapsed()));
-            }
-            p
-        }
-    };
+    let path = reference::params_file(
+        &circuit,
+        args.params.as_deref(),
+        args.params_dir.as_deref(),
+        reference::ParamsKind::Real,
+    )?;
 
     let budget = MemoryBudget::from_config(&pinprove_mem::BudgetConfig::default());
     let pool = PinnedPool::new(default_allocator(), Arc::clone(&budget), PoolConfig::default());
