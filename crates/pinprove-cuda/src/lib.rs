@@ -24,7 +24,7 @@ mod supraseal;
 #[cfg(feature = "cuda")]
 pub use device::{Gpu, gpus};
 #[cfg(feature = "cuda")]
-pub use native::{NativeBackend, NativeConfig, PlacementReport, SrsPlacement};
+pub use native::{NativeBackend, NativeConfig, NativePhases, PlacementReport, SrsPlacement};
 #[cfg(feature = "cuda")]
 pub use nvml::Nvml;
 #[cfg(feature = "cuda")]

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use blst::{blst_p1, blst_p1_affine, blst_p2, blst_p2_affine};
 use blstrs::{G1Projective, G2Projective, Scalar};
@@ -203,6 +204,34 @@ pub struct NativeBackend {
     /// Device work of one proof at a time (sppark's MSM contexts are not
     /// reentrant); CPU work runs outside it.
     device: Mutex<()>,
+    last_phases: Mutex<Option<NativePhases>>,
+}
+
+/// Where the time of one assignment's `start` went.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct NativePhases {
+    /// Scalar compaction and buffers, on the CPU before the device lock.
+    pub preparation: Duration,
+    /// Waiting for the device lock (another worker's proof).
+    pub device_wait: Duration,
+    /// a/b/c upload, the NTTs and the quotient, h back to the host.
+    pub h: Duration,
+    /// Bytes of a/b/c uploaded for h.
+    pub abc_bytes: u64,
+    /// The MSMs h, l, a, b (G1), b (G2): time and number of points each.
+    pub msm: [(Duration, usize); 5],
+    /// Whether the bases were resident in device memory.
+    pub resident_bases: bool,
+}
+
+impl NativePhases {
+    /// Names of the MSMs, in the order of [`NativePhases::msm`].
+    pub const MSM_NAMES: [&'static str; 5] = ["h", "l", "a", "b_g1", "b_g2"];
+
+    /// Device time: h and the MSMs.
+    pub fn device(&self) -> Duration {
+        self.h + self.msm.iter().map(|(t, _)| *t).sum::<Duration>()
+    }
 }
 
 impl std::fmt::Debug for NativeBackend {
@@ -244,12 +273,18 @@ impl NativeBackend {
             config,
             resident: Mutex::new(HashMap::new()),
             device: Mutex::new(()),
+            last_phases: Mutex::new(None),
         })
     }
 
     /// The configuration.
     pub fn config(&self) -> NativeConfig {
         self.config
+    }
+
+    /// The phases of the last assignment proved (for benchmarks).
+    pub fn last_phases(&self) -> Option<NativePhases> {
+        *self.last_phases.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The SRSs whose bases are in device memory.
@@ -450,6 +485,7 @@ impl Backend for NativeBackend {
         let mut sums = Vec::with_capacity(job.assignments.len());
         for asg in job.assignments.drain(..) {
             let mut asg = asg;
+            let t0 = Instant::now();
             // CPU side first, outside the device lock.
             let mut h = self.scalars(m - 1, asg.working_set_mut())?;
             h.try_resize(m - 1, Scalar::from(0u64))?;
@@ -467,7 +503,9 @@ impl Backend for NativeBackend {
 
             let resident = key.as_ref().and_then(|k| self.lock().get(k).cloned());
             let q = |i: usize| resident.as_deref().map(|r| &r.queries[i]);
+            let t1 = Instant::now();
             let device = self.device.lock().unwrap_or_else(|e| e.into_inner());
+            let t2 = Instant::now();
             // SAFETY: a, b and c hold n scalars each and h holds m − 1, as
             // the C function reads and writes; all outlive the call, which
             // returns after its stream is synchronized. Scalar is blst's
@@ -478,15 +516,42 @@ impl Backend for NativeBackend {
             )?;
             // The device has read them: back to the pool.
             drop((a, b, c));
-            let s = Sums {
-                h: g1_msm(q(0), points.h(), &h)?,
-                l: g1_msm(q(1), points.l(), &w.aux)?,
-                a: g1_msm(q(2), points.a(), &a_scalars)?,
-                b_g1: g1_msm(q(3), points.b_g1(), &b_scalars)?,
-                b_g2: g2_msm(q(4), points.b_g2(), &b_scalars)?,
-            };
+            let t3 = Instant::now();
+            let mut msm = [(Duration::ZERO, 0usize); 5];
+            let mut timed = |i: usize, n: usize, t: Instant| msm[i] = (t.elapsed(), n);
+            let t = Instant::now();
+            let h_sum = g1_msm(q(0), points.h(), &h)?;
+            timed(0, h.len(), t);
+            let t = Instant::now();
+            let l_sum = g1_msm(q(1), points.l(), &w.aux)?;
+            timed(1, w.aux.len(), t);
+            let t = Instant::now();
+            let a_sum = g1_msm(q(2), points.a(), &a_scalars)?;
+            timed(2, a_scalars.len(), t);
+            let t = Instant::now();
+            let b1_sum = g1_msm(q(3), points.b_g1(), &b_scalars)?;
+            timed(3, b_scalars.len(), t);
+            let t = Instant::now();
+            let b2_sum = g2_msm(q(4), points.b_g2(), &b_scalars)?;
+            timed(4, b_scalars.len(), t);
             drop(device);
-            sums.push(s);
+            let phases = NativePhases {
+                preparation: t1 - t0,
+                device_wait: t2 - t1,
+                h: t3 - t2,
+                abc_bytes: 3 * n as u64 * 32,
+                msm,
+                resident_bases: resident.is_some(),
+            };
+            tracing::debug!(?phases, "native proof on the device");
+            *self.last_phases.lock().unwrap_or_else(|e| e.into_inner()) = Some(phases);
+            sums.push(Sums {
+                h: h_sum,
+                l: l_sum,
+                a: a_sum,
+                b_g1: b1_sum,
+                b_g2: b2_sum,
+            });
         }
         Ok(Box::new(NativeStarted {
             srs: job.srs,

@@ -51,6 +51,11 @@ pub struct GpuArgs {
     /// The GPU backend: supraseal (supraseal-c2) or native (pinprove's own).
     #[arg(long, default_value = "supraseal", value_parser = ["supraseal", "native"])]
     backend: String,
+    /// Also prove every case with this backend (supraseal or native) from
+    /// pool buffers: its median GPU proof time, and whether the two
+    /// backends' proofs are byte-identical (same r and s).
+    #[arg(long, value_parser = ["supraseal", "native"])]
+    compare: Option<String>,
     /// Where a/b/c are synthesized, comma-separated: heap, staged, pinned.
     #[arg(long, value_delimiter = ',', default_values_t = vec!["heap".to_string(), "staged".to_string(), "pinned".to_string()], value_parser = ["heap", "staged", "pinned"])]
     modes: Vec<String>,
@@ -108,6 +113,20 @@ mod imp {
         /// proof (supraseal-c2 exposes no timing of its own uploads).
         abc_upload_s: f64,
         abc_upload_gbps: f64,
+        /// The native backend's phases in the last timed run.
+        native_phases: Option<pinprove_cuda::NativePhases>,
+    }
+
+    #[derive(Serialize)]
+    struct Comparison {
+        log_size: u32,
+        mix: String,
+        backend: &'static str,
+        gpu_proof_s: f64,
+        compare: &'static str,
+        compare_gpu_proof_s: f64,
+        speedup: f64,
+        identical_proofs: bool,
     }
 
     #[derive(Serialize)]
@@ -133,6 +152,7 @@ mod imp {
         busy_threads: usize,
         cases: Vec<Case>,
         rows: Vec<Row>,
+        comparisons: Vec<Comparison>,
     }
 
     /// Threads synthesizing copies of a circuit until dropped.
@@ -219,17 +239,89 @@ mod imp {
         Ok((total, bytes))
     }
 
+    /// Proves `circuit` with `other` from pool buffers (`runs` times, the last
+    /// `reps` timed) and once more with the backend under test; compares the
+    /// proofs' bytes.
+    fn compare_case(
+        log: u32,
+        circuit: &BenchCircuit,
+        path: &Path,
+        (ours, our_srs, our_time): (&dyn Backend, &Arc<Srs>, f64),
+        other: &Gpu,
+        pinned: &Arc<PinnedPool>,
+        (runs, reps): (usize, usize),
+    ) -> Result<Comparison> {
+        let (srs, _) = other.load(path, pinned)?;
+        let hints = CapacityHints::in_memory();
+        let rs = (Scalar::from(3u64), Scalar::from(5u64));
+        let job = |srs: &Arc<Srs>| -> Result<ProvingJob> {
+            let (asg, _) = synthesize(circuit.clone(), &circuit.id(), pinned, &hints, AbcLayout::Exact, None)?;
+            Ok(ProvingJob {
+                srs: Arc::clone(srs),
+                assignments: vec![asg],
+                randomness: vec![rs],
+            })
+        };
+        let mut times = Vec::new();
+        let mut theirs = None;
+        for run in 0..runs {
+            let j = job(&srs)?;
+            let t = Instant::now();
+            let p = other.backend().prove(j)?.remove(0);
+            if run + reps >= runs {
+                times.push(t.elapsed());
+            }
+            theirs = Some(p);
+        }
+        let mine = ours.prove(job(our_srs)?)?.remove(0);
+        other.unload(path, &srs);
+        let theirs_s = median(&mut times).as_secs_f64();
+        let identical = theirs.is_some_and(|p| p.to_bytes() == mine.to_bytes());
+        eprintln!(
+            "{}: {} {:.3} s, {} {:.3} s, identical proofs: {identical}",
+            circuit.id(),
+            ours.name(),
+            our_time,
+            other.backend().name(),
+            theirs_s
+        );
+        Ok(Comparison {
+            log_size: log,
+            mix: circuit.mix().to_string(),
+            backend: ours.name(),
+            gpu_proof_s: our_time,
+            compare: other.backend().name(),
+            compare_gpu_proof_s: theirs_s,
+            speedup: theirs_s / our_time.max(1e-9),
+            identical_proofs: identical,
+        })
+    }
+
     /// The backend under test, and how it holds parameters.
     enum Gpu {
         Supraseal(SuprasealBackend),
-        Native(NativeBackend),
+        Native(Box<NativeBackend>),
     }
 
     impl Gpu {
+        fn new(name: &str, pinned: &Arc<PinnedPool>) -> Result<Gpu> {
+            Ok(match name {
+                "native" => Gpu::Native(Box::new(NativeBackend::new(Arc::clone(pinned))?)),
+                _ => Gpu::Supraseal(SuprasealBackend::new()?),
+            })
+        }
+
+        fn phases(&self) -> Option<pinprove_cuda::NativePhases> {
+            match self {
+                Gpu::Native(b) => b.last_phases(),
+                Gpu::Supraseal(_) => None,
+            }
+        }
+
         fn backend(&self) -> &dyn Backend {
             match self {
                 Gpu::Supraseal(b) => b,
-                Gpu::Native(b) => b,
+                Gpu::Native(b) => b.as_ref(),
             }
         }
 
@@ -287,11 +379,10 @@ mod imp {
             Arc::clone(&budget),
             PoolConfig::default(),
         );
-        let gpu_backend = match args.backend.as_str() {
-            "native" => Gpu::Native(NativeBackend::new(Arc::clone(&pinned))?),
-            _ => Gpu::Supraseal(SuprasealBackend::new()?),
-        };
+        let gpu_backend = Gpu::new(&args.backend, &pinned)?;
         let backend = gpu_backend.backend();
+        let compare = args.compare.as_deref().map(|c| Gpu::new(c, &pinned)).transpose()?;
+        let mut comparisons = Vec::new();
         let stream = Stream::new()?;
         let mut cases = Vec::new();
         let mut rows = Vec::new();
@@ -346,6 +437,7 @@ mod imp {
                         let mut up_t = Vec::new();
                         let mut spills = 0;
                         let mut up_bytes = 0;
+                        let mut phases = None;
                         let runs = args.reps + usize::from(!args.no_warmup);
                         for run in 0..runs {
                             let t0 = Instant::now();
@@ -372,6 +464,7 @@ mod imp {
                                 randomness: vec![(Scalar::from(3u64), Scalar::from(5u64))],
                             })?;
                             let t4 = Instant::now();
+                            phases = gpu_backend.phases();
                             spills = stats.spills;
                             if run < runs - args.reps {
                                 continue;
@@ -397,6 +490,7 @@ mod imp {
                             spills,
                             abc_upload_s: up_m.as_secs_f64(),
                             abc_upload_gbps: gbps(up_bytes, up_m),
+                            native_phases: phases,
                         };
                         eprintln!(
                             "2^{log} {mix:<6} {load:<4} {mode:<6} synth {:>7.3} s  copy {:>6.3} s  gpu {:>7.3} s  e2e {:>7.3} s  abc upload {:>6.1} GB/s",
@@ -404,6 +498,22 @@ mod imp {
                         );
                         rows.push(row);
                     }
+                }
+                if let Some(other) = &compare {
+                    let ours = rows
+                        .iter()
+                        .rev()
+                        .find(|r: &&Row| r.log_size == log && r.mix == mix.to_string() && r.load == "idle")
+                        .map_or(0.0, |r| r.gpu_proof_s);
+                    comparisons.push(compare_case(
+                        log,
+                        &circuit,
+                        &path,
+                        (backend, &srs, ours),
+                        other,
+                        &pinned,
+                        (args.reps + usize::from(!args.no_warmup), args.reps),
+                    )?);
                 }
                 gpu_backend.unload(&path, &srs);
                 drop(srs);
@@ -417,6 +527,7 @@ mod imp {
             busy_threads: args.busy_threads,
             cases,
             rows,
+            comparisons,
         };
         args.output.emit(&report, |r| {
             println!("pinprove bench gpu — {} — {}", r.host.summary(), r.gpu);
@@ -452,6 +563,50 @@ mod imp {
                     x.gpu_proof_s,
                     x.end_to_end_s,
                     x.abc_upload_gbps
+                );
+            }
+            for x in r.rows.iter().filter(|x| x.native_phases.is_some()) {
+                let p = x.native_phases.as_ref().expect("filtered");
+                let msms: Vec<String> = p
+                    .msm
+                    .iter()
+                    .zip(pinprove_cuda::NativePhases::MSM_NAMES)
+                    .map(|((t, n), name)| {
+                        format!(
+                            "{name} {:.3} s ({:.0} Mpts/s)",
+                            t.as_secs_f64(),
+                            *n as f64 / t.as_secs_f64().max(1e-9) / 1e6
+                        )
+                    })
+                    .collect();
+                println!(
+                    "  phases 2^{} {} {} {}: prep {:.3} s, h {:.3} s (a/b/c {:.1} GB/s incl. NTTs), MSMs {}{}",
+                    x.log_size,
+                    x.mix,
+                    x.load,
+                    x.mode,
+                    p.preparation.as_secs_f64(),
+                    p.h.as_secs_f64(),
+                    p.abc_bytes as f64 / p.h.as_secs_f64().max(1e-9) / 1e9,
+                    msms.join(", "),
+                    if p.resident_bases {
+                        ", bases resident"
+                    } else {
+                        ", bases streamed"
+                    }
+                );
+            }
+            for c in &r.comparisons {
+                println!(
+                    "  2^{} {}: {} {:.3} s against {} {:.3} s: {:.1}x, identical proofs {}",
+                    c.log_size,
+                    c.mix,
+                    c.backend,
+                    c.gpu_proof_s,
+                    c.compare,
+                    c.compare_gpu_proof_s,
+                    c.speedup,
+                    c.identical_proofs
                 );
             }
         })
