@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use clap::{Args, ValueEnum};
-use pinprove_engine::timeline::Span;
+use pinprove_engine::timeline::{CounterSample, Span};
 use pinprove_engine::{
     Device, Engine, EngineConfig, JobOutcome, JobSpec, PartitionResult, Priority, circuit_partition_with_inputs,
 };
@@ -97,6 +97,10 @@ struct PipelineReport {
     device_busy_fraction: f64,
     device_or_finish_busy_fraction: f64,
     device_busy_fraction_whole_run: f64,
+    /// Mean NVML GPU utilization (percent of time a kernel ran) over the
+    /// steady window, and the number of ~100 ms samples (GPU builds only).
+    gpu_utilization_percent: Option<f64>,
+    gpu_utilization_samples: usize,
     phases: PhaseMedians,
     budget_bytes: u64,
     peak_rss_bytes: Option<u64>,
@@ -116,6 +120,18 @@ fn backend(kind: PipelineBackend, pool: &Arc<PinnedPool>) -> Result<Arc<dyn Back
             bail!("GPU backends need a GPU build (the `cuda` feature)")
         }
     }
+}
+
+/// Mean of the counter samples whose name ends with `suffix`, taken within
+/// `[from, to]`, and how many there were.
+fn mean_of(samples: &[CounterSample], suffix: &str, from: Duration, to: Duration) -> (Option<f64>, usize) {
+    let v: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.name.ends_with(suffix) && s.at >= from && s.at <= to)
+        .map(|s| s.value)
+        .collect();
+    let mean = (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    (mean, v.len())
 }
 
 /// Length of the union of `spans` clipped to `[from, to]`.
@@ -237,6 +253,7 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
     let to = device.iter().map(|s| s.start + s.duration).max().unwrap_or_default();
     let window = to.saturating_sub(from);
     let frac = |v: &[&Span]| covered(v, from, to).as_secs_f64() / window.as_secs_f64().max(1e-9);
+    let (gpu_util, gpu_util_n) = mean_of(&engine.timeline().samples(), " util %", from, to);
     // The whole run, the first synthesis included.
     let run_from = spans.iter().map(|s| s.start).min().unwrap_or_default();
     let run_to = spans.iter().map(|s| s.start + s.duration).max().unwrap_or_default();
@@ -278,6 +295,8 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         device_busy_fraction: frac(&device),
         device_or_finish_busy_fraction: frac(&both),
         device_busy_fraction_whole_run: run_frac,
+        gpu_utilization_percent: gpu_util,
+        gpu_utilization_samples: gpu_util_n,
         phases,
         budget_bytes: budget.total(),
         peak_rss_bytes: peak,
@@ -305,6 +324,12 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
             100.0 * r.device_or_finish_busy_fraction,
             100.0 * r.device_busy_fraction_whole_run
         );
+        if let Some(u) = r.gpu_utilization_percent {
+            println!(
+                "  GPU utilization (NVML) over the steady window: {u:.1}% ({} samples)",
+                r.gpu_utilization_samples
+            );
+        }
         let p = &r.phases;
         println!(
             "  medians: queue {}, admission {}, synthesis {}, hand-off {}, first step {}, finish wait {}, second step {}, total {}",
@@ -342,6 +367,25 @@ mod tests {
             duration: Duration::from_millis(len_ms),
             label: String::new(),
         }
+    }
+
+    #[test]
+    fn averages_gpu_samples_within_the_window_only() {
+        let sample = |name: &str, ms, value| CounterSample {
+            name: name.into(),
+            at: Duration::from_millis(ms),
+            value,
+        };
+        let s = [
+            sample("gpu0 util %", 50, 0.0),
+            sample("gpu0 util %", 150, 90.0),
+            sample("gpu0 PCIe RX GB/s", 160, 40.0),
+            sample("gpu0 util %", 250, 100.0),
+            sample("gpu0 util %", 400, 0.0),
+        ];
+        let ms = Duration::from_millis;
+        assert_eq!(mean_of(&s, " util %", ms(100), ms(300)), (Some(95.0), 2));
+        assert_eq!(mean_of(&s, " util %", ms(500), ms(600)), (None, 0));
     }
 
     #[test]
