@@ -11,6 +11,51 @@
 //! loaded on first use, accounted in the budget, and evicted least recently
 //! used first when idle and unreferenced. Every phase is timed, recorded on
 //! a timeline (Chrome trace JSON, SVG) and counted in Prometheus metrics.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use pinprove_engine::{Device, Engine, EngineConfig, JobOutcome, JobSpec, Priority, circuit_partition};
+//! use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
+//! use pinprove_groth16::CpuBackend;
+//! use pinprove_mem::{default_allocator, MemoryBudget, PinnedPool, PoolConfig};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // One budget for everything large; the pool draws from it.
+//! let pool = PinnedPool::new(default_allocator(), MemoryBudget::new(1 << 30), PoolConfig::default());
+//! let cpu = Device { name: "cpu".into(), backend: Arc::new(CpuBackend::new(Arc::clone(&pool))) };
+//! let engine = Engine::new(EngineConfig::default(), vec![cpu], Arc::clone(&pool))?;
+//!
+//! // Parameters are registered by circuit type and loaded on first use.
+//! let circuit = BenchCircuit::new(256, WitnessMix::Bits)?;
+//! # let dir = std::env::temp_dir().join(format!("pinprove-engine-doc-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir)?;
+//! # let params_path = dir.join("bench.params");
+//! # use rand_chacha::rand_core::SeedableRng as _;
+//! # let params = bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
+//! #     circuit.clone(), &mut rand_chacha::ChaCha8Rng::from_seed([7; 32]))?;
+//! # let mut bytes = Vec::new();
+//! # params.write(&mut bytes)?;
+//! # std::fs::write(&params_path, bytes)?;
+//! engine.register_srs(&circuit.id(), &params_path);
+//!
+//! // A job: partitions of one circuit type, proved in any order, returned in order.
+//! let partitions = (0..3).map(|seed| circuit_partition(circuit.clone().with_seed(seed))).collect();
+//! let job = engine.submit(JobSpec {
+//!     circuit_id: circuit.id(),
+//!     priority: Priority::High,
+//!     partitions,
+//!     randomness: None,
+//! })?;
+//! match engine.wait(job, Some(Duration::from_secs(60)))? {
+//!     JobOutcome::Completed(results) => assert_eq!(results.len(), 3),
+//!     other => panic!("{other:?}"),
+//! }
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok(())
+//! # }
+//! ```
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
