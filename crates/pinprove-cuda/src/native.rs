@@ -301,17 +301,6 @@ impl NativeBackend {
     fn lock(&self) -> MutexGuard<'_, HashMap<PathBuf, Arc<ResidentSrs>>> {
         self.resident.lock().unwrap_or_else(|e| e.into_inner())
     }
-
-    fn scalars(
-        &self,
-        len: usize,
-        funds: Option<&mut pinprove_mem::Reservation>,
-    ) -> Result<PinnedVec<Scalar>, ProveError> {
-        Ok(match funds {
-            Some(f) => PinnedVec::with_capacity_funded(len, &self.pool, f)?,
-            None => PinnedVec::with_capacity_in(len, &self.pool)?,
-        })
-    }
 }
 
 /// The scalars of the A and B queries: inputs, then the aux variables each
@@ -379,6 +368,18 @@ fn g2_msm(
     let mut p = G2Projective::identity();
     *p.as_mut() = out;
     Ok(p)
+}
+
+/// Runs one MSM, noting its time and point count in `slot`.
+fn timed<T>(
+    slot: &mut (Duration, usize),
+    points: usize,
+    msm: impl FnOnce() -> Result<T, ProveError>,
+) -> Result<T, ProveError> {
+    let t = Instant::now();
+    let out = msm()?;
+    *slot = (t.elapsed(), points);
+    Ok(out)
 }
 
 /// MSM results of one assignment.
@@ -483,11 +484,10 @@ impl Backend for NativeBackend {
         let lg_m = m.trailing_zeros();
         let key = srs_key(&job.srs);
         let mut sums = Vec::with_capacity(job.assignments.len());
-        for asg in job.assignments.drain(..) {
-            let mut asg = asg;
+        for mut asg in job.assignments.drain(..) {
             let t0 = Instant::now();
             // CPU side first, outside the device lock.
-            let mut h = self.scalars(m - 1, asg.working_set_mut())?;
+            let mut h = PinnedVec::with_capacity_paid(m - 1, &self.pool, asg.working_set_mut())?;
             h.try_resize(m - 1, Scalar::from(0u64))?;
             let [a, b, c] = asg.take_abc().ok_or(ProveError::AbcReleased)?;
             if [a.len(), b.len(), c.len()] != [n; 3] {
@@ -496,9 +496,9 @@ impl Backend for NativeBackend {
                 )));
             }
             let mut w = asg.into_witness();
-            let mut a_scalars = self.scalars(points.a().len(), w.working_set.as_mut())?;
+            let mut a_scalars = PinnedVec::with_capacity_paid(points.a().len(), &self.pool, w.working_set.as_mut())?;
             gather(&mut a_scalars, &w, false)?;
-            let mut b_scalars = self.scalars(points.b_g1().len(), w.working_set.as_mut())?;
+            let mut b_scalars = PinnedVec::with_capacity_paid(points.b_g1().len(), &self.pool, w.working_set.as_mut())?;
             gather(&mut b_scalars, &w, true)?;
 
             let resident = key.as_ref().and_then(|k| self.lock().get(k).cloned());
@@ -518,22 +518,11 @@ impl Backend for NativeBackend {
             drop((a, b, c));
             let t3 = Instant::now();
             let mut msm = [(Duration::ZERO, 0usize); 5];
-            let mut timed = |i: usize, n: usize, t: Instant| msm[i] = (t.elapsed(), n);
-            let t = Instant::now();
-            let h_sum = g1_msm(q(0), points.h(), &h)?;
-            timed(0, h.len(), t);
-            let t = Instant::now();
-            let l_sum = g1_msm(q(1), points.l(), &w.aux)?;
-            timed(1, w.aux.len(), t);
-            let t = Instant::now();
-            let a_sum = g1_msm(q(2), points.a(), &a_scalars)?;
-            timed(2, a_scalars.len(), t);
-            let t = Instant::now();
-            let b1_sum = g1_msm(q(3), points.b_g1(), &b_scalars)?;
-            timed(3, b_scalars.len(), t);
-            let t = Instant::now();
-            let b2_sum = g2_msm(q(4), points.b_g2(), &b_scalars)?;
-            timed(4, b_scalars.len(), t);
+            let h_sum = timed(&mut msm[0], h.len(), || g1_msm(q(0), points.h(), &h))?;
+            let l_sum = timed(&mut msm[1], w.aux.len(), || g1_msm(q(1), points.l(), &w.aux))?;
+            let a_sum = timed(&mut msm[2], a_scalars.len(), || g1_msm(q(2), points.a(), &a_scalars))?;
+            let b1_sum = timed(&mut msm[3], b_scalars.len(), || g1_msm(q(3), points.b_g1(), &b_scalars))?;
+            let b2_sum = timed(&mut msm[4], b_scalars.len(), || g2_msm(q(4), points.b_g2(), &b_scalars))?;
             drop(device);
             let phases = NativePhases {
                 preparation: t1 - t0,

@@ -64,6 +64,23 @@ pub struct SynthesisContext<'a> {
     pub shape: Option<CapacityHint>,
 }
 
+impl SynthesisContext<'_> {
+    /// Synthesizes `circuit` as the engine admitted it: into the pool, sized
+    /// by the circuit type's hint (or the parameters' shape), paid for by
+    /// the admitted working set.
+    pub fn synthesize<C: Circuit<Scalar>>(self, circuit: C) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
+        synthesize_sized(
+            circuit,
+            self.circuit_id,
+            self.pool,
+            self.hints,
+            self.layout,
+            Some(self.funds),
+            self.shape,
+        )
+    }
+}
+
 /// One circuit of a job, not yet synthesized.
 pub trait Partition: Send + 'static {
     /// Synthesizes the circuit into pool buffers.
@@ -88,15 +105,7 @@ impl<C: Circuit<Scalar> + Send + 'static> Partition for CircuitPartition<C> {
         self: Box<Self>,
         ctx: SynthesisContext<'_>,
     ) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
-        synthesize_sized(
-            self.circuit,
-            ctx.circuit_id,
-            ctx.pool,
-            ctx.hints,
-            ctx.layout,
-            Some(ctx.funds),
-            ctx.shape,
-        )
+        ctx.synthesize(self.circuit)
     }
 
     fn public_inputs(&self) -> Option<Vec<Scalar>> {

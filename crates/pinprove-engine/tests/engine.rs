@@ -198,15 +198,7 @@ impl Partition for Slow {
         ctx: SynthesisContext<'_>,
     ) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
         thread::sleep(self.delay);
-        pinprove_groth16::synthesize_sized(
-            self.circuit,
-            ctx.circuit_id,
-            ctx.pool,
-            ctx.hints,
-            ctx.layout,
-            Some(ctx.funds),
-            ctx.shape,
-        )
+        ctx.synthesize(self.circuit)
     }
 }
 

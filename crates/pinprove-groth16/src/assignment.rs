@@ -71,10 +71,7 @@ impl ProvingAssignment {
         mut funds: Option<&mut Reservation>,
     ) -> Result<Self, ProveError> {
         let mut vec = |n: usize| -> Result<PinnedVec<Scalar>, ProveError> {
-            Ok(match funds.as_deref_mut() {
-                Some(f) => PinnedVec::with_capacity_funded(n, pool, f)?,
-                None => PinnedVec::with_capacity_in(n, pool)?,
-            })
+            Ok(PinnedVec::with_capacity_paid(n, pool, funds.as_deref_mut())?)
         };
         Ok(ProvingAssignment {
             a: Some(vec(caps.constraints)?),

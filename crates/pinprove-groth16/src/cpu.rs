@@ -121,10 +121,7 @@ impl CpuBackend {
         funds: Option<&mut pinprove_mem::Reservation>,
     ) -> Result<PinnedVec<ScalarBytes>, ProveError> {
         let m = 1usize << log_m;
-        let mut h = match funds {
-            Some(f) => PinnedVec::with_capacity_funded(m - 1, &self.pool, f)?,
-            None => PinnedVec::with_capacity_in(m - 1, &self.pool)?,
-        };
+        let mut h = PinnedVec::with_capacity_paid(m - 1, &self.pool, funds)?;
         h.try_resize(m - 1, [0u8; 32])?;
         h.par_iter_mut()
             .enumerate()
@@ -180,10 +177,7 @@ fn gather(
     parts: &[(&[ScalarBytes], Option<&Density>)],
 ) -> Result<PinnedVec<ScalarBytes>, ProveError> {
     let len = parts.iter().map(|(s, d)| d.map_or(s.len(), Density::total)).sum();
-    let mut out = match funds {
-        Some(f) => PinnedVec::with_capacity_funded(len, pool, f)?,
-        None => PinnedVec::with_capacity_in(len, pool)?,
-    };
+    let mut out = PinnedVec::with_capacity_paid(len, pool, funds)?;
     for (scalars, density) in parts {
         match density {
             None => out.try_extend_from_slice(scalars)?,

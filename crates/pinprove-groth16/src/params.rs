@@ -579,10 +579,7 @@ fn decode_points<P: Point>(
 ) -> Result<PinnedVec<P::Raw>, ParamsError> {
     let (point_bytes, group) = (P::BYTES, P::GROUP);
     let n = bytes.len() / point_bytes;
-    let mut out = match funds {
-        Some(f) => PinnedVec::with_capacity_funded(n, pool, f)?,
-        None => PinnedVec::with_capacity_in(n, pool)?,
-    };
+    let mut out = PinnedVec::with_capacity_paid(n, pool, funds)?;
     out.try_resize(n, P::Raw::default())?;
     const PER_TASK: usize = 1024;
     out.par_chunks_mut(PER_TASK)

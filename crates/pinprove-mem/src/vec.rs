@@ -93,6 +93,19 @@ impl<T: Copy> PinnedVec<T> {
         Ok(v)
     }
 
+    /// [`with_capacity_funded`](Self::with_capacity_funded) when `funds` is
+    /// given, else [`with_capacity_in`](Self::with_capacity_in).
+    pub fn with_capacity_paid(
+        capacity: usize,
+        pool: &Arc<PinnedPool>,
+        funds: Option<&mut Reservation>,
+    ) -> Result<Self> {
+        match funds {
+            Some(f) => Self::with_capacity_funded(capacity, pool, f),
+            None => Self::with_capacity_in(capacity, pool),
+        }
+    }
+
     fn bytes_for(n: usize) -> Result<usize> {
         n.checked_mul(Self::ELEM)
             .filter(|&b| b <= isize::MAX as usize)

@@ -139,6 +139,16 @@ pub fn gbps(bytes: u64, d: Duration) -> f64 {
     bytes as f64 / d.as_secs_f64() / 1e9
 }
 
+/// The error of a command or option that needs the `cuda` feature, in a
+/// build without it.
+#[cfg(not(feature = "cuda"))]
+pub fn needs_gpu_build(what: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{what} needs a GPU build: this pinprove was built without the `cuda` feature \
+         (build one with scripts/gpu-build)"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -65,10 +65,7 @@ pub struct GpuArgs {
 
 #[cfg(not(feature = "cuda"))]
 pub fn run(_args: &GpuArgs) -> Result<()> {
-    anyhow::bail!(
-        "`bench gpu` needs a GPU build: this pinprove was built without the `cuda` feature \
-         (build one with scripts/gpu-build)"
-    )
+    Err(crate::report::needs_gpu_build("`bench gpu`"))
 }
 
 #[cfg(feature = "cuda")]

@@ -23,10 +23,7 @@ pub struct H2dArgs {
 
 #[cfg(not(feature = "cuda"))]
 pub fn run(_args: &H2dArgs) -> Result<()> {
-    anyhow::bail!(
-        "`bench h2d` needs a GPU build: this pinprove was built without the `cuda` feature \
-         (build one with scripts/gpu-build)"
-    )
+    Err(crate::report::needs_gpu_build("`bench h2d`"))
 }
 
 #[cfg(feature = "cuda")]

@@ -117,7 +117,7 @@ fn backend(kind: PipelineBackend, pool: &Arc<PinnedPool>) -> Result<Arc<dyn Back
         PipelineBackend::Native => Ok(Arc::new(pinprove_cuda::NativeBackend::new(Arc::clone(pool))?)),
         #[cfg(not(feature = "cuda"))]
         PipelineBackend::Supraseal | PipelineBackend::Native => {
-            bail!("GPU backends need a GPU build (the `cuda` feature)")
+            Err(crate::report::needs_gpu_build("the supraseal and native backends"))
         }
     }
 }
