@@ -1,11 +1,18 @@
-// pinprove's native GPU backend: the multi-scalar multiplications, on
-// sppark's Pippenger, in G1 (h, l, a, b) and G2 (b).
+// pinprove's native GPU backend: the multi-scalar multiplications in G1
+// (h, l, a, b) and G2 (b), on sppark's Pippenger and batched addition.
 //
 // Bases either stream from host memory on every call (pinned pool buffers
-// copy at full PCIe speed) or stay resident on the device: a resident set
-// is an msm_t built over them once, invoked later with a null bases
-// pointer. Results are Jacobian points with the memory layout of blst's
-// blst_p1 / blst_p2.
+// copy at full PCIe speed) or stay resident in device memory, uploaded once
+// per SRS. With resident bases an MSM can be split by scalar value: the
+// bases whose scalar is 1 are summed by sppark's batched addition (one
+// point addition each, selected by a bitmap), and only the rest — gathered
+// into a dense array on the device — go through Pippenger, whose cost per
+// point is a dozen window passes. Zero scalars are dropped by the caller.
+// For witnesses that are mostly bits this is most of the MSM work saved.
+//
+// Results are Jacobian points with the memory layout of blst's blst_p1 /
+// blst_p2. Device pointers are handed to sppark as non-owning dev_ptr_t
+// views (its msm_t reads bases and scalars in place when given those).
 
 #include <cuda.h>
 
@@ -25,6 +32,8 @@ typedef bucket_fp2_t::affine_t affine_fp2_t;
 typedef fr_t scalar_t;
 
 #include <cassert>
+#include <cstdlib>
+#include <memory>
 #include <cooperative_groups.h>
 #include <vector>
 
@@ -47,74 +56,221 @@ typedef fr_t scalar_t;
 
 namespace {
 
-template<class bucket, class point, class affine>
-RustError msm(point* out, const void* resident, const affine* bases, size_t n, const scalar_t* scalars, bool mont)
+// Selects sppark's GPU `device`; throws for a device it does not know.
+const gpu_t& gpu_for(int device)
 {
-    typedef msm_t<bucket, point, affine, scalar_t> msm_type;
-    if (n == 0) {
-        out->inf();
-        return RustError{cudaSuccess};
-    }
-    try {
-        if (resident) {
-            auto* m = const_cast<msm_type*>(static_cast<const msm_type*>(resident));
-            return m->invoke(*out, static_cast<const affine*>(nullptr), n, scalars, mont);
-        }
-        msm_type m{nullptr, n};
-        return m.invoke(*out, bases, n, scalars, mont);
-    } catch (const cuda_error& e) {
-        out->inf();
-        return RustError{e.code(), e.what()};
+    if (device < 0 || (size_t)device >= ngpus())
+        throw cuda_error{-cudaErrorInvalidDevice, std::string("no such GPU")};
+    const gpu_t& gpu = select_gpu(device);
+    gpu.select();
+    return gpu;
+}
+
+// One query's bases in device memory.
+template<class affine_t>
+struct resident_t {
+    typedef typename affine_t::mem_t affine_h;
+    int device;
+    size_t n;
+    dev_ptr_t<affine_h> points;
+    resident_t(int d, size_t n_) : device(d), n(n_), points(n_) {}
+};
+
+// dst[j] = src[idx[j]], word by word (coalesced on both sides).
+__global__ void gather_points(uint32_t* dst, const uint32_t* src, const uint32_t* idx, size_t n, uint32_t words)
+{
+    size_t total = n * words;
+    size_t stride = (size_t)blockDim.x * gridDim.x;
+    for (size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += stride) {
+        size_t j = t / words;
+        uint32_t w = (uint32_t)(t % words);
+        dst[t] = src[(size_t)idx[j] * words + w];
     }
 }
 
-template<class bucket, class point, class affine>
-RustError make_resident(void** out, const affine* bases, size_t n)
-{
-    typedef msm_t<bucket, point, affine, scalar_t> msm_type;
-    *out = nullptr;
-    try {
-        *out = new msm_type{bases, n};
-    } catch (const cuda_error& e) {
-        return RustError{e.code(), e.what()};
-    } catch (const std::bad_alloc&) {
-        return RustError{cudaErrorMemoryAllocation, "host memory for an MSM context"};
+template<class bucket_t, class point_t, class affine_t>
+struct curve {
+    typedef msm_t<bucket_t, point_t, affine_t, scalar_t> msm_type;
+    typedef typename affine_t::mem_t affine_h;
+    typedef typename bucket_t::mem_t bucket_h;
+    static_assert(sizeof(affine_h) % sizeof(uint32_t) == 0, "bases are whole words");
+
+    // Pippenger over n bases (device view or host array) and n scalars
+    // (device view or host array).
+    template<class bases_t, class scalars_t>
+    static void pippenger(point_t& out, int device, bases_t bases, size_t n, scalars_t scalars, bool mont)
+    {
+        out.inf();
+        if (n == 0)
+            return;
+        msm_type m{nullptr, n, sizeof(affine_t), device};
+        RustError err = m.invoke(out, bases, n, scalars, mont);
+        if (err.code != cudaSuccess) {
+            std::string what = err.message ? err.message : "MSM";
+            std::free(err.message);
+            throw cuda_error{err.code, what};
+        }
     }
-    return RustError{cudaSuccess};
-}
+
+    // Sum of the resident bases whose bit is set (LSB first: word w, bit b
+    // is base 32w + b; the bitmap is padded to whole 1024-bit blocks).
+    static void sum_selected(point_t& out, const gpu_t& gpu, const resident_t<affine_t>& res, const uint32_t* bitmap)
+    {
+        size_t words = (res.n + 1023) / 1024 * 32;
+        size_t nsums = (size_t)gpu.sm_count() * BATCH_ADD_BLOCK_SIZE / WARP_SZ;
+        dev_ptr_t<uint32_t> d_bitmap{words};
+        dev_ptr_t<bucket_h> d_sums{nsums};
+        CUDA_OK(cudaMemcpyAsync(&d_bitmap[0], bitmap, words * sizeof(uint32_t), cudaMemcpyHostToDevice, gpu));
+        void (*kernel)(bucket_h*, const affine_h*, uint32_t, const uint32_t*, bool, uint32_t) =
+            batch_addition<bucket_t, affine_h>;
+        gpu.launch_coop(kernel, launch_params_t{gpu.sm_count(), BATCH_ADD_BLOCK_SIZE}, &d_sums[0],
+                        (const affine_h*)&res.points[0], (uint32_t)res.n, (const uint32_t*)&d_bitmap[0], false, 0u);
+        std::vector<bucket_t> sums(nsums);
+        gpu.DtoH(sums, &d_sums[0]);
+        gpu.sync();
+        out = sum_up(sums);
+    }
+
+    static RustError resident_msm(point_t* out, const void* handle, const scalar_t* scalars, const void* d_scalars,
+                                  const uint32_t* ones, const uint32_t* idx, size_t n, bool mont)
+    {
+        out->inf();
+        try {
+            auto& res = *static_cast<const resident_t<affine_t>*>(handle);
+            const gpu_t& gpu = gpu_for(res.device);
+            dev_ptr_t<affine_t> all_bases{(affine_t*)&res.points[0]};
+            if (ones != nullptr) {
+                point_t sum;
+                sum_selected(sum, gpu, res, ones);
+                out->add(sum);
+            }
+            point_t p;
+            if (d_scalars != nullptr) {
+                pippenger(p, res.device, all_bases, n, dev_ptr_t<scalar_t>{(scalar_t*)d_scalars}, mont);
+            } else if (idx == nullptr) {
+                pippenger(p, res.device, all_bases, n, scalars, mont);
+            } else if (n > 0) {
+                const uint32_t words = sizeof(affine_h) / sizeof(uint32_t);
+                dev_ptr_t<uint32_t> d_idx{n};
+                dev_ptr_t<affine_h> gathered{n};
+                CUDA_OK(cudaMemcpyAsync(&d_idx[0], idx, n * sizeof(uint32_t), cudaMemcpyHostToDevice, gpu));
+                gather_points<<<gpu.sm_count() * 4, 256, 0, gpu>>>((uint32_t*)&gathered[0],
+                                                                   (const uint32_t*)&res.points[0], &d_idx[0], n,
+                                                                   words);
+                CUDA_OK(cudaGetLastError());
+                gpu.sync(); // the MSM runs on other streams
+                pippenger(p, res.device, dev_ptr_t<affine_t>{(affine_t*)&gathered[0]}, n, scalars, mont);
+            } else {
+                p.inf();
+            }
+            out->add(p);
+        } catch (const cuda_error& e) {
+            out->inf();
+            return RustError{e.code(), e.what()};
+        }
+        return RustError{cudaSuccess};
+    }
+
+    static RustError host_msm(point_t* out, int device, const affine_t* bases, const scalar_t* scalars,
+                              const void* d_scalars, size_t n, bool mont)
+    {
+        try {
+            gpu_for(device);
+            if (d_scalars != nullptr)
+                pippenger(*out, device, bases, n, dev_ptr_t<scalar_t>{(scalar_t*)d_scalars}, mont);
+            else
+                pippenger(*out, device, bases, n, scalars, mont);
+        } catch (const cuda_error& e) {
+            out->inf();
+            return RustError{e.code(), e.what()};
+        }
+        return RustError{cudaSuccess};
+    }
+
+    static RustError upload(void** out, int device, const affine_t* bases, size_t n)
+    {
+        *out = nullptr;
+        try {
+            const gpu_t& gpu = gpu_for(device);
+            std::unique_ptr<resident_t<affine_t>> res{new resident_t<affine_t>{device, n}};
+            if (n > 0)
+                gpu.HtoD(&res->points[0], bases, n, sizeof(affine_t));
+            gpu.sync();
+            *out = res.release();
+        } catch (const cuda_error& e) {
+            return RustError{e.code(), e.what()};
+        } catch (const std::bad_alloc&) {
+            return RustError{cudaErrorMemoryAllocation, "host memory for resident bases"};
+        }
+        return RustError{cudaSuccess};
+    }
+
+    static void free(void* handle)
+    {
+        auto* res = static_cast<resident_t<affine_t>*>(handle);
+        if (res != nullptr) {
+            select_gpu(res->device); // frees on the device that holds them
+            delete res;
+        }
+    }
+};
+
+typedef curve<bucket_t, point_t, affine_t> g1;
+typedef curve<bucket_fp2_t, point_fp2_t, affine_fp2_t> g2;
 
 } // namespace
 
-extern "C" RustError::by_value pinprove_msm_g1(point_t* out, const void* resident, const affine_t* bases, size_t n,
-                                               const scalar_t* scalars, bool mont)
+// MSM over bases in host memory (streamed to the device). Scalars are in
+// host memory, or — when d_scalars is not null — already on the device.
+extern "C" RustError::by_value pinprove_msm_g1(point_t* out, int device, const affine_t* bases, const scalar_t* scalars,
+                                               const void* d_scalars, size_t n, bool mont)
 {
-    return msm<bucket_t, point_t, affine_t>(out, resident, bases, n, scalars, mont);
+    return g1::host_msm(out, device, bases, scalars, d_scalars, n, mont);
 }
 
-extern "C" RustError::by_value pinprove_msm_g2(point_fp2_t* out, const void* resident, const affine_fp2_t* bases,
-                                               size_t n, const scalar_t* scalars, bool mont)
+extern "C" RustError::by_value pinprove_msm_g2(point_fp2_t* out, int device, const affine_fp2_t* bases,
+                                               const scalar_t* scalars, const void* d_scalars, size_t n, bool mont)
 {
-    return msm<bucket_fp2_t, point_fp2_t, affine_fp2_t>(out, resident, bases, n, scalars, mont);
+    return g2::host_msm(out, device, bases, scalars, d_scalars, n, mont);
 }
 
-// Uploads n bases to the device once; *out is the handle for the calls
+// MSM over resident bases. Either the n scalars pair with the first n bases
+// (idx null; host scalars, or device scalars when d_scalars is not null),
+// or idx names the base of each of the n host scalars. `ones` (may be null)
+// is a bitmap over all resident bases whose set bits are added with scalar 1.
+extern "C" RustError::by_value pinprove_msm_resident_g1(point_t* out, const void* resident, const scalar_t* scalars,
+                                                        const void* d_scalars, const uint32_t* ones,
+                                                        const uint32_t* idx, size_t n, bool mont)
+{
+    return g1::resident_msm(out, resident, scalars, d_scalars, ones, idx, n, mont);
+}
+
+extern "C" RustError::by_value pinprove_msm_resident_g2(point_fp2_t* out, const void* resident,
+                                                        const scalar_t* scalars, const void* d_scalars,
+                                                        const uint32_t* ones, const uint32_t* idx, size_t n,
+                                                        bool mont)
+{
+    return g2::resident_msm(out, resident, scalars, d_scalars, ones, idx, n, mont);
+}
+
+// Uploads n bases to `device` once; *out is the handle for the calls
 // above, freed with the matching _free.
-extern "C" RustError::by_value pinprove_resident_g1(void** out, const affine_t* bases, size_t n)
+extern "C" RustError::by_value pinprove_resident_g1(void** out, int device, const affine_t* bases, size_t n)
 {
-    return make_resident<bucket_t, point_t, affine_t>(out, bases, n);
+    return g1::upload(out, device, bases, n);
 }
 
-extern "C" RustError::by_value pinprove_resident_g2(void** out, const affine_fp2_t* bases, size_t n)
+extern "C" RustError::by_value pinprove_resident_g2(void** out, int device, const affine_fp2_t* bases, size_t n)
 {
-    return make_resident<bucket_fp2_t, point_fp2_t, affine_fp2_t>(out, bases, n);
+    return g2::upload(out, device, bases, n);
 }
 
 extern "C" void pinprove_resident_g1_free(void* p)
 {
-    delete static_cast<msm_t<bucket_t, point_t, affine_t, scalar_t>*>(p);
+    g1::free(p);
 }
 
 extern "C" void pinprove_resident_g2_free(void* p)
 {
-    delete static_cast<msm_t<bucket_fp2_t, point_fp2_t, affine_fp2_t, scalar_t>*>(p);
+    g2::free(p);
 }

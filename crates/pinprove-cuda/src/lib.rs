@@ -18,6 +18,7 @@ mod device;
 mod native;
 #[cfg(feature = "cuda")]
 pub mod nvml;
+mod split;
 #[cfg(feature = "cuda")]
 mod supraseal;
 

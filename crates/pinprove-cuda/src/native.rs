@@ -1,23 +1,27 @@
 //! pinprove's own GPU backend: the whole proof's arithmetic on the GPU
 //! (`cuda/native_h.cu` and `cuda/native_msm.cu`, on sppark).
 //!
-//! `start` compacts the scalars the densities select (on the CPU, before
-//! taking the device), then under the device lock computes h = (A·B − C)/Z
-//! with NTTs, returns a/b/c to the pool, and runs the five MSMs (h, l, a,
-//! b in G1, b in G2). `finish` only assembles the proof, so a second worker
-//! prepares its next partition while the first holds the device.
+//! `start` prepares the L, A and B scalars on the CPU before taking the
+//! device (see [`crate::split`]: one parallel pass over the aux assignment
+//! sorts scalars into ones, zeros and the rest), then under the device lock:
+//! queues a/b/c's uploads in chunks on a copy stream, with the NTTs of each
+//! vector waiting on the device for that vector only; hands each a/b/c
+//! buffer back to the pool at once with a CUDA-event fence, so the pool
+//! reuses it the moment its copy has landed; computes h on the device and
+//! feeds it to the h MSM without a round trip through host memory; runs the
+//! L, A and B MSMs — bit-valued terms by batched addition, the rest by
+//! Pippenger over gathered bases. `finish` only assembles the proof, so a
+//! second worker prepares its next partition while the first holds the
+//! device.
 //!
 //! SRS placement: [`SrsPlacement::Device`] (the default) uploads each
 //! query's bases to device memory once, in `prepare_srs`, and MSMs read them
 //! from HBM; when that fails (too little device memory) or with
 //! [`SrsPlacement::Host`] the bases stream from the SRS's pinned pool
-//! buffers on every MSM.
-//!
-//! Not yet done (see the project's notes): uploads of a/b/c in chunks that
-//! overlap the NTTs, and bit-valued scalars summed by batched addition.
+//! buffers on every MSM, and every scalar goes through Pippenger.
 
 use std::collections::HashMap;
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -27,41 +31,75 @@ use blstrs::{G1Projective, G2Projective, Scalar};
 use group::Group;
 use pinprove_groth16::{
     AbcLayout, Backend, Capabilities, CapacityHint, Proof, ProveError, ProvingJob, Srs, SrsPoints, StartedProof,
-    Witness, assemble, check_job,
+    assemble, check_job,
 };
-use pinprove_mem::{PinnedPool, PinnedVec};
+use pinprove_mem::cuda::{Event, EventFence};
+use pinprove_mem::PinnedPool;
+
+use crate::split::{self, Mode, QueryScalars};
 
 const NAME: &str = "native";
 
 unsafe extern "C" {
     // cuda/native_h.cu
-    fn pinprove_h_coefficients(
+    fn pinprove_h_begin(
+        out: *mut *mut c_void,
+        device: c_int,
         a: *const Scalar,
         b: *const Scalar,
         c: *const Scalar,
         n: usize,
         lg_m: u32,
-        h_out: *mut Scalar,
+        uploaded: *const *mut c_void,
+        marks: *const *mut c_void,
     ) -> sppark::Error;
+    fn pinprove_h_wait(job: *mut c_void, h: *mut *const Scalar) -> sppark::Error;
+    #[cfg(test)]
+    fn pinprove_h_download(job: *mut c_void, h_out: *mut Scalar) -> sppark::Error;
+    fn pinprove_h_free(job: *mut c_void);
     // cuda/native_msm.cu
     fn pinprove_msm_g1(
         out: *mut blst_p1,
-        resident: *const c_void,
+        device: c_int,
         bases: *const blst_p1_affine,
-        n: usize,
         scalars: *const Scalar,
+        d_scalars: *const Scalar,
+        n: usize,
         mont: bool,
     ) -> sppark::Error;
     fn pinprove_msm_g2(
         out: *mut blst_p2,
-        resident: *const c_void,
+        device: c_int,
         bases: *const blst_p2_affine,
-        n: usize,
         scalars: *const Scalar,
+        d_scalars: *const Scalar,
+        n: usize,
         mont: bool,
     ) -> sppark::Error;
-    fn pinprove_resident_g1(out: *mut *mut c_void, bases: *const blst_p1_affine, n: usize) -> sppark::Error;
-    fn pinprove_resident_g2(out: *mut *mut c_void, bases: *const blst_p2_affine, n: usize) -> sppark::Error;
+    fn pinprove_msm_resident_g1(
+        out: *mut blst_p1,
+        resident: *const c_void,
+        scalars: *const Scalar,
+        d_scalars: *const Scalar,
+        ones: *const u32,
+        idx: *const u32,
+        n: usize,
+        mont: bool,
+    ) -> sppark::Error;
+    fn pinprove_msm_resident_g2(
+        out: *mut blst_p2,
+        resident: *const c_void,
+        scalars: *const Scalar,
+        d_scalars: *const Scalar,
+        ones: *const u32,
+        idx: *const u32,
+        n: usize,
+        mont: bool,
+    ) -> sppark::Error;
+    fn pinprove_resident_g1(out: *mut *mut c_void, device: c_int, bases: *const blst_p1_affine, n: usize)
+    -> sppark::Error;
+    fn pinprove_resident_g2(out: *mut *mut c_void, device: c_int, bases: *const blst_p2_affine, n: usize)
+    -> sppark::Error;
     fn pinprove_resident_g1_free(p: *mut c_void);
     fn pinprove_resident_g2_free(p: *mut c_void);
 }
@@ -99,6 +137,9 @@ pub struct NativeConfig {
     pub srs_placement: SrsPlacement,
     /// Workers the engine should run per device.
     pub workers_per_device: usize,
+    /// The GPU, by CUDA ordinal (the order sppark enumerates them in when
+    /// every visible GPU is Volta or newer, as on any machine this runs on).
+    pub device: usize,
 }
 
 impl Default for NativeConfig {
@@ -106,29 +147,29 @@ impl Default for NativeConfig {
         NativeConfig {
             srs_placement: SrsPlacement::Device,
             workers_per_device: 2,
+            device: 0,
         }
     }
 }
 
-/// One query's bases in device memory (an sppark MSM context over them).
+/// One query's bases in device memory.
 struct Resident {
     handle: *mut c_void,
     g2: bool,
 }
 
-// SAFETY: the handle is only dereferenced (by the C side) under the
-// backend's device lock, one call at a time, and the context it names is
-// not tied to the thread that created it; sharing the handle value itself
-// is harmless.
+// SAFETY: the handle names device memory and its size; the C side only
+// reads it (under the backend's device lock) and frees it once, in Drop.
+// Nothing ties it to the thread that created it.
 unsafe impl Send for Resident {}
-// SAFETY: as for Send: every use of the context is serialized by the
-// device lock.
+// SAFETY: as for Send: shared use only reads.
 unsafe impl Sync for Resident {}
 
 impl Drop for Resident {
     fn drop(&mut self) {
         // SAFETY: the handle came from the matching pinprove_resident_* and
-        // is freed exactly once, here.
+        // is freed exactly once, here; an Arc keeps it alive through any
+        // proof that uses it.
         unsafe {
             if self.g2 {
                 pinprove_resident_g2_free(self.handle)
@@ -145,29 +186,19 @@ struct ResidentSrs {
     bytes: u64,
 }
 
-fn resident_g1(bases: &[blst_p1_affine]) -> Result<Resident, ProveError> {
+fn resident<C: Curve>(device: c_int, bases: &[C::Affine]) -> Result<Resident, ProveError> {
     let mut handle = std::ptr::null_mut();
     // SAFETY: `bases` holds `len` points; the call copies them to the device
     // before returning and writes one handle.
     check(
-        unsafe { pinprove_resident_g1(&mut handle, bases.as_ptr(), bases.len()) },
-        "uploading G1 bases",
+        unsafe { C::upload(&mut handle, device, bases.as_ptr(), bases.len()) },
+        C::UPLOAD,
     )?;
-    Ok(Resident { handle, g2: false })
-}
-
-fn resident_g2(bases: &[blst_p2_affine]) -> Result<Resident, ProveError> {
-    let mut handle = std::ptr::null_mut();
-    // SAFETY: as in `resident_g1`.
-    check(
-        unsafe { pinprove_resident_g2(&mut handle, bases.as_ptr(), bases.len()) },
-        "uploading G2 bases",
-    )?;
-    Ok(Resident { handle, g2: true })
+    Ok(Resident { handle, g2: C::G2 })
 }
 
 impl ResidentSrs {
-    fn upload(p: &SrsPoints) -> Result<ResidentSrs, ProveError> {
+    fn upload(p: &SrsPoints, device: c_int) -> Result<ResidentSrs, ProveError> {
         let bytes = (std::mem::size_of_val(p.h())
             + std::mem::size_of_val(p.l())
             + std::mem::size_of_val(p.a())
@@ -175,11 +206,11 @@ impl ResidentSrs {
             + std::mem::size_of_val(p.b_g2())) as u64;
         Ok(ResidentSrs {
             queries: [
-                resident_g1(p.h())?,
-                resident_g1(p.l())?,
-                resident_g1(p.a())?,
-                resident_g1(p.b_g1())?,
-                resident_g2(p.b_g2())?,
+                resident::<G1>(device, p.h())?,
+                resident::<G1>(device, p.l())?,
+                resident::<G1>(device, p.a())?,
+                resident::<G1>(device, p.b_g1())?,
+                resident::<G2>(device, p.b_g2())?,
             ],
             bytes,
         })
@@ -201,8 +232,8 @@ pub struct NativeBackend {
     /// SRSs whose bases are on the device. A proof holds its own Arc, so
     /// an eviction during a proof frees the bases after it.
     resident: Mutex<HashMap<PathBuf, Arc<ResidentSrs>>>,
-    /// Device work of one proof at a time (sppark's MSM contexts are not
-    /// reentrant); CPU work runs outside it.
+    /// Device work of one proof at a time (sppark's streams and scratch
+    /// counters are per device, not per call); CPU work runs outside it.
     device: Mutex<()>,
     last_phases: Mutex<Option<NativePhases>>,
 }
@@ -210,16 +241,24 @@ pub struct NativeBackend {
 /// Where the time of one assignment's `start` went.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct NativePhases {
-    /// Scalar compaction and buffers, on the CPU before the device lock.
+    /// Scalar preparation on the CPU, before the device lock.
     pub preparation: Duration,
     /// Waiting for the device lock (another worker's proof).
     pub device_wait: Duration,
-    /// a/b/c upload, the NTTs and the quotient, h back to the host.
-    pub h: Duration,
+    /// Device time of the a/b/c uploads (first copy queued to last landed).
+    pub upload: Duration,
     /// Bytes of a/b/c uploaded for h.
     pub abc_bytes: u64,
-    /// The MSMs h, l, a, b (G1), b (G2): time and number of points each.
+    /// From queuing the uploads to h computed on the device (uploads,
+    /// seven NTTs, the quotient, overlapped).
+    pub h: Duration,
+    /// The MSMs h, l, a, b (G1), b (G2): time and number of bases each.
     pub msm: [(Duration, usize); 5],
+    /// Of each MSM's bases, how many went through Pippenger …
+    pub pippenger_points: [usize; 5],
+    /// … and how many had scalar 1 and were summed by batched addition
+    /// (the rest had scalar 0).
+    pub batched_points: [usize; 5],
     /// Whether the bases were resident in device memory.
     pub resident_bases: bool,
 }
@@ -265,6 +304,12 @@ impl NativeBackend {
         if n == 0 {
             return Err(backend_error("no CUDA device"));
         }
+        if config.device >= n {
+            return Err(backend_error(format!(
+                "no CUDA device {} (this machine has {n})",
+                config.device
+            )));
+        }
         if config.workers_per_device == 0 {
             return Err(backend_error("workers_per_device must be at least 1"));
         }
@@ -301,76 +346,201 @@ impl NativeBackend {
     fn lock(&self) -> MutexGuard<'_, HashMap<PathBuf, Arc<ResidentSrs>>> {
         self.resident.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    fn ordinal(&self) -> c_int {
+        self.config.device as c_int
+    }
 }
 
-/// The scalars of the A and B queries: inputs, then the aux variables each
-/// density selects.
-fn gather(out: &mut PinnedVec<Scalar>, w: &Witness, b: bool) -> Result<(), ProveError> {
-    if b {
-        for i in w.b_input_density.iter_ones() {
-            out.try_push(w.inputs[i])?;
+/// G1 or G2 for the MSM calls.
+trait Curve {
+    type Affine;
+    type Raw: Default;
+    type Point;
+    const G2: bool;
+    const UPLOAD: &'static str;
+    const MSM: &'static str;
+    /// # Safety
+    /// As `pinprove_resident_g1`.
+    unsafe fn upload(out: *mut *mut c_void, device: c_int, bases: *const Self::Affine, n: usize) -> sppark::Error;
+    /// # Safety
+    /// As `pinprove_msm_g1`.
+    unsafe fn host(
+        out: *mut Self::Raw,
+        device: c_int,
+        bases: *const Self::Affine,
+        scalars: *const Scalar,
+        d_scalars: *const Scalar,
+        n: usize,
+    ) -> sppark::Error;
+    /// # Safety
+    /// As `pinprove_msm_resident_g1`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn resident(
+        out: *mut Self::Raw,
+        resident: *const c_void,
+        scalars: *const Scalar,
+        d_scalars: *const Scalar,
+        ones: *const u32,
+        idx: *const u32,
+        n: usize,
+    ) -> sppark::Error;
+    fn point(raw: Self::Raw) -> Self::Point;
+}
+
+struct G1;
+struct G2;
+
+impl Curve for G1 {
+    type Affine = blst_p1_affine;
+    type Raw = blst_p1;
+    type Point = G1Projective;
+    const G2: bool = false;
+    const UPLOAD: &'static str = "uploading G1 bases";
+    const MSM: &'static str = "G1 MSM";
+    unsafe fn upload(out: *mut *mut c_void, device: c_int, bases: *const blst_p1_affine, n: usize) -> sppark::Error {
+        // SAFETY: forwarded contract.
+        unsafe { pinprove_resident_g1(out, device, bases, n) }
+    }
+    unsafe fn host(
+        out: *mut blst_p1,
+        device: c_int,
+        bases: *const blst_p1_affine,
+        scalars: *const Scalar,
+        d_scalars: *const Scalar,
+        n: usize,
+    ) -> sppark::Error {
+        // SAFETY: forwarded contract.
+        unsafe { pinprove_msm_g1(out, device, bases, scalars, d_scalars, n, true) }
+    }
+    unsafe fn resident(
+        out: *mut blst_p1,
+        resident: *const c_void,
+        scalars: *const Scalar,
+        d_scalars: *const Scalar,
+        ones: *const u32,
+        idx: *const u32,
+        n: usize,
+    ) -> sppark::Error {
+        // SAFETY: forwarded contract.
+        unsafe { pinprove_msm_resident_g1(out, resident, scalars, d_scalars, ones, idx, n, true) }
+    }
+    fn point(raw: blst_p1) -> G1Projective {
+        let mut p = G1Projective::identity();
+        *p.as_mut() = raw;
+        p
+    }
+}
+
+impl Curve for G2 {
+    type Affine = blst_p2_affine;
+    type Raw = blst_p2;
+    type Point = G2Projective;
+    const G2: bool = true;
+    const UPLOAD: &'static str = "uploading G2 bases";
+    const MSM: &'static str = "G2 MSM";
+    unsafe fn upload(out: *mut *mut c_void, device: c_int, bases: *const blst_p2_affine, n: usize) -> sppark::Error {
+        // SAFETY: forwarded contract.
+        unsafe { pinprove_resident_g2(out, device, bases, n) }
+    }
+    unsafe fn host(
+        out: *mut blst_p2,
+        device: c_int,
+        bases: *const blst_p2_affine,
+        scalars: *const Scalar,
+        d_scalars: *const Scalar,
+        n: usize,
+    ) -> sppark::Error {
+        // SAFETY: forwarded contract.
+        unsafe { pinprove_msm_g2(out, device, bases, scalars, d_scalars, n, true) }
+    }
+    unsafe fn resident(
+        out: *mut blst_p2,
+        resident: *const c_void,
+        scalars: *const Scalar,
+        d_scalars: *const Scalar,
+        ones: *const u32,
+        idx: *const u32,
+        n: usize,
+    ) -> sppark::Error {
+        // SAFETY: forwarded contract.
+        unsafe { pinprove_msm_resident_g2(out, resident, scalars, d_scalars, ones, idx, n, true) }
+    }
+    fn point(raw: blst_p2) -> G2Projective {
+        let mut p = G2Projective::identity();
+        *p.as_mut() = raw;
+        p
+    }
+}
+
+/// The scalars of one MSM.
+enum MsmScalars<'a> {
+    /// h, on the device: `len` scalars at a device address.
+    Device(DeviceScalars<'a>),
+    /// A prepared query; `aux` stands for its list when it has none.
+    Query(&'a QueryScalars, &'a [Scalar]),
+}
+
+/// Scalars in device memory, borrowed from the job that owns them.
+struct DeviceScalars<'a> {
+    ptr: *const Scalar,
+    len: usize,
+    _job: std::marker::PhantomData<&'a HJob>,
+}
+
+/// One MSM over a query's bases; resident ones when given.
+fn msm<C: Curve>(
+    device: c_int,
+    bases: &[C::Affine],
+    resident: Option<&Resident>,
+    scalars: MsmScalars<'_>,
+) -> Result<C::Point, ProveError> {
+    let mut out = C::Raw::default();
+    let (list, d_scalars, n, idx, ones) = match &scalars {
+        MsmScalars::Device(d) => (&[][..], d.ptr, d.len, None, None),
+        MsmScalars::Query(q, aux) => {
+            let list = q.list(aux);
+            if q.bases != bases.len() {
+                return Err(backend_error(format!(
+                    "{} assignments for {} bases in a {}",
+                    q.bases,
+                    bases.len(),
+                    C::MSM
+                )));
+            }
+            let idx = q.idx.as_deref();
+            if idx.is_some_and(|i| i.len() != list.len()) {
+                return Err(backend_error("an index per listed scalar"));
+            }
+            (list, std::ptr::null(), list.len(), idx, q.ones.as_deref())
         }
-    } else {
-        out.try_extend_from_slice(&w.inputs)?;
+    };
+    let whole = idx.is_none() && ones.is_none();
+    if whole && n != bases.len() {
+        return Err(backend_error(format!("{n} scalars for {} bases in a {}", bases.len(), C::MSM)));
     }
-    let density = if b { &w.b_aux_density } else { &w.a_aux_density };
-    for i in density.iter_ones() {
-        out.try_push(w.aux[i])?;
+    if ones.is_some_and(|o| o.len() * 32 < bases.len().next_multiple_of(1024)) {
+        return Err(backend_error("a bitmap shorter than its bases"));
     }
-    Ok(())
+    let ptr = |s: Option<&[u32]>| s.map_or(std::ptr::null(), <[u32]>::as_ptr);
+    let err = match resident {
+        // SAFETY: the resident handle is alive (borrowed) and holds
+        // `bases.len()` points; `list` holds `n` scalars, `idx` (if any) n
+        // indices below bases.len() (as `split::prepare` builds them),
+        // `ones` a padded bitmap over the bases (checked above), or
+        // `d_scalars` n device scalars kept alive by the borrowed job. The
+        // call returns after its device work completed.
+        Some(r) => unsafe { C::resident(&mut out, r.handle, list.as_ptr(), d_scalars, ptr(ones), ptr(idx), n) },
+        None if !whole => return Err(backend_error("split scalars need resident bases")),
+        // SAFETY: `bases` holds n points (checked), paired one to one with
+        // the n scalars in `list` or at `d_scalars`; as above otherwise.
+        None => unsafe { C::host(&mut out, device, bases.as_ptr(), list.as_ptr(), d_scalars, n) },
+    };
+    check(err, C::MSM)?;
+    Ok(C::point(out))
 }
 
-fn g1_msm(
-    resident: Option<&Resident>,
-    bases: &[blst_p1_affine],
-    scalars: &[Scalar],
-) -> Result<G1Projective, ProveError> {
-    if bases.len() != scalars.len() {
-        return Err(backend_error(format!(
-            "{} scalars for {} G1 bases",
-            scalars.len(),
-            bases.len()
-        )));
-    }
-    let mut out = blst_p1::default();
-    let handle = resident.map_or(std::ptr::null(), |r| r.handle.cast_const());
-    // SAFETY: `bases` and `scalars` hold `len` elements each (or the
-    // resident context holds the bases); the call writes one point into
-    // `out` and returns after its device work completed.
-    check(
-        unsafe { pinprove_msm_g1(&mut out, handle, bases.as_ptr(), bases.len(), scalars.as_ptr(), true) },
-        "G1 MSM",
-    )?;
-    let mut p = G1Projective::identity();
-    *p.as_mut() = out;
-    Ok(p)
-}
-
-fn g2_msm(
-    resident: Option<&Resident>,
-    bases: &[blst_p2_affine],
-    scalars: &[Scalar],
-) -> Result<G2Projective, ProveError> {
-    if bases.len() != scalars.len() {
-        return Err(backend_error(format!(
-            "{} scalars for {} G2 bases",
-            scalars.len(),
-            bases.len()
-        )));
-    }
-    let mut out = blst_p2::default();
-    let handle = resident.map_or(std::ptr::null(), |r| r.handle.cast_const());
-    // SAFETY: as in `g1_msm`.
-    check(
-        unsafe { pinprove_msm_g2(&mut out, handle, bases.as_ptr(), bases.len(), scalars.as_ptr(), true) },
-        "G2 MSM",
-    )?;
-    let mut p = G2Projective::identity();
-    *p.as_mut() = out;
-    Ok(p)
-}
-
-/// Runs one MSM, noting its time and point count in `slot`.
+/// Runs one MSM, noting its time and base count in `slot`.
 fn timed<T>(
     slot: &mut (Duration, usize),
     points: usize,
@@ -380,6 +550,84 @@ fn timed<T>(
     let out = msm()?;
     *slot = (t.elapsed(), points);
     Ok(out)
+}
+
+/// h of one proof, computed on the device (or being computed).
+struct HJob {
+    raw: *mut c_void,
+    m: usize,
+}
+
+impl HJob {
+    /// Queues the uploads of a/b/c and the transforms. `uploaded[k]` is
+    /// recorded after vector k's copy, `marks` before the first copy and
+    /// after the last.
+    fn begin(
+        device: c_int,
+        abc: [&[Scalar]; 3],
+        lg_m: u32,
+        uploaded: &[Event; 3],
+        marks: &[Event; 2],
+    ) -> Result<HJob, ProveError> {
+        let n = abc[0].len();
+        if abc.iter().any(|v| v.len() != n) {
+            return Err(backend_error("a, b and c differ in length"));
+        }
+        let events = uploaded.each_ref().map(Event::as_raw);
+        let marks = marks.each_ref().map(Event::as_raw);
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: a, b and c hold n scalars each (checked) and stay valid
+        // until their `uploaded` event completes: the caller keeps them
+        // alive or hands them to the pool fenced by those events. The events
+        // are live for the call. Scalar is blst's Montgomery-form fr, the
+        // layout of sppark's fr_t.
+        check(
+            unsafe {
+                pinprove_h_begin(
+                    &mut raw,
+                    device,
+                    abc[0].as_ptr(),
+                    abc[1].as_ptr(),
+                    abc[2].as_ptr(),
+                    n,
+                    lg_m,
+                    events.as_ptr(),
+                    marks.as_ptr(),
+                )
+            },
+            "h on the GPU",
+        )?;
+        Ok(HJob { raw, m: 1 << lg_m })
+    }
+
+    /// Waits for h; its m − 1 coefficients stay on the device.
+    fn wait(&self) -> Result<DeviceScalars<'_>, ProveError> {
+        let mut ptr = std::ptr::null();
+        // SAFETY: the job is live; the call writes one device address.
+        check(unsafe { pinprove_h_wait(self.raw, &mut ptr) }, "h on the GPU")?;
+        Ok(DeviceScalars {
+            ptr,
+            len: self.m - 1,
+            _job: std::marker::PhantomData,
+        })
+    }
+
+    /// h's coefficients in host memory (for checks).
+    #[cfg(test)]
+    fn download(&self) -> Result<Vec<Scalar>, ProveError> {
+        let mut h = vec![Scalar::from(0u64); self.m - 1];
+        // SAFETY: `h` holds m − 1 scalars, as the call writes.
+        check(unsafe { pinprove_h_download(self.raw, h.as_mut_ptr()) }, "downloading h")?;
+        Ok(h)
+    }
+}
+
+impl Drop for HJob {
+    fn drop(&mut self) {
+        // SAFETY: from pinprove_h_begin, freed once; the call waits for the
+        // job's streams first.
+        unsafe { pinprove_h_free(self.raw) }
+    }
 }
 
 /// MSM results of one assignment.
@@ -408,6 +656,10 @@ impl StartedProof for NativeStarted {
     }
 }
 
+fn cuda_error(e: pinprove_mem::cuda::CudaError) -> ProveError {
+    backend_error(e.to_string())
+}
+
 impl Backend for NativeBackend {
     fn name(&self) -> &'static str {
         NAME
@@ -423,9 +675,9 @@ impl Backend for NativeBackend {
     }
 
     fn extra_working_set(&self, shape: &CapacityHint) -> u64 {
-        // h's m − 1 scalars and the gathered A and B scalars.
-        let m = shape.constraints.max(1).next_power_of_two() as u64;
-        32 * m + 2 * 32 * (shape.inputs + shape.aux) as u64
+        // The prepared L, A and B scalars and their base indices (h stays on
+        // the device).
+        split::working_set(shape.inputs, shape.aux)
     }
 
     fn prepare_srs(&self, srs: &Srs) -> Result<u64, ProveError> {
@@ -440,7 +692,7 @@ impl Backend for NativeBackend {
         }
         let uploaded = {
             let _device = self.device.lock().unwrap_or_else(|e| e.into_inner());
-            ResidentSrs::upload(points)
+            ResidentSrs::upload(points, self.ordinal())
         };
         match uploaded {
             Ok(r) => {
@@ -482,13 +734,19 @@ impl Backend for NativeBackend {
             .ok_or_else(|| backend_error("the parameters were read without their points"))?;
         let m = n.next_power_of_two().max(2);
         let lg_m = m.trailing_zeros();
+        if points.h().len() != m - 1 {
+            return Err(backend_error(format!(
+                "the parameters have {} h bases, the circuit's domain needs {}",
+                points.h().len(),
+                m - 1
+            )));
+        }
         let key = srs_key(&job.srs);
+        let device = self.ordinal();
         let mut sums = Vec::with_capacity(job.assignments.len());
         for mut asg in job.assignments.drain(..) {
             let t0 = Instant::now();
             // CPU side first, outside the device lock.
-            let mut h = PinnedVec::with_capacity_paid(m - 1, &self.pool, asg.working_set_mut())?;
-            h.try_resize(m - 1, Scalar::from(0u64))?;
             let [a, b, c] = asg.take_abc().ok_or(ProveError::AbcReleased)?;
             if [a.len(), b.len(), c.len()] != [n; 3] {
                 return Err(backend_error(format!(
@@ -496,40 +754,57 @@ impl Backend for NativeBackend {
                 )));
             }
             let mut w = asg.into_witness();
-            let mut a_scalars = PinnedVec::with_capacity_paid(points.a().len(), &self.pool, w.working_set.as_mut())?;
-            gather(&mut a_scalars, &w, false)?;
-            let mut b_scalars = PinnedVec::with_capacity_paid(points.b_g1().len(), &self.pool, w.working_set.as_mut())?;
-            gather(&mut b_scalars, &w, true)?;
-
             let resident = key.as_ref().and_then(|k| self.lock().get(k).cloned());
+            let mode = if resident.is_some() { Mode::Split } else { Mode::Dense };
+            let prep = split::prepare(&mut w, &self.pool, mode)?;
             let q = |i: usize| resident.as_deref().map(|r| &r.queries[i]);
+            let uploaded = [Event::fence(), Event::fence(), Event::fence()];
+            let [ua, ub, uc] = uploaded;
+            let uploaded = [ua.map_err(cuda_error)?, ub.map_err(cuda_error)?, uc.map_err(cuda_error)?];
+            let marks = [Event::timing().map_err(cuda_error)?, Event::timing().map_err(cuda_error)?];
+
             let t1 = Instant::now();
-            let device = self.device.lock().unwrap_or_else(|e| e.into_inner());
+            let lock = self.device.lock().unwrap_or_else(|e| e.into_inner());
             let t2 = Instant::now();
-            // SAFETY: a, b and c hold n scalars each and h holds m − 1, as
-            // the C function reads and writes; all outlive the call, which
-            // returns after its stream is synchronized. Scalar is blst's
-            // Montgomery-form fr, the layout of sppark's fr_t.
-            check(
-                unsafe { pinprove_h_coefficients(a.as_ptr(), b.as_ptr(), c.as_ptr(), n, lg_m, h.as_mut_ptr()) },
-                "h on the GPU",
-            )?;
-            // The device has read them: back to the pool.
-            drop((a, b, c));
+            let h_job = HJob::begin(device, [&a, &b, &c], lg_m, &uploaded, &marks)?;
+            // Back to the pool now; it hands each buffer out again only once
+            // its copy has landed.
+            for (mut v, e) in [a, b, c].into_iter().zip(uploaded) {
+                v.set_use_fence(Box::new(EventFence::from(e)));
+            }
+            let h_scalars = h_job.wait()?;
             let t3 = Instant::now();
-            let mut msm = [(Duration::ZERO, 0usize); 5];
-            let h_sum = timed(&mut msm[0], h.len(), || g1_msm(q(0), points.h(), &h))?;
-            let l_sum = timed(&mut msm[1], w.aux.len(), || g1_msm(q(1), points.l(), &w.aux))?;
-            let a_sum = timed(&mut msm[2], a_scalars.len(), || g1_msm(q(2), points.a(), &a_scalars))?;
-            let b1_sum = timed(&mut msm[3], b_scalars.len(), || g1_msm(q(3), points.b_g1(), &b_scalars))?;
-            let b2_sum = timed(&mut msm[4], b_scalars.len(), || g2_msm(q(4), points.b_g2(), &b_scalars))?;
-            drop(device);
+            let upload = marks[1].elapsed_since(&marks[0]).map_err(cuda_error)?;
+
+            let mut msm_t = [(Duration::ZERO, 0usize); 5];
+            let h_sum = timed(&mut msm_t[0], m - 1, || {
+                msm::<G1>(device, points.h(), q(0), MsmScalars::Device(h_scalars))
+            })?;
+            drop(h_job);
+            let aux: &[Scalar] = &w.aux;
+            let l_sum = timed(&mut msm_t[1], prep.l.bases, || {
+                msm::<G1>(device, points.l(), q(1), MsmScalars::Query(&prep.l, aux))
+            })?;
+            let a_sum = timed(&mut msm_t[2], prep.a.bases, || {
+                msm::<G1>(device, points.a(), q(2), MsmScalars::Query(&prep.a, aux))
+            })?;
+            let b1_sum = timed(&mut msm_t[3], prep.b.bases, || {
+                msm::<G1>(device, points.b_g1(), q(3), MsmScalars::Query(&prep.b, aux))
+            })?;
+            let b2_sum = timed(&mut msm_t[4], prep.b.bases, || {
+                msm::<G2>(device, points.b_g2(), q(4), MsmScalars::Query(&prep.b, aux))
+            })?;
+            drop(lock);
+            let listed = |p: &QueryScalars| p.list(aux).len();
             let phases = NativePhases {
                 preparation: t1 - t0,
                 device_wait: t2 - t1,
-                h: t3 - t2,
+                upload,
                 abc_bytes: 3 * n as u64 * 32,
-                msm,
+                h: t3 - t2,
+                msm: msm_t,
+                pippenger_points: [m - 1, listed(&prep.l), listed(&prep.a), listed(&prep.b), listed(&prep.b)],
+                batched_points: [0, prep.l.ones_count, prep.a.ones_count, prep.b.ones_count, prep.b.ones_count],
                 resident_bases: resident.is_some(),
             };
             tracing::debug!(?phases, "native proof on the device");
@@ -547,5 +822,83 @@ impl Backend for NativeBackend {
             randomness: job.randomness,
             sums,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ff::Field;
+    use pinprove_groth16::domain::{Domain, bit_reverse_index};
+
+    fn have_gpu() -> bool {
+        let n = pinprove_mem::cuda::device_count().unwrap_or(0);
+        if n == 0 {
+            eprintln!("no CUDA device: skipped");
+        }
+        n > 0
+    }
+
+    fn events() -> ([Event; 3], [Event; 2]) {
+        (
+            [Event::fence().unwrap(), Event::fence().unwrap(), Event::fence().unwrap()],
+            [Event::timing().unwrap(), Event::timing().unwrap()],
+        )
+    }
+
+    /// h on the CPU, as the CPU backend computes it.
+    fn reference_h(abc: [&[Scalar]; 3]) -> Vec<Scalar> {
+        let domain = Domain::new(abc[0].len()).unwrap();
+        let m = domain.size();
+        let mut v = abc.map(|x| {
+            let mut x = x.to_vec();
+            x.resize(m, Scalar::ZERO);
+            domain.evaluations_to_coset(&mut x);
+            x
+        });
+        let z_inv = domain.z_on_coset_inverse();
+        let [a, b, c] = &mut v;
+        for i in 0..m {
+            a[i] = (a[i] * b[i] - c[i]) * z_inv;
+        }
+        domain.coset_to_coefficients_bit_reversed(a);
+        (0..m - 1).map(|i| a[bit_reverse_index(i, domain.log_size())]).collect()
+    }
+
+    #[test]
+    fn h_on_the_device_matches_the_cpu_and_survives_running_out_of_memory() {
+        if !have_gpu() {
+            return;
+        }
+        let mut rng = rand::thread_rng();
+        let n = 1000;
+        let abc: [Vec<Scalar>; 3] = std::array::from_fn(|_| (0..n).map(|_| Scalar::random(&mut rng)).collect());
+        let abc_ref = [&abc[0][..], &abc[1][..], &abc[2][..]];
+
+        // 2^36 elements of 32 bytes, three times over: no GPU has that.
+        let (up, marks) = events();
+        let err = HJob::begin(0, abc_ref, 36, &up, &marks).err().expect("6 TB of device memory");
+        assert!(err.to_string().contains("memory"), "{err}");
+
+        // The device is still usable, and h is right.
+        let (up, marks) = events();
+        let job = HJob::begin(0, abc_ref, 10, &up, &marks).unwrap();
+        job.wait().unwrap();
+        assert_eq!(job.download().unwrap(), reference_h(abc_ref));
+        assert!(marks[1].elapsed_since(&marks[0]).unwrap() > Duration::ZERO);
+
+        // No such device: a typed error, from the backend and from the C side.
+        let pool = PinnedPool::new(
+            Arc::new(pinprove_mem::HeapAllocator::default()),
+            pinprove_mem::MemoryBudget::new(1 << 30),
+            pinprove_mem::PoolConfig::default(),
+        );
+        let config = NativeConfig {
+            device: 4096,
+            ..NativeConfig::default()
+        };
+        assert!(NativeBackend::with_config(pool, config).is_err());
+        let (up, marks) = events();
+        assert!(HJob::begin(4096, abc_ref, 10, &up, &marks).is_err());
     }
 }

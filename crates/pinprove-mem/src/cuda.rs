@@ -528,6 +528,12 @@ impl Event {
         check(unsafe { cudaEventSynchronize(self.raw) }, "cudaEventSynchronize")
     }
 
+    /// The `cudaEvent_t`, for CUDA code of this process to record or wait
+    /// on; valid while `self` lives.
+    pub fn as_raw(&self) -> *mut c_void {
+        self.raw
+    }
+
     /// Device time between `start` and this event, both completed.
     pub fn elapsed_since(&self, start: &Event) -> Result<Duration, CudaError> {
         let mut ms = 0f32;
@@ -565,6 +571,14 @@ impl EventFence {
         let e = Event::fence()?;
         e.record(stream)?;
         Ok(EventFence(e))
+    }
+}
+
+impl From<Event> for EventFence {
+    /// A fence on an event that is (or will be, before the buffer is
+    /// dropped) recorded after the buffer's last use.
+    fn from(e: Event) -> Self {
+        EventFence(e)
     }
 }
 

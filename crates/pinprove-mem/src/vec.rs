@@ -273,6 +273,31 @@ impl<T: Copy> PinnedVec<T> {
         Ok(())
     }
 
+    /// [`try_resize`](Self::try_resize) with the new slots filled by all
+    /// of rayon's threads: for vectors of gigabytes about to be overwritten
+    /// piecewise in parallel.
+    pub fn try_resize_par(&mut self, new_len: usize, value: T) -> Result<()>
+    where
+        T: Send + Sync,
+    {
+        if new_len <= self.len {
+            self.len = new_len;
+            return Ok(());
+        }
+        self.try_reserve(new_len - self.len)?;
+        // Addresses cross threads as integers; each slot is written by
+        // exactly one task.
+        let base = self.ptr.as_ptr() as usize;
+        (self.len..new_len).into_par_iter().with_min_len(1 << 14).for_each(|i| {
+            // SAFETY: `i < new_len <= cap` after the reserve, so the slot is
+            // inside the buffer; no other task writes slot `i`, and `&mut
+            // self` keeps everyone else out.
+            unsafe { (base as *mut T).add(i).write(value) };
+        });
+        self.len = new_len;
+        Ok(())
+    }
+
     /// Shortens to `len` elements (no effect if already shorter).
     pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);

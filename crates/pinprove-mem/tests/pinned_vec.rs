@@ -22,6 +22,7 @@ enum Op {
     Push(u64),
     Extend(Vec<u64>),
     Resize(usize, u64),
+    ResizePar(usize, u64),
     Truncate(usize),
     Pop,
     Clear,
@@ -34,6 +35,7 @@ fn op() -> impl Strategy<Value = Op> {
         8 => any::<u64>().prop_map(Op::Push),
         3 => prop::collection::vec(any::<u64>(), 0..3000).prop_map(Op::Extend),
         2 => (0usize..5000, any::<u64>()).prop_map(|(n, v)| Op::Resize(n, v)),
+        2 => (0usize..40_000, any::<u64>()).prop_map(|(n, v)| Op::ResizePar(n, v)),
         1 => (0usize..4000).prop_map(Op::Truncate),
         2 => Just(Op::Pop),
         1 => Just(Op::Clear),
@@ -71,6 +73,7 @@ proptest! {
                     model.extend_from_slice(&xs);
                 }
                 Op::Resize(n, v) => { ours.resize(n, elem(v)); model.resize(n, elem(v)); }
+                Op::ResizePar(n, v) => { ours.try_resize_par(n, elem(v)).unwrap(); model.resize(n, elem(v)); }
                 Op::Truncate(n) => { ours.truncate(n); model.truncate(n); }
                 Op::Pop => prop_assert_eq!(ours.pop(), model.pop()),
                 Op::Clear => { ours.clear(); model.clear(); }

@@ -568,23 +568,27 @@ mod imp {
                     .msm
                     .iter()
                     .zip(pinprove_cuda::NativePhases::MSM_NAMES)
-                    .map(|((t, n), name)| {
+                    .zip(p.pippenger_points.iter().zip(&p.batched_points))
+                    .map(|(((t, n), name), (pip, ones))| {
                         format!(
-                            "{name} {:.3} s ({:.0} Mpts/s)",
+                            "{name} {:.3} s ({:.0} Mpts/s; {pip} Pippenger, {ones} batched)",
                             t.as_secs_f64(),
                             *n as f64 / t.as_secs_f64().max(1e-9) / 1e6
                         )
                     })
                     .collect();
                 println!(
-                    "  phases 2^{} {} {} {}: prep {:.3} s, h {:.3} s (a/b/c {:.1} GB/s incl. NTTs), MSMs {}{}",
+                    "  phases 2^{} {} {} {}: prep {:.3} s, lock wait {:.3} s, a/b/c upload {:.1} ms ({:.1} GB/s), \
+                     h {:.3} s (upload + NTTs), MSMs {}{}",
                     x.log_size,
                     x.mix,
                     x.load,
                     x.mode,
                     p.preparation.as_secs_f64(),
+                    p.device_wait.as_secs_f64(),
+                    p.upload.as_secs_f64() * 1e3,
+                    p.abc_bytes as f64 / p.upload.as_secs_f64().max(1e-9) / 1e9,
                     p.h.as_secs_f64(),
-                    p.abc_bytes as f64 / p.h.as_secs_f64().max(1e-9) / 1e9,
                     msms.join(", "),
                     if p.resident_bases {
                         ", bases resident"

@@ -1,0 +1,479 @@
+//! The scalars of the L, A and B queries, prepared for the GPU in one pass
+//! over the aux assignment.
+//!
+//! Each query pairs its bases, in order, with the assignments its density
+//! selects (L: every aux variable; A: every input, then the aux variables of
+//! `a_aux_density`; B: the inputs of `b_input_density`, then the aux
+//! variables of `b_aux_density`). In [`Mode::Split`] every selected scalar
+//! is sorted by value: 0 contributes nothing, 1 sets its base's bit in a
+//! bitmap (summed on the GPU by batched addition), anything else goes to a
+//! dense list with its base index (summed by Pippenger over those bases
+//! only). Filecoin's circuits are mostly bits, so the Pippenger part
+//! shrinks to a small fraction. In [`Mode::Dense`] every selected scalar
+//! goes to the list in base order (for bases that are not on the device).
+//!
+//! The aux vector is read twice in parallel chunks — once to count, once to
+//! write each chunk's share at its known offset — and both times all three
+//! queries are served by the same read.
+
+// Without `cuda` only the tests use this module.
+#![cfg_attr(not(feature = "cuda"), allow(dead_code))]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use blstrs::Scalar;
+use pinprove_groth16::{Density, ProveError, Witness};
+use pinprove_mem::{PinnedPool, PinnedVec};
+use rayon::prelude::*;
+
+/// Aux variables per parallel task.
+const CHUNK: usize = 1 << 15;
+
+/// Bits of a bitmap block: sppark's batched addition reads whole blocks of
+/// 32 words, so bitmaps are padded to them.
+const BITMAP_BLOCK: usize = 1024;
+
+/// How scalars are sorted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Ones to a bitmap, zeros dropped, the rest listed with their bases.
+    Split,
+    /// Every selected scalar listed, in base order.
+    Dense,
+}
+
+/// The scalars of one MSM.
+pub(crate) struct QueryScalars {
+    /// Number of bases the query has (selected assignments).
+    pub bases: usize,
+    /// The scalars for Pippenger. `None` only for L when every aux value
+    /// goes to Pippenger as it is: then the aux vector itself is the list.
+    pub scalars: Option<PinnedVec<Scalar>>,
+    /// The base of each listed scalar; `None` when the list pairs with
+    /// bases 0, 1, 2, … (nothing was dropped or moved to the bitmap).
+    pub idx: Option<PinnedVec<u32>>,
+    /// Bases whose scalar is 1, least significant bit first, padded to
+    /// whole 1024-bit blocks; `None` when there are none.
+    pub ones: Option<Vec<u32>>,
+    /// Set bits of `ones`.
+    pub ones_count: usize,
+}
+
+impl QueryScalars {
+    /// The listed scalars (`aux` stands for the list when it is `None`).
+    pub fn list<'a>(&'a self, aux: &'a [Scalar]) -> &'a [Scalar] {
+        self.scalars.as_deref().unwrap_or(aux)
+    }
+}
+
+/// L, A and B (B serves both G1 and G2).
+pub(crate) struct Prepared {
+    pub l: QueryScalars,
+    pub a: QueryScalars,
+    pub b: QueryScalars,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Tally {
+    selected: [usize; 3],
+    listed: [usize; 3],
+    ones: [usize; 3],
+}
+
+impl std::ops::AddAssign for Tally {
+    fn add_assign(&mut self, o: Tally) {
+        for q in 0..3 {
+            self.selected[q] += o.selected[q];
+            self.listed[q] += o.listed[q];
+            self.ones[q] += o.ones[q];
+        }
+    }
+}
+
+const ZERO: u8 = 0;
+const ONE: u8 = 1;
+const OTHER: u8 = 2;
+
+fn class(s: &Scalar, mode: Mode, zero: &Scalar, one: &Scalar) -> u8 {
+    match mode {
+        Mode::Dense => OTHER,
+        Mode::Split if s == zero => ZERO,
+        Mode::Split if s == one => ONE,
+        Mode::Split => OTHER,
+    }
+}
+
+/// Whether query `q` (0 = L, 1 = A, 2 = B) selects aux variable `i`.
+fn selects(q: usize, i: usize, a: &Density, b: &Density) -> bool {
+    match q {
+        0 => true,
+        1 => a.get(i),
+        _ => b.get(i),
+    }
+}
+
+/// What one query's outputs look like before they are filled.
+struct Outputs<'a> {
+    scalars: Option<&'a mut [Scalar]>,
+    idx: Option<&'a mut [u32]>,
+    ones: Option<&'a [AtomicU32]>,
+}
+
+impl Outputs<'_> {
+    #[inline]
+    fn put(&mut self, k: &mut usize, pos: usize, s: &Scalar, c: u8) {
+        match c {
+            OTHER => {
+                if let Some(out) = self.scalars.as_deref_mut() {
+                    out[*k] = *s;
+                }
+                if let Some(idx) = self.idx.as_deref_mut() {
+                    idx[*k] = pos as u32;
+                }
+                *k += 1;
+            }
+            ONE => {
+                if let Some(bits) = self.ones {
+                    bits[pos / 32].fetch_or(1 << (pos % 32), Ordering::Relaxed);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Splits `s` into consecutive pieces of the given lengths.
+fn pieces<'a, T>(mut s: &'a mut [T], lens: impl Iterator<Item = usize>) -> Vec<&'a mut [T]> {
+    lens.map(|n| {
+        let (head, tail) = std::mem::take(&mut s).split_at_mut(n);
+        s = tail;
+        head
+    })
+    .collect()
+}
+
+/// Prepares the L, A and B scalars of `w`, paying their buffers out of the
+/// witness's working set.
+pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: Mode) -> Result<Prepared, ProveError> {
+    let zero = Scalar::from(0u64);
+    let one = Scalar::from(1u64);
+    let aux: &[Scalar] = &w.aux;
+    let inputs: &[Scalar] = &w.inputs;
+    let (ad, bd) = (&w.a_aux_density, &w.b_aux_density);
+    if ad.len() != aux.len() || bd.len() != aux.len() || w.b_input_density.len() != inputs.len() {
+        return Err(ProveError::Backend {
+            backend: "native",
+            message: "densities do not match the assignment".into(),
+        });
+    }
+
+    // Inputs (a handful): A takes all, B those its density selects.
+    let input_sel: [Vec<usize>; 3] = [
+        Vec::new(),
+        (0..inputs.len()).collect(),
+        w.b_input_density.iter_ones().collect(),
+    ];
+    let mut head = Tally::default();
+    for q in 0..3 {
+        for &j in &input_sel[q] {
+            head.selected[q] += 1;
+            match class(&inputs[j], mode, &zero, &one) {
+                OTHER => head.listed[q] += 1,
+                ONE => head.ones[q] += 1,
+                _ => {}
+            }
+        }
+    }
+
+    // Pass 1: count per chunk, keeping each value's class.
+    let mut classes = vec![ZERO; aux.len()];
+    let tallies: Vec<Tally> = aux
+        .par_chunks(CHUNK)
+        .zip(classes.par_chunks_mut(CHUNK))
+        .enumerate()
+        .map(|(c, (vals, cls))| {
+            let mut t = Tally::default();
+            for (k, (v, cl)) in vals.iter().zip(cls.iter_mut()).enumerate() {
+                let i = c * CHUNK + k;
+                *cl = class(v, mode, &zero, &one);
+                for q in 0..3 {
+                    if selects(q, i, ad, bd) {
+                        t.selected[q] += 1;
+                        t.listed[q] += usize::from(*cl == OTHER);
+                        t.ones[q] += usize::from(*cl == ONE);
+                    }
+                }
+            }
+            t
+        })
+        .collect();
+    let mut total = head;
+    for t in &tallies {
+        total += *t;
+    }
+
+    // Buffers, sized exactly.
+    let mut scalars: [Option<PinnedVec<Scalar>>; 3] = [None, None, None];
+    let mut idx: [Option<PinnedVec<u32>>; 3] = [None, None, None];
+    let mut ones: [Option<Vec<AtomicU32>>; 3] = [None, None, None];
+    for q in 0..3 {
+        let dense = total.listed[q] == total.selected[q];
+        if !(q == 0 && dense) {
+            let mut v = PinnedVec::with_capacity_paid(total.listed[q], pool, w.working_set.as_mut())?;
+            v.try_resize_par(total.listed[q], zero)?;
+            scalars[q] = Some(v);
+        }
+        if !dense {
+            if total.selected[q] > u32::MAX as usize {
+                return Err(ProveError::Backend {
+                    backend: "native",
+                    message: format!("{} bases in one query: more than 32-bit indices", total.selected[q]),
+                });
+            }
+            let mut v = PinnedVec::with_capacity_paid(total.listed[q], pool, w.working_set.as_mut())?;
+            v.try_resize_par(total.listed[q], 0u32)?;
+            idx[q] = Some(v);
+        }
+        if total.ones[q] > 0 {
+            let words = total.selected[q].div_ceil(BITMAP_BLOCK) * (BITMAP_BLOCK / 32);
+            ones[q] = Some((0..words).map(|_| AtomicU32::new(0)).collect());
+        }
+    }
+
+    // Pass 2: every chunk writes its share at offsets known from pass 1.
+    {
+        let mut outs: Vec<Vec<Outputs<'_>>> = Vec::with_capacity(3);
+        for (q, (s, x)) in scalars.iter_mut().zip(idx.iter_mut()).enumerate() {
+            let lens = || std::iter::once(head.listed[q]).chain(tallies.iter().map(|t| t.listed[q]));
+            let mut s_pieces = s.as_deref_mut().map(|s| pieces(s, lens()).into_iter());
+            let mut x_pieces = x.as_deref_mut().map(|x| pieces(x, lens()).into_iter());
+            outs.push(
+                (0..=tallies.len())
+                    .map(|_| Outputs {
+                        scalars: s_pieces.as_mut().and_then(Iterator::next),
+                        idx: x_pieces.as_mut().and_then(Iterator::next),
+                        ones: ones[q].as_deref(),
+                    })
+                    .collect(),
+            );
+        }
+        // Transpose: per chunk, the three queries' outputs.
+        let mut per_chunk: Vec<[Outputs<'_>; 3]> = Vec::with_capacity(tallies.len() + 1);
+        let [l, a, b] = <[Vec<Outputs<'_>>; 3]>::try_from(outs).unwrap_or_else(|_| unreachable!());
+        for ((l, a), b) in l.into_iter().zip(a).zip(b) {
+            per_chunk.push([l, a, b]);
+        }
+        let mut per_chunk = per_chunk.into_iter();
+        let mut inputs_out = per_chunk.next().expect("one entry per chunk plus the inputs");
+        for q in 1..3 {
+            let mut k = 0;
+            for (pos, &j) in input_sel[q].iter().enumerate() {
+                let v = &inputs[j];
+                inputs_out[q].put(&mut k, pos, v, class(v, mode, &zero, &one));
+            }
+        }
+        // Where each chunk's positions start.
+        let mut starts = Vec::with_capacity(tallies.len());
+        let mut at = [0, head.selected[1], head.selected[2]];
+        for t in &tallies {
+            starts.push(at);
+            for q in 0..3 {
+                at[q] += t.selected[q];
+            }
+        }
+        per_chunk
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .zip(aux.par_chunks(CHUNK))
+            .zip(classes.par_chunks(CHUNK))
+            .zip(starts)
+            .enumerate()
+            .for_each(|(c, (((mut out, vals), cls), mut pos))| {
+                let mut k = [0usize; 3];
+                for (off, (v, &cl)) in vals.iter().zip(cls).enumerate() {
+                    let i = c * CHUNK + off;
+                    for q in 0..3 {
+                        if selects(q, i, ad, bd) {
+                            out[q].put(&mut k[q], pos[q], v, cl);
+                            pos[q] += 1;
+                        }
+                    }
+                }
+            });
+    }
+
+    let mut done = scalars
+        .into_iter()
+        .zip(idx)
+        .zip(ones)
+        .enumerate()
+        .map(|(q, ((scalars, idx), ones))| QueryScalars {
+            bases: total.selected[q],
+            scalars,
+            idx,
+            ones: ones.map(|v| v.into_iter().map(AtomicU32::into_inner).collect()),
+            ones_count: total.ones[q],
+        });
+    let (l, a, b) = (
+        done.next().expect("three queries"),
+        done.next().expect("three queries"),
+        done.next().expect("three queries"),
+    );
+    Ok(Prepared { l, a, b })
+}
+
+/// Host bytes [`prepare`] takes for a witness of this shape at most: a
+/// scalar and an index for each of the three queries' assignments.
+pub(crate) fn working_set(inputs: usize, aux: usize) -> u64 {
+    3 * (32 + 4) * (inputs + aux) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pinprove_mem::{HeapAllocator, MemoryBudget, PoolConfig};
+    use rand::{Rng, SeedableRng};
+    use std::sync::Arc;
+
+    fn pool() -> Arc<PinnedPool> {
+        PinnedPool::new(
+            Arc::new(HeapAllocator::default()),
+            MemoryBudget::new(1 << 30),
+            PoolConfig::default(),
+        )
+    }
+
+    fn density(bits: &[bool]) -> Density {
+        let mut d = Density::new();
+        for (i, &b) in bits.iter().enumerate() {
+            d.add_element();
+            if b {
+                d.inc(i);
+            }
+        }
+        d
+    }
+
+    fn vec_in(pool: &Arc<PinnedPool>, v: &[Scalar]) -> PinnedVec<Scalar> {
+        let mut p = PinnedVec::new_in(pool);
+        p.extend_from_slice(v);
+        p
+    }
+
+    /// The query's (base, scalar) pairs as the CPU backend sees them.
+    fn reference(w: &Witness, q: usize) -> Vec<Scalar> {
+        let mut out = Vec::new();
+        match q {
+            0 => out.extend_from_slice(&w.aux),
+            1 => {
+                out.extend_from_slice(&w.inputs);
+                out.extend(w.a_aux_density.iter_ones().map(|i| w.aux[i]));
+            }
+            _ => {
+                out.extend(w.b_input_density.iter_ones().map(|i| w.inputs[i]));
+                out.extend(w.b_aux_density.iter_ones().map(|i| w.aux[i]));
+            }
+        }
+        out
+    }
+
+    /// Rebuilds the per-base scalars from a prepared query.
+    fn expand(p: &QueryScalars, aux: &[Scalar]) -> Vec<Scalar> {
+        let mut out = vec![Scalar::from(0u64); p.bases];
+        let list = p.list(aux);
+        match &p.idx {
+            Some(idx) => {
+                for (s, &i) in list.iter().zip(idx.iter()) {
+                    assert_eq!(out[i as usize], Scalar::from(0u64), "base {i} listed twice");
+                    out[i as usize] = *s;
+                }
+            }
+            None => {
+                assert_eq!(list.len(), p.bases);
+                out.copy_from_slice(list);
+            }
+        }
+        let mut ones = 0;
+        if let Some(bits) = &p.ones {
+            assert_eq!(bits.len() % 32, 0);
+            for i in 0..bits.len() * 32 {
+                if bits[i / 32] >> (i % 32) & 1 == 1 {
+                    assert!(i < p.bases, "bit {i} past the {} bases", p.bases);
+                    assert_eq!(out[i], Scalar::from(0u64), "base {i} both listed and a one");
+                    out[i] = Scalar::from(1u64);
+                    ones += 1;
+                }
+            }
+        }
+        assert_eq!(ones, p.ones_count);
+        out
+    }
+
+    fn witness(pool: &Arc<PinnedPool>, seed: u64, n_aux: usize, bit_share: f64) -> Witness {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let value = |rng: &mut rand_chacha::ChaCha8Rng| {
+            if rng.gen_bool(bit_share) {
+                Scalar::from(rng.gen_range(0..2u64))
+            } else {
+                Scalar::from(rng.r#gen::<u64>()) * Scalar::from(rng.r#gen::<u64>())
+            }
+        };
+        let inputs: Vec<Scalar> = (0..5).map(|j| if j == 0 { Scalar::from(1u64) } else { value(&mut rng) }).collect();
+        let aux: Vec<Scalar> = (0..n_aux).map(|_| value(&mut rng)).collect();
+        let a: Vec<bool> = (0..n_aux).map(|_| rng.gen_bool(0.7)).collect();
+        let b: Vec<bool> = (0..n_aux).map(|_| rng.gen_bool(0.4)).collect();
+        let bi: Vec<bool> = (0..5).map(|j| j == 0 || rng.gen_bool(0.5)).collect();
+        Witness {
+            inputs: vec_in(pool, &inputs),
+            aux: vec_in(pool, &aux),
+            a_aux_density: density(&a),
+            b_input_density: density(&bi),
+            b_aux_density: density(&b),
+            working_set: None,
+        }
+    }
+
+    #[test]
+    fn split_and_dense_rebuild_every_query() {
+        let pool = pool();
+        // Sizes around the chunk size; bit shares from none to all.
+        for (seed, n, share) in [(1, 0, 0.5), (2, 100, 0.9), (3, CHUNK * 2 + 77, 0.95), (4, CHUNK + 1, 0.0), (5, 3000, 1.0)] {
+            let mut w = witness(&pool, seed, n, share);
+            for mode in [Mode::Split, Mode::Dense] {
+                let p = prepare(&mut w, &pool, mode).unwrap();
+                for (q, qs) in [&p.l, &p.a, &p.b].into_iter().enumerate() {
+                    let want = reference(&w, q);
+                    assert_eq!(qs.bases, want.len(), "seed {seed} query {q}");
+                    assert_eq!(expand(qs, &w.aux), want, "seed {seed} query {q} {mode:?}");
+                    if mode == Mode::Dense {
+                        assert!(qs.idx.is_none() && qs.ones.is_none());
+                    }
+                    if let Some(idx) = &qs.idx {
+                        assert!(idx.windows(2).all(|w| w[0] < w[1]), "indices ascend");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn mostly_bits_leave_a_short_list() {
+        let pool = pool();
+        let mut w = witness(&pool, 9, 20_000, 0.98);
+        let p = prepare(&mut w, &pool, Mode::Split).unwrap();
+        assert!(p.l.list(&w.aux).len() < 1_000, "{} listed", p.l.list(&w.aux).len());
+        assert!(p.l.ones_count > 9_000);
+        // Random values only: nothing to split, L lists the aux vector itself.
+        let mut w = witness(&pool, 10, 5_000, 0.0);
+        let p = prepare(&mut w, &pool, Mode::Split).unwrap();
+        assert!(p.l.scalars.is_none() && p.l.idx.is_none() && p.l.ones.is_none());
+    }
+
+    #[test]
+    fn mismatched_densities_are_an_error() {
+        let pool = pool();
+        let mut w = witness(&pool, 11, 100, 0.5);
+        w.b_aux_density.add_element();
+        assert!(prepare(&mut w, &pool, Mode::Split).is_err());
+    }
+}
