@@ -78,13 +78,18 @@ struct h_job_t {
 // Starts h for one proof on `device`: allocates device memory, queues the
 // uploads of a, b and c (n evaluations each, host memory — pinned for
 // full-speed copies) and records uploaded[k] after vector k's last chunk,
-// then queues the transforms. Returns at once; *out is the job, to be waited
-// for with pinprove_h_wait and freed with pinprove_h_free. Host buffers must
-// stay valid until their event completes.
+// then queues the transforms; marks[0] and marks[1] are recorded before the
+// first copy and after the last. Returns at once; *out is the job, to be
+// waited for with pinprove_h_wait and freed with pinprove_h_free. Host
+// buffers must stay valid until their event completes.
 extern "C" RustError::by_value pinprove_h_begin(void** out, int device, const fr_t* a, const fr_t* b, const fr_t* c,
-                                                size_t n, uint32_t lg_m, cudaEvent_t const uploaded[3])
+                                                size_t n, uint32_t lg_m, cudaEvent_t const uploaded[3],
+                                                cudaEvent_t const marks[2])
 {
     *out = nullptr;
+    // A failed call earlier on this thread leaves its code behind, and
+    // sppark's first NTT on a device checks cudaGetLastError: not ours.
+    (void)cudaGetLastError();
     if (lg_m == 0 || lg_m > 40)
         return RustError{cudaErrorInvalidValue, "h: domain size out of range"};
     size_t m = (size_t)1 << lg_m;
@@ -92,10 +97,13 @@ extern "C" RustError::by_value pinprove_h_begin(void** out, int device, const fr
         return RustError{cudaErrorInvalidValue, "h: n must be within the domain"};
     std::unique_ptr<h_job_t> job;
     try {
+        if (device < 0 || ngpus() <= (size_t)device)
+            return RustError{cudaErrorInvalidDevice, "no such GPU"};
         const gpu_t& gpu = select_gpu(device);
         gpu.select();
         job.reset(new h_job_t{gpu, m});
         const fr_t* host[3] = {a, b, c};
+        CUDA_OK(cudaEventRecord(marks[0], job->copy));
         for (int k = 0; k < 3; k++) {
             for (size_t off = 0; off < n; off += UPLOAD_CHUNK) {
                 size_t len = std::min(UPLOAD_CHUNK, n - off);
@@ -104,6 +112,7 @@ extern "C" RustError::by_value pinprove_h_begin(void** out, int device, const fr
             }
             CUDA_OK(cudaEventRecord(uploaded[k], job->copy));
         }
+        CUDA_OK(cudaEventRecord(marks[1], job->copy));
         for (int k = 0; k < 3; k++) {
             fr_t* d = job->vec(k);
             if (n < m)
@@ -124,6 +133,7 @@ extern "C" RustError::by_value pinprove_h_begin(void** out, int device, const fr
         CUDA_OK(cudaGetLastError());
     } catch (const cuda_error& e) {
         job.reset(); // waits for whatever was queued
+        (void)cudaGetLastError(); // an allocation failure is not sticky: clear it
         return RustError{e.code(), e.what()};
     } catch (const std::bad_alloc&) {
         job.reset();

@@ -32,6 +32,9 @@ typedef bucket_fp2_t::affine_t affine_fp2_t;
 typedef fr_t scalar_t;
 
 #include <cassert>
+#include <chrono>
+#include <cstdio>
+#include <string>
 #include <cstdlib>
 #include <memory>
 #include <cooperative_groups.h>
@@ -57,8 +60,12 @@ typedef fr_t scalar_t;
 namespace {
 
 // Selects sppark's GPU `device`; throws for a device it does not know.
+// Clears the thread's last CUDA error first: a failure of an earlier call
+// (an allocation that did not fit) is not this call's, and sppark checks
+// cudaGetLastError after its launches.
 const gpu_t& gpu_for(int device)
 {
+    (void)cudaGetLastError();
     if (device < 0 || (size_t)device >= ngpus())
         throw cuda_error{-cudaErrorInvalidDevice, std::string("no such GPU")};
     const gpu_t& gpu = select_gpu(device);
@@ -88,6 +95,56 @@ __global__ void gather_points(uint32_t* dst, const uint32_t* src, const uint32_t
     }
 }
 
+// With PINPROVE_MSM_TRACE set, the steps of each resident MSM go to stderr.
+struct trace_t {
+    bool on = std::getenv("PINPROVE_MSM_TRACE") != nullptr;
+    std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+    std::string steps;
+    void mark(const char* what)
+    {
+        if (!on)
+            return;
+        auto now = std::chrono::steady_clock::now();
+        steps += fmt(" %s %.2f ms", what, std::chrono::duration<double, std::milli>(now - last).count());
+        last = now;
+    }
+    void print(size_t bases, size_t listed, size_t small) const
+    {
+        if (on)
+            std::fprintf(stderr, "pinprove msm: %zu bases, %zu listed, %zu small:%s\n", bases, listed, small,
+                         steps.c_str());
+    }
+};
+
+// Bit k of values[i] goes to bit i of plane k (planes of `plane_words`
+// words, zeroed beforehand). One warp covers 32 values: one ballot per plane.
+__global__ void bit_planes(uint32_t* planes, size_t plane_words, const uint64_t* values, size_t n, uint32_t bits)
+{
+    size_t padded = (n + 31) / 32 * 32;
+    size_t stride = (size_t)blockDim.x * gridDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < padded; i += stride) {
+        uint64_t v = i < n ? values[i] : 0;
+        for (uint32_t k = 0; k < bits; k++) {
+            uint32_t word = __ballot_sync(0xffffffff, (v >> k) & 1);
+            if (threadIdx.x % 32 == 0)
+                planes[k * plane_words + i / 32] = word;
+        }
+    }
+}
+
+template<class bucket_t>
+__global__ void double_sums(typename bucket_t::mem_t* sums, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        bucket_t b;
+        b = sums[i];
+        bucket_t c = b;
+        b.add(c);
+        sums[i] = b;
+    }
+}
+
 template<class bucket_t, class point_t, class affine_t>
 struct curve {
     typedef msm_t<bucket_t, point_t, affine_t, scalar_t> msm_type;
@@ -112,37 +169,108 @@ struct curve {
         }
     }
 
-    // Sum of the resident bases whose bit is set (LSB first: word w, bit b
-    // is base 32w + b; the bitmap is padded to whole 1024-bit blocks).
-    static void sum_selected(point_t& out, const gpu_t& gpu, const resident_t<affine_t>& res, const uint32_t* bitmap)
+    // Words of a bitmap over n bases: sppark's batched addition reads whole
+    // blocks of 1024 bits.
+    static size_t bitmap_words(size_t n) { return (n + 1023) / 1024 * 32; }
+
+    static size_t partial_sums(const gpu_t& gpu)
     {
-        size_t words = (res.n + 1023) / 1024 * 32;
-        size_t nsums = (size_t)gpu.sm_count() * BATCH_ADD_BLOCK_SIZE / WARP_SZ;
-        dev_ptr_t<uint32_t> d_bitmap{words};
-        dev_ptr_t<bucket_h> d_sums{nsums};
-        CUDA_OK(cudaMemcpyAsync(&d_bitmap[0], bitmap, words * sizeof(uint32_t), cudaMemcpyHostToDevice, gpu));
+        return (size_t)gpu.sm_count() * BATCH_ADD_BLOCK_SIZE / WARP_SZ;
+    }
+
+    // Adds to the partial sums `d_sums` the bases whose bit is set in the
+    // device bitmap (LSB first: word w, bit b is base 32w + b); overwrites
+    // them instead when !accumulate.
+    static void add_selected(const gpu_t& gpu, bucket_h* d_sums, const affine_h* points, size_t n,
+                             const uint32_t* d_bitmap, bool accumulate)
+    {
         void (*kernel)(bucket_h*, const affine_h*, uint32_t, const uint32_t*, bool, uint32_t) =
             batch_addition<bucket_t, affine_h>;
-        gpu.launch_coop(kernel, launch_params_t{gpu.sm_count(), BATCH_ADD_BLOCK_SIZE}, &d_sums[0],
-                        (const affine_h*)&res.points[0], (uint32_t)res.n, (const uint32_t*)&d_bitmap[0], false, 0u);
-        std::vector<bucket_t> sums(nsums);
-        gpu.DtoH(sums, &d_sums[0]);
+        gpu.launch_coop(kernel, launch_params_t{gpu.sm_count(), BATCH_ADD_BLOCK_SIZE}, d_sums, points, (uint32_t)n,
+                        d_bitmap, accumulate, 0u);
+    }
+
+    static void collect_sums(point_t& out, const gpu_t& gpu, const bucket_h* d_sums)
+    {
+        std::vector<bucket_t> sums(partial_sums(gpu));
+        gpu.DtoH(sums, d_sums);
         gpu.sync();
         out = sum_up(sums);
     }
 
+    // Sum of the resident bases whose bit is set in the host bitmap.
+    static void sum_selected(point_t& out, const gpu_t& gpu, const resident_t<affine_t>& res, const uint32_t* bitmap)
+    {
+        size_t words = bitmap_words(res.n);
+        dev_ptr_t<uint32_t> d_bitmap{words};
+        dev_ptr_t<bucket_h> d_sums{partial_sums(gpu)};
+        CUDA_OK(cudaMemcpyAsync(&d_bitmap[0], bitmap, words * sizeof(uint32_t), cudaMemcpyHostToDevice, gpu));
+        add_selected(gpu, &d_sums[0], &res.points[0], res.n, &d_bitmap[0], false);
+        collect_sums(out, gpu, &d_sums[0]);
+    }
+
+    // Bases gathered from the resident set by host indices, on the device.
+    static void gather(dev_ptr_t<affine_h>& dst, const gpu_t& gpu, const resident_t<affine_t>& res,
+                       const uint32_t* idx, size_t n)
+    {
+        const uint32_t words = sizeof(affine_h) / sizeof(uint32_t);
+        dev_ptr_t<uint32_t> d_idx{n};
+        CUDA_OK(cudaMemcpyAsync(&d_idx[0], idx, n * sizeof(uint32_t), cudaMemcpyHostToDevice, gpu));
+        gather_points<<<gpu.sm_count() * 4, 256, 0, gpu>>>((uint32_t*)&dst[0], (const uint32_t*)&res.points[0],
+                                                           &d_idx[0], n, words);
+        CUDA_OK(cudaGetLastError());
+        gpu.sync(); // later users may run on other streams
+    }
+
+    // Σ v_i·P_i for small values v_i (below 2^bits) by Horner's rule over
+    // bit planes: for each plane, from the top, double the running partial
+    // sums and add the bases whose value has that bit — one batched
+    // addition per plane instead of a Pippenger pass.
+    static void sum_small(point_t& out, const gpu_t& gpu, const resident_t<affine_t>& res, const uint32_t* idx,
+                          const uint64_t* values, size_t n, uint32_t bits)
+    {
+        dev_ptr_t<affine_h> points{n};
+        gather(points, gpu, res, idx, n);
+        size_t words = bitmap_words(n);
+        dev_ptr_t<uint64_t> d_values{n};
+        dev_ptr_t<uint32_t> planes{words * bits};
+        CUDA_OK(cudaMemcpyAsync(&d_values[0], values, n * sizeof(uint64_t), cudaMemcpyHostToDevice, gpu));
+        CUDA_OK(cudaMemsetAsync(&planes[0], 0, words * bits * sizeof(uint32_t), gpu));
+        bit_planes<<<gpu.sm_count() * 4, 256, 0, gpu>>>(&planes[0], words, &d_values[0], n, bits);
+        CUDA_OK(cudaGetLastError());
+        size_t nsums = partial_sums(gpu);
+        dev_ptr_t<bucket_h> d_sums{nsums};
+        for (uint32_t k = bits; k-- > 0;) {
+            if (k + 1 < bits) {
+                double_sums<bucket_t><<<(nsums + 255) / 256, 256, 0, gpu>>>(&d_sums[0], nsums);
+                CUDA_OK(cudaGetLastError());
+            }
+            add_selected(gpu, &d_sums[0], &points[0], n, &planes[k * words], k + 1 < bits);
+        }
+        collect_sums(out, gpu, &d_sums[0]);
+    }
+
     static RustError resident_msm(point_t* out, const void* handle, const scalar_t* scalars, const void* d_scalars,
-                                  const uint32_t* ones, const uint32_t* idx, size_t n, bool mont)
+                                  const uint32_t* ones, const uint32_t* idx, size_t n, const uint32_t* small_idx,
+                                  const uint64_t* small_values, size_t n_small, uint32_t small_bits, bool mont)
     {
         out->inf();
         try {
             auto& res = *static_cast<const resident_t<affine_t>*>(handle);
             const gpu_t& gpu = gpu_for(res.device);
+            trace_t trace;
             dev_ptr_t<affine_t> all_bases{(affine_t*)&res.points[0]};
             if (ones != nullptr) {
                 point_t sum;
                 sum_selected(sum, gpu, res, ones);
                 out->add(sum);
+                trace.mark("batched addition");
+            }
+            if (n_small > 0 && small_bits > 0) {
+                point_t sum;
+                sum_small(sum, gpu, res, small_idx, small_values, n_small, small_bits);
+                out->add(sum);
+                trace.mark("small values");
             }
             point_t p;
             if (d_scalars != nullptr) {
@@ -150,22 +278,19 @@ struct curve {
             } else if (idx == nullptr) {
                 pippenger(p, res.device, all_bases, n, scalars, mont);
             } else if (n > 0) {
-                const uint32_t words = sizeof(affine_h) / sizeof(uint32_t);
-                dev_ptr_t<uint32_t> d_idx{n};
                 dev_ptr_t<affine_h> gathered{n};
-                CUDA_OK(cudaMemcpyAsync(&d_idx[0], idx, n * sizeof(uint32_t), cudaMemcpyHostToDevice, gpu));
-                gather_points<<<gpu.sm_count() * 4, 256, 0, gpu>>>((uint32_t*)&gathered[0],
-                                                                   (const uint32_t*)&res.points[0], &d_idx[0], n,
-                                                                   words);
-                CUDA_OK(cudaGetLastError());
-                gpu.sync(); // the MSM runs on other streams
+                gather(gathered, gpu, res, idx, n);
+                trace.mark("gather");
                 pippenger(p, res.device, dev_ptr_t<affine_t>{(affine_t*)&gathered[0]}, n, scalars, mont);
             } else {
                 p.inf();
             }
             out->add(p);
+            trace.mark("pippenger");
+            trace.print(res.n, n, n_small);
         } catch (const cuda_error& e) {
             out->inf();
+            (void)cudaGetLastError();
             return RustError{e.code(), e.what()};
         }
         return RustError{cudaSuccess};
@@ -182,6 +307,7 @@ struct curve {
                 pippenger(*out, device, bases, n, scalars, mont);
         } catch (const cuda_error& e) {
             out->inf();
+            (void)cudaGetLastError();
             return RustError{e.code(), e.what()};
         }
         return RustError{cudaSuccess};
@@ -198,6 +324,7 @@ struct curve {
             gpu.sync();
             *out = res.release();
         } catch (const cuda_error& e) {
+            (void)cudaGetLastError();
             return RustError{e.code(), e.what()};
         } catch (const std::bad_alloc&) {
             return RustError{cudaErrorMemoryAllocation, "host memory for resident bases"};
@@ -237,20 +364,27 @@ extern "C" RustError::by_value pinprove_msm_g2(point_fp2_t* out, int device, con
 // MSM over resident bases. Either the n scalars pair with the first n bases
 // (idx null; host scalars, or device scalars when d_scalars is not null),
 // or idx names the base of each of the n host scalars. `ones` (may be null)
-// is a bitmap over all resident bases whose set bits are added with scalar 1.
+// is a bitmap over all resident bases whose set bits are added with scalar 1;
+// small_idx names the bases of n_small small_values (canonical, below
+// 2^small_bits) added by bit planes.
 extern "C" RustError::by_value pinprove_msm_resident_g1(point_t* out, const void* resident, const scalar_t* scalars,
                                                         const void* d_scalars, const uint32_t* ones,
-                                                        const uint32_t* idx, size_t n, bool mont)
+                                                        const uint32_t* idx, size_t n, const uint32_t* small_idx,
+                                                        const uint64_t* small_values, size_t n_small,
+                                                        uint32_t small_bits, bool mont)
 {
-    return g1::resident_msm(out, resident, scalars, d_scalars, ones, idx, n, mont);
+    return g1::resident_msm(out, resident, scalars, d_scalars, ones, idx, n, small_idx, small_values, n_small,
+                            small_bits, mont);
 }
 
 extern "C" RustError::by_value pinprove_msm_resident_g2(point_fp2_t* out, const void* resident,
                                                         const scalar_t* scalars, const void* d_scalars,
                                                         const uint32_t* ones, const uint32_t* idx, size_t n,
-                                                        bool mont)
+                                                        const uint32_t* small_idx, const uint64_t* small_values,
+                                                        size_t n_small, uint32_t small_bits, bool mont)
 {
-    return g2::resident_msm(out, resident, scalars, d_scalars, ones, idx, n, mont);
+    return g2::resident_msm(out, resident, scalars, d_scalars, ones, idx, n, small_idx, small_values, n_small,
+                            small_bits, mont);
 }
 
 // Uploads n bases to `device` once; *out is the handle for the calls

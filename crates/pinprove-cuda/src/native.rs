@@ -84,6 +84,10 @@ unsafe extern "C" {
         ones: *const u32,
         idx: *const u32,
         n: usize,
+        small_idx: *const u32,
+        small_values: *const u64,
+        n_small: usize,
+        small_bits: u32,
         mont: bool,
     ) -> sppark::Error;
     fn pinprove_msm_resident_g2(
@@ -94,6 +98,10 @@ unsafe extern "C" {
         ones: *const u32,
         idx: *const u32,
         n: usize,
+        small_idx: *const u32,
+        small_values: *const u64,
+        n_small: usize,
+        small_bits: u32,
         mont: bool,
     ) -> sppark::Error;
     fn pinprove_resident_g1(out: *mut *mut c_void, device: c_int, bases: *const blst_p1_affine, n: usize)
@@ -256,8 +264,8 @@ pub struct NativePhases {
     pub msm: [(Duration, usize); 5],
     /// Of each MSM's bases, how many went through Pippenger …
     pub pippenger_points: [usize; 5],
-    /// … and how many had scalar 1 and were summed by batched addition
-    /// (the rest had scalar 0).
+    /// … and how many were summed by batched addition: scalar 1, or a
+    /// small value added bit plane by bit plane (the rest had scalar 0).
     pub batched_points: [usize; 5],
     /// Whether the bases were resident in device memory.
     pub resident_bases: bool,
@@ -375,21 +383,26 @@ trait Curve {
     ) -> sppark::Error;
     /// # Safety
     /// As `pinprove_msm_resident_g1`.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn resident(
-        out: *mut Self::Raw,
-        resident: *const c_void,
-        scalars: *const Scalar,
-        d_scalars: *const Scalar,
-        ones: *const u32,
-        idx: *const u32,
-        n: usize,
-    ) -> sppark::Error;
+    unsafe fn resident(out: *mut Self::Raw, resident: *const c_void, call: &ResidentCall) -> sppark::Error;
     fn point(raw: Self::Raw) -> Self::Point;
 }
 
 struct G1;
 struct G2;
+
+/// The arguments of one MSM over resident bases (see
+/// `pinprove_msm_resident_g1` in `cuda/native_msm.cu`).
+struct ResidentCall {
+    scalars: *const Scalar,
+    d_scalars: *const Scalar,
+    ones: *const u32,
+    idx: *const u32,
+    n: usize,
+    small_idx: *const u32,
+    small_values: *const u64,
+    n_small: usize,
+    small_bits: u32,
+}
 
 impl Curve for G1 {
     type Affine = blst_p1_affine;
@@ -413,17 +426,24 @@ impl Curve for G1 {
         // SAFETY: forwarded contract.
         unsafe { pinprove_msm_g1(out, device, bases, scalars, d_scalars, n, true) }
     }
-    unsafe fn resident(
-        out: *mut blst_p1,
-        resident: *const c_void,
-        scalars: *const Scalar,
-        d_scalars: *const Scalar,
-        ones: *const u32,
-        idx: *const u32,
-        n: usize,
-    ) -> sppark::Error {
+    unsafe fn resident(out: *mut blst_p1, resident: *const c_void, c: &ResidentCall) -> sppark::Error {
         // SAFETY: forwarded contract.
-        unsafe { pinprove_msm_resident_g1(out, resident, scalars, d_scalars, ones, idx, n, true) }
+        unsafe {
+            pinprove_msm_resident_g1(
+                out,
+                resident,
+                c.scalars,
+                c.d_scalars,
+                c.ones,
+                c.idx,
+                c.n,
+                c.small_idx,
+                c.small_values,
+                c.n_small,
+                c.small_bits,
+                true,
+            )
+        }
     }
     fn point(raw: blst_p1) -> G1Projective {
         let mut p = G1Projective::identity();
@@ -454,17 +474,24 @@ impl Curve for G2 {
         // SAFETY: forwarded contract.
         unsafe { pinprove_msm_g2(out, device, bases, scalars, d_scalars, n, true) }
     }
-    unsafe fn resident(
-        out: *mut blst_p2,
-        resident: *const c_void,
-        scalars: *const Scalar,
-        d_scalars: *const Scalar,
-        ones: *const u32,
-        idx: *const u32,
-        n: usize,
-    ) -> sppark::Error {
+    unsafe fn resident(out: *mut blst_p2, resident: *const c_void, c: &ResidentCall) -> sppark::Error {
         // SAFETY: forwarded contract.
-        unsafe { pinprove_msm_resident_g2(out, resident, scalars, d_scalars, ones, idx, n, true) }
+        unsafe {
+            pinprove_msm_resident_g2(
+                out,
+                resident,
+                c.scalars,
+                c.d_scalars,
+                c.ones,
+                c.idx,
+                c.n,
+                c.small_idx,
+                c.small_values,
+                c.n_small,
+                c.small_bits,
+                true,
+            )
+        }
     }
     fn point(raw: blst_p2) -> G2Projective {
         let mut p = G2Projective::identity();
@@ -496,8 +523,8 @@ fn msm<C: Curve>(
     scalars: MsmScalars<'_>,
 ) -> Result<C::Point, ProveError> {
     let mut out = C::Raw::default();
-    let (list, d_scalars, n, idx, ones) = match &scalars {
-        MsmScalars::Device(d) => (&[][..], d.ptr, d.len, None, None),
+    let (list, d_scalars, n, idx, ones, small) = match &scalars {
+        MsmScalars::Device(d) => (&[][..], d.ptr, d.len, None, None, None),
         MsmScalars::Query(q, aux) => {
             let list = q.list(aux);
             if q.bases != bases.len() {
@@ -512,10 +539,15 @@ fn msm<C: Curve>(
             if idx.is_some_and(|i| i.len() != list.len()) {
                 return Err(backend_error("an index per listed scalar"));
             }
-            (list, std::ptr::null(), list.len(), idx, q.ones.as_deref())
+            let small = match (&q.small_idx, &q.small_values) {
+                (Some(i), Some(v)) if i.len() == v.len() && q.small_bits <= 64 => Some((&i[..], &v[..], q.small_bits)),
+                (None, None) => None,
+                _ => return Err(backend_error("small values without their bases")),
+            };
+            (list, std::ptr::null(), list.len(), idx, q.ones.as_deref(), small)
         }
     };
-    let whole = idx.is_none() && ones.is_none();
+    let whole = idx.is_none() && ones.is_none() && small.is_none();
     if whole && n != bases.len() {
         return Err(backend_error(format!("{n} scalars for {} bases in a {}", bases.len(), C::MSM)));
     }
@@ -527,10 +559,24 @@ fn msm<C: Curve>(
         // SAFETY: the resident handle is alive (borrowed) and holds
         // `bases.len()` points; `list` holds `n` scalars, `idx` (if any) n
         // indices below bases.len() (as `split::prepare` builds them),
-        // `ones` a padded bitmap over the bases (checked above), or
-        // `d_scalars` n device scalars kept alive by the borrowed job. The
-        // call returns after its device work completed.
-        Some(r) => unsafe { C::resident(&mut out, r.handle, list.as_ptr(), d_scalars, ptr(ones), ptr(idx), n) },
+        // `ones` a padded bitmap over the bases (checked above), the small
+        // values as many base indices below bases.len(), or `d_scalars` n
+        // device scalars kept alive by the borrowed job. The call returns
+        // after its device work completed.
+        Some(r) => unsafe {
+            let call = ResidentCall {
+                scalars: list.as_ptr(),
+                d_scalars,
+                ones: ptr(ones),
+                idx: ptr(idx),
+                n,
+                small_idx: ptr(small.map(|s| s.0)),
+                small_values: small.map_or(std::ptr::null(), |s| s.1.as_ptr()),
+                n_small: small.map_or(0, |s| s.0.len()),
+                small_bits: small.map_or(0, |s| s.2),
+            };
+            C::resident(&mut out, r.handle, &call)
+        },
         None if !whole => return Err(backend_error("split scalars need resident bases")),
         // SAFETY: `bases` holds n points (checked), paired one to one with
         // the n scalars in `list` or at `d_scalars`; as above otherwise.
@@ -796,6 +842,7 @@ impl Backend for NativeBackend {
             })?;
             drop(lock);
             let listed = |p: &QueryScalars| p.list(aux).len();
+            let batched = |p: &QueryScalars| p.ones_count + p.small_values.as_ref().map_or(0, |v| v.len());
             let phases = NativePhases {
                 preparation: t1 - t0,
                 device_wait: t2 - t1,
@@ -804,7 +851,7 @@ impl Backend for NativeBackend {
                 h: t3 - t2,
                 msm: msm_t,
                 pippenger_points: [m - 1, listed(&prep.l), listed(&prep.a), listed(&prep.b), listed(&prep.b)],
-                batched_points: [0, prep.l.ones_count, prep.a.ones_count, prep.b.ones_count, prep.b.ones_count],
+                batched_points: [0, batched(&prep.l), batched(&prep.a), batched(&prep.b), batched(&prep.b)],
                 resident_bases: resident.is_some(),
             };
             tracing::debug!(?phases, "native proof on the device");
@@ -829,6 +876,7 @@ impl Backend for NativeBackend {
 mod tests {
     use super::*;
     use ff::Field;
+    use pinprove_groth16::Witness;
     use pinprove_groth16::domain::{Domain, bit_reverse_index};
 
     fn have_gpu() -> bool {
@@ -863,6 +911,84 @@ mod tests {
         }
         domain.coset_to_coefficients_bit_reversed(a);
         (0..m - 1).map(|i| a[bit_reverse_index(i, domain.log_size())]).collect()
+    }
+
+    fn full_density(n: usize, set: bool) -> pinprove_groth16::Density {
+        let mut d = pinprove_groth16::Density::new();
+        for i in 0..n {
+            d.add_element();
+            if set {
+                d.inc(i);
+            }
+        }
+        d
+    }
+
+    #[test]
+    fn msms_split_by_value_equal_the_plain_sums() {
+        use group::prime::PrimeCurveAffine;
+        use rand::{Rng, SeedableRng};
+        if !have_gpu() {
+            return;
+        }
+        let pool = PinnedPool::new(
+            Arc::new(pinprove_mem::HeapAllocator::default()),
+            pinprove_mem::MemoryBudget::new(1 << 30),
+            pinprove_mem::PoolConfig::default(),
+        );
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let n = 3001;
+        // Every class: zeros, ones, small values of all widths, the largest
+        // small value, full-width values.
+        let values: Vec<Scalar> = (0..n)
+            .map(|i| match i % 5 {
+                0 => Scalar::ZERO,
+                1 => Scalar::ONE,
+                2 => Scalar::from(rng.r#gen::<u64>() >> (i % 64)),
+                3 => Scalar::from(u64::MAX),
+                _ => Scalar::random(&mut rng),
+            })
+            .collect();
+        let g1: Vec<G1Projective> = (0..n).map(|_| G1Projective::random(&mut rng)).collect();
+        let g2: Vec<G2Projective> = (0..n).map(|_| G2Projective::random(&mut rng)).collect();
+        let g1_affine: Vec<blst_p1_affine> = g1.iter().map(|p| *blstrs::G1Affine::from(p).as_ref()).collect();
+        let g2_affine: Vec<blst_p2_affine> = g2.iter().map(|p| *blstrs::G2Affine::from(p).as_ref()).collect();
+        let want1: G1Projective = g1.iter().zip(&values).map(|(p, s)| p * s).sum();
+        let want2: G2Projective = g2.iter().zip(&values).map(|(p, s)| p * s).sum();
+        assert!(!bool::from(blstrs::G1Affine::from(want1).is_identity()));
+
+        let vec_in = |v: &[Scalar]| {
+            let mut p = pinprove_mem::PinnedVec::new_in(&pool);
+            p.extend_from_slice(v);
+            p
+        };
+        let mut w = Witness {
+            inputs: vec_in(&[Scalar::ONE]),
+            aux: vec_in(&values),
+            a_aux_density: full_density(n, true),
+            b_input_density: full_density(1, false),
+            b_aux_density: full_density(n, true),
+            working_set: None,
+        };
+        let r1 = resident::<G1>(0, &g1_affine).unwrap();
+        let r2 = resident::<G2>(0, &g2_affine).unwrap();
+        let split = split::prepare(&mut w, &pool, Mode::Split).unwrap();
+        assert!(split.l.ones_count > 0 && split.l.small_bits == 64 && split.l.idx.is_some());
+        let aux: &[Scalar] = &w.aux;
+        // L pairs every aux value with a G1 base, B with a G2 base.
+        let got1 = msm::<G1>(0, &g1_affine, Some(&r1), MsmScalars::Query(&split.l, aux)).unwrap();
+        let got2 = msm::<G2>(0, &g2_affine, Some(&r2), MsmScalars::Query(&split.b, aux)).unwrap();
+        assert_eq!(got1, want1);
+        assert_eq!(got2, want2);
+        // Every scalar through Pippenger, bases resident or streamed.
+        let dense = split::prepare(&mut w, &pool, Mode::Dense).unwrap();
+        let aux: &[Scalar] = &w.aux;
+        assert_eq!(msm::<G1>(0, &g1_affine, Some(&r1), MsmScalars::Query(&dense.l, aux)).unwrap(), want1);
+        assert_eq!(msm::<G1>(0, &g1_affine, None, MsmScalars::Query(&dense.l, aux)).unwrap(), want1);
+        assert_eq!(msm::<G2>(0, &g2_affine, None, MsmScalars::Query(&dense.b, aux)).unwrap(), want2);
+        // Split scalars need bases on the device.
+        assert!(msm::<G1>(0, &g1_affine, None, MsmScalars::Query(&split.l, aux)).is_err());
+        let _ = rng.r#gen::<u8>();
     }
 
     #[test]

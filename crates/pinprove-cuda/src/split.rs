@@ -6,11 +6,15 @@
 //! `a_aux_density`; B: the inputs of `b_input_density`, then the aux
 //! variables of `b_aux_density`). In [`Mode::Split`] every selected scalar
 //! is sorted by value: 0 contributes nothing, 1 sets its base's bit in a
-//! bitmap (summed on the GPU by batched addition), anything else goes to a
-//! dense list with its base index (summed by Pippenger over those bases
-//! only). Filecoin's circuits are mostly bits, so the Pippenger part
-//! shrinks to a small fraction. In [`Mode::Dense`] every selected scalar
-//! goes to the list in base order (for bases that are not on the device).
+//! bitmap (summed on the GPU by batched addition), a value below 2^64 (a
+//! packed word, a counter) goes to a list of small values with its base
+//! index (summed bit plane by bit plane, also by batched addition: a
+//! Pippenger pass would put all of their zero top windows into one bucket
+//! and add them one after another), anything else goes to a dense list with
+//! its base index (summed by Pippenger over those bases only). Filecoin's
+//! circuits are mostly bits, so the Pippenger part shrinks to a small
+//! fraction. In [`Mode::Dense`] every selected scalar goes to the list in
+//! base order (for bases that are not on the device).
 //!
 //! The aux vector is read twice in parallel chunks — once to count, once to
 //! write each chunk's share at its known offset — and both times all three
@@ -57,6 +61,12 @@ pub(crate) struct QueryScalars {
     pub ones: Option<Vec<u32>>,
     /// Set bits of `ones`.
     pub ones_count: usize,
+    /// Bases whose scalar is a small value (below 2^64, above 1) …
+    pub small_idx: Option<PinnedVec<u32>>,
+    /// … and those values, canonical (not Montgomery) form.
+    pub small_values: Option<PinnedVec<u64>>,
+    /// Bits of the largest small value (0 when there are none).
+    pub small_bits: u32,
 }
 
 impl QueryScalars {
@@ -78,6 +88,8 @@ struct Tally {
     selected: [usize; 3],
     listed: [usize; 3],
     ones: [usize; 3],
+    small: [usize; 3],
+    small_max: [u64; 3],
 }
 
 impl std::ops::AddAssign for Tally {
@@ -86,6 +98,8 @@ impl std::ops::AddAssign for Tally {
             self.selected[q] += o.selected[q];
             self.listed[q] += o.listed[q];
             self.ones[q] += o.ones[q];
+            self.small[q] += o.small[q];
+            self.small_max[q] = self.small_max[q].max(o.small_max[q]);
         }
     }
 }
@@ -93,12 +107,24 @@ impl std::ops::AddAssign for Tally {
 const ZERO: u8 = 0;
 const ONE: u8 = 1;
 const OTHER: u8 = 2;
+const SMALL: u8 = 3;
+
+/// The value of `s` when it is below 2^64.
+#[inline]
+fn small_value(s: &Scalar) -> Option<u64> {
+    let b = s.to_bytes_le();
+    b[8..]
+        .iter()
+        .all(|&x| x == 0)
+        .then(|| u64::from_le_bytes(b[..8].try_into().expect("8 bytes")))
+}
 
 fn class(s: &Scalar, mode: Mode, zero: &Scalar, one: &Scalar) -> u8 {
     match mode {
         Mode::Dense => OTHER,
         Mode::Split if s == zero => ZERO,
         Mode::Split if s == one => ONE,
+        Mode::Split if small_value(s).is_some() => SMALL,
         Mode::Split => OTHER,
     }
 }
@@ -117,11 +143,16 @@ struct Outputs<'a> {
     scalars: Option<&'a mut [Scalar]>,
     idx: Option<&'a mut [u32]>,
     ones: Option<&'a [AtomicU32]>,
+    small_idx: Option<&'a mut [u32]>,
+    small_values: Option<&'a mut [u64]>,
 }
 
 impl Outputs<'_> {
+    /// Records scalar `s` of class `c` for base `pos`; `k` counts the
+    /// listed and the small scalars written so far.
     #[inline]
-    fn put(&mut self, k: &mut usize, pos: usize, s: &Scalar, c: u8) {
+    fn put(&mut self, k: &mut [usize; 2], pos: usize, s: &Scalar, c: u8) {
+        let [k, ks] = k;
         match c {
             OTHER => {
                 if let Some(out) = self.scalars.as_deref_mut() {
@@ -137,13 +168,20 @@ impl Outputs<'_> {
                     bits[pos / 32].fetch_or(1 << (pos % 32), Ordering::Relaxed);
                 }
             }
+            SMALL => {
+                if let (Some(idx), Some(values)) = (self.small_idx.as_deref_mut(), self.small_values.as_deref_mut()) {
+                    idx[*ks] = pos as u32;
+                    values[*ks] = small_value(s).expect("classified small");
+                }
+                *ks += 1;
+            }
             _ => {}
         }
     }
 }
 
 /// Splits `s` into consecutive pieces of the given lengths.
-fn pieces<'a, T>(mut s: &'a mut [T], lens: impl Iterator<Item = usize>) -> Vec<&'a mut [T]> {
+fn pieces<T>(mut s: &mut [T], lens: impl Iterator<Item = usize>) -> Vec<&mut [T]> {
     lens.map(|n| {
         let (head, tail) = std::mem::take(&mut s).split_at_mut(n);
         s = tail;
@@ -174,12 +212,16 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
         w.b_input_density.iter_ones().collect(),
     ];
     let mut head = Tally::default();
-    for q in 0..3 {
-        for &j in &input_sel[q] {
+    for (q, sel) in input_sel.iter().enumerate() {
+        for &j in sel {
             head.selected[q] += 1;
             match class(&inputs[j], mode, &zero, &one) {
                 OTHER => head.listed[q] += 1,
                 ONE => head.ones[q] += 1,
+                SMALL => {
+                    head.small[q] += 1;
+                    head.small_max[q] = head.small_max[q].max(small_value(&inputs[j]).unwrap_or(0));
+                }
                 _ => {}
             }
         }
@@ -201,6 +243,10 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
                         t.selected[q] += 1;
                         t.listed[q] += usize::from(*cl == OTHER);
                         t.ones[q] += usize::from(*cl == ONE);
+                        if *cl == SMALL {
+                            t.small[q] += 1;
+                            t.small_max[q] = t.small_max[q].max(small_value(v).unwrap_or(0));
+                        }
                     }
                 }
             }
@@ -216,6 +262,8 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
     let mut scalars: [Option<PinnedVec<Scalar>>; 3] = [None, None, None];
     let mut idx: [Option<PinnedVec<u32>>; 3] = [None, None, None];
     let mut ones: [Option<Vec<AtomicU32>>; 3] = [None, None, None];
+    let mut small_idx: [Option<PinnedVec<u32>>; 3] = [None, None, None];
+    let mut small_values: [Option<PinnedVec<u64>>; 3] = [None, None, None];
     for q in 0..3 {
         let dense = total.listed[q] == total.selected[q];
         if !(q == 0 && dense) {
@@ -238,21 +286,38 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
             let words = total.selected[q].div_ceil(BITMAP_BLOCK) * (BITMAP_BLOCK / 32);
             ones[q] = Some((0..words).map(|_| AtomicU32::new(0)).collect());
         }
+        if total.small[q] > 0 {
+            let mut v = PinnedVec::with_capacity_paid(total.small[q], pool, w.working_set.as_mut())?;
+            v.try_resize_par(total.small[q], 0u32)?;
+            small_idx[q] = Some(v);
+            let mut v = PinnedVec::with_capacity_paid(total.small[q], pool, w.working_set.as_mut())?;
+            v.try_resize_par(total.small[q], 0u64)?;
+            small_values[q] = Some(v);
+        }
     }
 
     // Pass 2: every chunk writes its share at offsets known from pass 1.
     {
         let mut outs: Vec<Vec<Outputs<'_>>> = Vec::with_capacity(3);
-        for (q, (s, x)) in scalars.iter_mut().zip(idx.iter_mut()).enumerate() {
+        let parts = scalars
+            .iter_mut()
+            .zip(idx.iter_mut())
+            .zip(small_idx.iter_mut().zip(small_values.iter_mut()));
+        for (q, ((s, x), (si, sv))) in parts.enumerate() {
             let lens = || std::iter::once(head.listed[q]).chain(tallies.iter().map(|t| t.listed[q]));
+            let small_lens = || std::iter::once(head.small[q]).chain(tallies.iter().map(|t| t.small[q]));
             let mut s_pieces = s.as_deref_mut().map(|s| pieces(s, lens()).into_iter());
             let mut x_pieces = x.as_deref_mut().map(|x| pieces(x, lens()).into_iter());
+            let mut si_pieces = si.as_deref_mut().map(|v| pieces(v, small_lens()).into_iter());
+            let mut sv_pieces = sv.as_deref_mut().map(|v| pieces(v, small_lens()).into_iter());
             outs.push(
                 (0..=tallies.len())
                     .map(|_| Outputs {
                         scalars: s_pieces.as_mut().and_then(Iterator::next),
                         idx: x_pieces.as_mut().and_then(Iterator::next),
                         ones: ones[q].as_deref(),
+                        small_idx: si_pieces.as_mut().and_then(Iterator::next),
+                        small_values: sv_pieces.as_mut().and_then(Iterator::next),
                     })
                     .collect(),
             );
@@ -266,7 +331,7 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
         let mut per_chunk = per_chunk.into_iter();
         let mut inputs_out = per_chunk.next().expect("one entry per chunk plus the inputs");
         for q in 1..3 {
-            let mut k = 0;
+            let mut k = [0; 2];
             for (pos, &j) in input_sel[q].iter().enumerate() {
                 let v = &inputs[j];
                 inputs_out[q].put(&mut k, pos, v, class(v, mode, &zero, &one));
@@ -277,8 +342,8 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
         let mut at = [0, head.selected[1], head.selected[2]];
         for t in &tallies {
             starts.push(at);
-            for q in 0..3 {
-                at[q] += t.selected[q];
+            for (a, s) in at.iter_mut().zip(t.selected) {
+                *a += s;
             }
         }
         per_chunk
@@ -289,7 +354,7 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
             .zip(starts)
             .enumerate()
             .for_each(|(c, (((mut out, vals), cls), mut pos))| {
-                let mut k = [0usize; 3];
+                let mut k = [[0usize; 2]; 3];
                 for (off, (v, &cl)) in vals.iter().zip(cls).enumerate() {
                     let i = c * CHUNK + off;
                     for q in 0..3 {
@@ -306,13 +371,17 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
         .into_iter()
         .zip(idx)
         .zip(ones)
+        .zip(small_idx.into_iter().zip(small_values))
         .enumerate()
-        .map(|(q, ((scalars, idx), ones))| QueryScalars {
+        .map(|(q, (((scalars, idx), ones), (small_idx, small_values)))| QueryScalars {
             bases: total.selected[q],
             scalars,
             idx,
             ones: ones.map(|v| v.into_iter().map(AtomicU32::into_inner).collect()),
             ones_count: total.ones[q],
+            small_idx,
+            small_values,
+            small_bits: 64 - total.small_max[q].leading_zeros(),
         });
     let (l, a, b) = (
         done.next().expect("three queries"),
@@ -323,7 +392,8 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
 }
 
 /// Host bytes [`prepare`] takes for a witness of this shape at most: a
-/// scalar and an index for each of the three queries' assignments.
+/// scalar and an index for each of the three queries' assignments (a small
+/// value and its index take less).
 pub(crate) fn working_set(inputs: usize, aux: usize) -> u64 {
     3 * (32 + 4) * (inputs + aux) as u64
 }
@@ -393,6 +463,14 @@ mod tests {
                 out.copy_from_slice(list);
             }
         }
+        if let (Some(idx), Some(values)) = (&p.small_idx, &p.small_values) {
+            assert_eq!(idx.len(), values.len());
+            for (&i, &v) in idx.iter().zip(values.iter()) {
+                assert_eq!(out[i as usize], Scalar::from(0u64), "base {i} listed twice");
+                assert!(v > 1 && 64 - v.leading_zeros() <= p.small_bits);
+                out[i as usize] = Scalar::from(v);
+            }
+        }
         let mut ones = 0;
         if let Some(bits) = &p.ones {
             assert_eq!(bits.len() % 32, 0);
@@ -409,11 +487,14 @@ mod tests {
         out
     }
 
-    fn witness(pool: &Arc<PinnedPool>, seed: u64, n_aux: usize, bit_share: f64) -> Witness {
+    fn witness(pool: &Arc<PinnedPool>, seed: u64, n_aux: usize, bit_share: f64, small_share: f64) -> Witness {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
         let value = |rng: &mut rand_chacha::ChaCha8Rng| {
             if rng.gen_bool(bit_share) {
                 Scalar::from(rng.gen_range(0..2u64))
+            } else if rng.gen_bool(small_share) {
+                // A packed word.
+                Scalar::from(rng.r#gen::<u64>() >> rng.gen_range(0..60))
             } else {
                 Scalar::from(rng.r#gen::<u64>()) * Scalar::from(rng.r#gen::<u64>())
             }
@@ -438,7 +519,7 @@ mod tests {
         let pool = pool();
         // Sizes around the chunk size; bit shares from none to all.
         for (seed, n, share) in [(1, 0, 0.5), (2, 100, 0.9), (3, CHUNK * 2 + 77, 0.95), (4, CHUNK + 1, 0.0), (5, 3000, 1.0)] {
-            let mut w = witness(&pool, seed, n, share);
+            let mut w = witness(&pool, seed, n, share, 0.3);
             for mode in [Mode::Split, Mode::Dense] {
                 let p = prepare(&mut w, &pool, mode).unwrap();
                 for (q, qs) in [&p.l, &p.a, &p.b].into_iter().enumerate() {
@@ -459,12 +540,14 @@ mod tests {
     #[test]
     fn mostly_bits_leave_a_short_list() {
         let pool = pool();
-        let mut w = witness(&pool, 9, 20_000, 0.98);
+        let mut w = witness(&pool, 9, 20_000, 0.98, 0.3);
         let p = prepare(&mut w, &pool, Mode::Split).unwrap();
         assert!(p.l.list(&w.aux).len() < 1_000, "{} listed", p.l.list(&w.aux).len());
         assert!(p.l.ones_count > 9_000);
+        let small = p.l.small_values.as_ref().map_or(0, |v| v.len());
+        assert!(small > 50 && p.l.small_bits <= 64, "{small} small values");
         // Random values only: nothing to split, L lists the aux vector itself.
-        let mut w = witness(&pool, 10, 5_000, 0.0);
+        let mut w = witness(&pool, 10, 5_000, 0.0, 0.0);
         let p = prepare(&mut w, &pool, Mode::Split).unwrap();
         assert!(p.l.scalars.is_none() && p.l.idx.is_none() && p.l.ones.is_none());
     }
@@ -472,7 +555,7 @@ mod tests {
     #[test]
     fn mismatched_densities_are_an_error() {
         let pool = pool();
-        let mut w = witness(&pool, 11, 100, 0.5);
+        let mut w = witness(&pool, 11, 100, 0.5, 0.3);
         w.b_aux_density.add_element();
         assert!(prepare(&mut w, &pool, Mode::Split).is_err());
     }
