@@ -132,17 +132,23 @@ __global__ void bit_planes(uint32_t* planes, size_t plane_words, const uint64_t*
     }
 }
 
+// Doubles each of n partial sums. An element of degree d (2 for G2's Fp2)
+// is computed by d neighbouring threads together (sppark keeps one Fp2
+// coordinate half per lane), so every thread runs the arithmetic, past-the-
+// end ones on a copy of the last element, and only live ones store.
 template<class bucket_t>
 __global__ void double_sums(typename bucket_t::mem_t* sums, size_t n)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) {
-        bucket_t b;
-        b = sums[i];
-        bucket_t c = b;
-        b.add(c);
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / bucket_t::degree;
+    bool live = i < n;
+    if (!live)
+        i = n - 1;
+    bucket_t b;
+    b = sums[i];
+    bucket_t c = b;
+    b.add(c);
+    if (live)
         sums[i] = b;
-    }
 }
 
 template<class bucket_t, class point_t, class affine_t>
@@ -242,7 +248,8 @@ struct curve {
         dev_ptr_t<bucket_h> d_sums{nsums};
         for (uint32_t k = bits; k-- > 0;) {
             if (k + 1 < bits) {
-                double_sums<bucket_t><<<(nsums + 255) / 256, 256, 0, gpu>>>(&d_sums[0], nsums);
+                size_t threads = nsums * bucket_t::degree;
+                double_sums<bucket_t><<<(threads + 255) / 256, 256, 0, gpu>>>(&d_sums[0], nsums);
                 CUDA_OK(cudaGetLastError());
             }
             add_selected(gpu, &d_sums[0], &points[0], n, &planes[k * words], k + 1 < bits);
