@@ -33,8 +33,8 @@ use pinprove_groth16::{
     AbcLayout, Backend, Capabilities, CapacityHint, Proof, ProveError, ProvingJob, Srs, SrsPoints, StartedProof,
     assemble, check_job,
 };
-use pinprove_mem::cuda::{Event, EventFence};
 use pinprove_mem::PinnedPool;
+use pinprove_mem::cuda::{Event, EventFence};
 
 use crate::split::{self, Mode, QueryScalars};
 
@@ -104,10 +104,18 @@ unsafe extern "C" {
         small_bits: u32,
         mont: bool,
     ) -> sppark::Error;
-    fn pinprove_resident_g1(out: *mut *mut c_void, device: c_int, bases: *const blst_p1_affine, n: usize)
-    -> sppark::Error;
-    fn pinprove_resident_g2(out: *mut *mut c_void, device: c_int, bases: *const blst_p2_affine, n: usize)
-    -> sppark::Error;
+    fn pinprove_resident_g1(
+        out: *mut *mut c_void,
+        device: c_int,
+        bases: *const blst_p1_affine,
+        n: usize,
+    ) -> sppark::Error;
+    fn pinprove_resident_g2(
+        out: *mut *mut c_void,
+        device: c_int,
+        bases: *const blst_p2_affine,
+        n: usize,
+    ) -> sppark::Error;
     fn pinprove_resident_g1_free(p: *mut c_void);
     fn pinprove_resident_g2_free(p: *mut c_void);
 }
@@ -549,7 +557,11 @@ fn msm<C: Curve>(
     };
     let whole = idx.is_none() && ones.is_none() && small.is_none();
     if whole && n != bases.len() {
-        return Err(backend_error(format!("{n} scalars for {} bases in a {}", bases.len(), C::MSM)));
+        return Err(backend_error(format!(
+            "{n} scalars for {} bases in a {}",
+            bases.len(),
+            C::MSM
+        )));
     }
     if ones.is_some_and(|o| o.len() * 32 < bases.len().next_multiple_of(1024)) {
         return Err(backend_error("a bitmap shorter than its bases"));
@@ -663,7 +675,10 @@ impl HJob {
     fn download(&self) -> Result<Vec<Scalar>, ProveError> {
         let mut h = vec![Scalar::from(0u64); self.m - 1];
         // SAFETY: `h` holds m − 1 scalars, as the call writes.
-        check(unsafe { pinprove_h_download(self.raw, h.as_mut_ptr()) }, "downloading h")?;
+        check(
+            unsafe { pinprove_h_download(self.raw, h.as_mut_ptr()) },
+            "downloading h",
+        )?;
         Ok(h)
     }
 }
@@ -806,8 +821,15 @@ impl Backend for NativeBackend {
             let q = |i: usize| resident.as_deref().map(|r| &r.queries[i]);
             let uploaded = [Event::fence(), Event::fence(), Event::fence()];
             let [ua, ub, uc] = uploaded;
-            let uploaded = [ua.map_err(cuda_error)?, ub.map_err(cuda_error)?, uc.map_err(cuda_error)?];
-            let marks = [Event::timing().map_err(cuda_error)?, Event::timing().map_err(cuda_error)?];
+            let uploaded = [
+                ua.map_err(cuda_error)?,
+                ub.map_err(cuda_error)?,
+                uc.map_err(cuda_error)?,
+            ];
+            let marks = [
+                Event::timing().map_err(cuda_error)?,
+                Event::timing().map_err(cuda_error)?,
+            ];
 
             let t1 = Instant::now();
             let lock = self.device.lock().unwrap_or_else(|e| e.into_inner());
@@ -850,8 +872,20 @@ impl Backend for NativeBackend {
                 abc_bytes: 3 * n as u64 * 32,
                 h: t3 - t2,
                 msm: msm_t,
-                pippenger_points: [m - 1, listed(&prep.l), listed(&prep.a), listed(&prep.b), listed(&prep.b)],
-                batched_points: [0, batched(&prep.l), batched(&prep.a), batched(&prep.b), batched(&prep.b)],
+                pippenger_points: [
+                    m - 1,
+                    listed(&prep.l),
+                    listed(&prep.a),
+                    listed(&prep.b),
+                    listed(&prep.b),
+                ],
+                batched_points: [
+                    0,
+                    batched(&prep.l),
+                    batched(&prep.a),
+                    batched(&prep.b),
+                    batched(&prep.b),
+                ],
                 resident_bases: resident.is_some(),
             };
             tracing::debug!(?phases, "native proof on the device");
@@ -889,7 +923,11 @@ mod tests {
 
     fn events() -> ([Event; 3], [Event; 2]) {
         (
-            [Event::fence().unwrap(), Event::fence().unwrap(), Event::fence().unwrap()],
+            [
+                Event::fence().unwrap(),
+                Event::fence().unwrap(),
+                Event::fence().unwrap(),
+            ],
             [Event::timing().unwrap(), Event::timing().unwrap()],
         )
     }
@@ -983,9 +1021,18 @@ mod tests {
         // Every scalar through Pippenger, bases resident or streamed.
         let dense = split::prepare(&mut w, &pool, Mode::Dense).unwrap();
         let aux: &[Scalar] = &w.aux;
-        assert_eq!(msm::<G1>(0, &g1_affine, Some(&r1), MsmScalars::Query(&dense.l, aux)).unwrap(), want1);
-        assert_eq!(msm::<G1>(0, &g1_affine, None, MsmScalars::Query(&dense.l, aux)).unwrap(), want1);
-        assert_eq!(msm::<G2>(0, &g2_affine, None, MsmScalars::Query(&dense.b, aux)).unwrap(), want2);
+        assert_eq!(
+            msm::<G1>(0, &g1_affine, Some(&r1), MsmScalars::Query(&dense.l, aux)).unwrap(),
+            want1
+        );
+        assert_eq!(
+            msm::<G1>(0, &g1_affine, None, MsmScalars::Query(&dense.l, aux)).unwrap(),
+            want1
+        );
+        assert_eq!(
+            msm::<G2>(0, &g2_affine, None, MsmScalars::Query(&dense.b, aux)).unwrap(),
+            want2
+        );
         // Split scalars need bases on the device.
         assert!(msm::<G1>(0, &g1_affine, None, MsmScalars::Query(&split.l, aux)).is_err());
         let _ = rng.r#gen::<u8>();
@@ -1003,7 +1050,9 @@ mod tests {
 
         // 2^36 elements of 32 bytes, three times over: no GPU has that.
         let (up, marks) = events();
-        let err = HJob::begin(0, abc_ref, 36, &up, &marks).err().expect("6 TB of device memory");
+        let err = HJob::begin(0, abc_ref, 36, &up, &marks)
+            .err()
+            .expect("6 TB of device memory");
         assert!(err.to_string().contains("memory"), "{err}");
 
         // The device is still usable, and h is right.

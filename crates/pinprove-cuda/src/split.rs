@@ -373,16 +373,18 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
         .zip(ones)
         .zip(small_idx.into_iter().zip(small_values))
         .enumerate()
-        .map(|(q, (((scalars, idx), ones), (small_idx, small_values)))| QueryScalars {
-            bases: total.selected[q],
-            scalars,
-            idx,
-            ones: ones.map(|v| v.into_iter().map(AtomicU32::into_inner).collect()),
-            ones_count: total.ones[q],
-            small_idx,
-            small_values,
-            small_bits: 64 - total.small_max[q].leading_zeros(),
-        });
+        .map(
+            |(q, (((scalars, idx), ones), (small_idx, small_values)))| QueryScalars {
+                bases: total.selected[q],
+                scalars,
+                idx,
+                ones: ones.map(|v| v.into_iter().map(AtomicU32::into_inner).collect()),
+                ones_count: total.ones[q],
+                small_idx,
+                small_values,
+                small_bits: 64 - total.small_max[q].leading_zeros(),
+            },
+        );
     let (l, a, b) = (
         done.next().expect("three queries"),
         done.next().expect("three queries"),
@@ -499,7 +501,9 @@ mod tests {
                 Scalar::from(rng.r#gen::<u64>()) * Scalar::from(rng.r#gen::<u64>())
             }
         };
-        let inputs: Vec<Scalar> = (0..5).map(|j| if j == 0 { Scalar::from(1u64) } else { value(&mut rng) }).collect();
+        let inputs: Vec<Scalar> = (0..5)
+            .map(|j| if j == 0 { Scalar::from(1u64) } else { value(&mut rng) })
+            .collect();
         let aux: Vec<Scalar> = (0..n_aux).map(|_| value(&mut rng)).collect();
         let a: Vec<bool> = (0..n_aux).map(|_| rng.gen_bool(0.7)).collect();
         let b: Vec<bool> = (0..n_aux).map(|_| rng.gen_bool(0.4)).collect();
@@ -518,7 +522,13 @@ mod tests {
     fn split_and_dense_rebuild_every_query() {
         let pool = pool();
         // Sizes around the chunk size; bit shares from none to all.
-        for (seed, n, share) in [(1, 0, 0.5), (2, 100, 0.9), (3, CHUNK * 2 + 77, 0.95), (4, CHUNK + 1, 0.0), (5, 3000, 1.0)] {
+        for (seed, n, share) in [
+            (1, 0, 0.5),
+            (2, 100, 0.9),
+            (3, CHUNK * 2 + 77, 0.95),
+            (4, CHUNK + 1, 0.0),
+            (5, 3000, 1.0),
+        ] {
             let mut w = witness(&pool, seed, n, share, 0.3);
             for mode in [Mode::Split, Mode::Dense] {
                 let p = prepare(&mut w, &pool, mode).unwrap();
