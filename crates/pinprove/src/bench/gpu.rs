@@ -56,6 +56,12 @@ pub struct GpuArgs {
     /// backends' proofs are byte-identical (same r and s).
     #[arg(long, value_parser = ["supraseal", "native"])]
     compare: Option<String>,
+    /// After each case, prove this many partitions (synthesized beforehand
+    /// into pool buffers) back to back on one thread and report proofs per
+    /// second and the mean NVML GPU utilization meanwhile: how busy one
+    /// worker alone keeps the GPU (0 skips; pick enough for a few seconds).
+    #[arg(long, default_value_t = 0)]
+    sustained: usize,
     /// Where a/b/c are synthesized, comma-separated: heap, staged, pinned.
     #[arg(long, value_delimiter = ',', default_values_t = vec!["heap".to_string(), "staged".to_string(), "pinned".to_string()], value_parser = ["heap", "staged", "pinned"])]
     modes: Vec<String>,
@@ -150,6 +156,83 @@ mod imp {
         cases: Vec<Case>,
         rows: Vec<Row>,
         comparisons: Vec<Comparison>,
+        sustained: Vec<Sustained>,
+    }
+
+    /// Back-to-back proofs on one thread (`--sustained`).
+    #[derive(Serialize)]
+    struct Sustained {
+        log_size: u32,
+        mix: String,
+        proofs: usize,
+        wall_s: f64,
+        proofs_per_s: f64,
+        /// Mean of NVML's utilization samples taken meanwhile (None without
+        /// NVML).
+        gpu_utilization_percent: Option<f64>,
+        samples: usize,
+    }
+
+    /// Synthesizes `n` partitions, then proves them one after another while
+    /// a thread samples the GPU's utilization.
+    fn sustained(
+        backend: &dyn Backend,
+        srs: &Arc<Srs>,
+        circuit: &BenchCircuit,
+        pinned: &Arc<PinnedPool>,
+        pci_bus_id: &str,
+        n: usize,
+    ) -> Result<Sustained> {
+        let id = circuit.id();
+        let hints = CapacityHints::in_memory();
+        let mut partitions = Vec::with_capacity(n);
+        for _ in 0..n {
+            partitions.push(synthesize(circuit.clone(), &id, pinned, &hints, AbcLayout::Exact, None)?.0);
+        }
+        let nvml = pinprove_cuda::Nvml::load().ok();
+        let device = nvml.as_ref().and_then(|m| m.device_by_pci_bus_id(pci_bus_id).ok());
+        let stop = AtomicBool::new(false);
+        let (wall, samples) = thread::scope(|s| -> Result<(Duration, Vec<f64>)> {
+            let sampler = s.spawn(|| {
+                let mut v = Vec::new();
+                if let (Some(m), Some(d)) = (&nvml, device) {
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Ok(x) = m.sample(d) {
+                            v.push(f64::from(x.gpu_percent));
+                        }
+                        thread::sleep(Duration::from_millis(50));
+                    }
+                }
+                v
+            });
+            let t = Instant::now();
+            let mut proved = Ok(());
+            for asg in partitions {
+                let job = ProvingJob {
+                    srs: Arc::clone(srs),
+                    assignments: vec![asg],
+                    randomness: vec![(Scalar::from(3u64), Scalar::from(5u64))],
+                };
+                if let Err(e) = backend.prove(job) {
+                    proved = Err(e);
+                    break;
+                }
+            }
+            let wall = t.elapsed();
+            stop.store(true, Ordering::Relaxed);
+            let samples = sampler.join().unwrap_or_default();
+            proved?;
+            Ok((wall, samples))
+        })?;
+        Ok(Sustained {
+            log_size: circuit.constraints().next_power_of_two().trailing_zeros(),
+            mix: circuit.mix().to_string(),
+            proofs: n,
+            wall_s: wall.as_secs_f64(),
+            proofs_per_s: n as f64 / wall.as_secs_f64().max(1e-9),
+            gpu_utilization_percent: (!samples.is_empty()).then(|| samples.iter().sum::<f64>() / samples.len() as f64),
+            samples: samples.len(),
+        })
     }
 
     /// Threads synthesizing copies of a circuit until dropped.
@@ -383,6 +466,7 @@ mod imp {
         let stream = Stream::new()?;
         let mut cases = Vec::new();
         let mut rows = Vec::new();
+        let mut sustained_runs = Vec::new();
 
         for &log in &args.log_sizes {
             ensure!((10..=27).contains(&log), "log sizes must be within 10..=27");
@@ -512,6 +596,21 @@ mod imp {
                         (args.reps + usize::from(!args.no_warmup), args.reps),
                     )?);
                 }
+                if args.sustained > 0 {
+                    let s = sustained(backend, &srs, &circuit, &pinned, &gpu.device.pci_bus_id, args.sustained)?;
+                    eprintln!(
+                        "{id}: {} proofs back to back in {:.3} s ({:.2} proofs/s), mean GPU utilization {}",
+                        s.proofs,
+                        s.wall_s,
+                        s.proofs_per_s,
+                        s.gpu_utilization_percent
+                            .map_or("unknown (no NVML)".into(), |u| format!(
+                                "{u:.1}% ({} samples)",
+                                s.samples
+                            ))
+                    );
+                    sustained_runs.push(s);
+                }
                 gpu_backend.unload(&path, &srs);
                 drop(srs);
             }
@@ -525,6 +624,7 @@ mod imp {
             cases,
             rows,
             comparisons,
+            sustained: sustained_runs,
         };
         args.output.emit(&report, |r| {
             println!("pinprove bench gpu — {} — {}", r.host.summary(), r.gpu);
@@ -595,6 +695,17 @@ mod imp {
                     } else {
                         ", bases streamed"
                     }
+                );
+            }
+            for x in &r.sustained {
+                println!(
+                    "  2^{} {}: {} proofs back to back, {:.2} proofs/s, mean GPU utilization {}",
+                    x.log_size,
+                    x.mix,
+                    x.proofs,
+                    x.proofs_per_s,
+                    x.gpu_utilization_percent
+                        .map_or("unknown".into(), |u| format!("{u:.1}%"))
                 );
             }
             for c in &r.comparisons {
