@@ -8,9 +8,9 @@
 //! is sorted by value: 0 contributes nothing, 1 sets its base's bit in a
 //! bitmap (summed on the GPU by batched addition), a value below 2^64 (a
 //! packed word, a counter) goes to a list of small values with its base
-//! index (summed bit plane by bit plane, also by batched addition: a
-//! Pippenger pass would put all of their zero top windows into one bucket
-//! and add them one after another), anything else goes to a dense list with
+//! index (summed bit plane by bit plane, also by batched addition: in a
+//! Pippenger pass their digits fill only the low windows, whose buckets
+//! then become long serial chains), anything else goes to a dense list with
 //! its base index (summed by Pippenger over those bases only). Filecoin's
 //! circuits are mostly bits, so the Pippenger part shrinks to a small
 //! fraction. In [`Mode::Dense`] every selected scalar goes to the list in
