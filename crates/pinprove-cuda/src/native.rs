@@ -819,6 +819,9 @@ impl Backend for NativeBackend {
             let mode = if resident.is_some() { Mode::Split } else { Mode::Dense };
             let prep = split::prepare(&mut w, &self.pool, mode)?;
             let q = |i: usize| resident.as_deref().map(|r| &r.queries[i]);
+            // Events belong to the device current when they are created, and
+            // are recorded on this device's streams.
+            pinprove_mem::cuda::set_device(self.config.device).map_err(cuda_error)?;
             let uploaded = [Event::fence(), Event::fence(), Event::fence()];
             let [ua, ub, uc] = uploaded;
             let uploaded = [
