@@ -104,6 +104,24 @@ impl std::ops::AddAssign for Tally {
     }
 }
 
+impl Tally {
+    /// Counts one scalar that query `q` selects, of class `c` (and small
+    /// value `v`, when it is one).
+    #[inline]
+    fn count(&mut self, q: usize, c: u8, v: u64) {
+        self.selected[q] += 1;
+        match c {
+            OTHER => self.listed[q] += 1,
+            ONE => self.ones[q] += 1,
+            SMALL => {
+                self.small[q] += 1;
+                self.small_max[q] = self.small_max[q].max(v);
+            }
+            _ => {}
+        }
+    }
+}
+
 const ZERO: u8 = 0;
 const ONE: u8 = 1;
 const OTHER: u8 = 2;
@@ -119,13 +137,13 @@ fn small_value(s: &Scalar) -> Option<u64> {
         .then(|| u64::from_le_bytes(b[..8].try_into().expect("8 bytes")))
 }
 
-fn class(s: &Scalar, mode: Mode, zero: &Scalar, one: &Scalar) -> u8 {
+/// The class of `s`, and its value when that is SMALL (0 otherwise).
+fn class(s: &Scalar, mode: Mode, zero: &Scalar, one: &Scalar) -> (u8, u64) {
     match mode {
-        Mode::Dense => OTHER,
-        Mode::Split if s == zero => ZERO,
-        Mode::Split if s == one => ONE,
-        Mode::Split if small_value(s).is_some() => SMALL,
-        Mode::Split => OTHER,
+        Mode::Dense => (OTHER, 0),
+        Mode::Split if s == zero => (ZERO, 0),
+        Mode::Split if s == one => (ONE, 0),
+        Mode::Split => small_value(s).map_or((OTHER, 0), |v| (SMALL, v)),
     }
 }
 
@@ -214,16 +232,8 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
     let mut head = Tally::default();
     for (q, sel) in input_sel.iter().enumerate() {
         for &j in sel {
-            head.selected[q] += 1;
-            match class(&inputs[j], mode, &zero, &one) {
-                OTHER => head.listed[q] += 1,
-                ONE => head.ones[q] += 1,
-                SMALL => {
-                    head.small[q] += 1;
-                    head.small_max[q] = head.small_max[q].max(small_value(&inputs[j]).unwrap_or(0));
-                }
-                _ => {}
-            }
+            let (c, v) = class(&inputs[j], mode, &zero, &one);
+            head.count(q, c, v);
         }
     }
 
@@ -237,16 +247,11 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
             let mut t = Tally::default();
             for (k, (v, cl)) in vals.iter().zip(cls.iter_mut()).enumerate() {
                 let i = c * CHUNK + k;
-                *cl = class(v, mode, &zero, &one);
+                let (kind, value) = class(v, mode, &zero, &one);
+                *cl = kind;
                 for q in 0..3 {
                     if selects(q, i, ad, bd) {
-                        t.selected[q] += 1;
-                        t.listed[q] += usize::from(*cl == OTHER);
-                        t.ones[q] += usize::from(*cl == ONE);
-                        if *cl == SMALL {
-                            t.small[q] += 1;
-                            t.small_max[q] = t.small_max[q].max(small_value(v).unwrap_or(0));
-                        }
+                        t.count(q, kind, value);
                     }
                 }
             }
@@ -334,7 +339,7 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
             let mut k = [0; 2];
             for (pos, &j) in input_sel[q].iter().enumerate() {
                 let v = &inputs[j];
-                inputs_out[q].put(&mut k, pos, v, class(v, mode, &zero, &one));
+                inputs_out[q].put(&mut k, pos, v, class(v, mode, &zero, &one).0);
             }
         }
         // Where each chunk's positions start.
