@@ -412,101 +412,82 @@ struct ResidentCall {
     small_bits: u32,
 }
 
-impl Curve for G1 {
-    type Affine = blst_p1_affine;
-    type Raw = blst_p1;
-    type Point = G1Projective;
-    const G2: bool = false;
-    const UPLOAD: &'static str = "uploading G1 bases";
-    const MSM: &'static str = "G1 MSM";
-    unsafe fn upload(out: *mut *mut c_void, device: c_int, bases: *const blst_p1_affine, n: usize) -> sppark::Error {
-        // SAFETY: forwarded contract.
-        unsafe { pinprove_resident_g1(out, device, bases, n) }
-    }
-    unsafe fn host(
-        out: *mut blst_p1,
-        device: c_int,
-        bases: *const blst_p1_affine,
-        scalars: *const Scalar,
-        d_scalars: *const Scalar,
-        n: usize,
-    ) -> sppark::Error {
-        // SAFETY: forwarded contract.
-        unsafe { pinprove_msm_g1(out, device, bases, scalars, d_scalars, n, true) }
-    }
-    unsafe fn resident(out: *mut blst_p1, resident: *const c_void, c: &ResidentCall) -> sppark::Error {
-        // SAFETY: forwarded contract.
-        unsafe {
-            pinprove_msm_resident_g1(
-                out,
-                resident,
-                c.scalars,
-                c.d_scalars,
-                c.ones,
-                c.idx,
-                c.n,
-                c.small_idx,
-                c.small_values,
-                c.n_small,
-                c.small_bits,
-                true,
-            )
+/// `impl Curve` for one group: the same forwarding over that group's FFI.
+macro_rules! curve {
+    ($curve:ident, $affine:ty, $raw:ty, $point:ty, $g2:expr, $name:literal,
+     $upload:ident, $host:ident, $resident:ident) => {
+        impl Curve for $curve {
+            type Affine = $affine;
+            type Raw = $raw;
+            type Point = $point;
+            const G2: bool = $g2;
+            const UPLOAD: &'static str = concat!("uploading ", $name, " bases");
+            const MSM: &'static str = concat!($name, " MSM");
+            unsafe fn upload(out: *mut *mut c_void, device: c_int, bases: *const $affine, n: usize) -> sppark::Error {
+                // SAFETY: forwarded contract.
+                unsafe { $upload(out, device, bases, n) }
+            }
+            unsafe fn host(
+                out: *mut $raw,
+                device: c_int,
+                bases: *const $affine,
+                scalars: *const Scalar,
+                d_scalars: *const Scalar,
+                n: usize,
+            ) -> sppark::Error {
+                // SAFETY: forwarded contract.
+                unsafe { $host(out, device, bases, scalars, d_scalars, n, true) }
+            }
+            unsafe fn resident(out: *mut $raw, resident: *const c_void, c: &ResidentCall) -> sppark::Error {
+                // SAFETY: forwarded contract.
+                unsafe {
+                    $resident(
+                        out,
+                        resident,
+                        c.scalars,
+                        c.d_scalars,
+                        c.ones,
+                        c.idx,
+                        c.n,
+                        c.small_idx,
+                        c.small_values,
+                        c.n_small,
+                        c.small_bits,
+                        true,
+                    )
+                }
+            }
+            fn point(raw: $raw) -> $point {
+                let mut p = <$point>::identity();
+                *p.as_mut() = raw;
+                p
+            }
         }
-    }
-    fn point(raw: blst_p1) -> G1Projective {
-        let mut p = G1Projective::identity();
-        *p.as_mut() = raw;
-        p
-    }
+    };
 }
 
-impl Curve for G2 {
-    type Affine = blst_p2_affine;
-    type Raw = blst_p2;
-    type Point = G2Projective;
-    const G2: bool = true;
-    const UPLOAD: &'static str = "uploading G2 bases";
-    const MSM: &'static str = "G2 MSM";
-    unsafe fn upload(out: *mut *mut c_void, device: c_int, bases: *const blst_p2_affine, n: usize) -> sppark::Error {
-        // SAFETY: forwarded contract.
-        unsafe { pinprove_resident_g2(out, device, bases, n) }
-    }
-    unsafe fn host(
-        out: *mut blst_p2,
-        device: c_int,
-        bases: *const blst_p2_affine,
-        scalars: *const Scalar,
-        d_scalars: *const Scalar,
-        n: usize,
-    ) -> sppark::Error {
-        // SAFETY: forwarded contract.
-        unsafe { pinprove_msm_g2(out, device, bases, scalars, d_scalars, n, true) }
-    }
-    unsafe fn resident(out: *mut blst_p2, resident: *const c_void, c: &ResidentCall) -> sppark::Error {
-        // SAFETY: forwarded contract.
-        unsafe {
-            pinprove_msm_resident_g2(
-                out,
-                resident,
-                c.scalars,
-                c.d_scalars,
-                c.ones,
-                c.idx,
-                c.n,
-                c.small_idx,
-                c.small_values,
-                c.n_small,
-                c.small_bits,
-                true,
-            )
-        }
-    }
-    fn point(raw: blst_p2) -> G2Projective {
-        let mut p = G2Projective::identity();
-        *p.as_mut() = raw;
-        p
-    }
-}
+curve!(
+    G1,
+    blst_p1_affine,
+    blst_p1,
+    G1Projective,
+    false,
+    "G1",
+    pinprove_resident_g1,
+    pinprove_msm_g1,
+    pinprove_msm_resident_g1
+);
+curve!(
+    G2,
+    blst_p2_affine,
+    blst_p2,
+    G2Projective,
+    true,
+    "G2",
+    pinprove_resident_g2,
+    pinprove_msm_g2,
+    pinprove_msm_resident_g2
+);
 
 /// The scalars of one MSM.
 enum MsmScalars<'a> {
@@ -617,6 +598,15 @@ struct HJob {
 }
 
 impl HJob {
+    /// The events [`HJob::begin`] records: one per uploaded vector (fences
+    /// for the pool) and two timing marks around the uploads.
+    fn events() -> Result<([Event; 3], [Event; 2]), pinprove_mem::cuda::CudaError> {
+        Ok((
+            [Event::fence()?, Event::fence()?, Event::fence()?],
+            [Event::timing()?, Event::timing()?],
+        ))
+    }
+
     /// Queues the uploads of a/b/c and the transforms. `uploaded[k]` is
     /// recorded after vector k's copy, `marks` before the first copy and
     /// after the last.
@@ -822,17 +812,7 @@ impl Backend for NativeBackend {
             // Events belong to the device current when they are created, and
             // are recorded on this device's streams.
             pinprove_mem::cuda::set_device(self.config.device).map_err(cuda_error)?;
-            let uploaded = [Event::fence(), Event::fence(), Event::fence()];
-            let [ua, ub, uc] = uploaded;
-            let uploaded = [
-                ua.map_err(cuda_error)?,
-                ub.map_err(cuda_error)?,
-                uc.map_err(cuda_error)?,
-            ];
-            let marks = [
-                Event::timing().map_err(cuda_error)?,
-                Event::timing().map_err(cuda_error)?,
-            ];
+            let (uploaded, marks) = HJob::events().map_err(cuda_error)?;
 
             let t1 = Instant::now();
             let lock = self.device.lock().unwrap_or_else(|e| e.into_inner());
@@ -922,17 +902,6 @@ mod tests {
             eprintln!("no CUDA device: skipped");
         }
         n > 0
-    }
-
-    fn events() -> ([Event; 3], [Event; 2]) {
-        (
-            [
-                Event::fence().unwrap(),
-                Event::fence().unwrap(),
-                Event::fence().unwrap(),
-            ],
-            [Event::timing().unwrap(), Event::timing().unwrap()],
-        )
     }
 
     /// h on the CPU, as the CPU backend computes it.
@@ -1052,14 +1021,14 @@ mod tests {
         let abc_ref = [&abc[0][..], &abc[1][..], &abc[2][..]];
 
         // 2^36 elements of 32 bytes, three times over: no GPU has that.
-        let (up, marks) = events();
+        let (up, marks) = HJob::events().unwrap();
         let err = HJob::begin(0, abc_ref, 36, &up, &marks)
             .err()
             .expect("6 TB of device memory");
         assert!(err.to_string().contains("memory"), "{err}");
 
         // The device is still usable, and h is right.
-        let (up, marks) = events();
+        let (up, marks) = HJob::events().unwrap();
         let job = HJob::begin(0, abc_ref, 10, &up, &marks).unwrap();
         job.wait().unwrap();
         assert_eq!(job.download().unwrap(), reference_h(abc_ref));
@@ -1076,7 +1045,7 @@ mod tests {
             ..NativeConfig::default()
         };
         assert!(NativeBackend::with_config(pool, config).is_err());
-        let (up, marks) = events();
+        let (up, marks) = HJob::events().unwrap();
         assert!(HJob::begin(4096, abc_ref, 10, &up, &marks).is_err());
     }
 }
