@@ -27,6 +27,8 @@
 
 #include <memory>
 
+#include "gpu_for.cuh"
+
 namespace {
 
 // Elements per copy: 64 MiB, large enough to run at full PCIe speed.
@@ -87,9 +89,6 @@ extern "C" RustError::by_value pinprove_h_begin(void** out, int device, const fr
                                                 cudaEvent_t const marks[2])
 {
     *out = nullptr;
-    // A failed call earlier on this thread leaves its code behind, and
-    // sppark's first NTT on a device checks cudaGetLastError: not ours.
-    (void)cudaGetLastError();
     if (lg_m == 0 || lg_m > 40)
         return RustError{cudaErrorInvalidValue, "h: domain size out of range"};
     size_t m = (size_t)1 << lg_m;
@@ -97,10 +96,7 @@ extern "C" RustError::by_value pinprove_h_begin(void** out, int device, const fr
         return RustError{cudaErrorInvalidValue, "h: n must be within the domain"};
     std::unique_ptr<h_job_t> job;
     try {
-        if (device < 0 || ngpus() <= (size_t)device)
-            return RustError{cudaErrorInvalidDevice, "no such GPU"};
-        const gpu_t& gpu = select_gpu(device);
-        gpu.select();
+        const gpu_t& gpu = gpu_for(device);
         job.reset(new h_job_t{gpu, m});
         const fr_t* host[3] = {a, b, c};
         CUDA_OK(cudaEventRecord(marks[0], job->copy));

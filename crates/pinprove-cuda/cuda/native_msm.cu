@@ -57,21 +57,9 @@ typedef fr_t scalar_t;
 #include <msm/pippenger.cuh>
 #undef sort
 
-namespace {
+#include "gpu_for.cuh"
 
-// Selects sppark's GPU `device`; throws for a device it does not know.
-// Clears the thread's last CUDA error first: a failure of an earlier call
-// (an allocation that did not fit) is not this call's, and sppark checks
-// cudaGetLastError after its launches.
-const gpu_t& gpu_for(int device)
-{
-    (void)cudaGetLastError();
-    if (device < 0 || (size_t)device >= ngpus())
-        throw cuda_error{-cudaErrorInvalidDevice, std::string("no such GPU")};
-    const gpu_t& gpu = select_gpu(device);
-    gpu.select();
-    return gpu;
-}
+namespace {
 
 // One query's bases in device memory.
 template<class affine_t>
