@@ -32,7 +32,8 @@ fn compile_cuda() {
     if x86_64 && adx {
         nvcc.define("__ADX__", None);
     }
-    nvcc.file("cuda/native_h.cu")
+    nvcc.file("cuda/lane.cu")
+        .file("cuda/native_h.cu")
         .file("cuda/native_msm.cu")
         .compile("pinprove_native");
 }

@@ -10,11 +10,12 @@
 // generator need not match any other prover's for the proof to be
 // byte-identical.
 //
-// The three uploads go out in chunks on a copy stream; the compute stream
-// waits (on the device, through events) only for the vector it transforms
-// next, so b and c are still crossing the bus while a's NTTs run. The
-// caller passes one event per vector and uses it to hand that host buffer
-// back as soon as its copy has landed.
+// The three uploads go out in chunks on the GPU lane's copy stream; the
+// compute stream waits (on the device, through events) only for the vector
+// it transforms next, so b and c are still crossing the bus while a's NTTs
+// run. The caller passes one event per vector and uses it to hand that host
+// buffer back as soon as its copy has landed. Nothing here waits on the
+// host: the work queues behind the previous proof's.
 
 #include <cuda.h>
 
@@ -28,6 +29,7 @@
 #include <memory>
 
 #include "gpu_for.cuh"
+#include "lane.cuh"
 
 namespace {
 
@@ -54,39 +56,50 @@ fr_t z_on_coset_inverse(uint32_t lg_m)
     return x.reciprocal();
 }
 
-// One h computation in flight. Destruction waits for both streams, so
-// device memory and the host buffers being read are never freed under a
-// running copy or kernel.
+// One h computation: its device memory (a, then h; b; c) and the event
+// recorded once h is computed. Work is queued on the GPU's lane; freeing
+// the job queues the release of its memory behind every reader (the h MSM
+// reads h on the lane's digits stream), so it never blocks the host.
 struct h_job_t {
-    const gpu_t& gpu;
+    pinprove::lane_t& lane;
     size_t m;
-    stream_t copy;
-    stream_t compute;
-    dev_ptr_t<fr_t> abc; // a (then h), b, c: m elements each
+    fr_t* abc = nullptr; // m elements each, from the copy stream
+    cudaEvent_t ready = nullptr;
+    bool queued = false; // `ready` is recorded after all of the job's work
 
-    h_job_t(const gpu_t& g, size_t m_)
-        : gpu(g), m(m_), copy(g.id()), compute(g.id()), abc(3 * m_)
-    {}
+    h_job_t(pinprove::lane_t& l, size_t m_) : lane(l), m(m_) {}
     ~h_job_t()
     {
-        (void)cudaStreamSynchronize(copy);
-        (void)cudaStreamSynchronize(compute);
+        if (abc != nullptr) {
+            if (queued) {
+                (void)cudaStreamWaitEvent(lane.digits, ready, 0);
+                (void)cudaFreeAsync(abc, lane.digits);
+            } else {
+                // Failed half-way: nothing says how far the streams got.
+                lane.sync();
+                (void)cudaFreeAsync(abc, lane.compute);
+            }
+        }
+        if (ready != nullptr)
+            (void)cudaEventDestroy(ready);
     }
-    fr_t* vec(int k) { return &abc[k * m]; }
+    fr_t* vec(int k) { return abc + k * m; }
 };
 
 } // namespace
 
-// Starts h for one proof on `device`: allocates device memory, queues the
-// uploads of a, b and c (n evaluations each, host memory — pinned for
-// full-speed copies) and records uploaded[k] after vector k's last chunk,
-// then queues the transforms; marks[0] and marks[1] are recorded before the
-// first copy and after the last. Returns at once; *out is the job, to be
-// waited for with pinprove_h_wait and freed with pinprove_h_free. Host
-// buffers must stay valid until their event completes.
+// Queues h for one proof on `device`'s lane: uploads of a, b and c (n
+// evaluations each, host memory — pinned for full-speed copies that do not
+// block the host) with uploaded[k] recorded after vector k's last chunk,
+// then the transforms. Timing marks: [0] and [1] on the copy stream before
+// the first copy and after the last, [2] and [3] on the compute stream
+// before the first transform and after h. Returns at once; *out is the job
+// (pinprove_h_result gives h's device address and readiness event; free it
+// with pinprove_h_free). Host buffers must stay valid until their event
+// completes.
 extern "C" RustError::by_value pinprove_h_begin(void** out, int device, const fr_t* a, const fr_t* b, const fr_t* c,
                                                 size_t n, uint32_t lg_m, cudaEvent_t const uploaded[3],
-                                                cudaEvent_t const marks[2])
+                                                cudaEvent_t const marks[4])
 {
     *out = nullptr;
     if (lg_m == 0 || lg_m > 40)
@@ -97,36 +110,44 @@ extern "C" RustError::by_value pinprove_h_begin(void** out, int device, const fr
     std::unique_ptr<h_job_t> job;
     try {
         const gpu_t& gpu = gpu_for(device);
-        job.reset(new h_job_t{gpu, m});
+        pinprove::lane_t& lane = pinprove::lane(device);
+        job.reset(new h_job_t{lane, m});
+        job->abc = pinprove::alloc_async<fr_t>(3 * m, lane.copy);
+        CUDA_OK(cudaEventCreateWithFlags(&job->ready, cudaEventDisableTiming));
         const fr_t* host[3] = {a, b, c};
-        CUDA_OK(cudaEventRecord(marks[0], job->copy));
+        CUDA_OK(cudaEventRecord(marks[0], lane.copy));
         for (int k = 0; k < 3; k++) {
             for (size_t off = 0; off < n; off += UPLOAD_CHUNK) {
                 size_t len = std::min(UPLOAD_CHUNK, n - off);
                 CUDA_OK(cudaMemcpyAsync(job->vec(k) + off, host[k] + off, len * sizeof(fr_t),
-                                        cudaMemcpyHostToDevice, job->copy));
+                                        cudaMemcpyHostToDevice, lane.copy));
             }
-            CUDA_OK(cudaEventRecord(uploaded[k], job->copy));
+            CUDA_OK(cudaEventRecord(uploaded[k], lane.copy));
         }
-        CUDA_OK(cudaEventRecord(marks[1], job->copy));
+        CUDA_OK(cudaEventRecord(marks[1], lane.copy));
+        CUDA_OK(cudaEventRecord(marks[2], lane.compute));
         for (int k = 0; k < 3; k++) {
             fr_t* d = job->vec(k);
+            // The wait also orders the compute stream after the allocation.
+            CUDA_OK(cudaStreamWaitEvent(lane.compute, uploaded[k], 0));
             if (n < m)
-                CUDA_OK(cudaMemsetAsync(d + n, 0, (m - n) * sizeof(fr_t), job->compute));
-            CUDA_OK(cudaStreamWaitEvent(job->compute, uploaded[k], 0));
+                CUDA_OK(cudaMemsetAsync(d + n, 0, (m - n) * sizeof(fr_t), lane.compute));
             // Evaluations -> coefficients (bit-reversed) -> coset evaluations
             // (natural order): no separate bit-reversal pass.
-            NTT::Base_dev_ptr(job->compute, d, lg_m, NTT::InputOutputOrder::NR, NTT::Direction::inverse,
+            NTT::Base_dev_ptr(lane.compute, d, lg_m, NTT::InputOutputOrder::NR, NTT::Direction::inverse,
                               NTT::Type::standard);
-            NTT::Base_dev_ptr(job->compute, d, lg_m, NTT::InputOutputOrder::RN, NTT::Direction::forward,
+            NTT::Base_dev_ptr(lane.compute, d, lg_m, NTT::InputOutputOrder::RN, NTT::Direction::forward,
                               NTT::Type::coset);
         }
-        quotient_on_coset<<<gpu.sm_count() * 4, 256, 0, job->compute>>>(job->vec(0), job->vec(1), job->vec(2), m,
+        quotient_on_coset<<<gpu.sm_count() * 4, 256, 0, lane.compute>>>(job->vec(0), job->vec(1), job->vec(2), m,
                                                                          z_on_coset_inverse(lg_m));
         CUDA_OK(cudaGetLastError());
-        NTT::Base_dev_ptr(job->compute, job->vec(0), lg_m, NTT::InputOutputOrder::NN, NTT::Direction::inverse,
+        NTT::Base_dev_ptr(lane.compute, job->vec(0), lg_m, NTT::InputOutputOrder::NN, NTT::Direction::inverse,
                           NTT::Type::coset);
         CUDA_OK(cudaGetLastError());
+        CUDA_OK(cudaEventRecord(job->ready, lane.compute));
+        CUDA_OK(cudaEventRecord(marks[3], lane.compute));
+        job->queued = true;
     } catch (const cuda_error& e) {
         job.reset(); // waits for whatever was queued
         (void)cudaGetLastError(); // an allocation failure is not sticky: clear it
@@ -139,19 +160,21 @@ extern "C" RustError::by_value pinprove_h_begin(void** out, int device, const fr
     return RustError{cudaSuccess};
 }
 
-// Waits until h is computed; *h receives its device address (m − 1
-// coefficients, natural order, Montgomery form), valid until the job is
-// freed.
-extern "C" RustError::by_value pinprove_h_wait(void* job, const fr_t** h)
+// h's device address (m − 1 coefficients, natural order, Montgomery form,
+// valid until the job is freed) and the event after which it is there.
+extern "C" void pinprove_h_result(void* job, const fr_t** h, cudaEvent_t* ready)
 {
     auto* j = static_cast<h_job_t*>(job);
-    *h = nullptr;
-    cudaError_t err = cudaStreamSynchronize(j->compute);
-    if (err == cudaSuccess)
-        err = cudaStreamSynchronize(j->copy);
+    *h = j->vec(0);
+    *ready = j->ready;
+}
+
+// Blocks until h is computed.
+extern "C" RustError::by_value pinprove_h_wait(void* job)
+{
+    cudaError_t err = cudaEventSynchronize(static_cast<h_job_t*>(job)->ready);
     if (err != cudaSuccess)
         return RustError{err, "h on the device"};
-    *h = j->vec(0);
     return RustError{cudaSuccess};
 }
 
@@ -159,14 +182,17 @@ extern "C" RustError::by_value pinprove_h_wait(void* job, const fr_t** h)
 extern "C" RustError::by_value pinprove_h_download(void* job, fr_t* h_out)
 {
     auto* j = static_cast<h_job_t*>(job);
-    cudaError_t err = cudaMemcpyAsync(h_out, j->vec(0), (j->m - 1) * sizeof(fr_t), cudaMemcpyDeviceToHost, j->compute);
+    cudaError_t err = cudaMemcpyAsync(h_out, j->vec(0), (j->m - 1) * sizeof(fr_t), cudaMemcpyDeviceToHost,
+                                      j->lane.compute);
     if (err == cudaSuccess)
-        err = cudaStreamSynchronize(j->compute);
+        err = cudaStreamSynchronize(j->lane.compute);
     if (err != cudaSuccess)
         return RustError{err, "downloading h"};
     return RustError{cudaSuccess};
 }
 
+// Frees the job: its memory is released in stream order, after the work
+// already queued that reads it.
 extern "C" void pinprove_h_free(void* job)
 {
     delete static_cast<h_job_t*>(job);

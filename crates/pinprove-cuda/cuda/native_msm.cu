@@ -32,10 +32,12 @@ typedef bucket_fp2_t::affine_t affine_fp2_t;
 typedef fr_t scalar_t;
 
 #include <cassert>
-#include <chrono>
 #include <cstdio>
+#include <map>
+#include <mutex>
 #include <string>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <cooperative_groups.h>
 #include <vector>
@@ -58,6 +60,7 @@ typedef fr_t scalar_t;
 #undef sort
 
 #include "gpu_for.cuh"
+#include "lane.cuh"
 
 namespace {
 
@@ -71,6 +74,23 @@ struct resident_t {
     resident_t(int d, size_t n_) : device(d), n(n_), points(n_) {}
 };
 
+// One MSM over resident bases, as Rust describes it (layout shared with
+// `MsmCall` in src/native.rs).
+struct msm_call_t {
+    const scalar_t* scalars;   // n host scalars, or null
+    const scalar_t* d_scalars; // n device scalars, or null
+    cudaEvent_t d_ready;       // d_scalars are readable after it (may be null)
+    const uint32_t* ones;      // bitmap over the bases, or null
+    const uint32_t* idx;       // base of each scalar, or null
+    size_t n;
+    const uint32_t* small_idx;
+    const uint64_t* small_values;
+    size_t n_small;
+    uint32_t small_bits;
+    bool mont;                 // scalars in Montgomery form
+    cudaEvent_t mark;          // recorded after the MSM's device work (may be null)
+};
+
 // dst[j] = src[idx[j]], word by word (coalesced on both sides).
 __global__ void gather_points(uint32_t* dst, const uint32_t* src, const uint32_t* idx, size_t n, uint32_t words)
 {
@@ -82,27 +102,6 @@ __global__ void gather_points(uint32_t* dst, const uint32_t* src, const uint32_t
         dst[t] = src[(size_t)idx[j] * words + w];
     }
 }
-
-// With PINPROVE_MSM_TRACE set, the steps of each resident MSM go to stderr.
-struct trace_t {
-    bool on = std::getenv("PINPROVE_MSM_TRACE") != nullptr;
-    std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
-    std::string steps;
-    void mark(const char* what)
-    {
-        if (!on)
-            return;
-        auto now = std::chrono::steady_clock::now();
-        steps += fmt(" %s %.2f ms", what, std::chrono::duration<double, std::milli>(now - last).count());
-        last = now;
-    }
-    void print(size_t bases, size_t listed, size_t small) const
-    {
-        if (on)
-            std::fprintf(stderr, "pinprove msm: %zu bases, %zu listed, %zu small:%s\n", bases, listed, small,
-                         steps.c_str());
-    }
-};
 
 // Bit k of values[i] goes to bit i of plane k (planes of `plane_words`
 // words, zeroed beforehand). One warp covers 32 values: one ballot per plane.
@@ -139,167 +138,492 @@ __global__ void double_sums(typename bucket_t::mem_t* sums, size_t n)
         sums[i] = b;
 }
 
+// Pinned host memory for MSM results, kept for reuse: pinning is slow,
+// and freeing pinned memory waits for the whole device. Blocks are few
+// (one per MSM in flight) and live as long as the process.
+class host_blocks_t {
+    std::mutex mu;
+    std::multimap<size_t, void*> idle;
+
+public:
+    void* take(size_t& size)
+    {
+        {
+            std::lock_guard<std::mutex> guard(mu);
+            auto it = idle.lower_bound(size);
+            if (it != idle.end()) {
+                size = it->first;
+                void* p = it->second;
+                idle.erase(it);
+                return p;
+            }
+        }
+        size = (size + (1 << 20) - 1) & ~(size_t)((1 << 20) - 1);
+        void* p = nullptr;
+        CUDA_OK(cudaHostAlloc(&p, size, cudaHostAllocPortable));
+        return p;
+    }
+    void give(void* p, size_t size)
+    {
+        std::lock_guard<std::mutex> guard(mu);
+        idle.emplace(size, p);
+    }
+};
+
+host_blocks_t& host_blocks()
+{
+    static auto* blocks = new host_blocks_t;
+    return *blocks;
+}
+
+// sppark keeps a work counter per "stream id" in its accumulation and
+// batched-addition kernels; its own MSM driver uses ids 0 and 1. Ours run
+// only on a lane's compute stream, one at a time, under an id of their own.
+constexpr uint32_t COUNTER_ID = 2;
+
+// A device buffer in stream order: allocated on one stream (where it is
+// first written), released on another (where it is last read, after that
+// stream has been ordered behind the writer) when it goes out of scope.
+// Unwinding from an error first waits for the lane, since how far its
+// readers got is unknown.
+template<class T>
+struct async_buf {
+    const pinprove::lane_t& lane;
+    cudaStream_t release_on;
+    T* ptr;
+    async_buf(const pinprove::lane_t& l, cudaStream_t alloc_on, cudaStream_t release_on_, size_t n)
+        : lane(l), release_on(release_on_), ptr(pinprove::alloc_async<T>(n, alloc_on))
+    {}
+    async_buf(const pinprove::lane_t& l, cudaStream_t on, size_t n) : async_buf(l, on, on, n) {}
+    async_buf(const async_buf&) = delete;
+    ~async_buf()
+    {
+        if (ptr == nullptr)
+            return;
+        if (std::uncaught_exceptions() > 0)
+            lane.sync();
+        (void)cudaFreeAsync(ptr, release_on);
+    }
+};
+
+// An MSM whose device work is queued: results land in a pinned block, and
+// the host sums them once `done` has completed. Destruction waits for the
+// device work, so the block is never reused under a running copy.
+struct pending_t {
+    virtual ~pending_t() = default;
+};
+
 template<class bucket_t, class point_t, class affine_t>
 struct curve {
-    typedef msm_t<bucket_t, point_t, affine_t, scalar_t> msm_type;
     typedef typename affine_t::mem_t affine_h;
     typedef typename bucket_t::mem_t bucket_h;
     static_assert(sizeof(affine_h) % sizeof(uint32_t) == 0, "bases are whole words");
+#ifndef __CUDA_ARCH__ // on the device, an Fp2 bucket_t is one lane's half
+    static_assert(sizeof(bucket_h) == sizeof(bucket_t), "results are read on the host as they are on the device");
+#endif
 
-    // Pippenger over n bases (device view or host array) and n scalars
-    // (device view or host array).
-    template<class bases_t, class scalars_t>
-    static void pippenger(point_t& out, int device, bases_t bases, size_t n, scalars_t scalars, bool mont)
+    // Threads per window in sppark's `integrate`: each reduces one segment
+    // of the window's buckets to a pair (Σ (j+1)·B_j over the segment, Σ B_j).
+    static constexpr uint32_t SEGMENTS = MSM_NTHREADS / bucket_t::degree;
+
+    // Window width and batching of a Pippenger pass over n points. The
+    // width follows sppark's choice for n points; batches bound the digit
+    // arrays (4 bytes per point and window) to MAX_BATCH points.
+    static constexpr size_t MAX_BATCH = (size_t)1 << 24;
+    struct plan_t {
+        uint32_t wbits, nwins;
+        size_t batches, stride;
+    };
+    static constexpr uint32_t lg2(size_t n)
     {
-        out.inf();
-        if (n == 0)
-            return;
-        msm_type m{nullptr, n, sizeof(affine_t), device};
-        RustError err = m.invoke(out, bases, n, scalars, mont);
-        if (err.code != cudaSuccess) {
-            std::string what = err.message ? err.message : "MSM";
-            std::free(err.message);
-            throw cuda_error{err.code, what};
-        }
+        uint32_t r = 0;
+        while (n >>= 1)
+            r++;
+        return r;
+    }
+    static plan_t plan(size_t n)
+    {
+        size_t np = (n + WARP_SZ - 1) / WARP_SZ * WARP_SZ;
+        uint32_t wbits = 10;
+        if (np > 192)
+            wbits = std::max(10u, std::min(lg2(np + np / 2) - 8, 18u));
+        uint32_t nwins = (scalar_t::bit_length() - 1) / wbits + 1;
+        size_t batches = (n + MAX_BATCH - 1) / MAX_BATCH;
+        size_t stride = (n + batches - 1) / batches;
+        stride = (stride + WARP_SZ - 1) / WARP_SZ * WARP_SZ;
+        return plan_t{wbits, nwins, batches, stride};
+    }
+
+    // Bits of the top window's digits (the others have wbits).
+    static uint32_t window_bits(const plan_t& p, uint32_t y)
+    {
+        return y + 1 < p.nwins ? p.wbits : scalar_t::bit_length() - y * p.wbits;
     }
 
     // Words of a bitmap over n bases: sppark's batched addition reads whole
     // blocks of 1024 bits.
     static size_t bitmap_words(size_t n) { return (n + 1023) / 1024 * 32; }
 
-    static size_t partial_sums(const gpu_t& gpu)
+    static size_t partial_sums(const gpu_t& gpu) { return (size_t)gpu.sm_count() * BATCH_ADD_BLOCK_SIZE / WARP_SZ; }
+
+    // What the host adds up for one MSM: runs of partial sums (weight 1)
+    // and, per Pippenger batch, the windows' segment pairs.
+    struct piece_t {
+        size_t at;      // first bucket in the block
+        size_t count;   // buckets
+        uint32_t wbits; // 0 for partial sums
+        uint32_t nwins;
+    };
+
+    struct job_t : pending_t {
+        pinprove::lane_t& lane;
+        bucket_t* block = nullptr;
+        size_t block_size = 0;
+        std::vector<piece_t> pieces;
+        cudaEvent_t done = nullptr;
+        bool queued = false; // `done` is recorded after all of the job's work
+
+        explicit job_t(pinprove::lane_t& l) : lane(l) {}
+        ~job_t() override
+        {
+            if (queued)
+                (void)cudaEventSynchronize(done);
+            else
+                lane.sync();
+            if (block != nullptr)
+                host_blocks().give(block, block_size);
+            if (done != nullptr)
+                (void)cudaEventDestroy(done);
+        }
+        size_t add_piece(size_t count, uint32_t wbits = 0, uint32_t nwins = 0)
+        {
+            size_t at = pieces.empty() ? 0 : pieces.back().at + pieces.back().count;
+            pieces.push_back(piece_t{at, count, wbits, nwins});
+            return at;
+        }
+
+        point_t collect() const
+        {
+            point_t out;
+            out.inf();
+            for (const auto& p : pieces) {
+                const bucket_t* b = block + p.at;
+                if (p.wbits == 0) {
+                    bucket_t sum;
+                    sum.inf();
+                    for (size_t i = 0; i < p.count; i++)
+                        sum.add(b[i]);
+                    out.add(point_t(sum));
+                } else {
+                    out.add(windows(b, p.wbits, p.nwins));
+                }
+            }
+            return out;
+        }
+    };
+
+    // One window's value from its SEGMENTS pairs (r[2t], r[2t+1]) =
+    // (Σ_j (j+1)·B, Σ_j B) over segment t of L = 2^(wbits-1)/SEGMENTS
+    // buckets. With lsbits < wbits (the top window) sppark's sort spreads
+    // the digits 2^(wbits-lsbits) buckets apart, so bucket g weighs
+    // ⌊g / 2^(wbits-lsbits)⌋ + 1. Segment t then adds its own pair plus
+    // t·L/2^(wbits-lsbits) times its plain sum; when a segment is narrower
+    // than that spacing (pairs are then plain sums) segment t weighs
+    // ⌊t·L / 2^(wbits-lsbits)⌋ + 1. Both weightings are sums of suffix sums,
+    // taken from the top segment down.
+    static point_t window(const bucket_t* r, uint32_t lsbits)
     {
-        return (size_t)gpu.sm_count() * BATCH_ADD_BLOCK_SIZE / WARP_SZ;
+        const uint32_t seg_bits = lg2(SEGMENTS);
+        bucket_t run, sum;
+        run.inf();
+        sum.inf();
+        if (lsbits - 1 <= seg_bits) {
+            uint32_t every = 1u << (seg_bits + 1 - lsbits);
+            for (uint32_t t = SEGMENTS; t-- > 0;) {
+                run.add(r[2 * t + 1]);
+                if (t % every == 0)
+                    sum.add(run);
+            }
+            return point_t(sum);
+        }
+        bucket_t own;
+        own.inf();
+        for (uint32_t t = SEGMENTS; t-- > 0;) {
+            own.add(r[2 * t]);
+            if (t > 0) {
+                run.add(r[2 * t + 1]);
+                sum.add(run);
+            }
+        }
+        point_t total = sum;
+        for (uint32_t i = 0; i < lsbits - 1 - seg_bits; i++)
+            total.dbl();
+        total.add(point_t(own));
+        return total;
     }
 
-    // Adds to the partial sums `d_sums` the bases whose bit is set in the
+    // Σ_y 2^(y·wbits)·W_y over one batch's windows, by Horner's rule.
+    static point_t windows(const bucket_t* rows, uint32_t wbits, uint32_t nwins)
+    {
+        plan_t p{wbits, nwins, 1, 0};
+        point_t out;
+        out.inf();
+        for (uint32_t y = nwins; y-- > 0;) {
+            if (y + 1 < nwins)
+                for (uint32_t i = 0; i < wbits; i++)
+                    out.dbl();
+            out.add(window(rows + (size_t)y * 2 * SEGMENTS, window_bits(p, y)));
+        }
+        return out;
+    }
+
+    // Adds to the partial sums `d_sums` the n bases whose bit is set in the
     // device bitmap (LSB first: word w, bit b is base 32w + b); overwrites
     // them instead when !accumulate.
-    static void add_selected(const gpu_t& gpu, bucket_h* d_sums, const affine_h* points, size_t n,
-                             const uint32_t* d_bitmap, bool accumulate)
+    static void add_selected(const pinprove::lane_t& lane, const gpu_t& gpu, bucket_h* d_sums,
+                             const affine_h* points, size_t n, const uint32_t* d_bitmap, bool accumulate)
     {
         void (*kernel)(bucket_h*, const affine_h*, uint32_t, const uint32_t*, bool, uint32_t) =
             batch_addition<bucket_t, affine_h>;
-        gpu.launch_coop(kernel, launch_params_t{gpu.sm_count(), BATCH_ADD_BLOCK_SIZE}, d_sums, points, (uint32_t)n,
-                        d_bitmap, accumulate, 0u);
+        lane.compute.launch_coop(kernel, launch_params_t{gpu.sm_count(), BATCH_ADD_BLOCK_SIZE}, d_sums, points,
+                                 (uint32_t)n, d_bitmap, accumulate, COUNTER_ID);
     }
 
-    static void collect_sums(point_t& out, const gpu_t& gpu, const bucket_h* d_sums)
-    {
-        std::vector<bucket_t> sums(partial_sums(gpu));
-        gpu.DtoH(sums, d_sums);
-        gpu.sync();
-        out = sum_up(sums);
-    }
-
-    // Sum of the resident bases whose bit is set in the host bitmap.
-    static void sum_selected(point_t& out, const gpu_t& gpu, const resident_t<affine_t>& res, const uint32_t* bitmap)
-    {
-        size_t words = bitmap_words(res.n);
-        dev_ptr_t<uint32_t> d_bitmap{words};
-        dev_ptr_t<bucket_h> d_sums{partial_sums(gpu)};
-        CUDA_OK(cudaMemcpyAsync(&d_bitmap[0], bitmap, words * sizeof(uint32_t), cudaMemcpyHostToDevice, gpu));
-        add_selected(gpu, &d_sums[0], &res.points[0], res.n, &d_bitmap[0], false);
-        collect_sums(out, gpu, &d_sums[0]);
-    }
-
-    // Bases gathered from the resident set by host indices, on the device.
-    static void gather(dev_ptr_t<affine_h>& dst, const gpu_t& gpu, const resident_t<affine_t>& res,
-                       const uint32_t* idx, size_t n)
+    // dst = the resident bases named by the device indices, on the compute
+    // stream.
+    static void gather(const pinprove::lane_t& lane, const gpu_t& gpu, affine_h* dst, const resident_t<affine_t>& res,
+                       const uint32_t* d_idx, size_t n)
     {
         const uint32_t words = sizeof(affine_h) / sizeof(uint32_t);
-        dev_ptr_t<uint32_t> d_idx{n};
-        CUDA_OK(cudaMemcpyAsync(&d_idx[0], idx, n * sizeof(uint32_t), cudaMemcpyHostToDevice, gpu));
-        gather_points<<<gpu.sm_count() * 4, 256, 0, gpu>>>((uint32_t*)&dst[0], (const uint32_t*)&res.points[0],
-                                                           &d_idx[0], n, words);
+        gather_points<<<gpu.sm_count() * 4, 256, 0, lane.compute>>>((uint32_t*)dst, (const uint32_t*)&res.points[0],
+                                                                    d_idx, n, words);
         CUDA_OK(cudaGetLastError());
-        gpu.sync(); // later users may run on other streams
+    }
+
+    template<class T>
+    static T* copy_in(const pinprove::lane_t& lane, async_buf<T>& dst, const T* src, size_t n)
+    {
+        if (n > 0)
+            CUDA_OK(cudaMemcpyAsync(dst.ptr, src, n * sizeof(T), cudaMemcpyHostToDevice, lane.copy));
+        return dst.ptr;
+    }
+
+    // Pippenger over n device points and scalars: per batch, the digits
+    // stream breaks the scalars into signed windows and sorts them by
+    // bucket; the compute stream sums the buckets (sppark's kernels),
+    // reduces each window to segment pairs and copies them, with the
+    // window-0 digit-1 partial sums, into the job's block. The digits
+    // stream sorts batch b+1 while the compute stream still sums batch b.
+    static void pippenger(job_t& job, const gpu_t& gpu, const affine_h* d_points, const scalar_t* d_scalars,
+                          size_t n, bool mont, const std::vector<size_t>& at)
+    {
+        const pinprove::lane_t& lane = job.lane;
+        plan_t p = plan(n);
+        uint32_t row = 1u << (p.wbits - 1);
+        size_t nsums = partial_sums(gpu);
+        async_buf<bucket_h> buckets{lane, lane.compute, p.nwins * row + nsums};
+        async_buf<uint32_t> digits_mem{lane, lane.digits, (size_t)p.nwins * (p.stride + row)};
+        async_buf<uint2> temps_mem{lane, lane.digits, 2 * p.stride};
+        vec2d_t<uint32_t> digits{digits_mem.ptr, (uint32_t)p.stride};
+        vec2d_t<uint32_t> hist{digits_mem.ptr + (size_t)p.nwins * p.stride, row};
+        vec2d_t<uint2> temps{temps_mem.ptr, (uint32_t)p.stride};
+
+        uint32_t grid = gpu.sm_count() / 3; // sppark's sweet spot for its sort
+        while (grid & (grid - 1))
+            grid -= grid & (0 - grid);
+        const size_t sort_shared = sizeof(uint32_t) << DIGIT_BITS;
+        const uint32_t top = scalar_t::bit_length() - p.wbits * (p.nwins - 1);
+        void (*accumulate_k)(bucket_h*, uint32_t, uint32_t, affine_h*, vec2d_t<uint32_t>, vec2d_t<uint32_t>, uint32_t) =
+            accumulate<bucket_t, affine_h>;
+
+        for (size_t b = 0; b < p.batches; b++) {
+            size_t off = b * p.stride;
+            size_t num = std::min(p.stride, n - off);
+            breakdown<scalar_t><<<2 * grid, 1024, sizeof(scalar_t) * 1024, lane.digits>>>(
+                digits, d_scalars + off, num, p.nwins, p.wbits, mont);
+            CUDA_OK(cudaGetLastError());
+            uint32_t win = 0;
+            for (; win + 1 < p.nwins; win += 2) {
+                uint32_t second = win + 2 == p.nwins ? top - 1 : p.wbits - 1;
+                lane.digits.launch_coop(pinprove_msm_sort, launch_params_t{dim3(grid, 2), dim3(SORT_BLOCKDIM), sort_shared},
+                                        digits, num, win, temps, hist, p.wbits - 1, p.wbits - 1, second);
+            }
+            if (win < p.nwins)
+                lane.digits.launch_coop(pinprove_msm_sort, launch_params_t{dim3(grid, 1), dim3(SORT_BLOCKDIM), sort_shared},
+                                        digits, num, win, temps, hist, p.wbits - 1, top - 1, 0u);
+            pinprove::order(lane.compute, lane.digits);
+
+            affine_h* points = const_cast<affine_h*>(d_points) + off;
+            batch_addition<bucket_t><<<gpu.sm_count(), BATCH_ADD_BLOCK_SIZE, 0, lane.compute>>>(
+                buckets.ptr + (size_t)p.nwins * row, points, num, &digits[0][0], hist[0][0]);
+            CUDA_OK(cudaGetLastError());
+            lane.compute.launch_coop(accumulate_k, launch_params_t{gpu.sm_count(), 0}, buckets.ptr, p.nwins, p.wbits,
+                                     points, digits, hist, COUNTER_ID);
+            // The next batch's digits may overwrite this one's.
+            pinprove::order(lane.digits, lane.compute);
+            integrate<bucket_t><<<p.nwins, MSM_NTHREADS, sizeof(bucket_t) * MSM_NTHREADS / bucket_t::degree,
+                                  lane.compute>>>(buckets.ptr, p.nwins, p.wbits, scalar_t::bit_length());
+            CUDA_OK(cudaGetLastError());
+            CUDA_OK(cudaMemcpy2DAsync(job.block + at[2 * b], 2 * SEGMENTS * sizeof(bucket_h), buckets.ptr,
+                                      row * sizeof(bucket_h), 2 * SEGMENTS * sizeof(bucket_h), p.nwins,
+                                      cudaMemcpyDeviceToHost, lane.compute));
+            CUDA_OK(cudaMemcpyAsync(job.block + at[2 * b + 1], buckets.ptr + (size_t)p.nwins * row,
+                                    nsums * sizeof(bucket_h), cudaMemcpyDeviceToHost, lane.compute));
+        }
+    }
+
+    // Queues one MSM over resident bases (see pinprove_msm_resident_g1).
+    static RustError begin(void** out, const void* handle, const msm_call_t& c)
+    {
+        *out = nullptr;
+        std::unique_ptr<job_t> job;
+        try {
+            auto& res = *static_cast<const resident_t<affine_t>*>(handle);
+            const gpu_t& gpu = gpu_for(res.device);
+            pinprove::lane_t& lane = pinprove::lane(res.device);
+            job.reset(new job_t{lane});
+            CUDA_OK(cudaEventCreateWithFlags(&job->done, cudaEventDisableTiming));
+
+            // Where each result goes in the block.
+            size_t nsums = partial_sums(gpu);
+            bool small = c.n_small > 0 && c.small_bits > 0;
+            size_t ones_at = c.ones != nullptr ? job->add_piece(nsums) : 0;
+            size_t small_at = small ? job->add_piece(nsums) : 0;
+            std::vector<size_t> pip_at;
+            if (c.n > 0) {
+                plan_t p = plan(c.n);
+                for (size_t b = 0; b < p.batches; b++) {
+                    pip_at.push_back(job->add_piece(2 * SEGMENTS * (size_t)p.nwins, p.wbits, p.nwins));
+                    pip_at.push_back(job->add_piece(nsums));
+                }
+            }
+            size_t total = job->pieces.empty() ? 0 : job->pieces.back().at + job->pieces.back().count;
+            if (total > 0) {
+                job->block_size = total * sizeof(bucket_t);
+                job->block = static_cast<bucket_t*>(host_blocks().take(job->block_size));
+            }
+
+            // Host inputs go up on the copy stream; the work that reads
+            // them waits for it on the device.
+            size_t words = bitmap_words(res.n);
+            bool host_scalars = c.n > 0 && c.d_scalars == nullptr;
+            async_buf<uint32_t> d_bitmap{lane, lane.copy, lane.compute, c.ones != nullptr ? words : 0};
+            async_buf<uint32_t> d_small_idx{lane, lane.copy, lane.compute, small ? c.n_small : 0};
+            async_buf<uint64_t> d_small_values{lane, lane.copy, lane.compute, small ? c.n_small : 0};
+            async_buf<uint32_t> d_idx{lane, lane.copy, lane.compute, c.idx != nullptr ? c.n : 0};
+            async_buf<scalar_t> d_list{lane, lane.copy, lane.digits, host_scalars ? c.n : 0};
+            if (c.ones != nullptr)
+                copy_in(lane, d_bitmap, c.ones, words);
+            if (small) {
+                copy_in(lane, d_small_idx, c.small_idx, c.n_small);
+                copy_in(lane, d_small_values, c.small_values, c.n_small);
+            }
+            if (c.idx != nullptr)
+                copy_in(lane, d_idx, c.idx, c.n);
+            if (host_scalars)
+                copy_in(lane, d_list, c.scalars, c.n);
+            pinprove::order(lane.compute, lane.copy);
+            pinprove::order(lane.digits, lane.copy);
+            if (c.d_ready != nullptr)
+                CUDA_OK(cudaStreamWaitEvent(lane.digits, c.d_ready, 0));
+
+            if (c.ones != nullptr) {
+                async_buf<bucket_h> sums{lane, lane.compute, nsums};
+                add_selected(lane, gpu, sums.ptr, &res.points[0], res.n, d_bitmap.ptr, false);
+                CUDA_OK(cudaMemcpyAsync(job->block + ones_at, sums.ptr, nsums * sizeof(bucket_h),
+                                        cudaMemcpyDeviceToHost, lane.compute));
+            }
+            if (small)
+                sum_small(*job, gpu, res, d_small_idx.ptr, d_small_values.ptr, c.n_small, c.small_bits,
+                          small_at);
+            if (c.n > 0) {
+                const scalar_t* scalars = host_scalars ? d_list.ptr : c.d_scalars;
+                if (c.idx != nullptr) {
+                    async_buf<affine_h> gathered{lane, lane.compute, c.n};
+                    gather(lane, gpu, gathered.ptr, res, d_idx.ptr, c.n);
+                    pippenger(*job, gpu, gathered.ptr, scalars, c.n, c.mont, pip_at);
+                } else {
+                    pippenger(*job, gpu, &res.points[0], scalars, c.n, c.mont, pip_at);
+                }
+            }
+            CUDA_OK(cudaEventRecord(job->done, lane.compute));
+            if (c.mark != nullptr)
+                CUDA_OK(cudaEventRecord(c.mark, lane.compute));
+            job->queued = true;
+        } catch (const cuda_error& e) {
+            job.reset(); // waits for whatever was queued
+            (void)cudaGetLastError();
+            return RustError{e.code(), e.what()};
+        } catch (const std::bad_alloc&) {
+            job.reset();
+            return RustError{cudaErrorMemoryAllocation, "host memory for an MSM"};
+        }
+        *out = job.release();
+        return RustError{cudaSuccess};
     }
 
     // Σ v_i·P_i for small values v_i (below 2^bits) by Horner's rule over
     // bit planes: for each plane, from the top, double the running partial
     // sums and add the bases whose value has that bit — one batched
     // addition per plane instead of a Pippenger pass.
-    static void sum_small(point_t& out, const gpu_t& gpu, const resident_t<affine_t>& res, const uint32_t* idx,
-                          const uint64_t* values, size_t n, uint32_t bits)
+    static void sum_small(job_t& job, const gpu_t& gpu, const resident_t<affine_t>& res, const uint32_t* d_idx,
+                          const uint64_t* d_values, size_t n, uint32_t bits, size_t at)
     {
-        dev_ptr_t<affine_h> points{n};
-        gather(points, gpu, res, idx, n);
+        const pinprove::lane_t& lane = job.lane;
+        async_buf<affine_h> points{lane, lane.compute, n};
+        gather(lane, gpu, points.ptr, res, d_idx, n);
         size_t words = bitmap_words(n);
-        dev_ptr_t<uint64_t> d_values{n};
-        dev_ptr_t<uint32_t> planes{words * bits};
-        CUDA_OK(cudaMemcpyAsync(&d_values[0], values, n * sizeof(uint64_t), cudaMemcpyHostToDevice, gpu));
-        CUDA_OK(cudaMemsetAsync(&planes[0], 0, words * bits * sizeof(uint32_t), gpu));
-        bit_planes<<<gpu.sm_count() * 4, 256, 0, gpu>>>(&planes[0], words, &d_values[0], n, bits);
+        async_buf<uint32_t> planes{lane, lane.compute, words * bits};
+        CUDA_OK(cudaMemsetAsync(planes.ptr, 0, words * bits * sizeof(uint32_t), lane.compute));
+        bit_planes<<<gpu.sm_count() * 4, 256, 0, lane.compute>>>(planes.ptr, words, d_values, n, bits);
         CUDA_OK(cudaGetLastError());
         size_t nsums = partial_sums(gpu);
-        dev_ptr_t<bucket_h> d_sums{nsums};
+        async_buf<bucket_h> sums{lane, lane.compute, nsums};
         for (uint32_t k = bits; k-- > 0;) {
             if (k + 1 < bits) {
                 size_t threads = nsums * bucket_t::degree;
-                double_sums<bucket_t><<<(threads + 255) / 256, 256, 0, gpu>>>(&d_sums[0], nsums);
+                double_sums<bucket_t><<<(threads + 255) / 256, 256, 0, lane.compute>>>(sums.ptr, nsums);
                 CUDA_OK(cudaGetLastError());
             }
-            add_selected(gpu, &d_sums[0], &points[0], n, &planes[k * words], k + 1 < bits);
+            add_selected(lane, gpu, sums.ptr, points.ptr, n, planes.ptr + k * words, k + 1 < bits);
         }
-        collect_sums(out, gpu, &d_sums[0]);
+        CUDA_OK(cudaMemcpyAsync(job.block + at, sums.ptr, nsums * sizeof(bucket_h), cudaMemcpyDeviceToHost,
+                                lane.compute));
     }
 
-    static RustError resident_msm(point_t* out, const void* handle, const scalar_t* scalars, const void* d_scalars,
-                                  const uint32_t* ones, const uint32_t* idx, size_t n, const uint32_t* small_idx,
-                                  const uint64_t* small_values, size_t n_small, uint32_t small_bits, bool mont)
+    // Waits for a queued MSM and sums its results.
+    static RustError end(void* pending, point_t* out)
     {
         out->inf();
-        try {
-            auto& res = *static_cast<const resident_t<affine_t>*>(handle);
-            const gpu_t& gpu = gpu_for(res.device);
-            trace_t trace;
-            dev_ptr_t<affine_t> all_bases{(affine_t*)&res.points[0]};
-            if (ones != nullptr) {
-                point_t sum;
-                sum_selected(sum, gpu, res, ones);
-                out->add(sum);
-                trace.mark("batched addition");
-            }
-            if (n_small > 0 && small_bits > 0) {
-                point_t sum;
-                sum_small(sum, gpu, res, small_idx, small_values, n_small, small_bits);
-                out->add(sum);
-                trace.mark("small values");
-            }
-            point_t p;
-            if (d_scalars != nullptr) {
-                pippenger(p, res.device, all_bases, n, dev_ptr_t<scalar_t>{(scalar_t*)d_scalars}, mont);
-            } else if (idx == nullptr) {
-                pippenger(p, res.device, all_bases, n, scalars, mont);
-            } else if (n > 0) {
-                dev_ptr_t<affine_h> gathered{n};
-                gather(gathered, gpu, res, idx, n);
-                trace.mark("gather");
-                pippenger(p, res.device, dev_ptr_t<affine_t>{(affine_t*)&gathered[0]}, n, scalars, mont);
-            } else {
-                p.inf();
-            }
-            out->add(p);
-            trace.mark("pippenger");
-            trace.print(res.n, n, n_small);
-        } catch (const cuda_error& e) {
-            out->inf();
-            (void)cudaGetLastError();
-            return RustError{e.code(), e.what()};
-        }
+        auto* job = static_cast<job_t*>(static_cast<pending_t*>(pending));
+        cudaError_t err = cudaEventSynchronize(job->done);
+        if (err != cudaSuccess)
+            return RustError{err, std::string("MSM on the device: ") + cudaGetErrorString(err)};
+        *out = job->collect();
         return RustError{cudaSuccess};
     }
 
+    // Pippenger through sppark's own driver, over bases in host memory
+    // (streamed to the device); scalars in host memory or on the device.
+    // Synchronous.
     static RustError host_msm(point_t* out, int device, const affine_t* bases, const scalar_t* scalars,
                               const void* d_scalars, size_t n, bool mont)
     {
+        typedef msm_t<bucket_t, point_t, affine_t, scalar_t> msm_type;
+        out->inf();
+        if (n == 0)
+            return RustError{cudaSuccess};
         try {
             gpu_for(device);
-            if (d_scalars != nullptr)
-                pippenger(*out, device, bases, n, dev_ptr_t<scalar_t>{(scalar_t*)d_scalars}, mont);
-            else
-                pippenger(*out, device, bases, n, scalars, mont);
+            msm_type m{nullptr, n, sizeof(affine_t), device};
+            RustError err = d_scalars != nullptr
+                                ? m.invoke(*out, bases, n, dev_ptr_t<scalar_t>{(scalar_t*)d_scalars}, mont)
+                                : m.invoke(*out, bases, n, scalars, mont);
+            if (err.code != cudaSuccess) {
+                std::string what = err.message ? err.message : "MSM";
+                std::free(err.message);
+                throw cuda_error{err.code, what};
+            }
         } catch (const cuda_error& e) {
             out->inf();
             (void)cudaGetLastError();
@@ -313,6 +637,8 @@ struct curve {
         *out = nullptr;
         try {
             const gpu_t& gpu = gpu_for(device);
+            // A plain allocation cannot use the stream-ordered cache.
+            pinprove::trim_pool();
             std::unique_ptr<resident_t<affine_t>> res{new resident_t<affine_t>{device, n}};
             if (n > 0)
                 gpu.HtoD(&res->points[0], bases, n, sizeof(affine_t));
@@ -343,7 +669,8 @@ typedef curve<bucket_fp2_t, point_fp2_t, affine_fp2_t> g2;
 } // namespace
 
 // MSM over bases in host memory (streamed to the device). Scalars are in
-// host memory, or — when d_scalars is not null — already on the device.
+// host memory, or — when d_scalars is not null — already on the device and
+// complete. Synchronous.
 extern "C" RustError::by_value pinprove_msm_g1(point_t* out, int device, const affine_t* bases, const scalar_t* scalars,
                                                const void* d_scalars, size_t n, bool mont)
 {
@@ -356,30 +683,44 @@ extern "C" RustError::by_value pinprove_msm_g2(point_fp2_t* out, int device, con
     return g2::host_msm(out, device, bases, scalars, d_scalars, n, mont);
 }
 
-// MSM over resident bases. Either the n scalars pair with the first n bases
-// (idx null; host scalars, or device scalars when d_scalars is not null),
-// or idx names the base of each of the n host scalars. `ones` (may be null)
-// is a bitmap over all resident bases whose set bits are added with scalar 1;
+// Queues an MSM over resident bases on its GPU's lane and returns at once;
+// *out is the pending MSM, summed by pinprove_msm_*_end and freed with
+// pinprove_msm_free. Scalars (see msm_call_t): either the n scalars pair
+// with the first n bases (idx null; host scalars, or device scalars when
+// d_scalars is not null, readable once d_ready completes), or idx names
+// the base of each of the n host scalars. `ones` (may be null) is a bitmap
+// over all resident bases whose set bits are added with scalar 1;
 // small_idx names the bases of n_small small_values (canonical, below
-// 2^small_bits) added by bit planes.
-extern "C" RustError::by_value pinprove_msm_resident_g1(point_t* out, const void* resident, const scalar_t* scalars,
-                                                        const void* d_scalars, const uint32_t* ones,
-                                                        const uint32_t* idx, size_t n, const uint32_t* small_idx,
-                                                        const uint64_t* small_values, size_t n_small,
-                                                        uint32_t small_bits, bool mont)
+// 2^small_bits) added by bit planes. Host inputs must stay valid, and the
+// resident bases alive, until the MSM is freed; pinned host memory keeps
+// the call from blocking on the copies.
+extern "C" RustError::by_value pinprove_msm_resident_g1_begin(void** out, const void* resident,
+                                                              const msm_call_t* call)
 {
-    return g1::resident_msm(out, resident, scalars, d_scalars, ones, idx, n, small_idx, small_values, n_small,
-                            small_bits, mont);
+    return g1::begin(out, resident, *call);
 }
 
-extern "C" RustError::by_value pinprove_msm_resident_g2(point_fp2_t* out, const void* resident,
-                                                        const scalar_t* scalars, const void* d_scalars,
-                                                        const uint32_t* ones, const uint32_t* idx, size_t n,
-                                                        const uint32_t* small_idx, const uint64_t* small_values,
-                                                        size_t n_small, uint32_t small_bits, bool mont)
+extern "C" RustError::by_value pinprove_msm_resident_g2_begin(void** out, const void* resident,
+                                                              const msm_call_t* call)
 {
-    return g2::resident_msm(out, resident, scalars, d_scalars, ones, idx, n, small_idx, small_values, n_small,
-                            small_bits, mont);
+    return g2::begin(out, resident, *call);
+}
+
+// Waits for a pending MSM's device work and sums its results.
+extern "C" RustError::by_value pinprove_msm_g1_end(void* pending, point_t* out)
+{
+    return g1::end(pending, out);
+}
+
+extern "C" RustError::by_value pinprove_msm_g2_end(void* pending, point_fp2_t* out)
+{
+    return g2::end(pending, out);
+}
+
+// Frees a pending MSM, after its device work.
+extern "C" void pinprove_msm_free(void* pending)
+{
+    delete static_cast<pending_t*>(pending);
 }
 
 // Uploads n bases to `device` once; *out is the handle for the calls

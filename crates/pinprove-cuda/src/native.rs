@@ -3,24 +3,29 @@
 //!
 //! `start` prepares the L, A and B scalars on the CPU before taking the
 //! device (see [`crate::split`]: one parallel pass over the aux assignment
-//! sorts scalars into ones, zeros and the rest), then under the device lock:
-//! queues a/b/c's uploads in chunks on a copy stream, with the NTTs of each
-//! vector waiting on the device for that vector only; hands each a/b/c
-//! buffer back to the pool at once with a CUDA-event fence, so the pool
-//! reuses it the moment its copy has landed; computes h on the device and
-//! feeds it to the h MSM without a round trip through host memory; runs the
-//! L, A and B MSMs — bit-valued terms by batched addition, the rest by
-//! Pippenger over gathered bases. `finish` only assembles the proof, so a
-//! second worker prepares its next partition while the first holds the
-//! device.
+//! sorts scalars into ones, zeros and the rest), then, under the device lock,
+//! queues the proof's device work on the GPU's streams (`cuda/lane.cuh`) and
+//! returns without waiting for it: a/b/c's uploads in chunks on the copy
+//! stream, with the NTTs of each vector waiting on the device for that
+//! vector only; each a/b/c buffer goes back to the pool at once with a
+//! CUDA-event fence, so the pool reuses it the moment its copy has landed; h
+//! is computed on the device and feeds the h MSM without a round trip
+//! through host memory; the L, A and B MSMs — bit-valued terms by batched
+//! addition, the rest by Pippenger over gathered bases — leave their bucket
+//! sums in pinned host memory. `finish` waits for those and sums them on the
+//! host. So the GPU always has the next proof queued behind the running one
+//! (up to [`NativeConfig::queue_depth`] proofs), and no host step — scalar
+//! preparation, result sums, the next partition's synthesis — leaves it
+//! idle.
 //!
 //! SRS placement: [`SrsPlacement::Device`] (the default) uploads each
 //! query's bases to device memory once, in `prepare_srs`, and MSMs read them
 //! from HBM; when that fails (too little device memory) or with
 //! [`SrsPlacement::Host`] the bases stream from the SRS's pinned pool
-//! buffers on every MSM, and every scalar goes through Pippenger.
+//! buffers on every MSM through sppark's own Pippenger driver, every scalar
+//! goes through Pippenger, and `start` runs the MSMs to completion.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_int, c_void};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,7 +36,7 @@ use blstrs::{G1Projective, G2Projective, Scalar};
 use group::Group;
 use pinprove_groth16::{
     AbcLayout, Backend, Capabilities, CapacityHint, Proof, ProveError, ProvingJob, Srs, SrsPoints, StartedProof,
-    assemble, check_job,
+    Witness, assemble, check_job,
 };
 use pinprove_mem::PinnedPool;
 use pinprove_mem::cuda::{Event, EventFence};
@@ -53,7 +58,8 @@ unsafe extern "C" {
         uploaded: *const *mut c_void,
         marks: *const *mut c_void,
     ) -> sppark::Error;
-    fn pinprove_h_wait(job: *mut c_void, h: *mut *const Scalar) -> sppark::Error;
+    fn pinprove_h_result(job: *mut c_void, h: *mut *const Scalar, ready: *mut *mut c_void);
+    fn pinprove_h_wait(job: *mut c_void) -> sppark::Error;
     #[cfg(test)]
     fn pinprove_h_download(job: *mut c_void, h_out: *mut Scalar) -> sppark::Error;
     fn pinprove_h_free(job: *mut c_void);
@@ -76,34 +82,19 @@ unsafe extern "C" {
         n: usize,
         mont: bool,
     ) -> sppark::Error;
-    fn pinprove_msm_resident_g1(
-        out: *mut blst_p1,
+    fn pinprove_msm_resident_g1_begin(
+        out: *mut *mut c_void,
         resident: *const c_void,
-        scalars: *const Scalar,
-        d_scalars: *const Scalar,
-        ones: *const u32,
-        idx: *const u32,
-        n: usize,
-        small_idx: *const u32,
-        small_values: *const u64,
-        n_small: usize,
-        small_bits: u32,
-        mont: bool,
+        call: *const MsmCall,
     ) -> sppark::Error;
-    fn pinprove_msm_resident_g2(
-        out: *mut blst_p2,
+    fn pinprove_msm_resident_g2_begin(
+        out: *mut *mut c_void,
         resident: *const c_void,
-        scalars: *const Scalar,
-        d_scalars: *const Scalar,
-        ones: *const u32,
-        idx: *const u32,
-        n: usize,
-        small_idx: *const u32,
-        small_values: *const u64,
-        n_small: usize,
-        small_bits: u32,
-        mont: bool,
+        call: *const MsmCall,
     ) -> sppark::Error;
+    fn pinprove_msm_g1_end(pending: *mut c_void, out: *mut blst_p1) -> sppark::Error;
+    fn pinprove_msm_g2_end(pending: *mut c_void, out: *mut blst_p2) -> sppark::Error;
+    fn pinprove_msm_free(pending: *mut c_void);
     fn pinprove_resident_g1(
         out: *mut *mut c_void,
         device: c_int,
@@ -156,6 +147,11 @@ pub struct NativeConfig {
     /// The GPU, by CUDA ordinal (the order sppark enumerates them in when
     /// every visible GPU is Volta or newer, as on any machine this runs on).
     pub device: usize,
+    /// Proofs whose device work may be queued on the GPU at once (resident
+    /// bases): with 2, one runs while the next waits behind it, so the GPU
+    /// never waits for the host. Each holds its device memory (a/b/c,
+    /// scalars, MSM scratch) until it has run.
+    pub queue_depth: usize,
 }
 
 impl Default for NativeConfig {
@@ -164,6 +160,7 @@ impl Default for NativeConfig {
             srs_placement: SrsPlacement::Device,
             workers_per_device: 2,
             device: 0,
+            queue_depth: 2,
         }
     }
 }
@@ -248,10 +245,12 @@ pub struct NativeBackend {
     /// SRSs whose bases are on the device. A proof holds its own Arc, so
     /// an eviction during a proof frees the bases after it.
     resident: Mutex<HashMap<PathBuf, Arc<ResidentSrs>>>,
-    /// Device work of one proof at a time (sppark's streams and scratch
-    /// counters are per device, not per call); CPU work runs outside it.
-    device: Mutex<()>,
-    last_phases: Mutex<Option<NativePhases>>,
+    /// Held while one proof queues its device work (proofs queue whole, one
+    /// behind the other, on the GPU's streams); it holds the completion
+    /// events of the proofs still queued, oldest first, at most
+    /// `queue_depth`. CPU work runs outside it.
+    device: Mutex<VecDeque<Arc<Event>>>,
+    last_phases: Arc<Mutex<Option<NativePhases>>>,
 }
 
 /// Where the time of one assignment's `start` went.
@@ -259,16 +258,25 @@ pub struct NativeBackend {
 pub struct NativePhases {
     /// Scalar preparation on the CPU, before the device lock.
     pub preparation: Duration,
-    /// Waiting for the device lock (another worker's proof).
+    /// Waiting for the device lock (another worker queuing its proof) and
+    /// for room in the device queue (the oldest queued proof to run).
     pub device_wait: Duration,
+    /// Queuing the proof's device work (returns before it runs, except
+    /// with streamed bases, where the MSMs run to completion here).
+    pub queueing: Duration,
+    /// Summing the MSMs' results on the host, in `finish` (includes
+    /// waiting for the device work to complete).
+    pub sums: Duration,
     /// Device time of the a/b/c uploads (first copy queued to last landed).
     pub upload: Duration,
     /// Bytes of a/b/c uploaded for h.
     pub abc_bytes: u64,
-    /// From queuing the uploads to h computed on the device (uploads,
-    /// seven NTTs, the quotient, overlapped).
+    /// Device time from the compute stream reaching the proof to h
+    /// computed (seven NTTs and the quotient, and any wait for a/b/c's
+    /// uploads).
     pub h: Duration,
-    /// The MSMs h, l, a, b (G1), b (G2): time and number of bases each.
+    /// The MSMs h, l, a, b (G1), b (G2): device time (host time with
+    /// streamed bases) and number of bases each.
     pub msm: [(Duration, usize); 5],
     /// Of each MSM's bases, how many went through Pippenger …
     pub pippenger_points: [usize; 5],
@@ -329,12 +337,15 @@ impl NativeBackend {
         if config.workers_per_device == 0 {
             return Err(backend_error("workers_per_device must be at least 1"));
         }
+        if config.queue_depth == 0 {
+            return Err(backend_error("queue_depth must be at least 1"));
+        }
         Ok(NativeBackend {
             pool,
             config,
             resident: Mutex::new(HashMap::new()),
-            device: Mutex::new(()),
-            last_phases: Mutex::new(None),
+            device: Mutex::new(VecDeque::new()),
+            last_phases: Arc::new(Mutex::new(None)),
         })
     }
 
@@ -372,7 +383,7 @@ impl NativeBackend {
 trait Curve {
     type Affine;
     type Raw: Default;
-    type Point;
+    type Point: Copy;
     const G2: bool;
     const UPLOAD: &'static str;
     const MSM: &'static str;
@@ -390,19 +401,23 @@ trait Curve {
         n: usize,
     ) -> sppark::Error;
     /// # Safety
-    /// As `pinprove_msm_resident_g1`.
-    unsafe fn resident(out: *mut Self::Raw, resident: *const c_void, call: &ResidentCall) -> sppark::Error;
+    /// As `pinprove_msm_resident_g1_begin`.
+    unsafe fn begin(out: *mut *mut c_void, resident: *const c_void, call: &MsmCall) -> sppark::Error;
+    /// # Safety
+    /// As `pinprove_msm_g1_end`: `pending` from this curve's `begin`.
+    unsafe fn end(pending: *mut c_void, out: *mut Self::Raw) -> sppark::Error;
     fn point(raw: Self::Raw) -> Self::Point;
 }
 
 struct G1;
 struct G2;
 
-/// The arguments of one MSM over resident bases (see
-/// `pinprove_msm_resident_g1` in `cuda/native_msm.cu`).
-struct ResidentCall {
+/// One MSM over resident bases: `msm_call_t` in `cuda/native_msm.cu`.
+#[repr(C)]
+struct MsmCall {
     scalars: *const Scalar,
     d_scalars: *const Scalar,
+    d_ready: *mut c_void,
     ones: *const u32,
     idx: *const u32,
     n: usize,
@@ -410,12 +425,14 @@ struct ResidentCall {
     small_values: *const u64,
     n_small: usize,
     small_bits: u32,
+    mont: bool,
+    mark: *mut c_void,
 }
 
 /// `impl Curve` for one group: the same forwarding over that group's FFI.
 macro_rules! curve {
     ($curve:ident, $affine:ty, $raw:ty, $point:ty, $g2:expr, $name:literal,
-     $upload:ident, $host:ident, $resident:ident) => {
+     $upload:ident, $host:ident, $begin:ident, $end:ident) => {
         impl Curve for $curve {
             type Affine = $affine;
             type Raw = $raw;
@@ -438,24 +455,13 @@ macro_rules! curve {
                 // SAFETY: forwarded contract.
                 unsafe { $host(out, device, bases, scalars, d_scalars, n, true) }
             }
-            unsafe fn resident(out: *mut $raw, resident: *const c_void, c: &ResidentCall) -> sppark::Error {
+            unsafe fn begin(out: *mut *mut c_void, resident: *const c_void, call: &MsmCall) -> sppark::Error {
                 // SAFETY: forwarded contract.
-                unsafe {
-                    $resident(
-                        out,
-                        resident,
-                        c.scalars,
-                        c.d_scalars,
-                        c.ones,
-                        c.idx,
-                        c.n,
-                        c.small_idx,
-                        c.small_values,
-                        c.n_small,
-                        c.small_bits,
-                        true,
-                    )
-                }
+                unsafe { $begin(out, resident, call) }
+            }
+            unsafe fn end(pending: *mut c_void, out: *mut $raw) -> sppark::Error {
+                // SAFETY: forwarded contract.
+                unsafe { $end(pending, out) }
             }
             fn point(raw: $raw) -> $point {
                 let mut p = <$point>::identity();
@@ -475,7 +481,8 @@ curve!(
     "G1",
     pinprove_resident_g1,
     pinprove_msm_g1,
-    pinprove_msm_resident_g1
+    pinprove_msm_resident_g1_begin,
+    pinprove_msm_g1_end
 );
 curve!(
     G2,
@@ -486,7 +493,8 @@ curve!(
     "G2",
     pinprove_resident_g2,
     pinprove_msm_g2,
-    pinprove_msm_resident_g2
+    pinprove_msm_resident_g2_begin,
+    pinprove_msm_g2_end
 );
 
 /// The scalars of one MSM.
@@ -497,23 +505,67 @@ enum MsmScalars<'a> {
     Query(&'a QueryScalars, &'a [Scalar]),
 }
 
-/// Scalars in device memory, borrowed from the job that owns them.
+/// Scalars in device memory, borrowed from the job that owns them,
+/// readable once `ready` (a CUDA event) has completed.
 struct DeviceScalars<'a> {
     ptr: *const Scalar,
     len: usize,
+    ready: *mut c_void,
     _job: std::marker::PhantomData<&'a HJob>,
 }
 
-/// One MSM over a query's bases; resident ones when given.
+/// An MSM queued on the device; [`Msm::sum`] waits for it and sums its
+/// results on the host. Dropping it waits for its device work, so the host
+/// memory it reads (which its owner must keep alive until then) and its
+/// result buffer are never in use by the device afterwards.
+enum Msm<C: Curve> {
+    Pending(*mut c_void),
+    Done(C::Point),
+}
+
+// SAFETY: the pending handle is a C++ object that any thread may wait on,
+// sum and free (CUDA events are not tied to threads); it is used by one
+// owner at a time.
+unsafe impl<C: Curve> Send for Msm<C> {}
+
+impl<C: Curve> Msm<C> {
+    fn sum(&mut self) -> Result<C::Point, ProveError> {
+        match self {
+            Msm::Done(p) => Ok(*p),
+            Msm::Pending(raw) => {
+                let mut out = C::Raw::default();
+                // SAFETY: `raw` came from C::begin and is not freed yet.
+                check(unsafe { C::end(*raw, &mut out) }, C::MSM)?;
+                let p = C::point(out);
+                *self = Msm::Done(p); // drops the pending handle
+                Ok(p)
+            }
+        }
+    }
+}
+
+impl<C: Curve> Drop for Msm<C> {
+    fn drop(&mut self) {
+        if let Msm::Pending(raw) = *self {
+            // SAFETY: from C::begin, freed once; the call waits for the
+            // device work first.
+            unsafe { pinprove_msm_free(raw) }
+        }
+    }
+}
+
+/// Queues one MSM over a query's bases (resident ones when given: then it
+/// returns at once; streamed bases run to completion here). `mark` (a
+/// timing event) is recorded after the MSM's device work.
 fn msm<C: Curve>(
     device: c_int,
     bases: &[C::Affine],
     resident: Option<&Resident>,
     scalars: MsmScalars<'_>,
-) -> Result<C::Point, ProveError> {
-    let mut out = C::Raw::default();
-    let (list, d_scalars, n, idx, ones, small) = match &scalars {
-        MsmScalars::Device(d) => (&[][..], d.ptr, d.len, None, None, None),
+    mark: Option<&Event>,
+) -> Result<Msm<C>, ProveError> {
+    let (list, d_scalars, d_ready, n, idx, ones, small) = match &scalars {
+        MsmScalars::Device(d) => (&[][..], d.ptr, d.ready, d.len, None, None, None),
         MsmScalars::Query(q, aux) => {
             let list = q.list(aux);
             if q.bases != bases.len() {
@@ -533,7 +585,16 @@ fn msm<C: Curve>(
                 (None, None) => None,
                 _ => return Err(backend_error("small values without their bases")),
             };
-            (list, std::ptr::null(), list.len(), idx, q.ones.as_deref(), small)
+            let ones = q.ones.as_deref();
+            (
+                list,
+                std::ptr::null(),
+                std::ptr::null_mut(),
+                list.len(),
+                idx,
+                ones,
+                small,
+            )
         }
     };
     let whole = idx.is_none() && ones.is_none() && small.is_none();
@@ -548,18 +609,12 @@ fn msm<C: Curve>(
         return Err(backend_error("a bitmap shorter than its bases"));
     }
     let ptr = |s: Option<&[u32]>| s.map_or(std::ptr::null(), <[u32]>::as_ptr);
-    let err = match resident {
-        // SAFETY: the resident handle is alive (borrowed) and holds
-        // `bases.len()` points; `list` holds `n` scalars, `idx` (if any) n
-        // indices below bases.len() (as `split::prepare` builds them),
-        // `ones` a padded bitmap over the bases (checked above), the small
-        // values as many base indices below bases.len(), or `d_scalars` n
-        // device scalars kept alive by the borrowed job. The call returns
-        // after its device work completed.
-        Some(r) => unsafe {
-            let call = ResidentCall {
+    match resident {
+        Some(r) => {
+            let call = MsmCall {
                 scalars: list.as_ptr(),
                 d_scalars,
+                d_ready,
                 ones: ptr(ones),
                 idx: ptr(idx),
                 n,
@@ -567,28 +622,44 @@ fn msm<C: Curve>(
                 small_values: small.map_or(std::ptr::null(), |s| s.1.as_ptr()),
                 n_small: small.map_or(0, |s| s.0.len()),
                 small_bits: small.map_or(0, |s| s.2),
+                mont: true,
+                mark: mark.map_or(std::ptr::null_mut(), Event::as_raw),
             };
-            C::resident(&mut out, r.handle, &call)
-        },
-        None if !whole => return Err(backend_error("split scalars need resident bases")),
-        // SAFETY: `bases` holds n points (checked), paired one to one with
-        // the n scalars in `list` or at `d_scalars`; as above otherwise.
-        None => unsafe { C::host(&mut out, device, bases.as_ptr(), list.as_ptr(), d_scalars, n) },
-    };
-    check(err, C::MSM)?;
-    Ok(C::point(out))
+            let mut raw = std::ptr::null_mut();
+            // SAFETY: the resident handle is alive (borrowed) and holds
+            // `bases.len()` points; `list` holds `n` scalars, `idx` (if any)
+            // n indices below bases.len() (as `split::prepare` builds them),
+            // `ones` a padded bitmap over the bases (checked above), the
+            // small values as many base indices below bases.len(), or
+            // `d_scalars` n device scalars kept alive by the borrowed job and
+            // readable after `d_ready`. The caller keeps the host inputs and
+            // the resident bases alive until the returned Msm is dropped,
+            // which waits for the device work.
+            check(unsafe { C::begin(&mut raw, r.handle, &call) }, C::MSM)?;
+            Ok(Msm::Pending(raw))
+        }
+        None if !whole => Err(backend_error("split scalars need resident bases")),
+        None => {
+            let mut out = C::Raw::default();
+            // SAFETY: `bases` holds n points (checked), paired one to one
+            // with the n scalars in `list` or at `d_scalars`, which the
+            // caller has waited for. The call returns after its device work
+            // completed.
+            check(
+                unsafe { C::host(&mut out, device, bases.as_ptr(), list.as_ptr(), d_scalars, n) },
+                C::MSM,
+            )?;
+            Ok(Msm::Done(C::point(out)))
+        }
+    }
 }
 
-/// Runs one MSM, noting its time and base count in `slot`.
-fn timed<T>(
-    slot: &mut (Duration, usize),
-    points: usize,
-    msm: impl FnOnce() -> Result<T, ProveError>,
-) -> Result<T, ProveError> {
+/// Runs `f`, noting its time in `slot`.
+fn timed<T>(slot: &mut Duration, f: impl FnOnce() -> T) -> T {
     let t = Instant::now();
-    let out = msm()?;
-    *slot = (t.elapsed(), points);
-    Ok(out)
+    let out = f();
+    *slot = t.elapsed();
+    out
 }
 
 /// h of one proof, computed on the device (or being computed).
@@ -597,25 +668,48 @@ struct HJob {
     m: usize,
 }
 
-impl HJob {
-    /// The events [`HJob::begin`] records: one per uploaded vector (fences
-    /// for the pool) and two timing marks around the uploads.
-    fn events() -> Result<([Event; 3], [Event; 2]), pinprove_mem::cuda::CudaError> {
-        Ok((
-            [Event::fence()?, Event::fence()?, Event::fence()?],
-            [Event::timing()?, Event::timing()?],
-        ))
-    }
+// SAFETY: a handle to device memory and an event, usable from any thread.
+unsafe impl Send for HJob {}
 
+/// The CUDA timing events of one proof.
+struct ProofEvents {
+    /// Timing: before and after the uploads (copy stream), before the first
+    /// transform and after h (compute stream).
+    marks: [Event; 4],
+    /// Timing: after each MSM (compute stream). The last one completes
+    /// when all of the proof's device work has.
+    msms: [Arc<Event>; 5],
+}
+
+impl ProofEvents {
+    fn new() -> Result<Self, pinprove_mem::cuda::CudaError> {
+        Ok(ProofEvents {
+            marks: [Event::timing()?, Event::timing()?, Event::timing()?, Event::timing()?],
+            msms: [
+                Arc::new(Event::timing()?),
+                Arc::new(Event::timing()?),
+                Arc::new(Event::timing()?),
+                Arc::new(Event::timing()?),
+                Arc::new(Event::timing()?),
+            ],
+        })
+    }
+}
+
+/// Three fence events, one per a/b/c upload.
+fn fences() -> Result<[Event; 3], pinprove_mem::cuda::CudaError> {
+    Ok([Event::fence()?, Event::fence()?, Event::fence()?])
+}
+
+impl HJob {
     /// Queues the uploads of a/b/c and the transforms. `uploaded[k]` is
-    /// recorded after vector k's copy, `marks` before the first copy and
-    /// after the last.
+    /// recorded after vector k's copy; the marks as [`ProofEvents::marks`].
     fn begin(
         device: c_int,
         abc: [&[Scalar]; 3],
         lg_m: u32,
         uploaded: &[Event; 3],
-        marks: &[Event; 2],
+        marks: &[Event; 4],
     ) -> Result<HJob, ProveError> {
         let n = abc[0].len();
         if abc.iter().any(|v| v.len() != n) {
@@ -648,16 +742,25 @@ impl HJob {
         Ok(HJob { raw, m: 1 << lg_m })
     }
 
-    /// Waits for h; its m − 1 coefficients stay on the device.
-    fn wait(&self) -> Result<DeviceScalars<'_>, ProveError> {
+    /// h's m − 1 coefficients on the device, once computed.
+    fn scalars(&self) -> DeviceScalars<'_> {
         let mut ptr = std::ptr::null();
-        // SAFETY: the job is live; the call writes one device address.
-        check(unsafe { pinprove_h_wait(self.raw, &mut ptr) }, "h on the GPU")?;
-        Ok(DeviceScalars {
+        let mut ready = std::ptr::null_mut();
+        // SAFETY: the job is live; the call writes a device address and
+        // the job's event handle, valid while the job is.
+        unsafe { pinprove_h_result(self.raw, &mut ptr, &mut ready) };
+        DeviceScalars {
             ptr,
             len: self.m - 1,
+            ready,
             _job: std::marker::PhantomData,
-        })
+        }
+    }
+
+    /// Blocks until h is computed.
+    fn wait(&self) -> Result<(), ProveError> {
+        // SAFETY: the job is live.
+        check(unsafe { pinprove_h_wait(self.raw) }, "h on the GPU")
     }
 
     /// h's coefficients in host memory (for checks).
@@ -675,35 +778,86 @@ impl HJob {
 
 impl Drop for HJob {
     fn drop(&mut self) {
-        // SAFETY: from pinprove_h_begin, freed once; the call waits for the
-        // job's streams first.
+        // SAFETY: from pinprove_h_begin, freed once; the device memory is
+        // released in stream order, after the work queued that reads it.
         unsafe { pinprove_h_free(self.raw) }
     }
 }
 
-/// MSM results of one assignment.
-struct Sums {
-    h: G1Projective,
-    l: G1Projective,
-    a: G1Projective,
-    b_g1: G1Projective,
-    b_g2: G2Projective,
+/// One assignment's proof: its MSMs queued on the device (or done), and
+/// what their device work reads.
+struct DeviceProof {
+    // Declared (so dropped) first: each waits for its device work, which
+    // reads the host memory and the resident bases held below.
+    h: Msm<G1>,
+    l: Msm<G1>,
+    a: Msm<G1>,
+    b_g1: Msm<G1>,
+    b_g2: Msm<G2>,
+    events: ProofEvents,
+    /// MSM times measured on the host, when the MSMs ran to completion in
+    /// `start` (streamed bases); else they come from `events`.
+    host_msm_times: Option<[Duration; 5]>,
+    phases: NativePhases,
+    _prep: split::Prepared,
+    _witness: Witness,
+    _resident: Option<Arc<ResidentSrs>>,
+}
+
+impl DeviceProof {
+    /// Device times from the proof's events, once its work has completed.
+    fn device_times(&mut self) -> Result<(), pinprove_mem::cuda::CudaError> {
+        let [up0, up1, h0, h1] = &self.events.marks;
+        self.phases.upload = up1.elapsed_since(up0)?;
+        self.phases.h = h1.elapsed_since(h0)?;
+        match self.host_msm_times {
+            Some(t) => {
+                for (slot, t) in self.phases.msm.iter_mut().zip(t) {
+                    slot.0 = t;
+                }
+            }
+            None => {
+                let mut prev = h1;
+                for (slot, e) in self.phases.msm.iter_mut().zip(&self.events.msms) {
+                    slot.0 = e.elapsed_since(prev)?;
+                    prev = e;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 struct NativeStarted {
     srs: Arc<Srs>,
     randomness: Vec<(Scalar, Scalar)>,
-    sums: Vec<Sums>,
+    proofs: Vec<DeviceProof>,
+    last_phases: Arc<Mutex<Option<NativePhases>>>,
 }
 
 impl StartedProof for NativeStarted {
     fn finish(self: Box<Self>) -> Result<Vec<Proof>, ProveError> {
-        Ok(self
-            .sums
-            .iter()
-            .zip(&self.randomness)
-            .map(|(m, &(r, s))| assemble(&self.srs, r, s, m.a, m.b_g1, m.b_g2, m.h, m.l))
-            .collect())
+        let NativeStarted {
+            srs,
+            randomness,
+            proofs,
+            last_phases,
+        } = *self;
+        let mut out = Vec::with_capacity(proofs.len());
+        for (mut p, (r, s)) in proofs.into_iter().zip(randomness) {
+            let t = Instant::now();
+            let h = p.h.sum()?;
+            let l = p.l.sum()?;
+            let a = p.a.sum()?;
+            let b_g1 = p.b_g1.sum()?;
+            let b_g2 = p.b_g2.sum()?;
+            p.phases.sums = t.elapsed();
+            p.device_times().map_err(cuda_error)?;
+            tracing::debug!(phases = ?p.phases, "native proof");
+            *last_phases.lock().unwrap_or_else(|e| e.into_inner()) = Some(p.phases);
+            out.push(assemble(&srs, r, s, a, b_g1, b_g2, h, l));
+        }
+        Ok(out)
     }
 }
 
@@ -794,7 +948,7 @@ impl Backend for NativeBackend {
         }
         let key = srs_key(&job.srs);
         let device = self.ordinal();
-        let mut sums = Vec::with_capacity(job.assignments.len());
+        let mut proofs = Vec::with_capacity(job.assignments.len());
         for mut asg in job.assignments.drain(..) {
             let t0 = Instant::now();
             // CPU side first, outside the device lock.
@@ -812,49 +966,70 @@ impl Backend for NativeBackend {
             // Events belong to the device current when they are created, and
             // are recorded on this device's streams.
             pinprove_mem::cuda::set_device(self.config.device).map_err(cuda_error)?;
-            let (uploaded, marks) = HJob::events().map_err(cuda_error)?;
+            let events = ProofEvents::new().map_err(cuda_error)?;
+            // Recorded after each of a, b and c is uploaded: pool fences.
+            let uploaded = fences().map_err(cuda_error)?;
 
             let t1 = Instant::now();
-            let lock = self.device.lock().unwrap_or_else(|e| e.into_inner());
+            let mut queued = self.device.lock().unwrap_or_else(|e| e.into_inner());
+            // Room on the device: wait for the oldest queued proof to run.
+            while queued.len() >= self.config.queue_depth {
+                let oldest = queued.pop_front().expect("a queued proof");
+                oldest.synchronize().map_err(cuda_error)?;
+            }
             let t2 = Instant::now();
-            let h_job = HJob::begin(device, [&a, &b, &c], lg_m, &uploaded, &marks)?;
+            let h_job = HJob::begin(device, [&a, &b, &c], lg_m, &uploaded, &events.marks)?;
             // Back to the pool now; it hands each buffer out again only once
             // its copy has landed.
             for (mut v, e) in [a, b, c].into_iter().zip(uploaded) {
                 v.set_use_fence(Box::new(EventFence::from(e)));
             }
-            let h_scalars = h_job.wait()?;
-            let t3 = Instant::now();
-            let upload = marks[1].elapsed_since(&marks[0]).map_err(cuda_error)?;
-
-            let mut msm_t = [(Duration::ZERO, 0usize); 5];
-            let h_sum = timed(&mut msm_t[0], m - 1, || {
-                msm::<G1>(device, points.h(), q(0), MsmScalars::Device(h_scalars))
+            let aux: &[Scalar] = &w.aux;
+            let streamed = resident.is_none();
+            if streamed {
+                // sppark's own driver reads h synchronously.
+                h_job.wait()?;
+            }
+            // With resident bases each call queues its MSM and returns at
+            // once; with streamed ones it runs the MSM to completion.
+            let mark = |k: usize| (!streamed).then(|| &*events.msms[k]);
+            let mut t = [Duration::ZERO; 5];
+            let h = timed(&mut t[0], || {
+                msm::<G1>(device, points.h(), q(0), MsmScalars::Device(h_job.scalars()), mark(0))
             })?;
             drop(h_job);
-            let aux: &[Scalar] = &w.aux;
-            let l_sum = timed(&mut msm_t[1], prep.l.bases, || {
-                msm::<G1>(device, points.l(), q(1), MsmScalars::Query(&prep.l, aux))
+            let l = timed(&mut t[1], || {
+                msm::<G1>(device, points.l(), q(1), MsmScalars::Query(&prep.l, aux), mark(1))
             })?;
-            let a_sum = timed(&mut msm_t[2], prep.a.bases, || {
-                msm::<G1>(device, points.a(), q(2), MsmScalars::Query(&prep.a, aux))
+            let a = timed(&mut t[2], || {
+                msm::<G1>(device, points.a(), q(2), MsmScalars::Query(&prep.a, aux), mark(2))
             })?;
-            let b1_sum = timed(&mut msm_t[3], prep.b.bases, || {
-                msm::<G1>(device, points.b_g1(), q(3), MsmScalars::Query(&prep.b, aux))
+            let b_g1 = timed(&mut t[3], || {
+                msm::<G1>(device, points.b_g1(), q(3), MsmScalars::Query(&prep.b, aux), mark(3))
             })?;
-            let b2_sum = timed(&mut msm_t[4], prep.b.bases, || {
-                msm::<G2>(device, points.b_g2(), q(4), MsmScalars::Query(&prep.b, aux))
+            let b_g2 = timed(&mut t[4], || {
+                msm::<G2>(device, points.b_g2(), q(4), MsmScalars::Query(&prep.b, aux), mark(4))
             })?;
-            drop(lock);
+            if !streamed {
+                queued.push_back(Arc::clone(&events.msms[4]));
+            }
+            drop(queued);
+            let t3 = Instant::now();
+
             let listed = |p: &QueryScalars| p.list(aux).len();
             let batched = |p: &QueryScalars| p.ones_count + p.small_values.as_ref().map_or(0, |v| v.len());
             let phases = NativePhases {
                 preparation: t1 - t0,
                 device_wait: t2 - t1,
-                upload,
+                queueing: t3 - t2,
                 abc_bytes: 3 * n as u64 * 32,
-                h: t3 - t2,
-                msm: msm_t,
+                msm: [
+                    (Duration::ZERO, m - 1),
+                    (Duration::ZERO, prep.l.bases),
+                    (Duration::ZERO, prep.a.bases),
+                    (Duration::ZERO, prep.b.bases),
+                    (Duration::ZERO, prep.b.bases),
+                ],
                 pippenger_points: [
                     m - 1,
                     listed(&prep.l),
@@ -870,21 +1045,27 @@ impl Backend for NativeBackend {
                     batched(&prep.b),
                 ],
                 resident_bases: resident.is_some(),
+                ..NativePhases::default()
             };
-            tracing::debug!(?phases, "native proof on the device");
-            *self.last_phases.lock().unwrap_or_else(|e| e.into_inner()) = Some(phases);
-            sums.push(Sums {
-                h: h_sum,
-                l: l_sum,
-                a: a_sum,
-                b_g1: b1_sum,
-                b_g2: b2_sum,
+            proofs.push(DeviceProof {
+                h,
+                l,
+                a,
+                b_g1,
+                b_g2,
+                events,
+                host_msm_times: streamed.then_some(t),
+                phases,
+                _prep: prep,
+                _witness: w,
+                _resident: resident,
             });
         }
         Ok(Box::new(NativeStarted {
             srs: job.srs,
             randomness: job.randomness,
-            sums,
+            proofs,
+            last_phases: Arc::clone(&self.last_phases),
         }))
     }
 }
@@ -893,7 +1074,6 @@ impl Backend for NativeBackend {
 mod tests {
     use super::*;
     use ff::Field;
-    use pinprove_groth16::Witness;
     use pinprove_groth16::domain::{Domain, bit_reverse_index};
 
     fn have_gpu() -> bool {
@@ -986,27 +1166,39 @@ mod tests {
         assert!(split.l.ones_count > 0 && split.l.small_bits == 64 && split.l.idx.is_some());
         let aux: &[Scalar] = &w.aux;
         // L pairs every aux value with a G1 base, B with a G2 base.
-        let got1 = msm::<G1>(0, &g1_affine, Some(&r1), MsmScalars::Query(&split.l, aux)).unwrap();
-        let got2 = msm::<G2>(0, &g2_affine, Some(&r2), MsmScalars::Query(&split.b, aux)).unwrap();
+        let sum = |m: Result<Msm<G1>, ProveError>| m.and_then(|mut m| m.sum());
+        let sum2 = |m: Result<Msm<G2>, ProveError>| m.and_then(|mut m| m.sum());
+        // Both queued before either is waited for.
+        let mut q1 = msm::<G1>(0, &g1_affine, Some(&r1), MsmScalars::Query(&split.l, aux), None).unwrap();
+        let mut q2 = msm::<G2>(0, &g2_affine, Some(&r2), MsmScalars::Query(&split.b, aux), None).unwrap();
+        let got2 = q2.sum().unwrap();
+        let got1 = q1.sum().unwrap();
         assert_eq!(got1, want1);
         assert_eq!(got2, want2);
         // Every scalar through Pippenger, bases resident or streamed.
         let dense = split::prepare(&mut w, &pool, Mode::Dense).unwrap();
         let aux: &[Scalar] = &w.aux;
         assert_eq!(
-            msm::<G1>(0, &g1_affine, Some(&r1), MsmScalars::Query(&dense.l, aux)).unwrap(),
+            sum(msm::<G1>(
+                0,
+                &g1_affine,
+                Some(&r1),
+                MsmScalars::Query(&dense.l, aux),
+                None
+            ))
+            .unwrap(),
             want1
         );
         assert_eq!(
-            msm::<G1>(0, &g1_affine, None, MsmScalars::Query(&dense.l, aux)).unwrap(),
+            sum(msm::<G1>(0, &g1_affine, None, MsmScalars::Query(&dense.l, aux), None)).unwrap(),
             want1
         );
         assert_eq!(
-            msm::<G2>(0, &g2_affine, None, MsmScalars::Query(&dense.b, aux)).unwrap(),
+            sum2(msm::<G2>(0, &g2_affine, None, MsmScalars::Query(&dense.b, aux), None)).unwrap(),
             want2
         );
         // Split scalars need bases on the device.
-        assert!(msm::<G1>(0, &g1_affine, None, MsmScalars::Query(&split.l, aux)).is_err());
+        assert!(msm::<G1>(0, &g1_affine, None, MsmScalars::Query(&split.l, aux), None).is_err());
         let _ = rng.r#gen::<u8>();
     }
 
@@ -1021,18 +1213,19 @@ mod tests {
         let abc_ref = [&abc[0][..], &abc[1][..], &abc[2][..]];
 
         // 2^36 elements of 32 bytes, three times over: no GPU has that.
-        let (up, marks) = HJob::events().unwrap();
-        let err = HJob::begin(0, abc_ref, 36, &up, &marks)
+        let up = fences().unwrap();
+        let ev = ProofEvents::new().unwrap();
+        let err = HJob::begin(0, abc_ref, 36, &up, &ev.marks)
             .err()
             .expect("6 TB of device memory");
         assert!(err.to_string().contains("memory"), "{err}");
 
         // The device is still usable, and h is right.
-        let (up, marks) = HJob::events().unwrap();
-        let job = HJob::begin(0, abc_ref, 10, &up, &marks).unwrap();
+        let job = HJob::begin(0, abc_ref, 10, &up, &ev.marks).unwrap();
         job.wait().unwrap();
         assert_eq!(job.download().unwrap(), reference_h(abc_ref));
-        assert!(marks[1].elapsed_since(&marks[0]).unwrap() > Duration::ZERO);
+        assert!(ev.marks[1].elapsed_since(&ev.marks[0]).unwrap() > Duration::ZERO);
+        assert!(ev.marks[3].elapsed_since(&ev.marks[2]).unwrap() > Duration::ZERO);
 
         // No such device: a typed error, from the backend and from the C side.
         let pool = PinnedPool::new(
@@ -1045,7 +1238,6 @@ mod tests {
             ..NativeConfig::default()
         };
         assert!(NativeBackend::with_config(pool, config).is_err());
-        let (up, marks) = HJob::events().unwrap();
-        assert!(HJob::begin(4096, abc_ref, 10, &up, &marks).is_err());
+        assert!(HJob::begin(4096, abc_ref, 10, &up, &ev.marks).is_err());
     }
 }

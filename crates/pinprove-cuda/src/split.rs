@@ -57,8 +57,9 @@ pub(crate) struct QueryScalars {
     /// bases 0, 1, 2, … (nothing was dropped or moved to the bitmap).
     pub idx: Option<PinnedVec<u32>>,
     /// Bases whose scalar is 1, least significant bit first, padded to
-    /// whole 1024-bit blocks; `None` when there are none.
-    pub ones: Option<Vec<u32>>,
+    /// whole 1024-bit blocks; `None` when there are none. In the pool like
+    /// the lists, so its upload does not block the host either.
+    pub ones: Option<PinnedVec<u32>>,
     /// Set bits of `ones`.
     pub ones_count: usize,
     /// Bases whose scalar is a small value (below 2^64, above 1) …
@@ -372,10 +373,20 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
             });
     }
 
+    let mut bitmaps: [Option<PinnedVec<u32>>; 3] = [None, None, None];
+    for (q, bits) in ones.into_iter().enumerate() {
+        if let Some(bits) = bits {
+            // Within the working set: a base in the bitmap has no scalar
+            // and index in the list.
+            let mut v = PinnedVec::with_capacity_paid(bits.len(), pool, w.working_set.as_mut())?;
+            v.extend(bits.into_iter().map(AtomicU32::into_inner));
+            bitmaps[q] = Some(v);
+        }
+    }
     let mut done = scalars
         .into_iter()
         .zip(idx)
-        .zip(ones)
+        .zip(bitmaps)
         .zip(small_idx.into_iter().zip(small_values))
         .enumerate()
         .map(
@@ -383,7 +394,7 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
                 bases: total.selected[q],
                 scalars,
                 idx,
-                ones: ones.map(|v| v.into_iter().map(AtomicU32::into_inner).collect()),
+                ones,
                 ones_count: total.ones[q],
                 small_idx,
                 small_values,

@@ -92,7 +92,9 @@ mod imp {
     use pinprove_cuda::{NativeBackend, SuprasealBackend};
     use pinprove_groth16::baseline::VecAssignment;
     use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
-    use pinprove_groth16::{AbcLayout, Backend, CapacityHints, ProvingAssignment, ProvingJob, Scalar, Srs, synthesize};
+    use pinprove_groth16::{
+        AbcLayout, Backend, CapacityHints, ProveError, ProvingAssignment, ProvingJob, Scalar, Srs, synthesize,
+    };
     use pinprove_mem::cuda::{DeviceBuffer, Stream};
     use pinprove_mem::{HeapAllocator, MemoryBudget, PinnedPool, PoolConfig};
     use serde::Serialize;
@@ -173,8 +175,9 @@ mod imp {
         samples: usize,
     }
 
-    /// Synthesizes `n` partitions, then proves them one after another while
-    /// a thread samples the GPU's utilization.
+    /// Synthesizes `n` partitions, then proves them back to back (the next
+    /// started before the last is finished) while a thread samples the
+    /// GPU's utilization.
     fn sustained(
         backend: &dyn Backend,
         srs: &Arc<Srs>,
@@ -206,18 +209,27 @@ mod imp {
                 v
             });
             let t = Instant::now();
-            let mut proved = Ok(());
-            for asg in partitions {
-                let job = ProvingJob {
-                    srs: Arc::clone(srs),
-                    assignments: vec![asg],
-                    randomness: vec![(Scalar::from(3u64), Scalar::from(5u64))],
-                };
-                if let Err(e) = backend.prove(job) {
-                    proved = Err(e);
-                    break;
+            // Two proofs in flight, as a worker and the engine's finalizer
+            // keep them: the next one is started (prepared, queued on the
+            // device) before the oldest is finished.
+            let mut in_flight = std::collections::VecDeque::new();
+            let proved = (|| -> Result<(), ProveError> {
+                for asg in partitions {
+                    let job = ProvingJob {
+                        srs: Arc::clone(srs),
+                        assignments: vec![asg],
+                        randomness: vec![(Scalar::from(3u64), Scalar::from(5u64))],
+                    };
+                    in_flight.push_back(backend.start(job)?);
+                    if in_flight.len() == 2 {
+                        in_flight.pop_front().expect("two in flight").finish()?;
+                    }
                 }
-            }
+                while let Some(p) = in_flight.pop_front() {
+                    p.finish()?;
+                }
+                Ok(())
+            })();
             let wall = t.elapsed();
             stop.store(true, Ordering::Relaxed);
             let samples = sampler.join().unwrap_or_default();
@@ -678,14 +690,16 @@ mod imp {
                     })
                     .collect();
                 println!(
-                    "  phases 2^{} {} {} {}: prep {:.3} s, lock wait {:.3} s, a/b/c upload {:.1} ms ({:.1} GB/s), \
-                     h {:.3} s (upload + NTTs), MSMs {}{}",
+                    "  phases 2^{} {} {} {}: prep {:.3} s, lock/queue wait {:.3} s, queueing {:.3} s, \
+                     host sums {:.3} s, a/b/c upload {:.1} ms ({:.1} GB/s), h {:.3} s (NTTs), MSMs {}{}",
                     x.log_size,
                     x.mix,
                     x.load,
                     x.mode,
                     p.preparation.as_secs_f64(),
                     p.device_wait.as_secs_f64(),
+                    p.queueing.as_secs_f64(),
+                    p.sums.as_secs_f64(),
                     p.upload.as_secs_f64() * 1e3,
                     p.abc_bytes as f64 / p.upload.as_secs_f64().max(1e-9) / 1e9,
                     p.h.as_secs_f64(),

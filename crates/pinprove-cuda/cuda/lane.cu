@@ -1,0 +1,63 @@
+// Lanes (see lane.cuh): one set of streams per GPU, for the whole process.
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <util/exception.cuh>
+
+#include "lane.cuh"
+
+namespace pinprove {
+
+lane_t& lane(int device)
+{
+    static std::mutex mu;
+    // Never destroyed: streams must not be torn down after the CUDA runtime
+    // at exit.
+    static auto* lanes = new std::map<int, std::unique_ptr<lane_t>>;
+    std::lock_guard<std::mutex> guard(mu);
+    auto& l = (*lanes)[device];
+    if (!l) {
+        // Stream-ordered allocations are made and freed for every proof;
+        // keep what is freed in the device's pool instead of returning it
+        // to the driver at each synchronization (see trim_pool).
+        int current;
+        CUDA_OK(cudaGetDevice(&current));
+        cudaMemPool_t pool;
+        CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, current));
+        uint64_t keep = UINT64_MAX;
+        CUDA_OK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+        l.reset(new lane_t{device});
+    }
+    return *l;
+}
+
+void order(cudaStream_t to, cudaStream_t from)
+{
+    cudaEvent_t e;
+    CUDA_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    cudaError_t err = cudaEventRecord(e, from);
+    if (err == cudaSuccess)
+        err = cudaStreamWaitEvent(to, e, 0);
+    // Destroying a recorded event is allowed: its resources go once it
+    // completes, and the wait stays in force.
+    (void)cudaEventDestroy(e);
+    if (err != cudaSuccess)
+        throw cuda_error{-err, std::string("ordering two streams: ") + cudaGetErrorString(err)};
+}
+
+void trim_pool()
+{
+    int current;
+    CUDA_OK(cudaGetDevice(&current));
+    cudaMemPool_t pool;
+    CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, current));
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemPoolTrimTo(pool, 0));
+}
+
+} // namespace pinprove
