@@ -89,6 +89,7 @@ struct msm_call_t {
     uint32_t small_bits;
     bool mont;                 // scalars in Montgomery form
     cudaEvent_t mark;          // recorded after the MSM's device work (may be null)
+    size_t max_batch;          // points per Pippenger batch; 0: the default
 };
 
 // dst[j] = src[idx[j]], word by word (coalesced on both sides).
@@ -228,7 +229,8 @@ struct curve {
 
     // Window width and batching of a Pippenger pass over n points. The
     // width follows sppark's choice for n points; batches bound the digit
-    // arrays (4 bytes per point and window) to MAX_BATCH points.
+    // arrays (4 bytes per point and window) to MAX_BATCH points (tests pick
+    // smaller batches to cover the batch loop).
     static constexpr size_t MAX_BATCH = (size_t)1 << 24;
     struct plan_t {
         uint32_t wbits, nwins;
@@ -241,14 +243,16 @@ struct curve {
             r++;
         return r;
     }
-    static plan_t plan(size_t n)
+    static plan_t plan(size_t n, size_t max_batch)
     {
+        if (max_batch == 0)
+            max_batch = MAX_BATCH;
         size_t np = (n + WARP_SZ - 1) / WARP_SZ * WARP_SZ;
         uint32_t wbits = 10;
         if (np > 192)
             wbits = std::max(10u, std::min(lg2(np + np / 2) - 8, 18u));
         uint32_t nwins = (scalar_t::bit_length() - 1) / wbits + 1;
-        size_t batches = (n + MAX_BATCH - 1) / MAX_BATCH;
+        size_t batches = (n + max_batch - 1) / max_batch;
         size_t stride = (n + batches - 1) / batches;
         stride = (stride + WARP_SZ - 1) / WARP_SZ * WARP_SZ;
         return plan_t{wbits, nwins, batches, stride};
@@ -415,10 +419,10 @@ struct curve {
     // window-0 digit-1 partial sums, into the job's block. The digits
     // stream sorts batch b+1 while the compute stream still sums batch b.
     static void pippenger(job_t& job, const gpu_t& gpu, const affine_h* d_points, const scalar_t* d_scalars,
-                          size_t n, bool mont, const std::vector<size_t>& at)
+                          size_t n, bool mont, size_t max_batch, const std::vector<size_t>& at)
     {
         const pinprove::lane_t& lane = job.lane;
-        plan_t p = plan(n);
+        plan_t p = plan(n, max_batch);
         uint32_t row = 1u << (p.wbits - 1);
         size_t nsums = partial_sums(gpu);
         async_buf<bucket_h> buckets{lane, lane.compute, p.nwins * row + nsums};
@@ -491,7 +495,7 @@ struct curve {
             size_t small_at = small ? job->add_piece(nsums) : 0;
             std::vector<size_t> pip_at;
             if (c.n > 0) {
-                plan_t p = plan(c.n);
+                plan_t p = plan(c.n, c.max_batch);
                 for (size_t b = 0; b < p.batches; b++) {
                     pip_at.push_back(job->add_piece(2 * SEGMENTS * (size_t)p.nwins, p.wbits, p.nwins));
                     pip_at.push_back(job->add_piece(nsums));
@@ -541,9 +545,9 @@ struct curve {
                 if (c.idx != nullptr) {
                     async_buf<affine_h> gathered{lane, lane.compute, c.n};
                     gather(lane, gpu, gathered.ptr, res, d_idx.ptr, c.n);
-                    pippenger(*job, gpu, gathered.ptr, scalars, c.n, c.mont, pip_at);
+                    pippenger(*job, gpu, gathered.ptr, scalars, c.n, c.mont, c.max_batch, pip_at);
                 } else {
-                    pippenger(*job, gpu, &res.points[0], scalars, c.n, c.mont, pip_at);
+                    pippenger(*job, gpu, &res.points[0], scalars, c.n, c.mont, c.max_batch, pip_at);
                 }
             }
             CUDA_OK(cudaEventRecord(job->done, lane.compute));

@@ -173,7 +173,18 @@ mod imp {
         /// NVML).
         gpu_utilization_percent: Option<f64>,
         samples: usize,
+        /// The same over the steady window: from the first proof queued on
+        /// the device to the last one's finish, less NVML's averaging lag at
+        /// the front (no first preparation, no last host sums).
+        steady_gpu_utilization_percent: Option<f64>,
+        steady_samples: usize,
+        steady_window_s: f64,
     }
+
+    /// NVML reports utilization averaged over its last sampling period
+    /// (up to about a sixth of a second on data-center GPUs); samples
+    /// closer than this to a window's start still see what came before.
+    const NVML_LAG: Duration = Duration::from_millis(200);
 
     /// Synthesizes `n` partitions, then proves them back to back (the next
     /// started before the last is finished) while a thread samples the
@@ -195,13 +206,14 @@ mod imp {
         let nvml = pinprove_cuda::Nvml::load().ok();
         let device = nvml.as_ref().and_then(|m| m.device_by_pci_bus_id(pci_bus_id).ok());
         let stop = AtomicBool::new(false);
-        let (wall, samples) = thread::scope(|s| -> Result<(Duration, Vec<f64>)> {
+        type Samples = Vec<(Instant, f64)>;
+        let (wall, samples, steady) = thread::scope(|s| -> Result<(Duration, Samples, (Instant, Instant))> {
             let sampler = s.spawn(|| {
                 let mut v = Vec::new();
                 if let (Some(m), Some(d)) = (&nvml, device) {
                     while !stop.load(Ordering::Relaxed) {
                         if let Ok(x) = m.sample(d) {
-                            v.push(f64::from(x.gpu_percent));
+                            v.push((Instant::now(), f64::from(x.gpu_percent)));
                         }
                         thread::sleep(Duration::from_millis(50));
                     }
@@ -209,6 +221,7 @@ mod imp {
                 v
             });
             let t = Instant::now();
+            let mut steady = (t, t);
             // Two proofs in flight, as a worker and the engine's finalizer
             // keep them: the next one is started (prepared, queued on the
             // device) before the oldest is finished.
@@ -220,12 +233,19 @@ mod imp {
                         assignments: vec![asg],
                         randomness: vec![(Scalar::from(3u64), Scalar::from(5u64))],
                     };
+                    let first = steady.0 == t;
                     in_flight.push_back(backend.start(job)?);
+                    if first {
+                        steady.0 = Instant::now();
+                    }
                     if in_flight.len() == 2 {
                         in_flight.pop_front().expect("two in flight").finish()?;
                     }
                 }
                 while let Some(p) = in_flight.pop_front() {
+                    if in_flight.is_empty() {
+                        steady.1 = Instant::now();
+                    }
                     p.finish()?;
                 }
                 Ok(())
@@ -234,16 +254,26 @@ mod imp {
             stop.store(true, Ordering::Relaxed);
             let samples = sampler.join().unwrap_or_default();
             proved?;
-            Ok((wall, samples))
+            Ok((wall, samples, steady))
         })?;
+        let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+        let all: Vec<f64> = samples.iter().map(|x| x.1).collect();
+        let in_steady: Vec<f64> = samples
+            .iter()
+            .filter(|(at, _)| *at >= steady.0 + NVML_LAG && *at <= steady.1)
+            .map(|x| x.1)
+            .collect();
         Ok(Sustained {
             log_size: circuit.constraints().next_power_of_two().trailing_zeros(),
             mix: circuit.mix().to_string(),
             proofs: n,
             wall_s: wall.as_secs_f64(),
             proofs_per_s: n as f64 / wall.as_secs_f64().max(1e-9),
-            gpu_utilization_percent: (!samples.is_empty()).then(|| samples.iter().sum::<f64>() / samples.len() as f64),
-            samples: samples.len(),
+            gpu_utilization_percent: mean(&all),
+            samples: all.len(),
+            steady_gpu_utilization_percent: mean(&in_steady),
+            steady_samples: in_steady.len(),
+            steady_window_s: steady.1.saturating_duration_since(steady.0).as_secs_f64(),
         })
     }
 
@@ -611,7 +641,8 @@ mod imp {
                 if args.sustained > 0 {
                     let s = sustained(backend, &srs, &circuit, &pinned, &gpu.device.pci_bus_id, args.sustained)?;
                     eprintln!(
-                        "{id}: {} proofs back to back in {:.3} s ({:.2} proofs/s), mean GPU utilization {}",
+                        "{id}: {} proofs back to back in {:.3} s ({:.2} proofs/s), mean GPU utilization {}, \
+                         over the steady window {}",
                         s.proofs,
                         s.wall_s,
                         s.proofs_per_s,
@@ -619,7 +650,11 @@ mod imp {
                             .map_or("unknown (no NVML)".into(), |u| format!(
                                 "{u:.1}% ({} samples)",
                                 s.samples
-                            ))
+                            )),
+                        s.steady_gpu_utilization_percent.map_or("unknown".into(), |u| format!(
+                            "{u:.1}% ({} samples, {:.2} s)",
+                            s.steady_samples, s.steady_window_s
+                        ))
                     );
                     sustained_runs.push(s);
                 }
@@ -712,14 +747,18 @@ mod imp {
                 );
             }
             for x in &r.sustained {
+                let pct = |u: Option<f64>| u.map_or("unknown".into(), |u| format!("{u:.1}%"));
                 println!(
-                    "  2^{} {}: {} proofs back to back, {:.2} proofs/s, mean GPU utilization {}",
+                    "  2^{} {}: {} proofs back to back, {:.2} proofs/s, mean GPU utilization {} \
+                     (steady window {:.2} s: {}, {} samples)",
                     x.log_size,
                     x.mix,
                     x.proofs,
                     x.proofs_per_s,
-                    x.gpu_utilization_percent
-                        .map_or("unknown".into(), |u| format!("{u:.1}%"))
+                    pct(x.gpu_utilization_percent),
+                    x.steady_window_s,
+                    pct(x.steady_gpu_utilization_percent),
+                    x.steady_samples
                 );
             }
             for c in &r.comparisons {

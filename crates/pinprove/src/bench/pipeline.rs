@@ -24,8 +24,7 @@ pub enum PipelineBackend {
     Cpu,
     /// supraseal-c2 on the GPU (needs the `cuda` feature).
     Supraseal,
-    /// pinprove's own GPU backend (needs the `cuda` feature; first stage:
-    /// h on the GPU, MSMs on the CPU).
+    /// pinprove's own GPU backend (needs the `cuda` feature).
     Native,
 }
 
@@ -101,6 +100,14 @@ struct PipelineReport {
     /// steady window, and the number of ~100 ms samples (GPU builds only).
     gpu_utilization_percent: Option<f64>,
     gpu_utilization_samples: usize,
+    /// Time some synthesized partition waited for the device (for a GPU
+    /// worker, or inside `start` for room in the device queue): the GPU had
+    /// work at hand, so idle time then is the backend's, not starvation.
+    backlog_s: f64,
+    /// Mean NVML GPU utilization over the backlog (samples whose averaging
+    /// period lies inside it), and their number.
+    gpu_utilization_backlog_percent: Option<f64>,
+    gpu_utilization_backlog_samples: usize,
     phases: PhaseMedians,
     budget_bytes: u64,
     peak_rss_bytes: Option<u64>,
@@ -128,6 +135,59 @@ fn mean_of(samples: &[CounterSample], suffix: &str, from: Duration, to: Duration
     let v: Vec<f64> = samples
         .iter()
         .filter(|s| s.name.ends_with(suffix) && s.at >= from && s.at <= to)
+        .map(|s| s.value)
+        .collect();
+    let mean = (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    (mean, v.len())
+}
+
+/// NVML reports utilization averaged over its last sampling period (up to
+/// about a sixth of a second on data-center GPUs).
+const NVML_LAG: Duration = Duration::from_millis(200);
+
+/// The union of intervals, sorted and disjoint.
+fn merge(mut iv: Vec<(Duration, Duration)>) -> Vec<(Duration, Duration)> {
+    iv.retain(|(a, b)| b > a);
+    iv.sort();
+    let mut out: Vec<(Duration, Duration)> = Vec::with_capacity(iv.len());
+    for (a, b) in iv {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+/// From each partition's end of synthesis to the end of its `start`: a
+/// proof ready for the device and not yet queued on it.
+fn backlog(spans: &[Span]) -> Vec<(Duration, Duration)> {
+    let synthesized: std::collections::HashMap<&str, Duration> = spans
+        .iter()
+        .filter(|s| s.name == "synthesis")
+        .map(|s| (s.label.as_str(), s.start + s.duration))
+        .collect();
+    merge(
+        spans
+            .iter()
+            .filter(|s| s.name == "start")
+            .filter_map(|s| synthesized.get(s.label.as_str()).map(|&a| (a, s.start + s.duration)))
+            .collect(),
+    )
+}
+
+/// Mean of the counter samples named `…suffix` whose averaging period
+/// (`lag` before the sample) lies inside one of `intervals`, and how many.
+fn mean_inside(
+    samples: &[CounterSample],
+    suffix: &str,
+    intervals: &[(Duration, Duration)],
+    lag: Duration,
+) -> (Option<f64>, usize) {
+    let v: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.name.ends_with(suffix))
+        .filter(|s| intervals.iter().any(|&(a, b)| s.at >= a + lag && s.at <= b))
         .map(|s| s.value)
         .collect();
     let mean = (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
@@ -253,7 +313,11 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
     let to = device.iter().map(|s| s.start + s.duration).max().unwrap_or_default();
     let window = to.saturating_sub(from);
     let frac = |v: &[&Span]| covered(v, from, to).as_secs_f64() / window.as_secs_f64().max(1e-9);
-    let (gpu_util, gpu_util_n) = mean_of(&engine.timeline().samples(), " util %", from, to);
+    let samples = engine.timeline().samples();
+    let (gpu_util, gpu_util_n) = mean_of(&samples, " util %", from, to);
+    let waiting = backlog(&spans);
+    let backlog_len: Duration = waiting.iter().map(|(a, b)| *b - *a).sum();
+    let (backlog_util, backlog_n) = mean_inside(&samples, " util %", &waiting, NVML_LAG);
     // The whole run, the first synthesis included.
     let run_from = spans.iter().map(|s| s.start).min().unwrap_or_default();
     let run_to = spans.iter().map(|s| s.start + s.duration).max().unwrap_or_default();
@@ -297,6 +361,9 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         device_busy_fraction_whole_run: run_frac,
         gpu_utilization_percent: gpu_util,
         gpu_utilization_samples: gpu_util_n,
+        backlog_s: backlog_len.as_secs_f64(),
+        gpu_utilization_backlog_percent: backlog_util,
+        gpu_utilization_backlog_samples: backlog_n,
         phases,
         budget_bytes: budget.total(),
         peak_rss_bytes: peak,
@@ -328,6 +395,14 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
             println!(
                 "  GPU utilization (NVML) over the steady window: {u:.1}% ({} samples)",
                 r.gpu_utilization_samples
+            );
+        }
+        if let Some(u) = r.gpu_utilization_backlog_percent {
+            println!(
+                "  GPU utilization (NVML) while a synthesized partition waited for the device ({} in all): \
+                 {u:.1}% ({} samples)",
+                d(r.backlog_s),
+                r.gpu_utilization_backlog_samples
             );
         }
         let p = &r.phases;
@@ -386,6 +461,44 @@ mod tests {
         let ms = Duration::from_millis;
         assert_eq!(mean_of(&s, " util %", ms(100), ms(300)), (Some(95.0), 2));
         assert_eq!(mean_of(&s, " util %", ms(500), ms(600)), (None, 0));
+    }
+
+    #[test]
+    fn backlog_runs_from_synthesis_end_to_start_end_and_selects_samples_inside() {
+        let at = |name: &'static str, label: &str, start_ms: u64, len_ms: u64| Span {
+            lane: "l".into(),
+            name,
+            start: Duration::from_millis(start_ms),
+            duration: Duration::from_millis(len_ms),
+            label: label.into(),
+        };
+        let spans = [
+            at("synthesis", "1/0", 0, 100),
+            at("synthesis", "1/1", 0, 150),
+            at("start", "1/0", 300, 50), // waited 100..350
+            at("start", "1/1", 350, 50), // waited 150..400
+            at("synthesis", "2/0", 600, 100),
+            at("start", "2/0", 700, 100),  // waited 700..800
+            at("finish", "1/0", 350, 500), // not a wait
+        ];
+        let ms = Duration::from_millis;
+        let b = backlog(&spans);
+        assert_eq!(b, vec![(ms(100), ms(400)), (ms(700), ms(800))]);
+        let sample = |ms_at, value| CounterSample {
+            name: "gpu0 util %".into(),
+            at: Duration::from_millis(ms_at),
+            value,
+        };
+        let s = [
+            sample(120, 0.0),
+            sample(200, 90.0),
+            sample(390, 100.0),
+            sample(500, 0.0),
+            sample(790, 80.0),
+        ];
+        // With a 50 ms lag, the sample at 120 ms still averages time before
+        // the backlog.
+        assert_eq!(mean_inside(&s, " util %", &b, ms(50)), (Some(90.0), 3));
     }
 
     #[test]
