@@ -152,6 +152,11 @@ pub struct NativeConfig {
     /// never waits for the host. Each holds its device memory (a/b/c,
     /// scalars, MSM scratch) until it has run.
     pub queue_depth: usize,
+    /// Threads of the backend's own pool for preparing scalars (0: a
+    /// quarter of the CPUs, at least 2). Not rayon's global pool: synthesis
+    /// keeps that one saturated, and a preparation queued behind it would
+    /// leave the GPU without work.
+    pub prep_threads: usize,
 }
 
 impl Default for NativeConfig {
@@ -161,6 +166,7 @@ impl Default for NativeConfig {
             workers_per_device: 2,
             device: 0,
             queue_depth: 2,
+            prep_threads: 0,
         }
     }
 }
@@ -251,6 +257,8 @@ pub struct NativeBackend {
     /// `queue_depth`. CPU work runs outside it.
     device: Mutex<VecDeque<Arc<Event>>>,
     last_phases: Arc<Mutex<Option<NativePhases>>>,
+    /// Runs scalar preparation (see [`NativeConfig::prep_threads`]).
+    prep_pool: rayon::ThreadPool,
 }
 
 /// Where the time of one assignment's `start` went.
@@ -340,7 +348,17 @@ impl NativeBackend {
         if config.queue_depth == 0 {
             return Err(backend_error("queue_depth must be at least 1"));
         }
+        let threads = match config.prep_threads {
+            0 => std::thread::available_parallelism().map_or(2, |n| n.get() / 4).max(2),
+            n => n,
+        };
+        let prep_pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("pinprove-prep-{i}"))
+            .build()
+            .map_err(|e| backend_error(format!("starting the preparation threads: {e}")))?;
         Ok(NativeBackend {
+            prep_pool,
             pool,
             config,
             resident: Mutex::new(HashMap::new()),
@@ -978,7 +996,7 @@ impl Backend for NativeBackend {
             let mut w = asg.into_witness();
             let resident = key.as_ref().and_then(|k| self.lock().get(k).cloned());
             let mode = if resident.is_some() { Mode::Split } else { Mode::Dense };
-            let prep = split::prepare(&mut w, &self.pool, mode)?;
+            let prep = self.prep_pool.install(|| split::prepare(&mut w, &self.pool, mode))?;
             let q = |i: usize| resident.as_deref().map(|r| &r.queries[i]);
             // Events belong to the device current when they are created, and
             // are recorded on this device's streams.

@@ -110,6 +110,12 @@ struct PipelineReport {
     gpu_utilization_backlog_samples: usize,
     phases: PhaseMedians,
     budget_bytes: u64,
+    /// The pinned pool over the run: checkouts served by an idle buffer,
+    /// buffers newly allocated (and the time spent allocating), freed.
+    pool_reuse_hits: u64,
+    pool_fresh_allocations: u64,
+    pool_alloc_s: f64,
+    pool_freed_buffers: u64,
     peak_rss_bytes: Option<u64>,
     synthetic_params: bool,
     proofs_verified: usize,
@@ -283,6 +289,7 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
     }
     let wall = started.elapsed();
     let peak = sys::peak_rss_bytes();
+    let pool_stats = pool.stats();
 
     // Verify a sample of the proofs (all when few).
     let verified = if args.synthetic_params {
@@ -366,6 +373,10 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         gpu_utilization_backlog_samples: backlog_n,
         phases,
         budget_bytes: budget.total(),
+        pool_reuse_hits: pool_stats.reuse_hits,
+        pool_fresh_allocations: pool_stats.fresh_allocations,
+        pool_alloc_s: pool_stats.alloc_time.as_secs_f64(),
+        pool_freed_buffers: pool_stats.freed_buffers,
         peak_rss_bytes: peak,
         synthetic_params: args.synthetic_params,
         proofs_verified: verified,
@@ -418,9 +429,14 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
             d(p.total_s)
         );
         println!(
-            "  peak RSS {} against a budget of {}",
+            "  peak RSS {} against a budget of {}; pool: {} checkouts reused a buffer, {} allocated one ({} allocating), \
+             {} buffers freed",
             r.peak_rss_bytes.map(bytes).unwrap_or_else(|| "?".into()),
-            bytes(r.budget_bytes)
+            bytes(r.budget_bytes),
+            r.pool_reuse_hits,
+            r.pool_fresh_allocations,
+            d(r.pool_alloc_s),
+            r.pool_freed_buffers
         );
         if r.synthetic_params {
             println!("  synthetic parameters: timings are real, the proofs do not verify and were not checked");
