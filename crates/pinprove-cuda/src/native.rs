@@ -152,8 +152,8 @@ pub struct NativeConfig {
     /// never waits for the host. Each holds its device memory (a/b/c,
     /// scalars, MSM scratch) until it has run.
     pub queue_depth: usize,
-    /// Threads of the backend's own pool for preparing scalars (0: a
-    /// quarter of the CPUs, at least 2). Not rayon's global pool: synthesis
+    /// Threads of the backend's own pool for preparing scalars (0: half
+    /// the CPUs, at least 2). Not rayon's global pool: synthesis
     /// keeps that one saturated, and a preparation queued behind it would
     /// leave the GPU without work.
     pub prep_threads: usize,
@@ -349,7 +349,7 @@ impl NativeBackend {
             return Err(backend_error("queue_depth must be at least 1"));
         }
         let threads = match config.prep_threads {
-            0 => std::thread::available_parallelism().map_or(2, |n| n.get() / 4).max(2),
+            0 => std::thread::available_parallelism().map_or(2, |n| n.get() / 2).max(2),
             n => n,
         };
         let prep_pool = rayon::ThreadPoolBuilder::new()

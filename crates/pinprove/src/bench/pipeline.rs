@@ -41,6 +41,12 @@ pub struct PipelineArgs {
     /// The backend.
     #[arg(long, value_enum, default_value_t = PipelineBackend::Cpu)]
     backend: PipelineBackend,
+    /// Jobs run first, unmeasured, with the same shape: the pinned pool
+    /// then holds buffers of the right sizes, as in a daemon past its first
+    /// jobs (pinning fresh host memory takes seconds per GiB and would
+    /// otherwise dominate a short run).
+    #[arg(long, default_value_t = 0)]
+    warmup_jobs: usize,
     /// Synthesis workers (default: the engine's).
     #[arg(long)]
     synthesis_workers: Option<usize>,
@@ -110,7 +116,8 @@ struct PipelineReport {
     gpu_utilization_backlog_samples: usize,
     phases: PhaseMedians,
     budget_bytes: u64,
-    /// The pinned pool over the run: checkouts served by an idle buffer,
+    warmup_jobs: usize,
+    /// The pinned pool over the measured run: checkouts served by an idle buffer,
     /// buffers newly allocated (and the time spent allocating), freed.
     pool_reuse_hits: u64,
     pool_fresh_allocations: u64,
@@ -260,28 +267,39 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
     )?;
     engine.register_srs(&id, &path);
     engine.preload_srs(&id).context("loading the parameters")?;
+
+    let submit = |j: usize| {
+        let parts = (0..args.partitions)
+            .map(|p| {
+                let c = circuit.clone().with_seed((j * 1000 + p) as u64);
+                let inputs = c.public_inputs();
+                circuit_partition_with_inputs(c, inputs)
+            })
+            .collect();
+        engine.submit(JobSpec {
+            circuit_id: id.clone(),
+            priority: Priority::Normal,
+            partitions: parts,
+            randomness: None,
+        })
+    };
+    let warmup = (0..args.warmup_jobs)
+        .map(|j| submit(args.jobs + j))
+        .collect::<Result<Vec<_>, _>>()?;
+    for job in warmup {
+        match engine.wait(job, None)? {
+            JobOutcome::Completed(_) => {}
+            other => bail!("warm-up job {job} ended {other:?}"),
+        }
+    }
+    let pool_before = pool.stats();
     let _ = sys::reset_peak_rss();
 
     let started = Instant::now();
-    let ids = (0..args.jobs)
-        .map(|j| {
-            let parts = (0..args.partitions)
-                .map(|p| {
-                    let c = circuit.clone().with_seed((j * 1000 + p) as u64);
-                    let inputs = c.public_inputs();
-                    circuit_partition_with_inputs(c, inputs)
-                })
-                .collect();
-            engine.submit(JobSpec {
-                circuit_id: id.clone(),
-                priority: Priority::Normal,
-                partitions: parts,
-                randomness: None,
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let ids = (0..args.jobs).map(submit).collect::<Result<Vec<_>, _>>()?;
+    let measured: std::collections::HashSet<String> = ids.iter().map(|j| format!("{j}/")).collect();
     let mut results: Vec<PartitionResult> = Vec::new();
-    for job in ids {
+    for job in ids.iter().copied() {
         match engine.wait(job, None)? {
             JobOutcome::Completed(r) => results.extend(r),
             other => bail!("job {job} ended {other:?}"),
@@ -289,7 +307,7 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
     }
     let wall = started.elapsed();
     let peak = sys::peak_rss_bytes();
-    let pool_stats = pool.stats();
+    let pool_after = pool.stats();
 
     // Verify a sample of the proofs (all when few).
     let verified = if args.synthetic_params {
@@ -309,7 +327,13 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         n
     };
 
-    let spans = engine.timeline().spans();
+    // The measured jobs' spans only.
+    let spans: Vec<Span> = engine
+        .timeline()
+        .spans()
+        .into_iter()
+        .filter(|s| measured.iter().any(|m| s.label.starts_with(m.as_str())))
+        .collect();
     let device: Vec<&Span> = spans.iter().filter(|s| s.name == "start").collect();
     let both: Vec<&Span> = spans
         .iter()
@@ -373,10 +397,14 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         gpu_utilization_backlog_samples: backlog_n,
         phases,
         budget_bytes: budget.total(),
-        pool_reuse_hits: pool_stats.reuse_hits,
-        pool_fresh_allocations: pool_stats.fresh_allocations,
-        pool_alloc_s: pool_stats.alloc_time.as_secs_f64(),
-        pool_freed_buffers: pool_stats.freed_buffers,
+        warmup_jobs: args.warmup_jobs,
+        pool_reuse_hits: pool_after.reuse_hits - pool_before.reuse_hits,
+        pool_fresh_allocations: pool_after.fresh_allocations - pool_before.fresh_allocations,
+        pool_alloc_s: pool_after
+            .alloc_time
+            .saturating_sub(pool_before.alloc_time)
+            .as_secs_f64(),
+        pool_freed_buffers: pool_after.freed_buffers - pool_before.freed_buffers,
         peak_rss_bytes: peak,
         synthetic_params: args.synthetic_params,
         proofs_verified: verified,
@@ -385,12 +413,17 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         let d = |s: f64| dur(Duration::from_secs_f64(s));
         println!("pinprove bench pipeline — {}", r.host.summary());
         println!(
-            "{} jobs × {} partitions of {} ({} constraints) on the {} backend: {} wall, {:.0} proofs/hour",
+            "{} jobs × {} partitions of {} ({} constraints) on the {} backend{}: {} wall, {:.0} proofs/hour",
             r.jobs,
             r.partitions,
             r.circuit,
             r.constraints,
             r.backend,
+            if r.warmup_jobs > 0 {
+                format!(" (after {} warm-up jobs)", r.warmup_jobs)
+            } else {
+                String::new()
+            },
             d(r.wall_s),
             r.proofs_per_hour
         );
