@@ -1,18 +1,22 @@
 // pinprove's native GPU backend: the multi-scalar multiplications in G1
-// (h, l, a, b) and G2 (b), on sppark's Pippenger and batched addition.
+// (h, l, a, b) and G2 (b), on sppark's Pippenger and batched-addition
+// kernels.
 //
-// Bases either stream from host memory on every call (pinned pool buffers
-// copy at full PCIe speed) or stay resident in device memory, uploaded once
-// per SRS. With resident bases an MSM can be split by scalar value: the
-// bases whose scalar is 1 are summed by sppark's batched addition (one
-// point addition each, selected by a bitmap), and only the rest — gathered
-// into a dense array on the device — go through Pippenger, whose cost per
-// point is a dozen window passes. Zero scalars are dropped by the caller.
-// For witnesses that are mostly bits this is most of the MSM work saved.
+// Bases either stay resident in device memory, uploaded once per SRS, or
+// stream from host memory on every call. With resident bases an MSM is
+// queued on the GPU's lane (lane.cuh) and the call returns at once; it is
+// split by scalar value: bases whose scalar is 1 are summed by batched
+// addition (one point addition each, selected by a bitmap), small values
+// bit plane by bit plane, and only the rest — gathered into a dense array
+// on the device — go through Pippenger, driven here over sppark's kernels.
+// Every part leaves partial sums in a pinned host block; the host adds them
+// up once the MSM's event has completed (pinprove_msm_*_end). Zero scalars
+// are dropped by the caller. For witnesses that are mostly bits this saves
+// most of the MSM work.
 //
+// Streamed bases go through sppark's own msm_t driver, synchronously.
 // Results are Jacobian points with the memory layout of blst's blst_p1 /
-// blst_p2. Device pointers are handed to sppark as non-owning dev_ptr_t
-// views (its msm_t reads bases and scalars in place when given those).
+// blst_p2.
 
 #include <cuda.h>
 

@@ -177,9 +177,10 @@ struct Resident {
     g2: bool,
 }
 
-// SAFETY: the handle names device memory and its size; the C side only
-// reads it (under the backend's device lock) and frees it once, in Drop.
-// Nothing ties it to the thread that created it.
+// SAFETY: the handle names device memory and its size; queued device work
+// only reads it (each proof holds an Arc until its device work completed),
+// and it is freed once, in Drop. Nothing ties it to the thread that created
+// it.
 unsafe impl Send for Resident {}
 // SAFETY: as for Send: shared use only reads.
 unsafe impl Sync for Resident {}
@@ -691,9 +692,6 @@ struct HJob {
     raw: *mut c_void,
     m: usize,
 }
-
-// SAFETY: a handle to device memory and an event, usable from any thread.
-unsafe impl Send for HJob {}
 
 /// The CUDA timing events of one proof.
 struct ProofEvents {
