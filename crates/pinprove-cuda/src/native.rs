@@ -276,15 +276,15 @@ pub struct NativePhases {
     /// Summing the MSMs' results on the host, in `finish` (includes
     /// waiting for the device work to complete).
     pub sums: Duration,
-    /// Device time of the a/b/c uploads (first copy queued to last landed).
+    /// GPU time of the a/b/c uploads (first copy queued to last landed).
     pub upload: Duration,
     /// Bytes of a/b/c uploaded for h.
     pub abc_bytes: u64,
-    /// Device time from the compute stream reaching the proof to h
+    /// GPU time from the compute stream reaching the proof to h
     /// computed (seven NTTs and the quotient, and any wait for a/b/c's
     /// uploads).
     pub h: Duration,
-    /// The MSMs h, l, a, b (G1), b (G2): device time (host time with
+    /// The MSMs h, l, a, b (G1), b (G2): GPU time (host time with
     /// streamed bases) and number of bases each.
     pub msm: [(Duration, usize); 5],
     /// Of each MSM's bases, how many went through Pippenger …
@@ -300,7 +300,7 @@ impl NativePhases {
     /// Names of the MSMs, in the order of [`NativePhases::msm`].
     pub const MSM_NAMES: [&'static str; 5] = ["h", "l", "a", "b_g1", "b_g2"];
 
-    /// Device time: h and the MSMs.
+    /// GPU time: h and the MSMs.
     pub fn device(&self) -> Duration {
         self.h + self.msm.iter().map(|(t, _)| *t).sum::<Duration>()
     }
@@ -827,7 +827,7 @@ struct DeviceProof {
 }
 
 impl DeviceProof {
-    /// Device times from the proof's events, once its work has completed.
+    /// GPU times from the proof's events, once its work has completed.
     fn device_times(&mut self) -> Result<(), pinprove_mem::cuda::CudaError> {
         let [up0, up1, h0, h1] = &self.events.marks;
         self.phases.upload = up1.elapsed_since(up0)?;

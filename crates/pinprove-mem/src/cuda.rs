@@ -534,7 +534,7 @@ impl Event {
         self.raw
     }
 
-    /// Device time between `start` and this event, both completed.
+    /// GPU time between `start` and this event, both completed.
     pub fn elapsed_since(&self, start: &Event) -> Result<Duration, CudaError> {
         let mut ms = 0f32;
         // SAFETY: writes one float; both handles are live.
