@@ -104,6 +104,11 @@ impl Metrics {
     }
 }
 
+/// Appends a counter (one series, no labels).
+pub(crate) fn counter(out: &mut String, name: &str, help: &str, v: f64) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+}
+
 /// Appends a gauge.
 pub(crate) fn gauge(out: &mut String, name: &str, help: &str, labels: &str, v: f64) {
     if !out.contains(&format!("# TYPE {name} gauge")) {

@@ -584,10 +584,14 @@ fn timelines_and_metrics_describe_the_run() {
     for line in [
         "pinprove_budget_total_bytes",
         "pinprove_pool_idle_bytes",
+        "pinprove_pool_fresh_allocations_total",
+        "pinprove_pool_alloc_seconds_total",
         "pinprove_device_busy_fraction{device=\"test0\"}",
     ] {
         assert!(m.contains(line), "{line} missing:\n{m}");
     }
+    // The run allocated pool buffers (the pool started empty).
+    assert!(engine.status().pool_fresh_allocations > 0);
     assert!(engine.status().devices[0].busy_fraction > 0.0);
     std::fs::remove_dir_all(&dir).unwrap();
 }

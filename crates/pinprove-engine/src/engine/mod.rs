@@ -20,7 +20,7 @@ use crate::EngineError;
 use crate::job::{
     JobId, JobOutcome, JobSpec, JobState, JobStatus, Partition, PartitionResult, PartitionTimings, Priority,
 };
-use crate::metrics::{Metrics, gauge};
+use crate::metrics::{Metrics, counter, gauge};
 use crate::srs::{SrsInfo, SrsRegistry};
 use crate::timeline::Timeline;
 
@@ -118,6 +118,12 @@ pub struct EngineStatus {
     pub pool_idle: u64,
     /// Pool bytes checked out.
     pub pool_checked_out: u64,
+    /// Pool buffers allocated since start (each pins fresh memory: seconds
+    /// per few GiB, during which a GPU can starve; a steady stream should
+    /// allocate none).
+    pub pool_fresh_allocations: u64,
+    /// Time spent in those allocations since start.
+    pub pool_alloc_time: Duration,
     /// Proofs completed since start.
     pub proofs_completed: u64,
     /// Proofs failed since start.
@@ -579,6 +585,8 @@ impl Engine {
             budget_used: inner.budget.used(),
             pool_idle: pool.idle_bytes,
             pool_checked_out: pool.checked_out_bytes,
+            pool_fresh_allocations: pool.fresh_allocations,
+            pool_alloc_time: pool.alloc_time,
             proofs_completed: inner.metrics.proofs_completed(),
             proofs_failed: inner.metrics.proofs_failed(),
             uptime,
@@ -618,6 +626,18 @@ impl Engine {
             "Pool buffers in use.",
             "",
             s.pool_checked_out as f64,
+        );
+        counter(
+            &mut out,
+            "pinprove_pool_fresh_allocations_total",
+            "Pool buffers allocated (fresh pinned memory).",
+            s.pool_fresh_allocations as f64,
+        );
+        counter(
+            &mut out,
+            "pinprove_pool_alloc_seconds_total",
+            "Time spent allocating pool buffers.",
+            s.pool_alloc_time.as_secs_f64(),
         );
         for q in &s.queues {
             let l = format!("circuit=\"{}\"", q.circuit_id);
