@@ -85,6 +85,16 @@ impl Host {
     }
 }
 
+/// NVML reports GPU utilization averaged over its last sampling period (up
+/// to about a sixth of a second on data-center GPUs): a sample closer than
+/// this to a window's start still sees what came before it.
+pub const NVML_LAG: Duration = Duration::from_millis(200);
+
+/// Arithmetic mean; `None` for no values.
+pub fn mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
 /// The median of `samples` (which it sorts).
 pub fn median(samples: &mut [Duration]) -> Duration {
     assert!(!samples.is_empty(), "median of no samples");

@@ -100,7 +100,7 @@ mod imp {
     use serde::Serialize;
 
     use super::GpuArgs;
-    use crate::report::{Host, gbps, median};
+    use crate::report::{Host, NVML_LAG, gbps, mean, median};
 
     #[derive(Serialize)]
     struct Row {
@@ -181,11 +181,6 @@ mod imp {
         steady_window_s: f64,
     }
 
-    /// NVML reports utilization averaged over its last sampling period
-    /// (up to about a sixth of a second on data-center GPUs); samples
-    /// closer than this to a window's start still see what came before.
-    const NVML_LAG: Duration = Duration::from_millis(200);
-
     /// Synthesizes `n` partitions, then proves them back to back (the next
     /// started before the last is finished) while a thread samples the
     /// GPU's utilization.
@@ -227,15 +222,14 @@ mod imp {
             // device) before the oldest is finished.
             let mut in_flight = std::collections::VecDeque::new();
             let proved = (|| -> Result<(), ProveError> {
-                for asg in partitions {
+                for (i, asg) in partitions.into_iter().enumerate() {
                     let job = ProvingJob {
                         srs: Arc::clone(srs),
                         assignments: vec![asg],
                         randomness: vec![(Scalar::from(3u64), Scalar::from(5u64))],
                     };
-                    let first = steady.0 == t;
                     in_flight.push_back(backend.start(job)?);
-                    if first {
+                    if i == 0 {
                         steady.0 = Instant::now();
                     }
                     if in_flight.len() == 2 {
@@ -256,7 +250,6 @@ mod imp {
             proved?;
             Ok((wall, samples, steady))
         })?;
-        let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
         let all: Vec<f64> = samples.iter().map(|x| x.1).collect();
         let in_steady: Vec<f64> = samples
             .iter()

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::builtin::CircuitArgs;
 use crate::reference;
-use crate::report::{Host, Output, bytes, dur, median};
+use crate::report::{Host, NVML_LAG, Output, bytes, dur, mean, median};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PipelineBackend {
@@ -145,18 +145,8 @@ fn backend(kind: PipelineBackend, pool: &Arc<PinnedPool>) -> Result<Arc<dyn Back
 /// Mean of the counter samples whose name ends with `suffix`, taken within
 /// `[from, to]`, and how many there were.
 fn mean_of(samples: &[CounterSample], suffix: &str, from: Duration, to: Duration) -> (Option<f64>, usize) {
-    let v: Vec<f64> = samples
-        .iter()
-        .filter(|s| s.name.ends_with(suffix) && s.at >= from && s.at <= to)
-        .map(|s| s.value)
-        .collect();
-    let mean = (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-    (mean, v.len())
+    mean_inside(samples, suffix, &[(from, to)], Duration::ZERO)
 }
-
-/// NVML reports utilization averaged over its last sampling period (up to
-/// about a sixth of a second on data-center GPUs).
-const NVML_LAG: Duration = Duration::from_millis(200);
 
 /// The union of intervals, sorted and disjoint.
 fn merge(mut iv: Vec<(Duration, Duration)>) -> Vec<(Duration, Duration)> {
@@ -203,34 +193,20 @@ fn mean_inside(
         .filter(|s| intervals.iter().any(|&(a, b)| s.at >= a + lag && s.at <= b))
         .map(|s| s.value)
         .collect();
-    let mean = (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-    (mean, v.len())
+    (mean(&v), v.len())
 }
 
 /// Length of the union of `spans` clipped to `[from, to]`.
 fn covered(spans: &[&Span], from: Duration, to: Duration) -> Duration {
-    let mut iv: Vec<(Duration, Duration)> = spans
-        .iter()
-        .map(|s| (s.start.max(from), (s.start + s.duration).min(to)))
-        .filter(|(a, b)| b > a)
-        .collect();
-    iv.sort();
-    let mut total = Duration::ZERO;
-    let mut cur: Option<(Duration, Duration)> = None;
-    for (a, b) in iv {
-        match cur {
-            Some((ca, cb)) if a <= cb => cur = Some((ca, cb.max(b))),
-            Some((ca, cb)) => {
-                total += cb - ca;
-                cur = Some((a, b));
-            }
-            None => cur = Some((a, b)),
-        }
-    }
-    if let Some((a, b)) = cur {
-        total += b - a;
-    }
-    total
+    merge(
+        spans
+            .iter()
+            .map(|s| (s.start.max(from), (s.start + s.duration).min(to)))
+            .collect(),
+    )
+    .iter()
+    .map(|(a, b)| *b - *a)
+    .sum()
 }
 
 pub fn run(args: &PipelineArgs) -> Result<()> {
