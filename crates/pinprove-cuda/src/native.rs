@@ -817,9 +817,8 @@ struct DeviceProof {
     b_g1: Msm<G1>,
     b_g2: Msm<G2>,
     events: ProofEvents,
-    /// MSM times measured on the host, when the MSMs ran to completion in
-    /// `start` (streamed bases); else they come from `events`.
-    host_msm_times: Option<[Duration; 5]>,
+    /// With streamed bases the MSM times are already in (host times: the
+    /// MSMs ran to completion in `start`); else they come from `events`.
     phases: NativePhases,
     _prep: split::Prepared,
     _witness: Witness,
@@ -832,18 +831,11 @@ impl DeviceProof {
         let [up0, up1, h0, h1] = &self.events.marks;
         self.phases.upload = up1.elapsed_since(up0)?;
         self.phases.h = h1.elapsed_since(h0)?;
-        match self.host_msm_times {
-            Some(t) => {
-                for (slot, t) in self.phases.msm.iter_mut().zip(t) {
-                    slot.0 = t;
-                }
-            }
-            None => {
-                let mut prev = h1;
-                for (slot, e) in self.phases.msm.iter_mut().zip(&self.events.msms) {
-                    slot.0 = e.elapsed_since(prev)?;
-                    prev = e;
-                }
+        if self.phases.resident_bases {
+            let mut prev = h1;
+            for (slot, e) in self.phases.msm.iter_mut().zip(&self.events.msms) {
+                slot.0 = e.elapsed_since(prev)?;
+                prev = e;
             }
         }
         Ok(())
@@ -1056,12 +1048,14 @@ impl Backend for NativeBackend {
                 device_wait: t2 - t1,
                 queueing: t3 - t2,
                 abc_bytes: 3 * n as u64 * 32,
+                // Host times; with resident bases `finish` replaces them by
+                // GPU times.
                 msm: [
-                    (Duration::ZERO, m - 1),
-                    (Duration::ZERO, prep.l.bases),
-                    (Duration::ZERO, prep.a.bases),
-                    (Duration::ZERO, prep.b.bases),
-                    (Duration::ZERO, prep.b.bases),
+                    (t[0], m - 1),
+                    (t[1], prep.l.bases),
+                    (t[2], prep.a.bases),
+                    (t[3], prep.b.bases),
+                    (t[4], prep.b.bases),
                 ],
                 pippenger_points: [
                     m - 1,
@@ -1087,7 +1081,6 @@ impl Backend for NativeBackend {
                 b_g1,
                 b_g2,
                 events,
-                host_msm_times: streamed.then_some(t),
                 phases,
                 _prep: prep,
                 _witness: w,
