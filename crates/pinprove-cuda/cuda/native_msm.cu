@@ -263,9 +263,9 @@ struct curve {
     }
 
     // Bits of the top window's digits (the others have wbits).
-    static uint32_t window_bits(const plan_t& p, uint32_t y)
+    static uint32_t window_bits(uint32_t wbits, uint32_t nwins, uint32_t y)
     {
-        return y + 1 < p.nwins ? p.wbits : scalar_t::bit_length() - y * p.wbits;
+        return y + 1 < nwins ? wbits : scalar_t::bit_length() - y * wbits;
     }
 
     // Words of a bitmap over n bases: sppark's batched addition reads whole
@@ -303,9 +303,11 @@ struct curve {
             if (done != nullptr)
                 (void)cudaEventDestroy(done);
         }
+        // Buckets the pieces take so far.
+        size_t buckets() const { return pieces.empty() ? 0 : pieces.back().at + pieces.back().count; }
         size_t add_piece(size_t count, uint32_t wbits = 0, uint32_t nwins = 0)
         {
-            size_t at = pieces.empty() ? 0 : pieces.back().at + pieces.back().count;
+            size_t at = buckets();
             pieces.push_back(piece_t{at, count, wbits, nwins});
             return at;
         }
@@ -373,14 +375,13 @@ struct curve {
     // Σ_y 2^(y·wbits)·W_y over one batch's windows, by Horner's rule.
     static point_t windows(const bucket_t* rows, uint32_t wbits, uint32_t nwins)
     {
-        plan_t p{wbits, nwins, 1, 0};
         point_t out;
         out.inf();
         for (uint32_t y = nwins; y-- > 0;) {
             if (y + 1 < nwins)
                 for (uint32_t i = 0; i < wbits; i++)
                     out.dbl();
-            out.add(window(rows + (size_t)y * 2 * SEGMENTS, window_bits(p, y)));
+            out.add(window(rows + (size_t)y * 2 * SEGMENTS, window_bits(wbits, nwins, y)));
         }
         return out;
     }
@@ -423,10 +424,9 @@ struct curve {
     // window-0 digit-1 partial sums, into the job's block. The digits
     // stream sorts batch b+1 while the compute stream still sums batch b.
     static void pippenger(job_t& job, const gpu_t& gpu, const affine_h* d_points, const scalar_t* d_scalars,
-                          size_t n, bool mont, size_t max_batch, const std::vector<size_t>& at)
+                          size_t n, bool mont, const plan_t& p, const std::vector<size_t>& at)
     {
         const pinprove::lane_t& lane = job.lane;
-        plan_t p = plan(n, max_batch);
         uint32_t row = 1u << (p.wbits - 1);
         size_t nsums = partial_sums(gpu);
         async_buf<bucket_h> buckets{lane, lane.compute, p.nwins * row + nsums};
@@ -440,7 +440,7 @@ struct curve {
         while (grid & (grid - 1))
             grid -= grid & (0 - grid);
         const size_t sort_shared = sizeof(uint32_t) << DIGIT_BITS;
-        const uint32_t top = scalar_t::bit_length() - p.wbits * (p.nwins - 1);
+        const uint32_t top = window_bits(p.wbits, p.nwins, p.nwins - 1);
         void (*accumulate_k)(bucket_h*, uint32_t, uint32_t, affine_h*, vec2d_t<uint32_t>, vec2d_t<uint32_t>, uint32_t) =
             accumulate<bucket_t, affine_h>;
 
@@ -498,14 +498,12 @@ struct curve {
             size_t ones_at = c.ones != nullptr ? job->add_piece(nsums) : 0;
             size_t small_at = small ? job->add_piece(nsums) : 0;
             std::vector<size_t> pip_at;
-            if (c.n > 0) {
-                plan_t p = plan(c.n, c.max_batch);
-                for (size_t b = 0; b < p.batches; b++) {
-                    pip_at.push_back(job->add_piece(2 * SEGMENTS * (size_t)p.nwins, p.wbits, p.nwins));
-                    pip_at.push_back(job->add_piece(nsums));
-                }
+            plan_t pip = c.n > 0 ? plan(c.n, c.max_batch) : plan_t{}; // no batches without points
+            for (size_t b = 0; b < pip.batches; b++) {
+                pip_at.push_back(job->add_piece(2 * SEGMENTS * (size_t)pip.nwins, pip.wbits, pip.nwins));
+                pip_at.push_back(job->add_piece(nsums));
             }
-            size_t total = job->pieces.empty() ? 0 : job->pieces.back().at + job->pieces.back().count;
+            size_t total = job->buckets();
             if (total > 0) {
                 job->block_size = total * sizeof(bucket_t);
                 job->block = static_cast<bucket_t*>(host_blocks().take(job->block_size));
@@ -549,9 +547,9 @@ struct curve {
                 if (c.idx != nullptr) {
                     async_buf<affine_h> gathered{lane, lane.compute, c.n};
                     gather(lane, gpu, gathered.ptr, res, d_idx.ptr, c.n);
-                    pippenger(*job, gpu, gathered.ptr, scalars, c.n, c.mont, c.max_batch, pip_at);
+                    pippenger(*job, gpu, gathered.ptr, scalars, c.n, c.mont, pip, pip_at);
                 } else {
-                    pippenger(*job, gpu, &res.points[0], scalars, c.n, c.mont, c.max_batch, pip_at);
+                    pippenger(*job, gpu, &res.points[0], scalars, c.n, c.mont, pip, pip_at);
                 }
             }
             CUDA_OK(cudaEventRecord(job->done, lane.compute));
