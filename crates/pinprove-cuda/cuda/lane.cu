@@ -61,3 +61,37 @@ void trim_pool()
 }
 
 } // namespace pinprove
+
+namespace {
+
+__global__ void pinprove_no_op() {}
+
+__global__ void pinprove_store(int* p)
+{
+    *p = 1;
+}
+
+} // namespace
+
+// For tests of the error paths: makes device `device` fail on its lane's
+// compute stream, behind the work queued there. kind 0: a launch the
+// device refuses (more threads per block than any GPU has; the device
+// stays usable). kind 1: a kernel that stores through a null pointer (an
+// illegal address: a sticky error, the device is lost to this process once
+// the kernel runs). Returns the launch's error code.
+extern "C" int pinprove_test_fault(int device, int kind)
+{
+    cudaError_t err = cudaSetDevice(device);
+    if (err != cudaSuccess)
+        return err;
+    try {
+        cudaStream_t s = pinprove::lane(device).compute;
+        if (kind == 0)
+            pinprove_no_op<<<1, 1 << 16, 0, s>>>();
+        else
+            pinprove_store<<<1, 1, 0, s>>>(nullptr);
+    } catch (const cuda_error& e) {
+        return -e.code();
+    }
+    return cudaGetLastError();
+}

@@ -8,12 +8,15 @@
 //! * [`Nvml`] — utilization and PCIe throughput sampling.
 //! * [`SuprasealBackend`] — the supraseal-c2 reference backend.
 //! * [`NativeBackend`] — pinprove's own backend: h and the MSMs on the GPU.
+//! * [`fault`] — CUDA errors sorted by what they leave of the device (the
+//!   backends' [`DeviceFault`](pinprove_groth16::DeviceFault)s).
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 #[cfg(feature = "cuda")]
 mod device;
+pub mod fault;
 #[cfg(feature = "cuda")]
 mod native;
 #[cfg(feature = "cuda")]

@@ -41,6 +41,7 @@ use pinprove_groth16::{
 use pinprove_mem::PinnedPool;
 use pinprove_mem::cuda::{Event, EventFence};
 
+use crate::fault::{LostDevice, device_error};
 use crate::split::{self, Mode, QueryScalars};
 
 const NAME: &str = "native";
@@ -122,7 +123,8 @@ fn check(err: sppark::Error, what: &str) -> Result<(), ProveError> {
     if err.code == 0 {
         Ok(())
     } else {
-        Err(backend_error(format!("{what}: {}", String::from(err))))
+        let code = err.code;
+        Err(device_error(NAME, code, format!("{what}: {}", String::from(err))))
     }
 }
 
@@ -260,6 +262,8 @@ pub struct NativeBackend {
     last_phases: Arc<Mutex<Option<NativePhases>>>,
     /// Runs scalar preparation (see [`NativeConfig::prep_threads`]).
     prep_pool: rayon::ThreadPool,
+    /// Set by the first error that leaves the device unusable.
+    lost: LostDevice,
 }
 
 /// Where the time of one assignment's `start` went.
@@ -333,7 +337,7 @@ impl NativeBackend {
 
     /// A backend with `config`.
     pub fn with_config(pool: Arc<PinnedPool>, config: NativeConfig) -> Result<Self, ProveError> {
-        let n = pinprove_mem::cuda::device_count().map_err(|e| backend_error(e.to_string()))?;
+        let n = pinprove_mem::cuda::device_count().map_err(cuda_error)?;
         if n == 0 {
             return Err(backend_error("no CUDA device"));
         }
@@ -365,6 +369,7 @@ impl NativeBackend {
             resident: Mutex::new(HashMap::new()),
             device: Mutex::new(VecDeque::new()),
             last_phases: Arc::new(Mutex::new(None)),
+            lost: LostDevice::default(),
         })
     }
 
@@ -852,16 +857,27 @@ struct NativeStarted {
     randomness: Vec<(Scalar, Scalar)>,
     proofs: Vec<DeviceProof>,
     last_phases: Arc<Mutex<Option<NativePhases>>>,
+    lost: LostDevice,
 }
 
 impl StartedProof for NativeStarted {
     fn finish(self: Box<Self>) -> Result<Vec<Proof>, ProveError> {
+        let lost = self.lost.clone();
+        // Proofs queued before the device was lost fail on their own
+        // errors; no need to check first.
+        lost.note((*self).sum_and_assemble())
+    }
+}
+
+impl NativeStarted {
+    fn sum_and_assemble(self) -> Result<Vec<Proof>, ProveError> {
         let NativeStarted {
             srs,
             randomness,
             proofs,
             last_phases,
-        } = *self;
+            ..
+        } = self;
         let mut out = Vec::with_capacity(proofs.len());
         for (mut p, (r, s)) in proofs.into_iter().zip(randomness) {
             let t = Instant::now();
@@ -887,7 +903,7 @@ impl StartedProof for NativeStarted {
 }
 
 fn cuda_error(e: pinprove_mem::cuda::CudaError) -> ProveError {
-    backend_error(e.to_string())
+    device_error(NAME, e.code, e.to_string())
 }
 
 impl Backend for NativeBackend {
@@ -911,6 +927,7 @@ impl Backend for NativeBackend {
     }
 
     fn prepare_srs(&self, srs: &Srs) -> Result<u64, ProveError> {
+        self.lost.check(NAME)?;
         if self.config.srs_placement == SrsPlacement::Host {
             return Ok(0);
         }
@@ -922,13 +939,14 @@ impl Backend for NativeBackend {
         }
         let uploaded = {
             let _device = self.device.lock().unwrap_or_else(|e| e.into_inner());
-            ResidentSrs::upload(points, self.ordinal())
+            self.lost.note(ResidentSrs::upload(points, self.ordinal()))
         };
         match uploaded {
             Ok(r) => {
                 tracing::info!(srs = %key.display(), bytes = r.bytes, "SRS bases resident on the device");
                 self.lock().insert(key, Arc::new(r));
             }
+            Err(e) if e.device_fault().is_some_and(|f| !f.device_usable()) => return Err(e),
             Err(e) => tracing::warn!(srs = %key.display(), error = %e, "SRS bases stay in host memory"),
         }
         // Device memory is not host memory: nothing for the host budget.
@@ -956,7 +974,19 @@ impl Backend for NativeBackend {
         self.config.srs_placement == SrsPlacement::Host || srs_key(srs).is_some_and(|k| self.lock().contains_key(&k))
     }
 
-    fn start(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+    fn lost(&self) -> Option<String> {
+        self.lost.reason()
+    }
+
+    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+        self.lost.check(NAME)?;
+        self.lost.note(self.queue(job))
+    }
+}
+
+impl NativeBackend {
+    /// `start` on a device not known lost.
+    fn queue(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
         let n = check_job(&job)?;
         let points = job
             .srs
@@ -1092,6 +1122,7 @@ impl Backend for NativeBackend {
             randomness: job.randomness,
             proofs,
             last_phases: Arc::clone(&self.last_phases),
+            lost: self.lost.clone(),
         }))
     }
 }
@@ -1247,6 +1278,145 @@ mod tests {
         // Split scalars need bases on the device.
         assert!(msm::<G1>(0, &g1_affine, None, MsmScalars::Query(&split.l, aux), None).is_err());
         let _ = rng.r#gen::<u8>();
+    }
+
+    unsafe extern "C" {
+        /// See `cuda/lane.cu`.
+        fn pinprove_test_fault(device: c_int, kind: c_int) -> c_int;
+    }
+
+    /// Synthesizes `c` from `pool` and starts its proof.
+    fn start_proof(
+        backend: &dyn Backend,
+        pool: &Arc<PinnedPool>,
+        srs: &Arc<Srs>,
+        c: &pinprove_groth16::circuits::BenchCircuit,
+    ) -> Result<Box<dyn StartedProof>, ProveError> {
+        let hints = pinprove_groth16::CapacityHints::in_memory();
+        let layout = backend.capabilities().abc_layout;
+        let (asg, _) = pinprove_groth16::synthesize(c.clone(), &c.id(), pool, &hints, layout, None)?;
+        backend.start(ProvingJob {
+            srs: Arc::clone(srs),
+            assignments: vec![asg],
+            randomness: vec![(Scalar::from(3u64), Scalar::from(4u64))],
+        })
+    }
+
+    fn prove_bytes(
+        backend: &dyn Backend,
+        pool: &Arc<PinnedPool>,
+        srs: &Arc<Srs>,
+        c: &pinprove_groth16::circuits::BenchCircuit,
+    ) -> Result<Vec<u8>, ProveError> {
+        Ok(start_proof(backend, pool, srs, c)?
+            .finish()?
+            .remove(0)
+            .to_bytes()
+            .to_vec())
+    }
+
+    /// Whether `r` failed because the device was lost: at `start` or
+    /// `finish`, or before them, when the pool had to pin fresh memory
+    /// (pinning goes through the same, now unusable, CUDA context).
+    fn lost(r: &Result<Vec<u8>, ProveError>) -> bool {
+        match r {
+            Err(ProveError::Memory(e)) => e.to_string().contains("cudaHostAlloc"),
+            Err(e) => e.device_fault() == Some(pinprove_groth16::DeviceFault::Lost),
+            Ok(_) => false,
+        }
+    }
+
+    // Runs in a process of its own (as every GPU test does in CI's GPU
+    // runs and under nextest): the fault it provokes ends the process's use
+    // of the device.
+    #[test]
+    fn a_faulting_kernel_loses_the_device_and_nothing_else() {
+        use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
+        use pinprove_groth16::{CpuBackend, DeviceFault, Validation};
+        use rand::SeedableRng;
+
+        if !have_gpu() {
+            return;
+        }
+        let pool = PinnedPool::new(
+            Arc::new(pinprove_mem::cuda::CudaPinnedAllocator::new().unwrap()),
+            pinprove_mem::MemoryBudget::new(4 << 30),
+            pinprove_mem::PoolConfig::default(),
+        );
+        let c = BenchCircuit::new(1 << 10, WitnessMix::Random).unwrap();
+        let params = bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
+            c.clone(),
+            &mut rand_chacha::ChaCha8Rng::seed_from_u64(9),
+        )
+        .unwrap();
+        let mut bytes = Vec::new();
+        params.write(&mut bytes).unwrap();
+        let srs = Arc::new(Srs::from_bytes(&bytes, &pool, Validation::OnCurve).unwrap());
+        let gpu = NativeBackend::new(Arc::clone(&pool)).unwrap();
+        gpu.prepare_srs(&srs).unwrap();
+        let expected = prove_bytes(&CpuBackend::new(Arc::clone(&pool)), &pool, &srs, &c).unwrap();
+        assert_eq!(prove_bytes(&gpu, &pool, &srs, &c).unwrap(), expected);
+
+        // A launch the device refuses: a typed error, and the device goes on.
+        // SAFETY: the hook only queues a kernel on device 0's lane.
+        let code = unsafe { pinprove_test_fault(0, 0) };
+        assert_eq!(crate::fault::classify(code), DeviceFault::Launch, "code {code}");
+        assert_eq!(prove_bytes(&gpu, &pool, &srs, &c).unwrap(), expected);
+        assert!(gpu.lost().is_none());
+
+        // A second worker proves in a loop while the device is lost under it.
+        std::thread::scope(|s| {
+            let worker = s.spawn(|| {
+                for _ in 0..10_000 {
+                    let r = prove_bytes(&gpu, &pool, &srs, &c);
+                    match &r {
+                        Ok(b) => assert_eq!(*b, expected, "a proof before the fault is right"),
+                        Err(_) => return r,
+                    }
+                }
+                r_timeout()
+            });
+            let queued = start_proof(&gpu, &pool, &srs, &c).unwrap();
+            // SAFETY: as above; the kernel stores through a null pointer.
+            assert_eq!(unsafe { pinprove_test_fault(0, 1) }, 0, "the faulting kernel launches");
+            // Queued before the fault: right, or failed with it.
+            match queued.finish() {
+                Ok(p) => assert_eq!(p[0].to_bytes().to_vec(), expected),
+                Err(e) => assert_eq!(e.device_fault(), Some(DeviceFault::Lost), "{e}"),
+            }
+            // The next proof meets the fault (at start or at finish).
+            let next = prove_bytes(&gpu, &pool, &srs, &c);
+            assert!(lost(&next), "{next:?}");
+            let other = worker.join().unwrap();
+            assert!(lost(&other), "the other worker: {other:?}");
+        });
+        let why = gpu.lost().expect("the backend knows");
+        assert!(why.contains("illegal") || why.contains("address"), "{why}");
+        // From now on calls fail at once, without the device.
+        let err = gpu.prepare_srs(&srs).unwrap_err();
+        assert!(err.to_string().contains("failed earlier"), "{err}");
+        let err = start_proof(&gpu, &pool, &srs, &c).err().expect("refused");
+        assert_eq!(err.device_fault(), Some(DeviceFault::Lost));
+        drop(gpu);
+        drop(srs);
+
+        // The process goes on: a CPU prover over heap memory proves, and the
+        // proof verifies.
+        let heap = PinnedPool::new(
+            Arc::new(pinprove_mem::HeapAllocator::default()),
+            pinprove_mem::MemoryBudget::new(1 << 30),
+            pinprove_mem::PoolConfig::default(),
+        );
+        let srs = Arc::new(Srs::from_bytes(&bytes, &heap, Validation::OnCurve).unwrap());
+        let cpu = CpuBackend::new(Arc::clone(&heap));
+        let proof = start_proof(&cpu, &heap, &srs, &c).unwrap().finish().unwrap().remove(0);
+        let proof = bellperson::groth16::Proof::<blstrs::Bls12>::read(&proof.to_bytes()[..]).unwrap();
+        let pvk = bellperson::groth16::prepare_verifying_key(&params.vk);
+        assert!(bellperson::groth16::verify_proof(&pvk, &proof, &c.public_inputs()).unwrap());
+    }
+
+    fn r_timeout() -> Result<Vec<u8>, ProveError> {
+        Err(backend_error("the worker never met the fault"))
     }
 
     #[test]

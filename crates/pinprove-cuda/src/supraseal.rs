@@ -224,7 +224,8 @@ impl Backend for SuprasealBackend {
             )
         };
         if err.code != 0 {
-            return Err(backend_error(String::from(err)));
+            let code = err.code;
+            return Err(crate::fault::device_error(NAME, code, String::from(err)));
         }
         // The call has returned: the device no longer reads a/b/c.
         for a in &mut job.assignments {

@@ -82,6 +82,9 @@ pub enum EngineError {
     /// An engine needs at least one device (the CPU backend counts).
     #[error("no device to prove on")]
     NoDevice,
+    /// Every device was lost (see [`DeviceStatus::lost`]).
+    #[error("every device was lost: {0}")]
+    DevicesLost(String),
     /// No such job (or it was forgotten long ago).
     #[error("unknown job {0}")]
     UnknownJob(JobId),

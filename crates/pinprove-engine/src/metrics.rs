@@ -24,6 +24,7 @@ pub struct Metrics {
     pub(crate) proofs_completed: AtomicU64,
     pub(crate) proofs_failed: AtomicU64,
     pub(crate) jobs_cancelled: AtomicU64,
+    pub(crate) partitions_rerouted: AtomicU64,
     phases: Mutex<BTreeMap<&'static str, Histogram>>,
 }
 
@@ -52,6 +53,11 @@ impl Metrics {
         self.proofs_failed.load(Ordering::Relaxed)
     }
 
+    /// Synthesized partitions moved off a lost device to another.
+    pub fn partitions_rerouted(&self) -> u64 {
+        self.partitions_rerouted.load(Ordering::Relaxed)
+    }
+
     /// Observations recorded for a phase.
     pub fn phase_count(&self, phase: &str) -> u64 {
         let phases = self.phases.lock().unwrap_or_else(|e| e.into_inner());
@@ -78,6 +84,12 @@ impl Metrics {
             "pinprove_jobs_cancelled_total",
             "Jobs cancelled.",
             self.jobs_cancelled.load(Ordering::Relaxed),
+            out,
+        );
+        c(
+            "pinprove_partitions_rerouted_total",
+            "Synthesized partitions moved off a lost device to another.",
+            self.partitions_rerouted(),
             out,
         );
         let phases = self.phases.lock().unwrap_or_else(|e| e.into_inner());

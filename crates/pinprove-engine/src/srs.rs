@@ -203,7 +203,19 @@ impl SrsRegistry {
             (_, None) => Some(self.budget.acquire_blocking(own)?),
         };
         for b in &self.backends {
-            b.prepare_srs(&srs)?;
+            // A lost device takes no work: its copy is not needed (and
+            // cannot be made), and the others' must not wait for it.
+            if b.lost().is_some() {
+                continue;
+            }
+            match b.prepare_srs(&srs) {
+                Err(e) if e.device_fault().is_some_and(|f| !f.device_usable()) => {
+                    tracing::error!(circuit = circuit_id, "{e}");
+                }
+                r => {
+                    r?;
+                }
+            }
         }
         let load_time = started.elapsed();
         let bytes = srs.memory_bytes() + own;

@@ -18,8 +18,8 @@ use pinprove_engine::{
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
 use pinprove_groth16::{
-    AbcLayout, Backend, Capabilities, CapacityHints, CpuBackend, Proof, ProveError, ProvingAssignment, ProvingJob,
-    ResidentSrs, Srs, StartedProof, SynthesisStats, check_job, synthesize,
+    AbcLayout, Backend, Capabilities, CapacityHints, CpuBackend, DeviceFault, Proof, ProveError, ProvingAssignment,
+    ProvingJob, ResidentSrs, Srs, StartedProof, SynthesisStats, check_job, synthesize,
 };
 use pinprove_mem::{HeapAllocator, HostAllocator, MemoryBudget, MemoryKind, PinnedPool, PoolBuffer, PoolConfig};
 
@@ -760,5 +760,141 @@ fn every_phase_of_a_partition_is_a_tracing_span() {
             .count();
         assert_eq!(under_partition, 2, "phase {phase}: {seen:?}");
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A device that is lost at its first proof: `start` takes `start`, then
+/// fails with [`DeviceFault::Lost`], as every call after it does. It does
+/// not say so through `Backend::lost`: the engine must learn it from the
+/// error.
+struct Dying {
+    start: Duration,
+    starts: AtomicU64,
+}
+
+impl Backend for Dying {
+    fn name(&self) -> &'static str {
+        "dying"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            workers_per_device: 1,
+            abc_layout: AbcLayout::Exact,
+            uses_device: true,
+            needs_srs_points: false,
+        }
+    }
+    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+        check_job(&job)?;
+        self.starts.fetch_add(1, Ordering::SeqCst);
+        thread::sleep(self.start);
+        Err(ProveError::Device {
+            backend: "dying",
+            fault: DeviceFault::Lost,
+            message: "an illegal memory access".into(),
+        })
+    }
+}
+
+#[test]
+fn a_lost_device_gets_no_more_work_and_the_others_carry_on() {
+    let dir = temp_dir("lost");
+    let (pool, _) = pool_with(4 << 30);
+    let shape = BenchCircuit::new(300, WitnessMix::Bits).unwrap();
+    let path = synthetic_params(&shape, &dir);
+    let dying = Arc::new(Dying {
+        start: Duration::from_millis(500),
+        starts: AtomicU64::new(0),
+    });
+    let good = Arc::new(TestBackend {
+        pool: Arc::clone(&pool),
+        start: Duration::from_millis(100),
+        finish: Duration::ZERO,
+        scratch: 0,
+        holds_srs: true,
+    });
+    let engine = Engine::new(
+        EngineConfig {
+            synthesis_workers: 2,
+            workers_per_device: Some(1),
+            ..EngineConfig::default()
+        },
+        vec![
+            Device {
+                name: "gpu0".into(),
+                backend: Arc::clone(&dying) as Arc<dyn Backend>,
+            },
+            Device {
+                name: "gpu1".into(),
+                backend: good,
+            },
+        ],
+        Arc::clone(&pool),
+    )
+    .unwrap();
+    engine.register_srs(&shape.id(), &path);
+    // The first partition goes to gpu0 (both idle, it comes first) and dies
+    // with it; meanwhile the next job's partitions are spread over both
+    // busy devices, so some wait in gpu0's queue when it is lost.
+    let first = engine
+        .submit(spec(&shape.id(), Priority::Normal, vec![slow(&shape, 0)]))
+        .unwrap();
+    thread::sleep(Duration::from_millis(100));
+    let parts = (0..6).map(|_| slow(&shape, 0)).collect();
+    let second = engine.submit(spec(&shape.id(), Priority::Normal, parts)).unwrap();
+    match engine.wait(first, Some(Duration::from_secs(60))).unwrap() {
+        JobOutcome::Failed(why) => assert!(why.contains("device lost") && why.contains("gpu0"), "{why}"),
+        other => panic!("the first job: {other:?}"),
+    }
+    let JobOutcome::Completed(results) = engine.wait(second, Some(Duration::from_secs(60))).unwrap() else {
+        panic!("the second job did not complete");
+    };
+    assert!(results.iter().all(|r| r.device == 1), "all on gpu1");
+    assert_eq!(dying.starts.load(Ordering::SeqCst), 1, "nothing more went to gpu0");
+    assert!(
+        engine.metrics().partitions_rerouted() >= 1,
+        "partitions waiting for gpu0 moved to gpu1"
+    );
+    let status = engine.status();
+    let lost = status.devices[0].lost.as_deref().expect("gpu0 is reported lost");
+    assert!(lost.contains("illegal memory access"), "{lost}");
+    assert!(status.devices[1].lost.is_none());
+    let text = engine.metrics_text();
+    assert!(text.contains("pinprove_device_lost{device=\"gpu0\"} 1"), "{text}");
+    assert!(text.contains("pinprove_device_lost{device=\"gpu1\"} 0"), "{text}");
+    drop(engine);
+
+    // With its only device lost, an engine refuses new jobs at once.
+    let engine = Engine::new(
+        EngineConfig {
+            synthesis_workers: 1,
+            ..EngineConfig::default()
+        },
+        vec![Device {
+            name: "gpu0".into(),
+            backend: Arc::new(Dying {
+                start: Duration::ZERO,
+                starts: AtomicU64::new(0),
+            }),
+        }],
+        Arc::clone(&pool),
+    )
+    .unwrap();
+    engine.register_srs(&shape.id(), &path);
+    let id = engine
+        .submit(spec(&shape.id(), Priority::Normal, vec![slow(&shape, 0)]))
+        .unwrap();
+    assert!(matches!(
+        engine.wait(id, Some(Duration::from_secs(60))).unwrap(),
+        JobOutcome::Failed(_)
+    ));
+    let err = engine
+        .submit(spec(&shape.id(), Priority::Normal, vec![slow(&shape, 0)]))
+        .unwrap_err();
+    assert!(
+        matches!(err, EngineError::DevicesLost(ref why) if why.contains("gpu0")),
+        "{err}"
+    );
+    drop(engine);
     std::fs::remove_dir_all(&dir).unwrap();
 }

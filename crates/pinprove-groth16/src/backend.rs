@@ -88,6 +88,13 @@ pub trait Backend: Send + Sync {
         true
     }
 
+    /// Why the backend's device can no longer be used, once it cannot (a
+    /// [`DeviceFault::Lost`](crate::DeviceFault::Lost) was seen). Schedulers
+    /// stop routing work to it; its calls fail at once from then on.
+    fn lost(&self) -> Option<String> {
+        None
+    }
+
     /// First step: checks the job against its parameters, runs the FFT part
     /// and releases a/b/c.
     fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError>;

@@ -116,7 +116,18 @@ pub enum ProveError {
     /// The verifying key's delta is the identity: a subverted setup.
     #[error("the parameters' delta is the point at infinity (subverted setup)")]
     UnexpectedIdentity,
-    /// A backend-specific failure (device errors and the like).
+    /// The device failed; [`DeviceFault`] says whether it can still be used.
+    #[error("{backend} backend: {fault}: {message}")]
+    Device {
+        /// Which backend.
+        backend: &'static str,
+        /// What kind of failure.
+        fault: DeviceFault,
+        /// What the device layer said.
+        message: String,
+    },
+    /// A backend-specific failure that is not the device's (a job the
+    /// backend cannot run, a missing capability).
     #[error("{backend} backend: {message}")]
     Backend {
         /// Which backend.
@@ -124,4 +135,45 @@ pub enum ProveError {
         /// What happened.
         message: String,
     },
+}
+
+impl ProveError {
+    /// The kind of device failure, when this is one.
+    pub fn device_fault(&self) -> Option<DeviceFault> {
+        match self {
+            ProveError::Device { fault, .. } => Some(*fault),
+            _ => None,
+        }
+    }
+}
+
+/// How a device failed, by what it means for the device's later work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeviceFault {
+    /// Device memory (or host memory for device work) ran out. The device
+    /// is fine: the same work may fit later, when other work has finished.
+    #[error("out of memory")]
+    OutOfMemory,
+    /// A kernel could not be launched (too many resources asked, no code for
+    /// this device). The device is fine; the work will fail the same way
+    /// again.
+    #[error("launch failure")]
+    Launch,
+    /// The device can no longer be used by this process: a kernel faulted,
+    /// an uncorrectable memory error, the device left the bus. Every later
+    /// call fails; the backend refuses work from then on, and only a new
+    /// process (after the device is repaired or reset) can use it again.
+    #[error("device lost")]
+    Lost,
+    /// Any other error of the device layer (an invalid argument: a bug).
+    #[error("device error")]
+    Other,
+}
+
+impl DeviceFault {
+    /// Whether the device can still run work after this failure.
+    pub fn device_usable(self) -> bool {
+        self != DeviceFault::Lost
+    }
 }

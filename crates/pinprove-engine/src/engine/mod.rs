@@ -99,6 +99,10 @@ pub struct DeviceStatus {
     pub current_job: Option<JobId>,
     /// SRS copies the backend keeps itself (bases in device memory, …).
     pub resident_srs: Vec<pinprove_groth16::ResidentSrs>,
+    /// Why the device takes no more work, once it was lost (a faulted
+    /// kernel, a device gone from the bus): the engine routes around it, and
+    /// a new process is needed to use it again.
+    pub lost: Option<String>,
 }
 
 /// A snapshot of the engine.
@@ -255,6 +259,15 @@ struct DeviceSlot {
     in_flight: AtomicUsize,
     busy_nanos: AtomicU64,
     current_job: Mutex<Option<JobId>>,
+    /// The error that lost the device, as the engine saw it.
+    lost: std::sync::OnceLock<String>,
+}
+
+impl DeviceSlot {
+    /// Why the device can no longer be used, if it cannot.
+    fn lost(&self) -> Option<String> {
+        self.lost.get().cloned().or_else(|| self.backend.lost())
+    }
 }
 
 struct Inner {
@@ -339,6 +352,7 @@ impl Engine {
                     in_flight: AtomicUsize::new(0),
                     busy_nanos: AtomicU64::new(0),
                     current_job: Mutex::new(None),
+                    lost: std::sync::OnceLock::new(),
                 }
             })
             .collect();
@@ -426,6 +440,7 @@ impl Engine {
         if spec.partitions.is_empty() {
             return Err(EngineError::EmptyJob);
         }
+        inner.usable_device()?;
         let n = spec.partitions.len();
         if let Some(r) = &spec.randomness
             && r.len() != n
@@ -574,6 +589,7 @@ impl Engine {
                 busy_fraction: busy_fraction(d, uptime),
                 current_job: *d.current_job.lock().unwrap_or_else(|e| e.into_inner()),
                 resident_srs: d.backend.resident_srs(),
+                lost: d.lost(),
             })
             .collect();
         let pool = inner.pool.stats();
@@ -664,6 +680,13 @@ impl Engine {
                 "Fraction of uptime in the backend's device step.",
                 &l,
                 d.busy_fraction,
+            );
+            gauge(
+                &mut out,
+                "pinprove_device_lost",
+                "1 once the device was lost (it takes no more work), else 0.",
+                &l,
+                f64::from(u8::from(d.lost.is_some())),
             );
         }
         for srs in &s.srs {

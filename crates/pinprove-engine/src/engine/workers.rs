@@ -224,7 +224,13 @@ impl Inner {
         if job.stopped() {
             return None;
         }
-        let device = self.pick_device(&srs);
+        let device = match self.pick_device(&srs) {
+            Ok(d) => d,
+            Err(e) => {
+                self.fail(&job, format!("partition {}: {e}", p.index));
+                return None;
+            }
+        };
         self.devices[device].in_flight.fetch_add(1, Ordering::Relaxed);
         Some(Routed {
             device,
@@ -245,17 +251,71 @@ impl Inner {
         })
     }
 
-    /// A device with a free worker that already holds the SRS; else one
-    /// with a free worker; else the least loaded holder. Moving an SRS to a
-    /// device costs more than waiting a little for one that has it.
-    fn pick_device(&self, srs: &Srs) -> usize {
+    /// Among the devices not lost: one with a free worker that already
+    /// holds the SRS; else one with a free worker; else the least loaded
+    /// holder. Moving an SRS to a device costs more than waiting a little
+    /// for one that has it.
+    fn pick_device(&self, srs: &Srs) -> Result<usize, EngineError> {
         (0..self.devices.len())
+            .filter(|&i| self.devices[i].lost().is_none())
             .min_by_key(|&i| {
                 let d = &self.devices[i];
                 let load = d.in_flight.load(Ordering::Relaxed);
                 (load >= d.workers, !d.backend.holds_srs(srs), load)
             })
-            .expect("at least one device")
+            .ok_or_else(|| self.devices_lost())
+    }
+
+    /// Ok while some device can take work.
+    pub(super) fn usable_device(&self) -> Result<(), EngineError> {
+        if self.devices.iter().any(|d| d.lost().is_none()) {
+            Ok(())
+        } else {
+            Err(self.devices_lost())
+        }
+    }
+
+    fn devices_lost(&self) -> EngineError {
+        let why: Vec<String> = self
+            .devices
+            .iter()
+            .map(|d| format!("{}: {}", d.name, d.lost().unwrap_or_default()))
+            .collect();
+        EngineError::DevicesLost(why.join("; "))
+    }
+
+    /// Notes a device lost by `err` (the engine stops routing work to it).
+    fn note_device_error(&self, d: usize, err: &pinprove_groth16::ProveError) {
+        let dev = &self.devices[d];
+        if err.device_fault().is_some_and(|f| !f.device_usable()) && dev.lost.set(err.to_string()).is_ok() {
+            tracing::error!(device = %dev.name, "device lost, no more work goes to it: {err}");
+        }
+    }
+
+    /// Hands a synthesized partition that reached a lost device to another
+    /// device, or fails its job when none is left.
+    fn reroute(&self, from: usize, item: Synthesized) {
+        let job = Arc::clone(&item.flight.job);
+        self.devices[from].in_flight.fetch_sub(1, Ordering::Relaxed);
+        let index = item.flight.index;
+        match self.pick_device(&item.flight.srs) {
+            Ok(to) => {
+                let dev = &self.devices[to];
+                tracing::warn!(job = %job.id, partition = index, from = %self.devices[from].name, to = %dev.name,
+                    "the device was lost; the partition moves");
+                dev.in_flight.fetch_add(1, Ordering::Relaxed);
+                self.metrics.partitions_rerouted.fetch_add(1, Ordering::Relaxed);
+                if dev.handoff.0.send(item).is_err() {
+                    dev.in_flight.fetch_sub(1, Ordering::Relaxed);
+                    self.partition_gone(&job);
+                }
+            }
+            Err(e) => {
+                drop(item);
+                self.fail(&job, format!("partition {index}: {e}"));
+                self.partition_gone(&job);
+            }
+        }
     }
 
     pub(super) fn device_worker(&self, d: usize, w: usize) {
@@ -267,6 +327,10 @@ impl Inner {
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) if !self.shutdown.load(Ordering::Acquire) => continue,
                 Err(_) => return,
             };
+            if dev.lost().is_some() {
+                self.reroute(d, item);
+                continue;
+            }
             let Synthesized { mut flight, assignment } = item;
             let job = Arc::clone(&flight.job);
             flight.wait = tracing::Span::none();
@@ -305,6 +369,7 @@ impl Inner {
                     });
                 }
                 Err(e) => {
+                    self.note_device_error(d, &e);
                     self.fail(&job, format!("partition {} on {}: {e}", flight.index, dev.name));
                     dev.in_flight.fetch_sub(1, Ordering::Relaxed);
                     self.partition_gone(&job);
@@ -398,7 +463,10 @@ impl Inner {
                     &job,
                     format!("partition {}: the backend returned no proof", flight.index),
                 ),
-                Err(e) => self.fail(&job, format!("partition {} on {}: {e}", flight.index, dev.name)),
+                Err(e) => {
+                    self.note_device_error(device, &e);
+                    self.fail(&job, format!("partition {} on {}: {e}", flight.index, dev.name));
+                }
             }
             self.partition_gone(&job);
         }
