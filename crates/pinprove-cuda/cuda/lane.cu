@@ -64,7 +64,7 @@ void trim_pool()
 
 namespace {
 
-__global__ void pinprove_no_op() {}
+__global__ void pinprove_no_op(int) {}
 
 __global__ void pinprove_store(int* p)
 {
@@ -74,11 +74,11 @@ __global__ void pinprove_store(int* p)
 } // namespace
 
 // For tests of the error paths: makes device `device` fail on its lane's
-// compute stream, behind the work queued there. kind 0: a launch the
-// device refuses (more threads per block than any GPU has; the device
-// stays usable). kind 1: a kernel that stores through a null pointer (an
-// illegal address: a sticky error, the device is lost to this process once
-// the kernel runs). Returns the launch's error code.
+// compute stream, behind the work queued there. kind 0: a cooperative
+// launch of more blocks than the device can hold at once (refused at
+// launch; the device stays usable). kind 1: a kernel that stores through a
+// null pointer (an illegal address, a sticky error: the device is lost to
+// this process), waited for. Returns the error code.
 extern "C" int pinprove_test_fault(int device, int kind)
 {
     cudaError_t err = cudaSetDevice(device);
@@ -86,12 +86,17 @@ extern "C" int pinprove_test_fault(int device, int kind)
         return err;
     try {
         cudaStream_t s = pinprove::lane(device).compute;
-        if (kind == 0)
-            pinprove_no_op<<<1, 1 << 16, 0, s>>>();
-        else
-            pinprove_store<<<1, 1, 0, s>>>(nullptr);
+        if (kind == 0) {
+            int arg = 0;
+            void* args[] = {&arg};
+            return cudaLaunchCooperativeKernel((const void*)pinprove_no_op, dim3(1u << 24), dim3(1024), args, 0, s);
+        }
+        pinprove_store<<<1, 1, 0, s>>>(nullptr);
+        err = cudaGetLastError();
+        if (err != cudaSuccess)
+            return err;
+        return cudaStreamSynchronize(s);
     } catch (const cuda_error& e) {
         return -e.code();
     }
-    return cudaGetLastError();
 }

@@ -1361,6 +1361,7 @@ mod tests {
         // SAFETY: the hook only queues a kernel on device 0's lane.
         let code = unsafe { pinprove_test_fault(0, 0) };
         assert_eq!(crate::fault::classify(code), DeviceFault::Launch, "code {code}");
+        eprintln!("launch refused with code {code}: the device goes on");
         assert_eq!(prove_bytes(&gpu, &pool, &srs, &c).unwrap(), expected);
         assert!(gpu.lost().is_none());
 
@@ -1377,20 +1378,37 @@ mod tests {
                 r_timeout()
             });
             let queued = start_proof(&gpu, &pool, &srs, &c).unwrap();
+            // Synthesized now: pinning fresh pool memory may fail once the
+            // device is lost.
+            let hints = pinprove_groth16::CapacityHints::in_memory();
+            let (asg, _) =
+                pinprove_groth16::synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
             // SAFETY: as above; the kernel stores through a null pointer.
-            assert_eq!(unsafe { pinprove_test_fault(0, 1) }, 0, "the faulting kernel launches");
+            let code = unsafe { pinprove_test_fault(0, 1) };
+            assert_eq!(crate::fault::classify(code), DeviceFault::Lost, "code {code}");
             // Queued before the fault: right, or failed with it.
             match queued.finish() {
                 Ok(p) => assert_eq!(p[0].to_bytes().to_vec(), expected),
                 Err(e) => assert_eq!(e.device_fault(), Some(DeviceFault::Lost), "{e}"),
             }
-            // The next proof meets the fault (at start or at finish).
-            let next = prove_bytes(&gpu, &pool, &srs, &c);
-            assert!(lost(&next), "{next:?}");
+            // The next proof meets the fault.
+            let next = gpu
+                .start(ProvingJob {
+                    srs: Arc::clone(&srs),
+                    assignments: vec![asg],
+                    randomness: vec![(Scalar::from(3u64), Scalar::from(4u64))],
+                })
+                .and_then(|p| p.finish())
+                .map(|p| p[0].to_bytes().to_vec());
+            assert!(
+                matches!(&next, Err(e) if e.device_fault() == Some(DeviceFault::Lost)),
+                "{next:?}"
+            );
             let other = worker.join().unwrap();
             assert!(lost(&other), "the other worker: {other:?}");
         });
         let why = gpu.lost().expect("the backend knows");
+        eprintln!("lost: {why}");
         assert!(why.contains("illegal") || why.contains("address"), "{why}");
         // From now on calls fail at once, without the device.
         let err = gpu.prepare_srs(&srs).unwrap_err();
