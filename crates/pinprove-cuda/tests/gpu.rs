@@ -222,10 +222,13 @@ fn native_proofs_equal_the_cpu_backend_and_bellperson() {
                 "{} {placement:?}: GPU vs bellperson",
                 c.id()
             );
+            let ours = bellperson::groth16::Proof::<Bls12>::read(&on_gpu.to_bytes()[..]).unwrap();
+            let pvk = bellperson::groth16::prepare_verifying_key(&params.vk);
+            assert!(bellperson::groth16::verify_proof(&pvk, &ours, &c.public_inputs()).unwrap());
             gpu.evict_srs(&full);
             assert!(gpu.resident().is_empty());
             eprintln!(
-                "{} {placement:?}: native proof identical to the CPU backend's and bellperson's",
+                "{} {placement:?}: native proof identical to the CPU backend's and bellperson's, and verifies",
                 c.id()
             );
         }

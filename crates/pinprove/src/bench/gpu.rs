@@ -508,6 +508,10 @@ mod imp {
             for mix in &args.mixes {
                 let mix: WitnessMix = mix.parse().map_err(anyhow::Error::msg)?;
                 if mix == WitnessMix::Random && log > args.random_max_log {
+                    eprintln!(
+                        "2^{log} random: skipped (above --random-max-log {})",
+                        args.random_max_log
+                    );
                     continue;
                 }
                 let circuit = BenchCircuit::new(1 << log, mix)?;
