@@ -216,6 +216,10 @@ struct async_buf {
 // device work, so the block is never reused under a running copy.
 struct pending_t {
     virtual ~pending_t() = default;
+    // Waits for the MSM's device work.
+    virtual cudaError_t wait() const = 0;
+    // How many parts the host sums (see job_t::part).
+    virtual size_t parts() const = 0;
 };
 
 template<class bucket_t, class point_t, class affine_t>
@@ -312,21 +316,43 @@ struct curve {
             return at;
         }
 
-        point_t collect() const
+        cudaError_t wait() const override { return cudaEventSynchronize(done); }
+        // The MSM is the sum of its parts, each summed on its own (by any
+        // thread, at once, once the work is done): a run of partial sums,
+        // or one window of a Pippenger batch, already weighted by
+        // 2^(y·wbits). Spreading the windows over threads shortens the wait
+        // after the device has finished; the extra doublings (about
+        // nwins²·wbits/2 instead of nwins·wbits) cost less than that.
+        size_t parts() const override
+        {
+            size_t n = 0;
+            for (const auto& p : pieces)
+                n += p.wbits == 0 ? 1 : p.nwins;
+            return n;
+        }
+        point_t part(size_t i) const
         {
             point_t out;
             out.inf();
             for (const auto& p : pieces) {
+                size_t k = p.wbits == 0 ? 1 : p.nwins;
+                if (i >= k) {
+                    i -= k;
+                    continue;
+                }
                 const bucket_t* b = block + p.at;
                 if (p.wbits == 0) {
                     bucket_t sum;
                     sum.inf();
-                    for (size_t i = 0; i < p.count; i++)
-                        sum.add(b[i]);
-                    out.add(point_t(sum));
-                } else {
-                    out.add(windows(b, p.wbits, p.nwins));
+                    for (size_t j = 0; j < p.count; j++)
+                        sum.add(b[j]);
+                    return point_t(sum);
                 }
+                uint32_t y = (uint32_t)i;
+                out = window(b + (size_t)y * 2 * SEGMENTS, window_bits(p.wbits, p.nwins, y));
+                for (uint32_t d = 0; d < y * p.wbits; d++)
+                    out.dbl();
+                return out;
             }
             return out;
         }
@@ -370,20 +396,6 @@ struct curve {
             total.dbl();
         total.add(point_t(own));
         return total;
-    }
-
-    // Σ_y 2^(y·wbits)·W_y over one batch's windows, by Horner's rule.
-    static point_t windows(const bucket_t* rows, uint32_t wbits, uint32_t nwins)
-    {
-        point_t out;
-        out.inf();
-        for (uint32_t y = nwins; y-- > 0;) {
-            if (y + 1 < nwins)
-                for (uint32_t i = 0; i < wbits; i++)
-                    out.dbl();
-            out.add(window(rows + (size_t)y * 2 * SEGMENTS, window_bits(wbits, nwins, y)));
-        }
-        return out;
     }
 
     // Adds to the partial sums `d_sums` the n bases whose bit is set in the
@@ -597,16 +609,10 @@ struct curve {
                                 lane.compute));
     }
 
-    // Waits for a queued MSM and sums its results.
-    static RustError end(void* pending, point_t* out)
+    // Part i of a pending MSM whose work has completed.
+    static void part(const void* pending, size_t i, point_t* out)
     {
-        out->inf();
-        auto* job = static_cast<job_t*>(static_cast<pending_t*>(pending));
-        cudaError_t err = cudaEventSynchronize(job->done);
-        if (err != cudaSuccess)
-            return RustError{err, std::string("MSM on the device: ") + cudaGetErrorString(err)};
-        *out = job->collect();
-        return RustError{cudaSuccess};
+        *out = static_cast<const job_t*>(static_cast<const pending_t*>(pending))->part(i);
     }
 
     // Pippenger through sppark's own driver, over bases in host memory
@@ -712,15 +718,31 @@ extern "C" RustError::by_value pinprove_msm_resident_g2_begin(void** out, const 
     return g2::begin(out, resident, *call);
 }
 
-// Waits for a pending MSM's device work and sums its results.
-extern "C" RustError::by_value pinprove_msm_g1_end(void* pending, point_t* out)
+// Waits for a pending MSM's device work.
+extern "C" RustError::by_value pinprove_msm_wait(const void* pending)
 {
-    return g1::end(pending, out);
+    cudaError_t err = static_cast<const pending_t*>(pending)->wait();
+    if (err != cudaSuccess)
+        return RustError{err, std::string("MSM on the device: ") + cudaGetErrorString(err)};
+    return RustError{cudaSuccess};
 }
 
-extern "C" RustError::by_value pinprove_msm_g2_end(void* pending, point_fp2_t* out)
+// The number of parts of a pending MSM; the MSM is their sum.
+extern "C" size_t pinprove_msm_parts(const void* pending)
 {
-    return g2::end(pending, out);
+    return static_cast<const pending_t*>(pending)->parts();
+}
+
+// Part i (below pinprove_msm_parts) of a pending MSM after
+// pinprove_msm_wait succeeded. Any number of threads may call it at once.
+extern "C" void pinprove_msm_g1_part(const void* pending, size_t i, point_t* out)
+{
+    g1::part(pending, i, out);
+}
+
+extern "C" void pinprove_msm_g2_part(const void* pending, size_t i, point_fp2_t* out)
+{
+    g2::part(pending, i, out);
 }
 
 // Frees a pending MSM, after its device work.

@@ -93,8 +93,10 @@ unsafe extern "C" {
         resident: *const c_void,
         call: *const MsmCall,
     ) -> sppark::Error;
-    fn pinprove_msm_g1_end(pending: *mut c_void, out: *mut blst_p1) -> sppark::Error;
-    fn pinprove_msm_g2_end(pending: *mut c_void, out: *mut blst_p2) -> sppark::Error;
+    fn pinprove_msm_wait(pending: *const c_void) -> sppark::Error;
+    fn pinprove_msm_parts(pending: *const c_void) -> usize;
+    fn pinprove_msm_g1_part(pending: *const c_void, i: usize, out: *mut blst_p1);
+    fn pinprove_msm_g2_part(pending: *const c_void, i: usize, out: *mut blst_p2);
     fn pinprove_msm_free(pending: *mut c_void);
     fn pinprove_resident_g1(
         out: *mut *mut c_void,
@@ -154,10 +156,11 @@ pub struct NativeConfig {
     /// never waits for the host. Each holds its device memory (a/b/c,
     /// scalars, MSM scratch) until it has run.
     pub queue_depth: usize,
-    /// Threads of the backend's own pool for preparing scalars (0: half
-    /// the CPUs, at least 2). Not rayon's global pool: synthesis
-    /// keeps that one saturated, and a preparation queued behind it would
-    /// leave the GPU without work.
+    /// Threads of the backend's own pool, which prepares scalars before the
+    /// device work and adds up the MSMs' results after it (0: half the
+    /// CPUs, at least 2). Not rayon's global pool: synthesis keeps that one
+    /// saturated, and a preparation queued behind it would leave the GPU
+    /// without work.
     pub prep_threads: usize,
 }
 
@@ -260,8 +263,9 @@ pub struct NativeBackend {
     /// `queue_depth`. CPU work runs outside it.
     device: Mutex<VecDeque<Arc<Event>>>,
     last_phases: Arc<Mutex<Option<NativePhases>>>,
-    /// Runs scalar preparation (see [`NativeConfig::prep_threads`]).
-    prep_pool: rayon::ThreadPool,
+    /// The backend's own threads (see [`NativeConfig::prep_threads`]):
+    /// scalar preparation before the device work, MSM sums after it.
+    threads: Arc<rayon::ThreadPool>,
     /// Set by the first error that leaves the device unusable.
     lost: LostDevice,
 }
@@ -357,13 +361,13 @@ impl NativeBackend {
             0 => std::thread::available_parallelism().map_or(2, |n| n.get() / 2).max(2),
             n => n,
         };
-        let prep_pool = rayon::ThreadPoolBuilder::new()
+        let threads = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("pinprove-prep-{i}"))
             .build()
             .map_err(|e| backend_error(format!("starting the preparation threads: {e}")))?;
         Ok(NativeBackend {
-            prep_pool,
+            threads: Arc::new(threads),
             pool,
             config,
             resident: Mutex::new(HashMap::new()),
@@ -407,7 +411,7 @@ impl NativeBackend {
 trait Curve {
     type Affine;
     type Raw: Default;
-    type Point: Copy;
+    type Point: Copy + Send + Group;
     const G2: bool;
     const UPLOAD: &'static str;
     const MSM: &'static str;
@@ -428,8 +432,8 @@ trait Curve {
     /// As `pinprove_msm_resident_g1_begin`.
     unsafe fn begin(out: *mut *mut c_void, resident: *const c_void, call: &MsmCall) -> sppark::Error;
     /// # Safety
-    /// As `pinprove_msm_g1_end`: `pending` from this curve's `begin`.
-    unsafe fn end(pending: *mut c_void, out: *mut Self::Raw) -> sppark::Error;
+    /// As `pinprove_msm_g1_part`: `pending` from this curve's `begin`.
+    unsafe fn part(pending: *const c_void, i: usize, out: *mut Self::Raw);
     fn point(raw: Self::Raw) -> Self::Point;
 }
 
@@ -457,7 +461,7 @@ struct MsmCall {
 /// `impl Curve` for one group: the same forwarding over that group's FFI.
 macro_rules! curve {
     ($curve:ident, $affine:ty, $raw:ty, $point:ty, $g2:expr, $name:literal,
-     $upload:ident, $host:ident, $begin:ident, $end:ident) => {
+     $upload:ident, $host:ident, $begin:ident, $part:ident) => {
         impl Curve for $curve {
             type Affine = $affine;
             type Raw = $raw;
@@ -484,9 +488,9 @@ macro_rules! curve {
                 // SAFETY: forwarded contract.
                 unsafe { $begin(out, resident, call) }
             }
-            unsafe fn end(pending: *mut c_void, out: *mut $raw) -> sppark::Error {
+            unsafe fn part(pending: *const c_void, i: usize, out: *mut $raw) {
                 // SAFETY: forwarded contract.
-                unsafe { $end(pending, out) }
+                unsafe { $part(pending, i, out) }
             }
             fn point(raw: $raw) -> $point {
                 let mut p = <$point>::identity();
@@ -507,7 +511,7 @@ curve!(
     pinprove_resident_g1,
     pinprove_msm_g1,
     pinprove_msm_resident_g1_begin,
-    pinprove_msm_g1_end
+    pinprove_msm_g1_part
 );
 curve!(
     G2,
@@ -519,7 +523,7 @@ curve!(
     pinprove_resident_g2,
     pinprove_msm_g2,
     pinprove_msm_resident_g2_begin,
-    pinprove_msm_g2_end
+    pinprove_msm_g2_part
 );
 
 /// The scalars of one MSM.
@@ -553,15 +557,50 @@ enum Msm<C: Curve> {
 // owner at a time.
 unsafe impl<C: Curve> Send for Msm<C> {}
 
+/// A pending MSM whose device work has completed: its results are only
+/// read from here on.
+#[derive(Clone, Copy)]
+struct Completed(*const c_void);
+
+// SAFETY: after pinprove_msm_wait succeeded nothing writes the pending
+// MSM's results any more; pinprove_msm_*_part only reads them, from any
+// number of threads at once.
+unsafe impl Send for Completed {}
+// SAFETY: as for Send.
+unsafe impl Sync for Completed {}
+
+impl Completed {
+    // A method, so that closures capture the Sync wrapper, not the pointer.
+    fn raw(self) -> *const c_void {
+        self.0
+    }
+}
+
 impl<C: Curve> Msm<C> {
-    fn sum(&mut self) -> Result<C::Point, ProveError> {
+    /// Waits for the device work, then adds up the MSM's parts on `threads`.
+    fn sum(&mut self, threads: &rayon::ThreadPool) -> Result<C::Point, ProveError> {
+        use rayon::prelude::*;
         match self {
             Msm::Done(p) => Ok(*p),
             Msm::Pending(raw) => {
-                let mut out = C::Raw::default();
                 // SAFETY: `raw` came from C::begin and is not freed yet.
-                check(unsafe { C::end(*raw, &mut out) }, C::MSM)?;
-                let p = C::point(out);
+                check(unsafe { pinprove_msm_wait(*raw) }, C::MSM)?;
+                let done = Completed(*raw);
+                // SAFETY: as above.
+                let parts = unsafe { pinprove_msm_parts(done.raw()) };
+                let p = threads.install(|| {
+                    (0..parts)
+                        .into_par_iter()
+                        .map(|i| {
+                            let mut out = C::Raw::default();
+                            // SAFETY: the work has completed (waited for
+                            // above), i is below the part count, and the
+                            // handle lives until `self` is replaced below.
+                            unsafe { C::part(done.raw(), i, &mut out) };
+                            C::point(out)
+                        })
+                        .reduce(C::Point::identity, |a, b| a + b)
+                });
                 *self = Msm::Done(p); // drops the pending handle
                 Ok(p)
             }
@@ -847,17 +886,13 @@ impl DeviceProof {
     }
 }
 
-/// A scoped thread's result; its panic, if any, carries on here.
-fn join<T>(t: std::thread::ScopedJoinHandle<'_, T>) -> T {
-    t.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
-}
-
 struct NativeStarted {
     srs: Arc<Srs>,
     randomness: Vec<(Scalar, Scalar)>,
     proofs: Vec<DeviceProof>,
     last_phases: Arc<Mutex<Option<NativePhases>>>,
     lost: LostDevice,
+    threads: Arc<rayon::ThreadPool>,
 }
 
 impl StartedProof for NativeStarted {
@@ -876,22 +911,19 @@ impl NativeStarted {
             randomness,
             proofs,
             last_phases,
+            threads,
             ..
         } = self;
         let mut out = Vec::with_capacity(proofs.len());
         for (mut p, (r, s)) in proofs.into_iter().zip(randomness) {
             let t = Instant::now();
-            // The five host sums are independent: one thread each (G2's
-            // takes about three times G1's).
-            let (h, l, a, b_g1, b_g2) = std::thread::scope(|s| {
-                let b_g2 = s.spawn(|| p.b_g2.sum());
-                let h = s.spawn(|| p.h.sum());
-                let l = s.spawn(|| p.l.sum());
-                let a = s.spawn(|| p.a.sum());
-                let b_g1 = p.b_g1.sum();
-                (join(h), join(l), join(a), b_g1, join(b_g2))
-            });
-            let (h, l, a, b_g1, b_g2) = (h?, l?, a?, b_g1?, b_g2?);
+            // In the order the device finishes them; each one's windows
+            // are summed in parallel, so little is left after the last.
+            let h = p.h.sum(&threads)?;
+            let l = p.l.sum(&threads)?;
+            let a = p.a.sum(&threads)?;
+            let b_g1 = p.b_g1.sum(&threads)?;
+            let b_g2 = p.b_g2.sum(&threads)?;
             p.phases.sums = t.elapsed();
             p.device_times().map_err(cuda_error)?;
             tracing::debug!(phases = ?p.phases, "native proof");
@@ -1016,7 +1048,7 @@ impl NativeBackend {
             let mut w = asg.into_witness();
             let resident = key.as_ref().and_then(|k| self.lock().get(k).cloned());
             let mode = if resident.is_some() { Mode::Split } else { Mode::Dense };
-            let prep = self.prep_pool.install(|| split::prepare(&mut w, &self.pool, mode))?;
+            let prep = self.threads.install(|| split::prepare(&mut w, &self.pool, mode))?;
             let q = |i: usize| resident.as_deref().map(|r| &r.queries[i]);
             // Events belong to the device current when they are created, and
             // are recorded on this device's streams.
@@ -1123,6 +1155,7 @@ impl NativeBackend {
             proofs,
             last_phases: Arc::clone(&self.last_phases),
             lost: self.lost.clone(),
+            threads: Arc::clone(&self.threads),
         }))
     }
 }
@@ -1223,18 +1256,19 @@ mod tests {
         assert!(split.l.ones_count > 0 && split.l.small_bits == 64 && split.l.idx.is_some());
         let aux: &[Scalar] = &w.aux;
         // L pairs every aux value with a G1 base, B with a G2 base.
-        let sum = |m: Result<Msm<G1>, ProveError>| m.and_then(|mut m| m.sum());
-        let sum2 = |m: Result<Msm<G2>, ProveError>| m.and_then(|mut m| m.sum());
+        let threads = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        let sum = |m: Result<Msm<G1>, ProveError>| m.and_then(|mut m| m.sum(&threads));
+        let sum2 = |m: Result<Msm<G2>, ProveError>| m.and_then(|mut m| m.sum(&threads));
         // Both queued before either is waited for.
         let mut q1 = msm::<G1>(0, &g1_affine, Some(&r1), MsmScalars::Query(&split.l, aux), None).unwrap();
         let mut q2 = msm::<G2>(0, &g2_affine, Some(&r2), MsmScalars::Query(&split.b, aux), None).unwrap();
-        let got2 = q2.sum().unwrap();
-        let got1 = q1.sum().unwrap();
+        let got2 = q2.sum(&threads).unwrap();
+        let got1 = q1.sum(&threads).unwrap();
         assert_eq!(got1, want1);
         assert_eq!(got2, want2);
         // Several Pippenger batches (the last one short), their results
-        // summed on the host. (The only test of this binary that runs MSMs,
-        // so the setting reaches no other.)
+        // summed on the host. (Other tests of this binary that run MSMs at
+        // the same time get the same results, only slower.)
         MAX_BATCH.store(512, std::sync::atomic::Ordering::Relaxed);
         let dense = split::prepare(&mut w, &pool, Mode::Dense).unwrap();
         let aux: &[Scalar] = &w.aux;
