@@ -363,9 +363,9 @@ impl NativeBackend {
         };
         let threads = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
-            .thread_name(|i| format!("pinprove-prep-{i}"))
+            .thread_name(|i| format!("pinprove-native-{i}"))
             .build()
-            .map_err(|e| backend_error(format!("starting the preparation threads: {e}")))?;
+            .map_err(|e| backend_error(format!("starting the backend's threads: {e}")))?;
         Ok(NativeBackend {
             threads: Arc::new(threads),
             pool,
