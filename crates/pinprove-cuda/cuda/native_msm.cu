@@ -10,7 +10,8 @@
 // bit plane by bit plane, and only the rest — gathered into a dense array
 // on the device — go through Pippenger, driven here over sppark's kernels.
 // Every part leaves partial sums in a pinned host block; the host adds them
-// up once the MSM's event has completed (pinprove_msm_*_end). Zero scalars
+// up once the MSM's event has completed (pinprove_msm_wait, then
+// pinprove_msm_*_part on as many threads as it likes). Zero scalars
 // are dropped by the caller. For witnesses that are mostly bits this saves
 // most of the MSM work.
 //
@@ -299,7 +300,7 @@ struct curve {
         ~job_t() override
         {
             if (queued)
-                (void)cudaEventSynchronize(done);
+                (void)wait();
             else
                 lane.sync();
             if (block != nullptr)
@@ -492,7 +493,7 @@ struct curve {
         }
     }
 
-    // Queues one MSM over resident bases (see pinprove_msm_resident_g1).
+    // Queues one MSM over resident bases (see pinprove_msm_resident_g1_begin).
     static RustError begin(void** out, const void* handle, const msm_call_t& c)
     {
         *out = nullptr;
@@ -696,13 +697,13 @@ extern "C" RustError::by_value pinprove_msm_g2(point_fp2_t* out, int device, con
 }
 
 // Queues an MSM over resident bases on its GPU's lane and returns at once;
-// *out is the pending MSM, summed by pinprove_msm_*_end and freed with
-// pinprove_msm_free. Scalars (see msm_call_t): either the n scalars pair
-// with the first n bases (idx null; host scalars, or device scalars when
-// d_scalars is not null, readable once d_ready completes), or idx names
-// the base of each of the n host scalars. `ones` (may be null) is a bitmap
-// over all resident bases whose set bits are added with scalar 1;
-// small_idx names the bases of n_small small_values (canonical, below
+// *out is the pending MSM, summed through pinprove_msm_wait and
+// pinprove_msm_*_part, and freed with pinprove_msm_free. Scalars (see
+// msm_call_t): either the n scalars pair with the first n bases (idx null;
+// host scalars, or device scalars when d_scalars is not null, readable once
+// d_ready completes), or idx names the base of each of the n host scalars.
+// `ones` (may be null) is a bitmap over all resident bases whose set bits
+// are added with scalar 1; small_idx names the bases of n_small small_values (canonical, below
 // 2^small_bits) added by bit planes. Host inputs must stay valid, and the
 // resident bases alive, until the MSM is freed; pinned host memory keeps
 // the call from blocking on the copies.
