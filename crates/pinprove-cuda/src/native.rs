@@ -35,13 +35,13 @@ use blst::{blst_p1, blst_p1_affine, blst_p2, blst_p2_affine};
 use blstrs::{G1Projective, G2Projective, Scalar};
 use group::Group;
 use pinprove_groth16::{
-    AbcLayout, Backend, Capabilities, CapacityHint, Proof, ProveError, ProvingJob, Srs, SrsPoints, StartedProof,
-    Witness, assemble, check_job,
+    AbcLayout, Backend, Capabilities, CapacityHint, LostDevice, Proof, ProveError, ProvingJob, Srs, SrsPoints,
+    StartedProof, Witness, assemble, check_job,
 };
 use pinprove_mem::PinnedPool;
 use pinprove_mem::cuda::{Event, EventFence};
 
-use crate::fault::{LostDevice, device_error};
+use crate::fault::device_error;
 use crate::split::{self, Mode, QueryScalars};
 
 const NAME: &str = "native";
@@ -978,7 +978,7 @@ impl Backend for NativeBackend {
                 tracing::info!(srs = %key.display(), bytes = r.bytes, "SRS bases resident on the device");
                 self.lock().insert(key, Arc::new(r));
             }
-            Err(e) if e.device_fault().is_some_and(|f| !f.device_usable()) => return Err(e),
+            Err(e) if e.loses_device() => return Err(e),
             Err(e) => tracing::warn!(srs = %key.display(), error = %e, "SRS bases stay in host memory"),
         }
         // Device memory is not host memory: nothing for the host budget.

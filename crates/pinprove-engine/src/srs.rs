@@ -209,7 +209,7 @@ impl SrsRegistry {
                 continue;
             }
             match b.prepare_srs(&srs) {
-                Err(e) if e.device_fault().is_some_and(|f| !f.device_usable()) => {
+                Err(e) if e.loses_device() => {
                     tracing::error!(circuit = circuit_id, "{e}");
                 }
                 r => {

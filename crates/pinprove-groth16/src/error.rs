@@ -1,5 +1,6 @@
 use std::io;
 use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 
 use bellpepper_core::SynthesisError;
 
@@ -145,6 +146,11 @@ impl ProveError {
             _ => None,
         }
     }
+
+    /// Whether this error leaves its device unusable.
+    pub fn loses_device(&self) -> bool {
+        self.device_fault().is_some_and(|f| !f.device_usable())
+    }
 }
 
 /// How a device failed, by what it means for the device's later work.
@@ -175,5 +181,80 @@ impl DeviceFault {
     /// Whether the device can still run work after this failure.
     pub fn device_usable(self) -> bool {
         self != DeviceFault::Lost
+    }
+}
+
+/// Remembers the first error that lost a device: shared by a backend and
+/// its proofs in flight, or kept by a scheduler for each device.
+#[derive(Clone, Debug, Default)]
+pub struct LostDevice(Arc<OnceLock<String>>);
+
+impl LostDevice {
+    /// Why the device was lost, once it was.
+    pub fn reason(&self) -> Option<String> {
+        self.0.get().cloned()
+    }
+
+    /// Records `err` when it loses the device; true when it is the first
+    /// such error (so the caller reports the loss once).
+    pub fn record(&self, err: &ProveError) -> bool {
+        err.loses_device() && self.0.set(err.to_string()).is_ok()
+    }
+
+    /// An error of `backend` once the device was lost: calls fail at once,
+    /// without touching it.
+    pub fn check(&self, backend: &'static str) -> Result<(), ProveError> {
+        match self.0.get() {
+            None => Ok(()),
+            Some(why) => Err(ProveError::Device {
+                backend,
+                fault: DeviceFault::Lost,
+                message: format!("the device failed earlier ({why}); a new process is needed to use it again"),
+            }),
+        }
+    }
+
+    /// Passes `result` on, recording (and logging) a lost device.
+    pub fn note<T>(&self, result: Result<T, ProveError>) -> Result<T, ProveError> {
+        if let Err(e) = &result
+            && self.record(e)
+        {
+            tracing::error!("{e}; the device takes no more work");
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device(fault: DeviceFault, message: &str) -> ProveError {
+        ProveError::Device {
+            backend: "x",
+            fault,
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn a_lost_device_refuses_later_calls() {
+        let lost = LostDevice::default();
+        assert!(lost.check("x").is_ok());
+        let oom: Result<(), _> = Err(device(DeviceFault::OutOfMemory, "cudaMallocAsync"));
+        assert!(lost.note(oom).is_err());
+        assert!(lost.reason().is_none(), "running out of memory loses nothing");
+        let fault: Result<(), _> = Err(device(DeviceFault::Lost, "an illegal address"));
+        assert!(lost.note(fault).is_err());
+        assert!(
+            !lost.record(&device(DeviceFault::Lost, "a later error")),
+            "only the first is recorded"
+        );
+        let why = lost.reason().expect("lost");
+        assert!(why.contains("illegal address"), "the first error is kept: {why}");
+        let err = lost.check("x").unwrap_err();
+        assert_eq!(err.device_fault(), Some(DeviceFault::Lost));
+        assert!(err.loses_device());
+        assert!(lost.clone().check("x").is_err(), "clones share the state");
     }
 }

@@ -38,7 +38,7 @@ pub use assignment::{ProvingAssignment, Witness};
 pub use backend::{Backend, Capabilities, ProvingJob, ResidentSrs, StartedProof, check_job};
 pub use cpu::{CpuBackend, assemble};
 pub use density::Density;
-pub use error::{DeviceFault, ParamsError, ProveError};
+pub use error::{DeviceFault, LostDevice, ParamsError, ProveError};
 pub use hints::{CapacityHint, CapacityHints};
 pub use params::{QueryLengths, Srs, SrsPoints, SrsStats, Validation, VerifyingKey};
 pub use proof::{PROOF_BYTES, Proof};

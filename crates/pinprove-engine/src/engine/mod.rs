@@ -260,13 +260,13 @@ struct DeviceSlot {
     busy_nanos: AtomicU64,
     current_job: Mutex<Option<JobId>>,
     /// The error that lost the device, as the engine saw it.
-    lost: std::sync::OnceLock<String>,
+    lost: pinprove_groth16::LostDevice,
 }
 
 impl DeviceSlot {
     /// Why the device can no longer be used, if it cannot.
     fn lost(&self) -> Option<String> {
-        self.lost.get().cloned().or_else(|| self.backend.lost())
+        self.lost.reason().or_else(|| self.backend.lost())
     }
 }
 
@@ -352,7 +352,7 @@ impl Engine {
                     in_flight: AtomicUsize::new(0),
                     busy_nanos: AtomicU64::new(0),
                     current_job: Mutex::new(None),
-                    lost: std::sync::OnceLock::new(),
+                    lost: pinprove_groth16::LostDevice::default(),
                 }
             })
             .collect();

@@ -287,7 +287,7 @@ impl Inner {
     /// Notes a device lost by `err` (the engine stops routing work to it).
     fn note_device_error(&self, d: usize, err: &pinprove_groth16::ProveError) {
         let dev = &self.devices[d];
-        if err.device_fault().is_some_and(|f| !f.device_usable()) && dev.lost.set(err.to_string()).is_ok() {
+        if dev.lost.record(err) {
             tracing::error!(device = %dev.name, "device lost, no more work goes to it: {err}");
         }
     }
