@@ -43,6 +43,7 @@ use pinprove_mem::cuda::{Event, EventFence};
 
 use crate::fault::device_error;
 use crate::split::{self, Mode, QueryScalars};
+use pinprove_mem::sync::Recover;
 
 const NAME: &str = "native";
 
@@ -384,7 +385,7 @@ impl NativeBackend {
 
     /// The phases of the last assignment proved (for benchmarks).
     pub fn last_phases(&self) -> Option<NativePhases> {
-        *self.last_phases.lock().unwrap_or_else(|e| e.into_inner())
+        *self.last_phases.lock().recover()
     }
 
     /// The SRSs whose bases are in device memory.
@@ -399,7 +400,7 @@ impl NativeBackend {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<PathBuf, Arc<ResidentSrs>>> {
-        self.resident.lock().unwrap_or_else(|e| e.into_inner())
+        self.resident.lock().recover()
     }
 
     fn ordinal(&self) -> c_int {
@@ -927,7 +928,7 @@ impl NativeStarted {
             p.phases.sums = t.elapsed();
             p.device_times().map_err(cuda_error)?;
             tracing::debug!(phases = ?p.phases, "native proof");
-            *last_phases.lock().unwrap_or_else(|e| e.into_inner()) = Some(p.phases);
+            *last_phases.lock().recover() = Some(p.phases);
             out.push(assemble(&srs, r, s, a, b_g1, b_g2, h, l));
         }
         Ok(out)
@@ -970,7 +971,7 @@ impl Backend for NativeBackend {
             return Ok(0);
         }
         let uploaded = {
-            let _device = self.device.lock().unwrap_or_else(|e| e.into_inner());
+            let _device = self.device.lock().recover();
             self.lost.note(ResidentSrs::upload(points, self.ordinal()))
         };
         match uploaded {
@@ -1058,7 +1059,7 @@ impl NativeBackend {
             let uploaded = fences().map_err(cuda_error)?;
 
             let t1 = Instant::now();
-            let mut queued = self.device.lock().unwrap_or_else(|e| e.into_inner());
+            let mut queued = self.device.lock().recover();
             // Room on the device: wait for the oldest queued proof to run.
             while queued.len() >= self.config.queue_depth {
                 let oldest = queued.pop_front().expect("a queued proof");

@@ -273,7 +273,7 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
     for q in 0..3 {
         let dense = total.listed[q] == total.selected[q];
         if !(q == 0 && dense) {
-            let mut v = PinnedVec::with_capacity_paid(total.listed[q], pool, w.working_set.as_mut())?;
+            let mut v = PinnedVec::with_capacity_charged(total.listed[q], pool, w.working_set.as_mut())?;
             v.try_resize_par(total.listed[q], zero)?;
             scalars[q] = Some(v);
         }
@@ -284,7 +284,7 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
                     message: format!("{} bases in one query: more than 32-bit indices", total.selected[q]),
                 });
             }
-            let mut v = PinnedVec::with_capacity_paid(total.listed[q], pool, w.working_set.as_mut())?;
+            let mut v = PinnedVec::with_capacity_charged(total.listed[q], pool, w.working_set.as_mut())?;
             v.try_resize_par(total.listed[q], 0u32)?;
             idx[q] = Some(v);
         }
@@ -293,10 +293,10 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
             ones[q] = Some((0..words).map(|_| AtomicU32::new(0)).collect());
         }
         if total.small[q] > 0 {
-            let mut v = PinnedVec::with_capacity_paid(total.small[q], pool, w.working_set.as_mut())?;
+            let mut v = PinnedVec::with_capacity_charged(total.small[q], pool, w.working_set.as_mut())?;
             v.try_resize_par(total.small[q], 0u32)?;
             small_idx[q] = Some(v);
-            let mut v = PinnedVec::with_capacity_paid(total.small[q], pool, w.working_set.as_mut())?;
+            let mut v = PinnedVec::with_capacity_charged(total.small[q], pool, w.working_set.as_mut())?;
             v.try_resize_par(total.small[q], 0u64)?;
             small_values[q] = Some(v);
         }
@@ -378,7 +378,7 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
         if let Some(bits) = bits {
             // Within the working set: a base in the bitmap has no scalar
             // and index in the list.
-            let mut v = PinnedVec::with_capacity_paid(bits.len(), pool, w.working_set.as_mut())?;
+            let mut v = PinnedVec::with_capacity_charged(bits.len(), pool, w.working_set.as_mut())?;
             v.extend(bits.into_iter().map(AtomicU32::into_inner));
             bitmaps[q] = Some(v);
         }

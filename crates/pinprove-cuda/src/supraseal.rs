@@ -22,6 +22,7 @@ use group::prime::PrimeCurveAffine;
 use pinprove_groth16::{
     AbcLayout, Backend, Capabilities, Proof, ProveError, ProvingAssignment, ProvingJob, Srs, StartedProof, check_job,
 };
+use pinprove_mem::sync::Recover;
 use supraseal_c2::{Assignment, SRS};
 
 const NAME: &str = "supraseal-c2";
@@ -86,7 +87,7 @@ impl SuprasealBackend {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Arc<Loaded>>> {
-        self.loaded.lock().unwrap_or_else(|e| e.into_inner())
+        self.loaded.lock().recover()
     }
 
     /// Loads the parameter file at `path` into supraseal's pinned memory

@@ -129,6 +129,6 @@ pub enum EngineError {
     #[error(transparent)]
     Memory(#[from] pinprove_mem::Error),
     /// A worker thread could not be started.
-    #[error("starting a worker thread: {0}")]
+    #[error("starting a worker thread")]
     Thread(#[from] std::io::Error),
 }

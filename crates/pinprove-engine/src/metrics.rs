@@ -1,5 +1,6 @@
 //! Counters and latency histograms, rendered as Prometheus text.
 
+use pinprove_mem::sync::Recover;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
@@ -32,7 +33,7 @@ impl Metrics {
     /// Records one partition phase's latency.
     pub fn observe(&self, phase: &'static str, d: Duration) {
         let s = d.as_secs_f64();
-        let mut phases = self.phases.lock().unwrap_or_else(|e| e.into_inner());
+        let mut phases = self.phases.lock().recover();
         let h = phases.entry(phase).or_default();
         for (i, b) in BUCKETS.iter().enumerate() {
             if s <= *b {
@@ -60,7 +61,7 @@ impl Metrics {
 
     /// Observations recorded for a phase.
     pub fn phase_count(&self, phase: &str) -> u64 {
-        let phases = self.phases.lock().unwrap_or_else(|e| e.into_inner());
+        let phases = self.phases.lock().recover();
         phases.get(phase).map_or(0, |h| h.count)
     }
 
@@ -92,7 +93,7 @@ impl Metrics {
             self.partitions_rerouted(),
             out,
         );
-        let phases = self.phases.lock().unwrap_or_else(|e| e.into_inner());
+        let phases = self.phases.lock().recover();
         let _ = writeln!(
             out,
             "# HELP pinprove_phase_seconds Time partitions spent in each phase.\n# TYPE pinprove_phase_seconds histogram"

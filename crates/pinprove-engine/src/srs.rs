@@ -12,6 +12,7 @@ use pinprove_mem::{Evictor, MemoryBudget, PinnedPool, Reservation};
 use serde::Serialize;
 
 use crate::EngineError;
+use pinprove_mem::sync::Recover;
 
 struct Entry {
     srs: Arc<Srs>,
@@ -81,11 +82,11 @@ impl SrsRegistry {
     }
 
     fn files(&self) -> MutexGuard<'_, HashMap<String, PathBuf>> {
-        self.files.lock().unwrap_or_else(|e| e.into_inner())
+        self.files.lock().recover()
     }
 
     fn loaded(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
-        self.loaded.lock().unwrap_or_else(|e| e.into_inner())
+        self.loaded.lock().recover()
     }
 
     /// Says where the parameters of `circuit_id` are.
@@ -177,7 +178,7 @@ impl SrsRegistry {
                 return Ok(Acquired::NeedsFunds(needed));
             }
         }
-        let _one = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = self.loading.lock().recover();
         if let Some(srs) = self.touch(circuit_id) {
             return Ok(Acquired::Ready(srs, Duration::ZERO));
         }

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use pinprove_mem::sync::Recover;
 use serde::Serialize;
 
 /// One span of work on one lane.
@@ -65,7 +66,7 @@ impl Timeline {
             duration: start.elapsed(),
             label,
         };
-        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.inner.lock().recover();
         if g.0.len() >= self.cap {
             g.0.remove(0);
         }
@@ -79,7 +80,7 @@ impl Timeline {
             at: self.origin.elapsed(),
             value,
         };
-        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.inner.lock().recover();
         if g.1.len() >= self.cap {
             g.1.remove(0);
         }
@@ -88,12 +89,12 @@ impl Timeline {
 
     /// The spans recorded so far.
     pub fn spans(&self) -> Vec<Span> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).0.clone()
+        self.inner.lock().recover().0.clone()
     }
 
     /// The counter samples recorded so far.
     pub fn samples(&self) -> Vec<CounterSample> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).1.clone()
+        self.inner.lock().recover().1.clone()
     }
 
     /// Chrome trace-event JSON: one thread per lane, complete events for

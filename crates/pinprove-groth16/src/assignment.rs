@@ -71,7 +71,7 @@ impl ProvingAssignment {
         mut funds: Option<&mut Reservation>,
     ) -> Result<Self, ProveError> {
         let mut vec = |n: usize| -> Result<PinnedVec<Scalar>, ProveError> {
-            Ok(PinnedVec::with_capacity_paid(n, pool, funds.as_deref_mut())?)
+            Ok(PinnedVec::with_capacity_charged(n, pool, funds.as_deref_mut())?)
         };
         Ok(ProvingAssignment {
             a: Some(vec(caps.constraints)?),
@@ -121,6 +121,12 @@ impl ProvingAssignment {
     /// Number of auxiliary (private) variables.
     pub fn num_aux(&self) -> usize {
         self.aux.len()
+    }
+
+    /// Room in each of the a/b/c vectors, in elements (zero once released):
+    /// what synthesis sized them for.
+    pub fn abc_capacity(&self) -> usize {
+        self.a.as_ref().map_or(0, |a| a.capacity())
     }
 
     /// The A evaluations, unless released.

@@ -160,7 +160,7 @@ pub fn check_job(job: &ProvingJob) -> Result<usize, ProveError> {
         )?;
     }
     let srs = &job.srs;
-    let domain = n.max(1).checked_next_power_of_two().unwrap_or(usize::MAX);
+    let domain = crate::domain::domain_size(n)?;
     let expect = |what, expected: usize, found: usize| {
         if expected == found {
             Ok(())

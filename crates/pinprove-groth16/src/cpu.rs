@@ -9,7 +9,7 @@ use pinprove_mem::{PinnedPool, PinnedVec};
 use rayon::prelude::*;
 
 use crate::backend::check_job;
-use crate::domain::{Domain, bit_reverse_index};
+use crate::domain::{Domain, bit_reverse_index, domain_size};
 use crate::msm::{ScalarBytes, g1_msm, g2_msm};
 use crate::params::SrsPoints;
 use crate::{
@@ -49,7 +49,7 @@ impl Backend for CpuBackend {
     }
 
     fn extra_working_set(&self, shape: &CapacityHint) -> u64 {
-        let m = shape.constraints.max(1).next_power_of_two() as u64;
+        let m = domain_size(shape.constraints).map_or(u64::MAX / 64, |m| m as u64);
         // h's scalars, the twiddle table (ω^j for j < m/2), and the gathered
         // scalars of the A and B MSMs (at most one per variable each).
         32 * m + 16 * m + 2 * 32 * (shape.inputs + shape.aux) as u64
@@ -121,7 +121,7 @@ impl CpuBackend {
         funds: Option<&mut pinprove_mem::Reservation>,
     ) -> Result<PinnedVec<ScalarBytes>, ProveError> {
         let m = 1usize << log_m;
-        let mut h = PinnedVec::with_capacity_paid(m - 1, &self.pool, funds)?;
+        let mut h = PinnedVec::with_capacity_charged(m - 1, &self.pool, funds)?;
         h.try_resize(m - 1, [0u8; 32])?;
         h.par_iter_mut()
             .enumerate()
@@ -177,7 +177,7 @@ fn gather(
     parts: &[(&[ScalarBytes], Option<&Density>)],
 ) -> Result<PinnedVec<ScalarBytes>, ProveError> {
     let len = parts.iter().map(|(s, d)| d.map_or(s.len(), Density::total)).sum();
-    let mut out = PinnedVec::with_capacity_paid(len, pool, funds)?;
+    let mut out = PinnedVec::with_capacity_charged(len, pool, funds)?;
     for (scalars, density) in parts {
         match density {
             None => out.try_extend_from_slice(scalars)?,

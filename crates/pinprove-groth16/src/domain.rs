@@ -23,6 +23,22 @@ const LOCAL_LOG: u32 = 12;
 /// Elements per parallel task in element-wise passes.
 const CHUNK: usize = 1 << 13;
 
+/// The size of the evaluation domain a circuit of `constraints` constraints
+/// (Groth16's input constraints included) is proved over: the smallest power
+/// of two holding them, at least 1. This is bellperson's domain, and what a
+/// parameter file's h query pins down (its length is the size less one).
+/// Larger than the scalar field's largest two-adic subgroup is an error.
+pub fn domain_size(constraints: usize) -> Result<usize, ProveError> {
+    constraints
+        .max(1)
+        .checked_next_power_of_two()
+        .filter(|n| n.trailing_zeros() <= Scalar::S)
+        .ok_or(ProveError::DomainTooLarge {
+            constraints,
+            max_log2: Scalar::S,
+        })
+}
+
 /// An evaluation domain of size n = 2^k and its precomputed twiddles.
 #[derive(Debug)]
 pub struct Domain {
@@ -41,20 +57,8 @@ pub struct Domain {
 impl Domain {
     /// The smallest domain holding `len` evaluations (at least one).
     pub fn new(len: usize) -> Result<Domain, ProveError> {
-        let n = len
-            .max(1)
-            .checked_next_power_of_two()
-            .ok_or(ProveError::DomainTooLarge {
-                constraints: len,
-                max_log2: Scalar::S,
-            })?;
+        let n = domain_size(len)?;
         let log_n = n.trailing_zeros();
-        if log_n > Scalar::S {
-            return Err(ProveError::DomainTooLarge {
-                constraints: len,
-                max_log2: Scalar::S,
-            });
-        }
         let omega = (0..Scalar::S - log_n).fold(Scalar::ROOT_OF_UNITY, |w, _| w.square());
         let twiddles = powers(omega, n / 2);
         let local_len = n.min(1 << LOCAL_LOG);

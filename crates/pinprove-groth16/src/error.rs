@@ -9,7 +9,7 @@ use bellpepper_core::SynthesisError;
 #[non_exhaustive]
 pub enum ParamsError {
     /// The file could not be opened or read.
-    #[error("reading parameters from {path}: {source}")]
+    #[error("reading parameters from {path}")]
     Io {
         /// The file.
         path: PathBuf,
@@ -59,7 +59,7 @@ pub enum ParamsError {
         index: usize,
     },
     /// Memory for the decoded points could not be had.
-    #[error("no memory for the parameters: {0}")]
+    #[error("no memory for the parameters")]
     Memory(#[from] pinprove_mem::Error),
 }
 
@@ -69,10 +69,10 @@ pub enum ParamsError {
 pub enum ProveError {
     /// The circuit's own synthesis failed (a missing assignment, division by
     /// zero, …) or it referenced a variable it never allocated.
-    #[error("synthesis failed: {0}")]
+    #[error("synthesis failed")]
     Synthesis(#[from] SynthesisError),
     /// Host memory could not be had within the budget.
-    #[error("memory: {0}")]
+    #[error("host memory")]
     Memory(#[from] pinprove_mem::Error),
     /// The parameters do not belong to this circuit.
     #[error("the parameters do not match the circuit: {what} has {found} entries, the circuit needs {expected}")]

@@ -12,6 +12,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use pinprove_mem::sync::Recover;
 use serde::{Deserialize, Serialize};
 
 /// The sizes one synthesis of a circuit type produced.
@@ -119,16 +120,33 @@ impl CapacityHints {
             }
             hints.clone()
         };
+        self.persist(snapshot);
+        true
+    }
+
+    fn persist(&self, snapshot: BTreeMap<String, CapacityHint>) {
         if let Some(dir) = &self.dir
             && let Err(e) = save(dir, snapshot)
         {
             tracing::warn!(dir = %dir.display(), "cannot persist capacity hints: {e}");
         }
-        true
+    }
+
+    /// Drops the hint for `circuit_id` (an implausible or harmful one): the
+    /// next synthesis learns it anew.
+    pub fn forget(&self, circuit_id: &str) {
+        let snapshot = {
+            let mut hints = self.lock();
+            if hints.remove(circuit_id).is_none() {
+                return;
+            }
+            hints.clone()
+        };
+        self.persist(snapshot);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, CapacityHint>> {
-        self.hints.lock().unwrap_or_else(|e| e.into_inner())
+        self.hints.lock().recover()
     }
 }
 

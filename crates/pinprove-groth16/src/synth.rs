@@ -8,6 +8,7 @@ use ff::Field;
 use pinprove_mem::{MemoryKind, PinnedPool, Reservation};
 
 use crate::assignment::Capacities;
+use crate::domain::domain_size;
 use crate::{CapacityHint, CapacityHints, ProveError, ProvingAssignment, Scalar};
 
 /// How a/b/c are sized for the backend that will read them.
@@ -19,6 +20,28 @@ pub enum AbcLayout {
     /// Room for the whole power-of-two evaluation domain, so that a CPU
     /// backend can run its FFTs in place without reallocating.
     PaddedToDomain,
+}
+
+/// The capacities a hint asks for under `layout`, when they are plausible:
+/// every vector (and the a/b/c domain) fits in the address space and, all
+/// together, in the memory budget of `budget` bytes.
+fn capacities(h: &CapacityHint, layout: AbcLayout, budget: u64) -> Option<Capacities> {
+    let constraints = match layout {
+        AbcLayout::Exact => h.constraints,
+        AbcLayout::PaddedToDomain => domain_size(h.constraints).ok()?,
+    };
+    let elems = constraints.checked_mul(3)?.checked_add(h.inputs)?.checked_add(h.aux)?;
+    let bytes = u64::try_from(elems).ok()?.checked_mul(32)?;
+    (bytes <= budget).then_some(Capacities {
+        constraints,
+        inputs: h.inputs,
+        aux: h.aux,
+    })
+}
+
+/// Whether the partial synthesis in `cs` went beyond what `h` foresaw.
+fn outgrew(cs: &ProvingAssignment, h: &CapacityHint) -> bool {
+    cs.num_constraints() > h.constraints || cs.num_inputs() > h.inputs || cs.num_aux() > h.aux
 }
 
 /// What one synthesis did.
@@ -76,16 +99,19 @@ pub fn synthesize_sized<C: Circuit<Scalar>>(
     fallback: Option<CapacityHint>,
 ) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
     let started = Instant::now();
-    let learned = hints.get(circuit_id);
-    let hint = learned.or(fallback);
-    let caps = hint.map_or(Capacities::default(), |h| Capacities {
-        constraints: match layout {
-            AbcLayout::Exact => h.constraints,
-            AbcLayout::PaddedToDomain => h.constraints.max(1).next_power_of_two(),
-        },
-        inputs: h.inputs,
-        aux: h.aux,
+    let budget = pool.budget().total();
+    let learned = hints.get(circuit_id).filter(|h| match capacities(h, layout, budget) {
+        Some(_) => true,
+        None => {
+            tracing::warn!(circuit = circuit_id, hint = ?h, budget, "implausible capacity hint discarded; it is relearned");
+            hints.forget(circuit_id);
+            false
+        }
     });
+    let caps = learned
+        .or(fallback)
+        .and_then(|h| capacities(&h, layout, budget))
+        .unwrap_or_default();
     let mut cs = ProvingAssignment::with_capacities(pool, caps, funds.as_mut())?;
 
     let run = |cs: &mut ProvingAssignment| -> Result<(), SynthesisError> {
@@ -104,10 +130,23 @@ pub fn synthesize_sized<C: Circuit<Scalar>>(
     let result = run(&mut cs);
     // A typed error recorded by the assignment (memory, unknown variable)
     // explains a failure better than what the circuit passed on.
-    if let Some(e) = cs.take_error() {
+    let failed = match (cs.take_error(), result) {
+        (Some(e), _) => Some(e),
+        (None, Err(e)) => Some(e.into()),
+        (None, Ok(())) => None,
+    };
+    if let Some(e) = failed {
+        // A hint that was too small sized the admitted memory too small, and
+        // growing past it can fail: forget it, so the next synthesis is
+        // sized from the parameters' shape and learns the hint anew.
+        if let Some(h) = learned
+            && (matches!(e, ProveError::Memory(_)) || outgrew(&cs, &h))
+        {
+            tracing::warn!(circuit = circuit_id, hint = ?h, "synthesis failed past its capacity hint; the hint is relearned");
+            hints.forget(circuit_id);
+        }
         return Err(e);
     }
-    result?;
 
     let shape = CapacityHint {
         constraints: cs.num_constraints(),

@@ -12,6 +12,7 @@ use blstrs::{G1Projective, G2Projective};
 use group::{Curve, Group, UncompressedEncoding};
 use rayon::prelude::*;
 
+use crate::domain::domain_size;
 use crate::{ProvingAssignment, Scalar};
 
 /// What a circuit needs from its parameters.
@@ -46,7 +47,7 @@ impl CircuitShape {
 
     /// Bytes of the parameter file.
     pub fn file_bytes(&self) -> u64 {
-        let domain = self.constraints.max(1).next_power_of_two();
+        let domain = domain_size(self.constraints).unwrap_or(usize::MAX / 2);
         let g1 = (self.inputs + (domain - 1) + self.aux + self.inputs + self.a_aux + self.b_inputs + self.b_aux) as u64;
         864 + 6 * 4 + 96 * g1 + 192 * (self.b_inputs + self.b_aux) as u64
     }
@@ -100,7 +101,7 @@ fn section(w: &mut impl Write, n: usize, g2: bool) -> io::Result<()> {
 /// Writes synthetic parameters for `shape` in bellperson's format.
 pub fn write_synthetic_params(shape: &CircuitShape, w: &mut impl Write) -> io::Result<()> {
     let too_big = |n: usize| n > u32::MAX as usize;
-    let domain = shape.constraints.max(1).next_power_of_two();
+    let domain = domain_size(shape.constraints).map_err(io::Error::other)?;
     let b = shape.b_inputs + shape.b_aux;
     if [shape.inputs, shape.aux, domain, b, shape.inputs + shape.a_aux]
         .into_iter()

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::io;
 use std::ptr::NonNull;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::{Error, MIB, Result};
 
@@ -240,35 +240,6 @@ unsafe impl HostAllocator for HeapAllocator {
         let rc = unsafe { libc::munmap(ptr.as_ptr().cast(), len.next_multiple_of(PAGE)) };
         debug_assert_eq!(rc, 0, "munmap failed: {}", io::Error::last_os_error());
     }
-}
-
-/// The allocator the process uses for pool buffers.
-///
-/// With the `cuda` feature this is CUDA pinned memory when a driver and a GPU
-/// are usable, and heap memory otherwise (said once in the log). Without the
-/// feature it is always heap memory. The choice is made once per process.
-pub fn default_allocator() -> Arc<dyn HostAllocator> {
-    static CHOSEN: OnceLock<Arc<dyn HostAllocator>> = OnceLock::new();
-    Arc::clone(CHOSEN.get_or_init(choose_allocator))
-}
-
-#[cfg(feature = "cuda")]
-fn choose_allocator() -> Arc<dyn HostAllocator> {
-    match crate::cuda::CudaPinnedAllocator::new() {
-        Ok(a) => {
-            tracing::info!("pool buffers use CUDA pinned host memory");
-            Arc::new(a)
-        }
-        Err(e) => {
-            tracing::warn!("no usable CUDA device ({e}); pool buffers fall back to pageable heap memory");
-            Arc::new(HeapAllocator::default())
-        }
-    }
-}
-
-#[cfg(not(feature = "cuda"))]
-fn choose_allocator() -> Arc<dyn HostAllocator> {
-    Arc::new(HeapAllocator::default())
 }
 
 #[cfg(test)]

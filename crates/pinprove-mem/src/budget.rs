@@ -19,6 +19,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use crate::sync::Recover;
 use crate::{Error, GIB, Result, sys};
 
 /// Something that holds memory it can give back on request, such as idle
@@ -258,7 +259,7 @@ impl MemoryBudget {
         let started = Instant::now();
         let mut s = self.lock();
         while !waiter.granted.load(Ordering::Acquire) {
-            s = waiter.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+            s = waiter.cv.wait(s).recover();
         }
         s.wait_time += started.elapsed();
         drop(s);
@@ -299,7 +300,7 @@ impl MemoryBudget {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the counters torn: every
         // update is a single assignment. Keep going.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().recover()
     }
 
     /// Whether a new request may be granted now: it fits, and nothing it
@@ -367,7 +368,7 @@ impl MemoryBudget {
         if self.missing(extra) == 0 {
             return;
         }
-        let _round = self.evicting.lock().unwrap_or_else(|e| e.into_inner());
+        let _round = self.evicting.lock().recover();
         let evictors: Vec<Arc<dyn Evictor>> = {
             let mut s = self.lock();
             s.evictors.retain(|(_, e)| e.strong_count() > 0);
@@ -417,7 +418,7 @@ impl MemoryBudget {
             Self::take(s, head.bytes);
             head.granted.store(true, Ordering::Release);
             head.cv.notify_one();
-            if let Some(w) = head.waker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            if let Some(w) = head.waker.lock().recover().take() {
                 w.wake();
             }
         }
@@ -503,7 +504,7 @@ impl Acquire {
             *state = AcquireState::Done;
             return Poll::Ready(Ok(Reservation::new(Arc::clone(budget), bytes)));
         }
-        *waiter.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+        *waiter.waker.lock().recover() = Some(cx.waker().clone());
         Poll::Pending
     }
 }

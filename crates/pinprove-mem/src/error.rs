@@ -28,7 +28,7 @@ pub enum Error {
     },
 
     /// The operating system refused memory.
-    #[error("allocating {bytes} bytes of host memory failed: {source}")]
+    #[error("allocating {bytes} bytes of host memory failed")]
     Os {
         /// Bytes asked for.
         bytes: usize,
@@ -54,4 +54,44 @@ pub enum Error {
     /// Two reservations of different budgets were combined.
     #[error("reservations belong to different memory budgets")]
     ForeignReservation,
+}
+
+/// Shows an error followed by its chain of causes (`what: why: root
+/// cause`), for text that must stand on its own: a failed job's reason, a
+/// log line. Errors in pinprove expose their cause as
+/// [`source`](std::error::Error::source) instead of repeating it in their
+/// message, so `{e}` alone says only the outermost part.
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(e) = cause {
+            write!(f, ": {e}")?;
+            cause = e.source();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chain_names_each_cause_once() {
+        let e = Error::Os {
+            bytes: 4096,
+            source: io::Error::from(io::ErrorKind::OutOfMemory),
+        };
+        let text = ErrorChain(&e).to_string();
+        assert_eq!(
+            text,
+            format!(
+                "allocating 4096 bytes of host memory failed: {}",
+                io::Error::from(io::ErrorKind::OutOfMemory)
+            )
+        );
+    }
 }

@@ -24,20 +24,50 @@
 mod alloc;
 mod budget;
 mod error;
-mod mapped;
 mod pool;
+pub mod sync;
 pub mod sys;
 mod vec;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
 
-pub use alloc::{HeapAllocator, HostAllocator, HostMemory, MemoryKind, default_allocator};
+pub use alloc::{HeapAllocator, HostAllocator, HostMemory, MemoryKind};
 pub use budget::{BudgetConfig, BudgetStats, Evictor, MemoryBudget, Reservation};
-pub use error::Error;
-pub use mapped::MappedFile;
+pub use error::{Error, ErrorChain};
 pub use pool::{PinnedPool, PoolBuffer, PoolConfig, PoolStats, UseFence};
 pub use vec::PinnedVec;
+
+use std::sync::{Arc, OnceLock};
+
+/// The allocator the process uses for pool buffers.
+///
+/// With the `cuda` feature this is CUDA pinned memory when a driver and a GPU
+/// are usable, and heap memory otherwise (said once in the log). Without the
+/// feature it is always heap memory. The choice is made once per process.
+pub fn default_allocator() -> Arc<dyn HostAllocator> {
+    static CHOSEN: OnceLock<Arc<dyn HostAllocator>> = OnceLock::new();
+    Arc::clone(CHOSEN.get_or_init(choose_allocator))
+}
+
+#[cfg(feature = "cuda")]
+fn choose_allocator() -> Arc<dyn HostAllocator> {
+    match cuda::CudaPinnedAllocator::new() {
+        Ok(a) => {
+            tracing::info!("pool buffers use CUDA pinned host memory");
+            Arc::new(a)
+        }
+        Err(e) => {
+            tracing::warn!("no usable CUDA device ({e}); pool buffers fall back to pageable heap memory");
+            Arc::new(HeapAllocator::default())
+        }
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn choose_allocator() -> Arc<dyn HostAllocator> {
+    Arc::new(HeapAllocator::default())
+}
 
 /// Result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use crate::alloc::{HostAllocator, HostMemory, MemoryKind, PAGE};
 use crate::budget::{Evictor, MemoryBudget, Reservation};
+use crate::sync::Recover;
 use crate::{Error, Result};
 
 /// Pool settings.
@@ -384,7 +385,7 @@ impl PinnedPool {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().recover()
     }
 
     /// Best fit among idle buffers no larger than `max_oversize × size`
@@ -496,7 +497,7 @@ impl Evictor for PinnedPool {
 impl Drop for PinnedPool {
     fn drop(&mut self) {
         // Buffers the device may still read must outlive its reads.
-        let s = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let s = self.state.get_mut().recover();
         for f in s.fenced.drain(..) {
             f.fence.wait();
         }

@@ -82,28 +82,23 @@ impl<T: Copy> PinnedVec<T> {
         Ok(v)
     }
 
-    /// Like [`with_capacity_in`](Self::with_capacity_in), paid for by
-    /// `funds` (see [`PinnedPool::checkout_funded`]).
-    pub fn with_capacity_funded(capacity: usize, pool: &Arc<PinnedPool>, funds: &mut Reservation) -> Result<Self> {
+    /// Like [`with_capacity_in`](Self::with_capacity_in), but charged to
+    /// `funds` when given (an admitted working set, see
+    /// [`PinnedPool::checkout_funded`]) instead of a new budget reservation.
+    pub fn with_capacity_charged(
+        capacity: usize,
+        pool: &Arc<PinnedPool>,
+        funds: Option<&mut Reservation>,
+    ) -> Result<Self> {
+        let Some(funds) = funds else {
+            return Self::with_capacity_in(capacity, pool);
+        };
         let mut v = Self::new_in(pool);
         if capacity > 0 {
             let buf = pool.checkout_funded(Self::bytes_for(capacity)?, funds)?;
             v.adopt(buf);
         }
         Ok(v)
-    }
-
-    /// [`with_capacity_funded`](Self::with_capacity_funded) when `funds` is
-    /// given, else [`with_capacity_in`](Self::with_capacity_in).
-    pub fn with_capacity_paid(
-        capacity: usize,
-        pool: &Arc<PinnedPool>,
-        funds: Option<&mut Reservation>,
-    ) -> Result<Self> {
-        match funds {
-            Some(f) => Self::with_capacity_funded(capacity, pool, f),
-            None => Self::with_capacity_in(capacity, pool),
-        }
     }
 
     fn bytes_for(n: usize) -> Result<usize> {

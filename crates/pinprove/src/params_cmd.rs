@@ -149,7 +149,7 @@ fn info(args: &InfoArgs) -> Result<()> {
     println!(
         "  h                   {}  (domain 2^{})",
         srs.lengths().h,
-        (srs.lengths().h + 1).next_power_of_two().trailing_zeros()
+        (srs.lengths().h + 1).trailing_zeros()
     );
     println!("  l (aux variables)   {}", srs.lengths().l);
     println!("  a                   {}", srs.lengths().a);

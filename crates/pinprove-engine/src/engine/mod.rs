@@ -23,6 +23,7 @@ use crate::job::{
 use crate::metrics::{Metrics, counter, gauge};
 use crate::srs::{SrsInfo, SrsRegistry};
 use crate::timeline::Timeline;
+use pinprove_mem::sync::Recover;
 
 mod workers;
 
@@ -157,7 +158,7 @@ struct JobCtl {
 
 impl JobCtl {
     fn lock(&self) -> MutexGuard<'_, JobInner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.lock().recover()
     }
 
     /// Whether its partitions should be abandoned (cancelled or failed).
@@ -510,13 +511,13 @@ impl Engine {
                 return Ok(o.clone());
             }
             match deadline {
-                None => g = job.done.wait(g).unwrap_or_else(|e| e.into_inner()),
+                None => g = job.done.wait(g).recover(),
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
                         return Err(EngineError::Timeout);
                     }
-                    g = job.done.wait_timeout(g, d - now).unwrap_or_else(|e| e.into_inner()).0;
+                    g = job.done.wait_timeout(g, d - now).recover().0;
                 }
             }
         }
@@ -564,7 +565,7 @@ impl Engine {
                 })
                 .pending += 1;
         }
-        for (k, n) in inner.in_progress.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for (k, n) in inner.in_progress.lock().recover().iter() {
             if *n > 0 {
                 queues
                     .entry(k.clone())
@@ -587,7 +588,7 @@ impl Engine {
                 workers: d.workers,
                 in_flight: d.in_flight.load(Ordering::Relaxed),
                 busy_fraction: busy_fraction(d, uptime),
-                current_job: *d.current_job.lock().unwrap_or_else(|e| e.into_inner()),
+                current_job: *d.current_job.lock().recover(),
                 resident_srs: d.backend.resident_srs(),
                 lost: d.lost(),
             })
@@ -700,7 +701,7 @@ impl Engine {
             );
         }
         #[cfg(feature = "cuda")]
-        for (i, g) in self.inner.gpu_samples.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for (i, g) in self.inner.gpu_samples.lock().recover().iter() {
             let l = format!("gpu=\"{i}\"");
             let rx = g.pcie_rx_bytes_per_s as f64;
             let tx = g.pcie_tx_bytes_per_s as f64;
@@ -753,7 +754,7 @@ impl Engine {
     /// passes); returns whether the engine is quiet.
     pub fn wait_quiet(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
-        let mut g = self.inner.in_progress.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.inner.in_progress.lock().recover();
         loop {
             let busy = g.values().any(|n| *n > 0) || !self.inner.queue_lock().is_empty();
             if !busy {
@@ -767,7 +768,7 @@ impl Engine {
                 .inner
                 .quiet
                 .wait_timeout(g, (deadline - now).min(Duration::from_millis(50)))
-                .unwrap_or_else(|e| e.into_inner())
+                .recover()
                 .0;
         }
     }

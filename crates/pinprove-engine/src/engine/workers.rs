@@ -14,11 +14,11 @@ use crate::srs::Acquired;
 
 impl Inner {
     pub(super) fn queue_lock(&self) -> MutexGuard<'_, BinaryHeap<Pending>> {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+        self.queue.lock().recover()
     }
 
     pub(super) fn jobs_lock(&self) -> MutexGuard<'_, HashMap<JobId, Arc<JobCtl>>> {
-        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+        self.jobs.lock().recover()
     }
 
     pub(super) fn job(&self, id: JobId) -> Result<Arc<JobCtl>, EngineError> {
@@ -26,7 +26,7 @@ impl Inner {
     }
 
     pub(super) fn remember_finished(&self, id: JobId) {
-        let mut f = self.finished.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = self.finished.lock().recover();
         f.push_back(id);
         while f.len() > self.config.finished_jobs_kept {
             if let Some(old) = f.pop_front() {
@@ -75,18 +75,18 @@ impl Inner {
                 *self
                     .in_progress
                     .lock()
-                    .unwrap_or_else(|e| e.into_inner())
+                    .recover()
                     .entry(p.job.circuit_id.clone())
                     .or_insert(0) += 1;
                 return Some(p);
             }
-            q = self.queue_cv.wait(q).unwrap_or_else(|e| e.into_inner());
+            q = self.queue_cv.wait(q).recover();
         }
     }
 
     /// A partition left the pipeline (done, failed or abandoned).
     pub(super) fn partition_gone(&self, job: &JobCtl) {
-        let mut g = self.in_progress.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.in_progress.lock().recover();
         if let Some(n) = g.get_mut(&job.circuit_id) {
             *n = n.saturating_sub(1);
         }
@@ -104,9 +104,9 @@ impl Inner {
 
     pub(super) fn synthesis_slot(&self) -> Option<SynthSlot<'_>> {
         let cap = self.config.max_concurrent_syntheses?;
-        let mut n = self.synth_running.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = self.synth_running.lock().recover();
         while *n >= cap.max(1) && !self.shutdown.load(Ordering::Acquire) {
-            n = self.synth_cv.wait(n).unwrap_or_else(|e| e.into_inner());
+            n = self.synth_cv.wait(n).recover();
         }
         *n += 1;
         Some(SynthSlot(self))
@@ -342,7 +342,7 @@ impl Inner {
                 self.partition_gone(&job);
                 continue;
             }
-            *dev.current_job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job.id);
+            *dev.current_job.lock().recover() = Some(job.id);
             let t = Instant::now();
             let started = tracing::info_span!(parent: &flight.span, "start", device = %dev.name).in_scope(|| {
                 dev.backend.start(ProvingJob {
@@ -353,7 +353,7 @@ impl Inner {
             });
             let took = t.elapsed();
             dev.busy_nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
-            *dev.current_job.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            *dev.current_job.lock().recover() = None;
             flight.timings.start = took;
             self.metrics.observe("start", took);
             self.timeline
@@ -385,7 +385,7 @@ impl Inner {
         let tick = (self.config.srs_idle_timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
         let mut g = self.queue_lock();
         while !self.shutdown.load(Ordering::Acquire) {
-            g = self.queue_cv.wait_timeout(g, tick).unwrap_or_else(|e| e.into_inner()).0;
+            g = self.queue_cv.wait_timeout(g, tick).recover().0;
             if self.budget.has_waiters() {
                 drop(g);
                 self.budget.reclaim();
@@ -403,11 +403,7 @@ impl Inner {
         let handles: Vec<_> = (0..n).filter_map(|i| nvml.device(i).ok().map(|d| (i, d))).collect();
         let mut g = self.queue_lock();
         while !self.shutdown.load(Ordering::Acquire) {
-            g = self
-                .queue_cv
-                .wait_timeout(g, Duration::from_millis(100))
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            g = self.queue_cv.wait_timeout(g, Duration::from_millis(100)).recover().0;
             for (i, d) in &handles {
                 if let Ok(s) = nvml.sample(*d) {
                     self.timeline
@@ -416,7 +412,7 @@ impl Inner {
                         .sample(&format!("gpu{i} PCIe RX GB/s"), s.pcie_rx_bytes_per_s as f64 / 1e9);
                     self.timeline
                         .sample(&format!("gpu{i} PCIe TX GB/s"), s.pcie_tx_bytes_per_s as f64 / 1e9);
-                    self.gpu_samples.lock().unwrap_or_else(|e| e.into_inner()).insert(*i, s);
+                    self.gpu_samples.lock().recover().insert(*i, s);
                 }
             }
         }
@@ -517,7 +513,7 @@ pub(super) struct SynthSlot<'a>(&'a Inner);
 
 impl Drop for SynthSlot<'_> {
     fn drop(&mut self) {
-        let mut n = self.0.synth_running.lock().unwrap_or_else(|e| e.into_inner());
+        let mut n = self.0.synth_running.lock().recover();
         *n = n.saturating_sub(1);
         self.0.synth_cv.notify_one();
     }

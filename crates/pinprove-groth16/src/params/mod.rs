@@ -10,10 +10,13 @@
 //! b_g1: u32 n, n × G1      b_g2: u32 n, n × G2
 //! ```
 //!
-//! Reading maps the file, checks the whole layout against the file's size
-//! before decoding anything (a truncated file is one clear error, never a
-//! panic or a short read), then decodes the sections in parallel into pool
-//! buffers accounted in the memory budget.
+//! Reading checks the whole layout against the file's size before decoding
+//! anything (a truncated file is one clear error, never a panic or a short
+//! read), then decodes the sections in parallel into pool buffers accounted
+//! in the memory budget. Files are read, not mapped (see [`read`]): one that
+//! changes while it loads is an error, not a crash.
+
+mod read;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -23,8 +26,9 @@ use std::time::{Duration, Instant};
 use blst::{blst_p1_affine, blst_p2_affine};
 use blstrs::{G1Affine, G2Affine};
 use group::prime::PrimeCurveAffine;
-use pinprove_mem::{MappedFile, PinnedPool, PinnedVec, Reservation};
-use rayon::prelude::*;
+use pinprove_mem::{PinnedPool, PinnedVec, Reservation};
+
+use self::read::{At, Point, Source, check_points, decode_into, write_section};
 
 use crate::ParamsError;
 
@@ -68,7 +72,13 @@ impl VerifyingKey {
     /// Reads a verifying key (every point fully checked) from the start of
     /// `bytes`; returns it and the number of bytes it took.
     pub fn read(bytes: &[u8]) -> Result<(VerifyingKey, usize), ParamsError> {
-        let mut r = Cursor { bytes, pos: 0 };
+        let src = Source::Bytes(bytes);
+        let mut at = At::start(&src);
+        let vk = Self::read_at(&mut at)?;
+        Ok((vk, at.pos as usize))
+    }
+
+    fn read_at(r: &mut At<'_, '_>) -> Result<VerifyingKey, ParamsError> {
         let alpha_g1 = r.g1("vk.alpha_g1")?;
         let beta_g1 = r.g1("vk.beta_g1")?;
         let beta_g2 = r.g2("vk.beta_g2")?;
@@ -87,18 +97,15 @@ impl VerifyingKey {
             }
             ic.push(p);
         }
-        Ok((
-            VerifyingKey {
-                alpha_g1,
-                beta_g1,
-                beta_g2,
-                gamma_g2,
-                delta_g1,
-                delta_g2,
-                ic,
-            },
-            r.pos,
-        ))
+        Ok(VerifyingKey {
+            alpha_g1,
+            beta_g1,
+            beta_g2,
+            gamma_g2,
+            delta_g1,
+            delta_g2,
+            ic,
+        })
     }
 
     /// Reads a verifying key file (bellperson's `VerifyingKey::write` bytes).
@@ -130,65 +137,6 @@ impl VerifyingKey {
             w.write_all(&p.to_uncompressed())?;
         }
         Ok(())
-    }
-}
-
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-}
-
-impl Cursor<'_> {
-    fn take(&mut self, section: &'static str, n: usize) -> Result<&[u8], ParamsError> {
-        let available = self.bytes.len() - self.pos;
-        if n > available {
-            return Err(ParamsError::Truncated {
-                section,
-                offset: self.pos as u64,
-                needed: n as u64,
-                available: available as u64,
-            });
-        }
-        let s = &self.bytes[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(s)
-    }
-
-    /// A section's u32 count, checked against what is left of the file.
-    fn count(&mut self, section: &'static str, point_bytes: usize) -> Result<usize, ParamsError> {
-        let raw = self.take(section, 4)?;
-        let n = u32::from_be_bytes(raw.try_into().expect("4 bytes")) as usize;
-        let needed = n * point_bytes;
-        let available = self.bytes.len() - self.pos;
-        if needed > available {
-            return Err(ParamsError::Truncated {
-                section,
-                offset: self.pos as u64,
-                needed: needed as u64,
-                available: available as u64,
-            });
-        }
-        Ok(n)
-    }
-
-    fn g1(&mut self, section: &'static str) -> Result<G1Affine, ParamsError> {
-        let raw: &[u8; G1_BYTES] = self.take(section, G1_BYTES)?.try_into().expect("sized");
-        Option::from(G1Affine::from_uncompressed(raw)).ok_or(ParamsError::InvalidPoint {
-            section,
-            index: 0,
-            group: "G1",
-            why: "not a point of the subgroup",
-        })
-    }
-
-    fn g2(&mut self, section: &'static str) -> Result<G2Affine, ParamsError> {
-        let raw: &[u8; G2_BYTES] = self.take(section, G2_BYTES)?.try_into().expect("sized");
-        Option::from(G2Affine::from_uncompressed(raw)).ok_or(ParamsError::InvalidPoint {
-            section,
-            index: 0,
-            group: "G2",
-            why: "not a point of the subgroup",
-        })
     }
 }
 
@@ -280,7 +228,8 @@ impl std::fmt::Debug for Srs {
 
 /// Section layout found in a file.
 struct Layout {
-    sections: [(usize, usize); 5],
+    /// Byte offset and point count of each section.
+    sections: [(u64, usize); 5],
 }
 
 const SECTION_NAMES: [&str; 5] = ["h", "l", "a", "b_g1", "b_g2"];
@@ -299,7 +248,7 @@ impl Layout {
 }
 
 impl Srs {
-    /// Maps and decodes the parameter file at `path`.
+    /// Reads and decodes the parameter file at `path`.
     pub fn read_file(
         path: impl AsRef<Path>,
         pool: &Arc<PinnedPool>,
@@ -326,11 +275,8 @@ impl Srs {
         funds: Option<&mut Reservation>,
     ) -> Result<Srs, ParamsError> {
         let started = Instant::now();
-        let map = MappedFile::open(path).map_err(|source| ParamsError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let mut srs = Self::decode(&map, pool, validation, funds)?;
+        let src = Source::open(path)?;
+        let mut srs = Self::decode(&src, pool, validation, funds)?;
         srs.stats.path = Some(path.to_path_buf());
         srs.stats.load_time = started.elapsed();
         tracing::info!(
@@ -349,18 +295,15 @@ impl Srs {
     pub fn read_file_header(path: impl AsRef<Path>) -> Result<Srs, ParamsError> {
         let path = path.as_ref();
         let started = Instant::now();
-        let map = MappedFile::open(path).map_err(|source| ParamsError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let (vk, layout) = Self::layout(&map)?;
+        let src = Source::open(path)?;
+        let (vk, layout) = Self::layout(&src)?;
         Ok(Srs {
             vk,
             lengths: layout.lengths(),
             points: None,
             stats: SrsStats {
                 path: Some(path.to_path_buf()),
-                file_bytes: map.len() as u64,
+                file_bytes: src.len(),
                 memory_bytes: 0,
                 load_time: started.elapsed(),
                 validation: Validation::OnCurve,
@@ -368,55 +311,73 @@ impl Srs {
         })
     }
 
+    /// Checks every point of the file at `path` as [`read_file`](Self::read_file)
+    /// would, without keeping them: for backends that load the points
+    /// themselves from a file whose content they do not check.
+    pub fn check_file(path: impl AsRef<Path>, validation: Validation) -> Result<Srs, ParamsError> {
+        let path = path.as_ref();
+        let started = Instant::now();
+        let src = Source::open(path)?;
+        let (vk, layout) = Self::layout(&src)?;
+        for (i, &(offset, n)) in layout.sections.iter().enumerate() {
+            if i == 4 {
+                check_points::<G2Affine>(&src, offset, n, SECTION_NAMES[i], validation)?;
+            } else {
+                check_points::<G1Affine>(&src, offset, n, SECTION_NAMES[i], validation)?;
+            }
+        }
+        Ok(Srs {
+            vk,
+            lengths: layout.lengths(),
+            points: None,
+            stats: SrsStats {
+                path: Some(path.to_path_buf()),
+                file_bytes: src.len(),
+                memory_bytes: 0,
+                load_time: started.elapsed(),
+                validation,
+            },
+        })
+    }
+
     /// Decodes parameters from bytes in bellperson's format.
     pub fn from_bytes(bytes: &[u8], pool: &Arc<PinnedPool>, validation: Validation) -> Result<Srs, ParamsError> {
         let started = Instant::now();
-        let mut srs = Self::decode(bytes, pool, validation, None)?;
+        let mut srs = Self::decode(&Source::Bytes(bytes), pool, validation, None)?;
         srs.stats.load_time = started.elapsed();
         Ok(srs)
     }
 
-    fn layout(bytes: &[u8]) -> Result<(VerifyingKey, Layout), ParamsError> {
-        let (vk, vk_end) = VerifyingKey::read(bytes)?;
-        let mut r = Cursor { bytes, pos: vk_end };
+    fn layout(src: &Source<'_>) -> Result<(VerifyingKey, Layout), ParamsError> {
+        let mut r = At::start(src);
+        let vk = VerifyingKey::read_at(&mut r)?;
         let mut sections = [(0, 0); 5];
         for (i, name) in SECTION_NAMES.iter().enumerate() {
             let size = if i == 4 { G2_BYTES } else { G1_BYTES };
             let n = r.count(name, size)?;
             sections[i] = (r.pos, n);
-            r.pos += n * size;
+            r.skip(n, size);
         }
-        if r.pos != bytes.len() {
+        if r.pos != src.len() {
             return Err(ParamsError::TrailingBytes {
-                extra: (bytes.len() - r.pos) as u64,
+                extra: src.len() - r.pos,
             });
         }
         Ok((vk, Layout { sections }))
     }
 
     fn decode(
-        bytes: &[u8],
+        src: &Source<'_>,
         pool: &Arc<PinnedPool>,
         validation: Validation,
         mut funds: Option<&mut Reservation>,
     ) -> Result<Srs, ParamsError> {
-        let (vk, layout) = Self::layout(bytes)?;
-        let g1 = |i: usize, funds: Option<&mut Reservation>| -> Result<PinnedVec<blst_p1_affine>, ParamsError> {
-            let (off, n) = layout.sections[i];
-            decode_points::<G1Affine>(
-                &bytes[off..off + n * G1_BYTES],
-                SECTION_NAMES[i],
-                pool,
-                validation,
-                funds,
-            )
-        };
-        let h = g1(0, funds.as_deref_mut())?;
-        let l = g1(1, funds.as_deref_mut())?;
-        let a = g1(2, funds.as_deref_mut())?;
-        let b_g1 = g1(3, funds.as_deref_mut())?;
-        let (off, n) = layout.sections[4];
-        let b_g2 = decode_points::<G2Affine>(&bytes[off..off + n * G2_BYTES], "b_g2", pool, validation, funds)?;
+        let (vk, layout) = Self::layout(src)?;
+        let h = decode_section::<G1Affine>(src, &layout, 0, pool, validation, funds.as_deref_mut())?;
+        let l = decode_section::<G1Affine>(src, &layout, 1, pool, validation, funds.as_deref_mut())?;
+        let a = decode_section::<G1Affine>(src, &layout, 2, pool, validation, funds.as_deref_mut())?;
+        let b_g1 = decode_section::<G1Affine>(src, &layout, 3, pool, validation, funds.as_deref_mut())?;
+        let b_g2 = decode_section::<G2Affine>(src, &layout, 4, pool, validation, funds)?;
         let memory_bytes = [
             h.buffer_bytes(),
             l.buffer_bytes(),
@@ -432,7 +393,7 @@ impl Srs {
             points: Some(SrsPoints { h, l, a, b_g1, b_g2 }),
             stats: SrsStats {
                 path: None,
-                file_bytes: bytes.len() as u64,
+                file_bytes: src.len(),
                 memory_bytes,
                 load_time: Duration::ZERO,
                 validation,
@@ -491,114 +452,76 @@ impl Srs {
     }
 }
 
-#[derive(Clone, Copy)]
-enum Bad {
-    Invalid(&'static str),
-    Infinity,
-}
-
-/// What reading and writing the file needs of a group's affine points.
-trait Point: Sized {
-    const BYTES: usize;
-    const GROUP: &'static str;
-    /// blst's form, kept in memory.
-    type Raw: Copy + Default + Send + Sync;
-    fn decode_unchecked(bytes: &[u8]) -> Option<Self>;
-    fn is_infinity(&self) -> bool;
-    fn on_curve(&self) -> bool;
-    fn in_subgroup(&self) -> bool;
-    fn raw(&self) -> Self::Raw;
-    fn from_raw(raw: Self::Raw) -> Self;
-    fn encode(&self) -> Vec<u8>;
-}
-
-macro_rules! point {
-    ($affine:ty, $raw:ty, $bytes:expr, $group:literal) => {
-        impl Point for $affine {
-            const BYTES: usize = $bytes;
-            const GROUP: &'static str = $group;
-            type Raw = $raw;
-            fn decode_unchecked(bytes: &[u8]) -> Option<Self> {
-                Option::from(<$affine>::from_uncompressed_unchecked(bytes.try_into().ok()?))
-            }
-            fn is_infinity(&self) -> bool {
-                bool::from(self.is_identity())
-            }
-            fn on_curve(&self) -> bool {
-                bool::from(self.is_on_curve())
-            }
-            fn in_subgroup(&self) -> bool {
-                bool::from(self.is_torsion_free())
-            }
-            fn raw(&self) -> $raw {
-                *self.as_ref()
-            }
-            fn from_raw(raw: $raw) -> Self {
-                let mut p = <$affine>::identity();
-                *p.as_mut() = raw;
-                p
-            }
-            fn encode(&self) -> Vec<u8> {
-                self.to_uncompressed().to_vec()
-            }
-        }
-    };
-}
-
-point!(G1Affine, blst_p1_affine, G1_BYTES, "G1");
-point!(G2Affine, blst_p2_affine, G2_BYTES, "G2");
-
-fn decode<P: Point>(bytes: &[u8], validation: Validation) -> Result<P::Raw, Bad> {
-    let p = P::decode_unchecked(bytes).ok_or(Bad::Invalid("does not decode"))?;
-    if p.is_infinity() {
-        return Err(Bad::Infinity);
-    }
-    if !p.on_curve() {
-        return Err(Bad::Invalid("not on the curve"));
-    }
-    if validation == Validation::Subgroup && !p.in_subgroup() {
-        return Err(Bad::Invalid("not in the prime-order subgroup"));
-    }
-    Ok(p.raw())
-}
-
-fn write_section<P: Point>(w: &mut impl Write, points: &[P::Raw]) -> io::Result<()> {
-    w.write_all(&(points.len() as u32).to_be_bytes())?;
-    for p in points {
-        w.write_all(&P::from_raw(*p).encode())?;
-    }
-    Ok(())
-}
-
-fn decode_points<P: Point>(
-    bytes: &[u8],
-    section: &'static str,
+/// Decodes section `i` of `layout` into a pool buffer.
+fn decode_section<P: Point>(
+    src: &Source<'_>,
+    layout: &Layout,
+    i: usize,
     pool: &Arc<PinnedPool>,
     validation: Validation,
     funds: Option<&mut Reservation>,
 ) -> Result<PinnedVec<P::Raw>, ParamsError> {
-    let (point_bytes, group) = (P::BYTES, P::GROUP);
-    let n = bytes.len() / point_bytes;
-    let mut out = PinnedVec::with_capacity_paid(n, pool, funds)?;
+    let (offset, n) = layout.sections[i];
+    let mut out = PinnedVec::with_capacity_charged(n, pool, funds)?;
     out.try_resize(n, P::Raw::default())?;
-    const PER_TASK: usize = 1024;
-    out.par_chunks_mut(PER_TASK)
-        .zip(bytes.par_chunks(PER_TASK * point_bytes))
-        .enumerate()
-        .try_for_each(|(task, (dst, src))| {
-            for (k, (d, raw)) in dst.iter_mut().zip(src.chunks_exact(point_bytes)).enumerate() {
-                let index = task * PER_TASK + k;
-                *d = decode::<P>(raw, validation).map_err(|bad| match bad {
-                    Bad::Infinity => ParamsError::PointAtInfinity { section, index },
-                    Bad::Invalid(why) => ParamsError::InvalidPoint {
-                        section,
-                        index,
-                        group,
-                        why,
-                    },
-                })?;
-            }
-            Ok::<(), ParamsError>(())
-        })?;
+    decode_into::<P>(src, offset, (SECTION_NAMES[i], 0), validation, &mut out)?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use pinprove_mem::{HeapAllocator, MemoryBudget, PinnedPool, PoolConfig};
+
+    use super::read::Source;
+    use super::*;
+    use crate::synthetic::{CircuitShape, write_synthetic_params};
+
+    fn shape(n: usize) -> CircuitShape {
+        CircuitShape {
+            inputs: 2,
+            aux: n,
+            constraints: n,
+            a_aux: n,
+            b_inputs: 2,
+            b_aux: n / 2,
+        }
+    }
+
+    #[test]
+    fn a_file_truncated_after_its_layout_was_read_is_an_error_not_a_crash() {
+        let pool = PinnedPool::new(
+            Arc::new(HeapAllocator::new(false)),
+            MemoryBudget::new(1 << 30),
+            PoolConfig::default(),
+        );
+        let dir = std::env::temp_dir().join(format!("pinprove-truncate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.params");
+        let mut bytes = Vec::new();
+        // Big enough that every section takes several read chunks.
+        write_synthetic_params(&shape(1 << 16), &mut bytes).unwrap();
+        for keep in [bytes.len() / 5, bytes.len() / 2, bytes.len() - 100] {
+            std::fs::write(&path, &bytes).unwrap();
+            let src = Source::open(&path).unwrap();
+            Srs::layout(&src).unwrap();
+            // Another process shortens the file while it loads.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(keep as u64)
+                .unwrap();
+            let err = Srs::decode(&src, &pool, Validation::OnCurve, None).unwrap_err();
+            match err {
+                ParamsError::Truncated { section, .. } => {
+                    assert!(SECTION_NAMES.contains(&section), "{section}");
+                }
+                other => panic!("kept {keep}: {other}"),
+            }
+        }
+        assert_eq!(pool.stats().checked_out_bytes, 0, "the partial sections went back");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
