@@ -12,6 +12,8 @@ use pinprove_groth16::{
 use pinprove_mem::{PinnedPool, Reservation};
 use serde::Serialize;
 
+use crate::Phase;
+
 /// Scheduling priority; higher runs first, FIFO within a priority.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub enum Priority {
@@ -164,6 +166,21 @@ pub struct PartitionTimings {
 }
 
 impl PartitionTimings {
+    /// The time spent in `phase` ([`Phase::Total`]: all of it).
+    pub fn get(&self, phase: Phase) -> Duration {
+        match phase {
+            Phase::QueueWait => self.queue_wait,
+            Phase::Admission => self.budget_wait,
+            Phase::SrsLoad => self.srs_load,
+            Phase::Synthesis => self.synthesis,
+            Phase::HandoffWait => self.handoff_wait,
+            Phase::Start => self.start,
+            Phase::FinishWait => self.finish_wait,
+            Phase::Finish => self.finish,
+            Phase::Total => self.total(),
+        }
+    }
+
     /// Everything from submission to proof.
     pub fn total(&self) -> Duration {
         self.queue_wait

@@ -60,17 +60,23 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod assembly;
 mod engine;
 pub mod job;
 pub mod metrics;
+mod phase;
 mod srs;
 pub mod timeline;
 
-pub use engine::{Device, DeviceStatus, Engine, EngineConfig, EngineStatus, QueueStatus};
+pub use engine::{
+    Device, DeviceStatus, Engine, EngineConfig, EngineStatus, GpuReading, JobFuture, MAX_THREADS, PartitionStatus,
+    QueueStatus,
+};
 pub use job::{
     JobId, JobOutcome, JobSpec, JobState, JobStatus, Partition, PartitionResult, PartitionTimings, Priority,
     SynthesisContext, circuit_partition, circuit_partition_with_inputs,
 };
+pub use phase::Phase;
 pub use srs::{SrsInfo, SrsRegistry};
 
 use pinprove_groth16::{ParamsError, ProveError};
@@ -131,4 +137,12 @@ pub enum EngineError {
     /// A worker thread could not be started.
     #[error("starting a worker thread")]
     Thread(#[from] std::io::Error),
+    /// More threads were asked for than the engine starts.
+    #[error("{asked} {what} asked for; at most {max} are started", max = MAX_THREADS)]
+    TooManyThreads {
+        /// Which threads.
+        what: &'static str,
+        /// How many were asked for.
+        asked: usize,
+    },
 }

@@ -1,11 +1,14 @@
-//! Counters and latency histograms, rendered as Prometheus text.
+//! Counters and latency histograms, and the engine's Prometheus text.
 
-use pinprove_mem::sync::Recover;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use pinprove_mem::sync::Recover;
+
+use crate::{EngineStatus, Phase};
 
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS: [f64; 14] = [
@@ -26,12 +29,13 @@ pub struct Metrics {
     pub(crate) proofs_failed: AtomicU64,
     pub(crate) jobs_cancelled: AtomicU64,
     pub(crate) partitions_rerouted: AtomicU64,
-    phases: Mutex<BTreeMap<&'static str, Histogram>>,
+    pub(crate) panics: AtomicU64,
+    phases: Mutex<BTreeMap<Phase, Histogram>>,
 }
 
 impl Metrics {
     /// Records one partition phase's latency.
-    pub fn observe(&self, phase: &'static str, d: Duration) {
+    pub fn observe(&self, phase: Phase, d: Duration) {
         let s = d.as_secs_f64();
         let mut phases = self.phases.lock().recover();
         let h = phases.entry(phase).or_default();
@@ -59,40 +63,48 @@ impl Metrics {
         self.partitions_rerouted.load(Ordering::Relaxed)
     }
 
-    /// Observations recorded for a phase.
-    pub fn phase_count(&self, phase: &str) -> u64 {
-        let phases = self.phases.lock().recover();
-        phases.get(phase).map_or(0, |h| h.count)
+    /// Panics caught in the engine's threads (each failed its job).
+    pub fn panics(&self) -> u64 {
+        self.panics.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn render_into(&self, out: &mut String) {
-        let c = |name: &str, help: &str, v: u64, out: &mut String| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
-        };
-        c(
-            "pinprove_proofs_completed_total",
-            "Partition proofs completed.",
-            self.proofs_completed(),
-            out,
-        );
-        c(
-            "pinprove_proofs_failed_total",
-            "Partition proofs failed.",
-            self.proofs_failed(),
-            out,
-        );
-        c(
-            "pinprove_jobs_cancelled_total",
-            "Jobs cancelled.",
-            self.jobs_cancelled.load(Ordering::Relaxed),
-            out,
-        );
-        c(
-            "pinprove_partitions_rerouted_total",
-            "Synthesized partitions moved off a lost device to another.",
-            self.partitions_rerouted(),
-            out,
-        );
+    /// Observations recorded for a phase.
+    pub fn phase_count(&self, phase: Phase) -> u64 {
+        let phases = self.phases.lock().recover();
+        phases.get(&phase).map_or(0, |h| h.count)
+    }
+
+    fn render_into(&self, out: &mut String) {
+        let counters = [
+            (
+                "pinprove_proofs_completed_total",
+                "Partition proofs completed.",
+                self.proofs_completed(),
+            ),
+            (
+                "pinprove_proofs_failed_total",
+                "Partition proofs failed.",
+                self.proofs_failed(),
+            ),
+            (
+                "pinprove_jobs_cancelled_total",
+                "Jobs cancelled.",
+                self.jobs_cancelled.load(Ordering::Relaxed),
+            ),
+            (
+                "pinprove_partitions_rerouted_total",
+                "Synthesized partitions moved off a lost device to another.",
+                self.partitions_rerouted(),
+            ),
+            (
+                "pinprove_panics_total",
+                "Panics caught in the engine's threads, each turned into its job's failure.",
+                self.panics(),
+            ),
+        ];
+        for (name, help, v) in counters {
+            counter(out, name, help, v as f64);
+        }
         let phases = self.phases.lock().recover();
         let _ = writeln!(
             out,
@@ -117,13 +129,139 @@ impl Metrics {
     }
 }
 
+/// The engine's Prometheus text: its counters and phase histograms, and
+/// the gauges of a status snapshot.
+pub(crate) fn render(metrics: &Metrics, s: &EngineStatus) -> String {
+    let mut out = String::new();
+    metrics.render_into(&mut out);
+    let o = &mut out;
+    gauge(
+        o,
+        "pinprove_budget_total_bytes",
+        "The memory budget.",
+        "",
+        s.budget_total as f64,
+    );
+    gauge(
+        o,
+        "pinprove_budget_used_bytes",
+        "Bytes reserved in the budget.",
+        "",
+        s.budget_used as f64,
+    );
+    gauge(
+        o,
+        "pinprove_pool_idle_bytes",
+        "Idle pool buffers.",
+        "",
+        s.pool_idle as f64,
+    );
+    gauge(
+        o,
+        "pinprove_pool_checked_out_bytes",
+        "Pool buffers in use.",
+        "",
+        s.pool_checked_out as f64,
+    );
+    counter(
+        o,
+        "pinprove_pool_fresh_allocations_total",
+        "Pool buffers allocated (fresh pinned memory).",
+        s.pool_fresh_allocations as f64,
+    );
+    counter(
+        o,
+        "pinprove_pool_alloc_seconds_total",
+        "Time spent allocating pool buffers.",
+        s.pool_alloc_time.as_secs_f64(),
+    );
+    for q in &s.queues {
+        let l = label("circuit", &q.circuit_id);
+        gauge(o, "pinprove_queue_pending", "Partitions waiting.", &l, q.pending as f64);
+        gauge(
+            o,
+            "pinprove_queue_in_progress",
+            "Partitions in the pipeline.",
+            &l,
+            q.in_progress as f64,
+        );
+    }
+    for d in &s.devices {
+        let l = label("device", &d.name);
+        gauge(
+            o,
+            "pinprove_device_busy_fraction",
+            "Fraction of uptime in the backend's device step.",
+            &l,
+            d.busy_fraction,
+        );
+        gauge(
+            o,
+            "pinprove_device_lost",
+            "1 once the device was lost (it takes no more work), else 0.",
+            &l,
+            f64::from(u8::from(d.lost.is_some())),
+        );
+    }
+    for srs in &s.srs {
+        let l = label("circuit", &srs.circuit_id);
+        gauge(
+            o,
+            "pinprove_srs_bytes",
+            "Host bytes of loaded parameters.",
+            &l,
+            srs.bytes as f64,
+        );
+    }
+    for g in &s.gpus {
+        let l = label("gpu", &g.gpu.to_string());
+        gauge(
+            o,
+            "pinprove_gpu_utilization_percent",
+            "NVML GPU utilization.",
+            &l,
+            g.utilization_percent,
+        );
+        gauge(
+            o,
+            "pinprove_gpu_pcie_rx_bytes_per_second",
+            "NVML PCIe host to device.",
+            &l,
+            g.pcie_rx_bytes_per_s,
+        );
+        gauge(
+            o,
+            "pinprove_gpu_pcie_tx_bytes_per_second",
+            "NVML PCIe device to host.",
+            &l,
+            g.pcie_tx_bytes_per_s,
+        );
+    }
+    out
+}
+
+/// `name="value"`, the value escaped as Prometheus requires: circuit ids
+/// and device names are opaque strings.
+fn label(name: &str, value: &str) -> String {
+    let mut v = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => v.push_str("\\\\"),
+            '"' => v.push_str("\\\""),
+            '\n' => v.push_str("\\n"),
+            c => v.push(c),
+        }
+    }
+    format!("{name}=\"{v}\"")
+}
+
 /// Appends a counter (one series, no labels).
-pub(crate) fn counter(out: &mut String, name: &str, help: &str, v: f64) {
+fn counter(out: &mut String, name: &str, help: &str, v: f64) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
 }
 
 /// Appends a gauge.
-pub(crate) fn gauge(out: &mut String, name: &str, help: &str, labels: &str, v: f64) {
+fn gauge(out: &mut String, name: &str, help: &str, labels: &str, v: f64) {
     if !out.contains(&format!("# TYPE {name} gauge")) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
     }
@@ -141,13 +279,22 @@ mod tests {
     #[test]
     fn histograms_are_cumulative() {
         let m = Metrics::default();
-        m.observe("synthesis", Duration::from_millis(3));
-        m.observe("synthesis", Duration::from_millis(700));
+        m.observe(Phase::Synthesis, Duration::from_millis(3));
+        m.observe(Phase::Synthesis, Duration::from_millis(700));
         let mut out = String::new();
         m.render_into(&mut out);
         assert!(out.contains("pinprove_phase_seconds_bucket{phase=\"synthesis\",le=\"0.005\"} 1"));
         assert!(out.contains("pinprove_phase_seconds_bucket{phase=\"synthesis\",le=\"1\"} 2"));
         assert!(out.contains("pinprove_phase_seconds_count{phase=\"synthesis\"} 2"));
-        assert_eq!(m.phase_count("synthesis"), 2);
+        assert_eq!(m.phase_count(Phase::Synthesis), 2);
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(
+            label("circuit", r#"wdpost-1-[0 "1"] \x"#),
+            r#"circuit="wdpost-1-[0 \"1\"] \\x""#
+        );
+        assert_eq!(label("c", "a\nb"), "c=\"a\\nb\"");
     }
 }

@@ -1,241 +1,23 @@
 //! The engine with the CPU backend and with a test backend whose timings and
 //! allocations are controlled.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::ptr::NonNull;
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use blstrs::{Bls12, G1Affine, G2Affine};
-use group::prime::PrimeCurveAffine;
+use blstrs::Bls12;
 use pinprove_engine::{
-    Device, Engine, EngineConfig, EngineError, JobOutcome, JobSpec, Partition, Priority, SynthesisContext,
-    circuit_partition_with_inputs,
+    Device, Engine, EngineConfig, EngineError, JobOutcome, Phase, Priority, circuit_partition_with_inputs,
 };
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
-use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
 use pinprove_groth16::{
-    AbcLayout, Backend, Capabilities, CapacityHints, CpuBackend, DeviceFault, Proof, ProveError, ProvingAssignment,
-    ProvingJob, ResidentSrs, Srs, StartedProof, SynthesisStats, check_job, synthesize,
+    AbcLayout, Backend, Capabilities, CpuBackend, DeviceFault, ProveError, ProvingJob, StartedProof, check_job,
 };
-use pinprove_mem::{HeapAllocator, HostAllocator, MemoryBudget, MemoryKind, PinnedPool, PoolBuffer, PoolConfig};
 
-/// An allocator that keeps its own count of live bytes: the independent
-/// accountant the budget is checked against.
-#[derive(Debug)]
-struct Accountant {
-    heap: HeapAllocator,
-    live: AtomicU64,
-    max: AtomicU64,
-}
-
-// SAFETY: forwards to the heap allocator, which upholds the contract.
-unsafe impl HostAllocator for Accountant {
-    fn kind(&self) -> MemoryKind {
-        MemoryKind::Heap
-    }
-    fn allocate(&self, len: usize) -> pinprove_mem::Result<NonNull<u8>> {
-        let p = self.heap.allocate(len)?;
-        let now = self.live.fetch_add(len as u64, Ordering::SeqCst) + len as u64;
-        self.max.fetch_max(now, Ordering::SeqCst);
-        Ok(p)
-    }
-    unsafe fn deallocate(&self, ptr: NonNull<u8>, len: usize) {
-        self.live.fetch_sub(len as u64, Ordering::SeqCst);
-        // SAFETY: forwarded from our caller's promise.
-        unsafe { self.heap.deallocate(ptr, len) }
-    }
-}
-
-fn pool_with(total: u64) -> (Arc<PinnedPool>, Arc<Accountant>) {
-    let acct = Arc::new(Accountant {
-        heap: HeapAllocator::new(false),
-        live: AtomicU64::new(0),
-        max: AtomicU64::new(0),
-    });
-    let pool = PinnedPool::new(
-        Arc::clone(&acct) as Arc<dyn HostAllocator>,
-        MemoryBudget::new(total),
-        PoolConfig {
-            idle_timeout: None,
-            ..PoolConfig::default()
-        },
-    );
-    (pool, acct)
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pinprove-engine-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// Synthetic parameters for `c` (valid points of the right shape).
-fn synthetic_params(c: &BenchCircuit, dir: &Path) -> PathBuf {
-    let pool = PinnedPool::new(
-        Arc::new(HeapAllocator::new(false)),
-        MemoryBudget::new(1 << 30),
-        PoolConfig::default(),
-    );
-    let (asg, _) = synthesize(
-        c.clone(),
-        &c.id(),
-        &pool,
-        &CapacityHints::in_memory(),
-        AbcLayout::Exact,
-        None,
-    )
-    .unwrap();
-    let path = dir.join(format!("{}.params", c.id()));
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-    write_synthetic_params(&CircuitShape::of(&asg), &mut f).unwrap();
-    f.flush().unwrap();
-    path
-}
-
-/// Real parameters for `c`, and bellperson's verifying key.
-fn real_params(c: &BenchCircuit, dir: &Path) -> (PathBuf, bellperson::groth16::VerifyingKey<Bls12>) {
-    use rand_chacha::rand_core::SeedableRng;
-    let p = bellperson::groth16::generate_random_parameters::<Bls12, _, _>(
-        c.clone(),
-        &mut rand_chacha::ChaCha8Rng::seed_from_u64(5),
-    )
-    .unwrap();
-    let path = dir.join(format!("{}.params", c.id()));
-    let mut bytes = Vec::new();
-    p.write(&mut bytes).unwrap();
-    std::fs::write(&path, bytes).unwrap();
-    (path, p.vk)
-}
-
-/// A backend that proves nothing: it checks the job, holds `scratch` bytes
-/// of pool memory between its two steps, and sleeps as told.
-struct TestBackend {
-    pool: Arc<PinnedPool>,
-    start: Duration,
-    finish: Duration,
-    scratch: usize,
-    holds_srs: bool,
-}
-
-struct TestStarted {
-    _scratch: Option<PoolBuffer>,
-    finish: Duration,
-    n: usize,
-}
-
-impl Backend for TestBackend {
-    fn name(&self) -> &'static str {
-        "test"
-    }
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            workers_per_device: 2,
-            abc_layout: AbcLayout::Exact,
-            uses_device: false,
-            needs_srs_points: false,
-        }
-    }
-    fn extra_working_set(&self, _: &pinprove_groth16::CapacityHint) -> u64 {
-        self.pool.rounded_size(self.scratch).unwrap() as u64
-    }
-    fn holds_srs(&self, _: &Srs) -> bool {
-        self.holds_srs
-    }
-    fn resident_srs(&self) -> Vec<ResidentSrs> {
-        let copy = ResidentSrs {
-            srs: "test".into(),
-            place: "device",
-            bytes: 1,
-        };
-        if self.holds_srs { vec![copy] } else { Vec::new() }
-    }
-    fn start(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
-        check_job(&job)?;
-        thread::sleep(self.start);
-        // Scratch memory paid out of the partition's admitted working set.
-        let scratch = match (self.scratch, job.assignments[0].working_set_mut()) {
-            (0, _) => None,
-            (n, Some(funds)) => Some(self.pool.checkout_funded(n, funds)?),
-            (n, None) => Some(self.pool.checkout_blocking(n)?),
-        };
-        for a in &mut job.assignments {
-            a.release_abc();
-        }
-        Ok(Box::new(TestStarted {
-            _scratch: scratch,
-            finish: self.finish,
-            n: job.assignments.len(),
-        }))
-    }
-}
-
-impl StartedProof for TestStarted {
-    fn finish(self: Box<Self>) -> Result<Vec<Proof>, ProveError> {
-        thread::sleep(self.finish);
-        let p = Proof {
-            a: G1Affine::identity(),
-            b: G2Affine::identity(),
-            c: G1Affine::identity(),
-        };
-        Ok(vec![p; self.n])
-    }
-}
-
-/// A partition that takes at least `delay` to synthesize.
-struct Slow {
-    circuit: BenchCircuit,
-    delay: Duration,
-}
-
-impl Partition for Slow {
-    fn synthesize(
-        self: Box<Self>,
-        ctx: SynthesisContext<'_>,
-    ) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
-        thread::sleep(self.delay);
-        ctx.synthesize(self.circuit)
-    }
-}
-
-fn slow(c: &BenchCircuit, delay_ms: u64) -> Box<dyn Partition> {
-    Box::new(Slow {
-        circuit: c.clone(),
-        delay: Duration::from_millis(delay_ms),
-    })
-}
-
-fn spec(id: &str, priority: Priority, partitions: Vec<Box<dyn Partition>>) -> JobSpec {
-    JobSpec {
-        circuit_id: id.to_string(),
-        priority,
-        partitions,
-        randomness: None,
-    }
-}
-
-fn test_engine(pool: &Arc<PinnedPool>, config: EngineConfig, start_ms: u64, finish_ms: u64, scratch: usize) -> Engine {
-    let backend = Arc::new(TestBackend {
-        pool: Arc::clone(pool),
-        start: Duration::from_millis(start_ms),
-        finish: Duration::from_millis(finish_ms),
-        scratch,
-        holds_srs: true,
-    });
-    Engine::new(
-        config,
-        vec![Device {
-            name: "test0".into(),
-            backend,
-        }],
-        Arc::clone(pool),
-    )
-    .unwrap()
-}
+use common::*;
 
 #[test]
 fn interleaved_jobs_get_their_own_verifying_proofs_in_partition_order() {
@@ -344,7 +126,7 @@ fn higher_priorities_run_first_and_fifo_within_one() {
         .timeline()
         .spans()
         .into_iter()
-        .filter(|s| s.name == "synthesis")
+        .filter(|s| s.name == Phase::Synthesis)
         .map(|s| s.label)
         .collect();
     let want: Vec<String> = [(blocker, 0), (critical, 0), (high, 0), (normal, 0), (low, 0), (low, 1)]
@@ -612,7 +394,10 @@ fn learned_hints_persist_for_the_next_engine() {
         let id = engine
             .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
             .unwrap();
-        engine.wait(id, None).unwrap();
+        assert!(matches!(
+            engine.wait(id, Some(Duration::from_secs(30))).unwrap(),
+            JobOutcome::Completed(_)
+        ));
     }
     let engine = test_engine(&pool, config, 0, 0, 0);
     assert_eq!(engine.hints().get(&c.id()).map(|h| h.constraints), Some(700));
@@ -626,13 +411,20 @@ fn shutting_down_ends_unfinished_jobs() {
     let c = BenchCircuit::new(500, WitnessMix::Bits).unwrap();
     let engine = test_engine(&pool, EngineConfig::default(), 200, 0, 0);
     engine.register_srs(&c.id(), synthetic_params(&c, &dir));
-    let _id = engine
+    let id = engine
         .submit(spec(&c.id(), Priority::Normal, (0..3).map(|_| slow(&c, 100)).collect()))
         .unwrap();
+    // The job's end is seen after the engine is gone.
+    let end = engine.outcome(id).unwrap();
     thread::sleep(Duration::from_millis(50));
     let t = Instant::now();
     drop(engine);
     assert!(t.elapsed() < Duration::from_secs(5), "shutdown hung");
+    let o = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(end);
+    assert_eq!(o, JobOutcome::Failed("the engine shut down".into()));
     assert_eq!(pool.stats().checked_out_bytes, 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,0 +1,263 @@
+//! Device workers (the backend's first step), finalizers (the second),
+//! and the engine's background threads.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::RecvTimeoutError;
+use pinprove_groth16::{Proof, ProveError, ProvingJob};
+use pinprove_mem::ErrorChain;
+use pinprove_mem::sync::Recover;
+
+use super::state::{InFlight, Inner, JobCtl, Started, Synthesized, catch};
+use crate::Phase;
+use crate::job::{JobOutcome, PartitionResult};
+
+impl Inner {
+    pub(super) fn device_worker(&self, d: usize, w: usize) {
+        let dev = &self.devices[d];
+        let lane = format!("{}-worker-{w}", dev.name);
+        loop {
+            let item = match dev.handoff.1.recv_timeout(Duration::from_millis(100)) {
+                Ok(item) => item,
+                Err(RecvTimeoutError::Timeout) if !self.shutting_down() => continue,
+                Err(_) => return,
+            };
+            let (job, index) = (Arc::clone(&item.flight.job), item.flight.index);
+            if let Err(msg) = catch(|| self.start_one(d, &lane, item)) {
+                self.panicked(
+                    &job,
+                    format!(
+                        "partition {index} on {}: the backend's first step panicked: {msg}",
+                        dev.name
+                    ),
+                );
+            }
+            *dev.current_job.lock().recover() = None;
+        }
+    }
+
+    fn start_one(&self, d: usize, lane: &str, item: Synthesized) {
+        let dev = &self.devices[d];
+        if dev.lost().is_some() {
+            self.reroute(d, item);
+            return;
+        }
+        let Synthesized { mut flight, assignment } = item;
+        let job = Arc::clone(&flight.job);
+        flight.wait = tracing::Span::none();
+        flight.timings.handoff_wait = flight.ready_at.elapsed();
+        self.metrics.observe(Phase::HandoffWait, flight.timings.handoff_wait);
+        if job.stopped() {
+            return;
+        }
+        flight.ticket.enter(Phase::Start);
+        *dev.current_job.lock().recover() = Some(job.id);
+        let t = Instant::now();
+        let started =
+            tracing::info_span!(parent: &flight.span, Phase::Start.name(), device = %dev.name).in_scope(|| {
+                dev.backend.start(ProvingJob {
+                    srs: Arc::clone(&flight.srs),
+                    assignments: vec![assignment],
+                    randomness: vec![flight.randomness],
+                })
+            });
+        let took = t.elapsed();
+        dev.busy_nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+        flight.timings.start = took;
+        self.metrics.observe(Phase::Start, took);
+        self.timeline.record(lane, Phase::Start, t, flight.label());
+        match started {
+            Ok(started) => {
+                flight.ready_at = Instant::now();
+                flight.wait = tracing::info_span!(parent: &flight.span, Phase::FinishWait.name());
+                flight.ticket.enter(Phase::FinishWait);
+                // The finalizers outlive the workers: a send fails only when
+                // the engine is gone, and then the partition is dropped.
+                let _ = self.finalize.0.send(Started {
+                    flight,
+                    started,
+                    device: d,
+                });
+            }
+            Err(e) => {
+                self.note_device_error(d, &e);
+                self.fail(
+                    &job,
+                    format!("partition {} on {}: {}", flight.index, dev.name, ErrorChain(&e)),
+                );
+            }
+        }
+    }
+
+    /// Notes a device lost by `err` (the engine stops routing work to it).
+    fn note_device_error(&self, d: usize, err: &ProveError) {
+        let dev = &self.devices[d];
+        if dev.lost.record(err) {
+            tracing::error!(device = %dev.name, "device lost, no more work goes to it: {}", ErrorChain(err));
+        }
+    }
+
+    /// Hands a synthesized partition that reached a lost device to another
+    /// device, or fails its job when none is left.
+    fn reroute(&self, from: usize, mut item: Synthesized) {
+        let job = Arc::clone(&item.flight.job);
+        let index = item.flight.index;
+        match self.pick_device(&item.flight.srs) {
+            Ok(to) => {
+                let dev = &self.devices[to];
+                tracing::warn!(job = %job.id, partition = index, from = %self.devices[from].name, to = %dev.name,
+                    "the device was lost; the partition moves");
+                item.flight.ticket.route(to);
+                self.metrics.partitions_rerouted.fetch_add(1, Ordering::Relaxed);
+                // Dropped (with its counts) only if the engine is gone.
+                let _ = dev.handoff.0.send(item);
+            }
+            Err(e) => {
+                drop(item);
+                self.fail(&job, format!("partition {index}: {e}"));
+            }
+        }
+    }
+
+    pub(super) fn finalizer(&self, d: usize) {
+        let lane = format!("{}-finalizer", self.devices[d].name);
+        loop {
+            let item = match self.finalize.1.recv_timeout(Duration::from_millis(100)) {
+                Ok(item) => item,
+                Err(RecvTimeoutError::Timeout) if !self.shutting_down() => continue,
+                Err(_) => return,
+            };
+            let (job, index, device) = (Arc::clone(&item.flight.job), item.flight.index, item.device);
+            if let Err(msg) = catch(|| self.finish_one(&lane, item)) {
+                let name = &self.devices[device].name;
+                self.panicked(
+                    &job,
+                    format!("partition {index} on {name}: the backend's second step panicked: {msg}"),
+                );
+            }
+        }
+    }
+
+    fn finish_one(&self, lane: &str, item: Started) {
+        let Started {
+            mut flight,
+            started,
+            device,
+        } = item;
+        let job = Arc::clone(&flight.job);
+        let dev = &self.devices[device];
+        flight.wait = tracing::Span::none();
+        flight.timings.finish_wait = flight.ready_at.elapsed();
+        if job.stopped() {
+            return;
+        }
+        flight.ticket.enter(Phase::Finish);
+        let t = Instant::now();
+        let proofs = tracing::info_span!(parent: &flight.span, Phase::Finish.name()).in_scope(|| started.finish());
+        flight.timings.finish = t.elapsed();
+        self.metrics.observe(Phase::Finish, flight.timings.finish);
+        self.timeline.record(lane, Phase::Finish, t, flight.label());
+        self.srs.release(&job.circuit_id);
+        match proofs.map(|mut p| p.pop()) {
+            Ok(Some(proof)) => {
+                self.metrics.proofs_completed.fetch_add(1, Ordering::Relaxed);
+                self.metrics.observe(Phase::Total, flight.timings.total());
+                self.complete(&job, flight, proof, device);
+            }
+            Ok(None) => self.fail(
+                &job,
+                format!("partition {}: the backend returned no proof", flight.index),
+            ),
+            Err(e) => {
+                self.note_device_error(device, &e);
+                self.fail(
+                    &job,
+                    format!("partition {} on {}: {}", flight.index, dev.name, ErrorChain(&e)),
+                );
+            }
+        }
+    }
+
+    fn complete(&self, job: &JobCtl, flight: InFlight, proof: Proof, device: usize) {
+        // Let go of the SRS and the counts before the job is seen complete:
+        // a waiter may evict it, or look at the counts, at once.
+        let InFlight {
+            index,
+            inputs,
+            timings,
+            srs,
+            ticket,
+            ..
+        } = flight;
+        drop((srs, ticket));
+        let done = {
+            let mut g = job.lock();
+            if g.outcome.is_some() {
+                return;
+            }
+            g.results[index] = Some(PartitionResult {
+                index,
+                proof,
+                public_inputs: inputs,
+                timings,
+                device,
+            });
+            g.proved += 1;
+            (g.proved == job.total).then(|| g.results.iter_mut().filter_map(Option::take).collect::<Vec<_>>())
+        };
+        if let Some(results) = done
+            && job.finish(JobOutcome::Completed(results))
+        {
+            self.remember_finished(job.id);
+            tracing::debug!(job = %job.id, ms = job.submitted.elapsed().as_millis() as u64, "job completed");
+        }
+    }
+
+    /// Memory becomes evictable by time passing alone (an SRS turning idle),
+    /// which no release announces: look again now and then while requests
+    /// wait.
+    pub(super) fn housekeeping(&self) {
+        let tick = (self.config.srs_idle_timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        let mut g = self.queue_lock();
+        while !self.shutting_down() {
+            g = self.queue_cv.wait_timeout(g, tick).recover().0;
+            if self.budget.has_waiters() {
+                drop(g);
+                self.budget.reclaim();
+                g = self.queue_lock();
+            }
+        }
+    }
+
+    /// Samples every GPU's utilization and PCIe traffic about every 100 ms
+    /// into the timeline (as counters) and the latest readings for status
+    /// and metrics: the view that shows whether uploads keep the GPU fed.
+    #[cfg(feature = "cuda")]
+    pub(super) fn sample_gpus(&self, nvml: &pinprove_cuda::Nvml) {
+        let n = nvml.device_count().unwrap_or(0);
+        let handles: Vec<_> = (0..n).filter_map(|i| nvml.device(i).ok().map(|d| (i, d))).collect();
+        let mut g = self.queue_lock();
+        while !self.shutting_down() {
+            g = self.queue_cv.wait_timeout(g, Duration::from_millis(100)).recover().0;
+            for (i, d) in &handles {
+                if let Ok(s) = nvml.sample(*d) {
+                    let reading = super::status::GpuReading {
+                        gpu: *i,
+                        utilization_percent: f64::from(s.gpu_percent),
+                        pcie_rx_bytes_per_s: s.pcie_rx_bytes_per_s as f64,
+                        pcie_tx_bytes_per_s: s.pcie_tx_bytes_per_s as f64,
+                    };
+                    self.timeline
+                        .sample(&format!("gpu{i} util %"), reading.utilization_percent);
+                    self.timeline
+                        .sample(&format!("gpu{i} PCIe RX GB/s"), reading.pcie_rx_bytes_per_s / 1e9);
+                    self.timeline
+                        .sample(&format!("gpu{i} PCIe TX GB/s"), reading.pcie_tx_bytes_per_s / 1e9);
+                    self.gpu_readings.lock().recover().insert(*i, reading);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,478 @@
+//! The engine's internal state: jobs' control blocks, partitions on their
+//! way through the pipeline, devices, and the counts of what is in flight.
+
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use pinprove_groth16::{AbcLayout, Backend, CapacityHints, LostDevice, ProvingAssignment, Scalar, Srs, StartedProof};
+use pinprove_mem::sync::Recover;
+use pinprove_mem::{MemoryBudget, PinnedPool};
+
+use super::status::GpuReading;
+use crate::job::{JobId, JobOutcome, JobState, Partition, PartitionResult, PartitionTimings, Priority};
+use crate::metrics::Metrics;
+use crate::srs::SrsRegistry;
+use crate::timeline::Timeline;
+use crate::{EngineConfig, Phase};
+
+pub(super) struct JobInner {
+    pub(super) results: Vec<Option<PartitionResult>>,
+    pub(super) outcome: Option<JobOutcome>,
+    pub(super) started: bool,
+    pub(super) proved: usize,
+    /// Tasks awaiting the outcome (see [`JobFuture`](crate::JobFuture)).
+    wakers: Vec<Waker>,
+}
+
+/// A job's control block, shared by the workers handling its partitions.
+pub(crate) struct JobCtl {
+    pub(super) id: JobId,
+    pub(super) circuit_id: String,
+    pub(super) priority: Priority,
+    pub(super) total: usize,
+    pub(super) submitted: Instant,
+    stopped: AtomicBool,
+    inner: Mutex<JobInner>,
+    pub(super) done: Condvar,
+}
+
+impl JobCtl {
+    pub(super) fn new(id: JobId, circuit_id: String, priority: Priority, total: usize) -> JobCtl {
+        JobCtl {
+            id,
+            circuit_id,
+            priority,
+            total,
+            submitted: Instant::now(),
+            stopped: AtomicBool::new(false),
+            inner: Mutex::new(JobInner {
+                results: vec![None; total],
+                outcome: None,
+                started: false,
+                proved: 0,
+                wakers: Vec::new(),
+            }),
+            done: Condvar::new(),
+        }
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, JobInner> {
+        self.inner.lock().recover()
+    }
+
+    /// Whether its partitions should be abandoned (cancelled or failed).
+    pub(super) fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    /// Ends the job with `outcome` unless it already ended; wakes everyone
+    /// waiting. Returns whether this call ended it.
+    pub(super) fn finish(&self, outcome: JobOutcome) -> bool {
+        self.stopped.store(true, Ordering::Release);
+        let wakers = {
+            let mut g = self.lock();
+            if g.outcome.is_some() {
+                return false;
+            }
+            g.outcome = Some(outcome);
+            self.done.notify_all();
+            std::mem::take(&mut g.wakers)
+        };
+        for w in wakers {
+            w.wake();
+        }
+        true
+    }
+
+    pub(super) fn outcome(&self) -> Option<JobOutcome> {
+        self.lock().outcome.clone()
+    }
+
+    /// The outcome once there is one; until then `cx`'s task is woken when
+    /// it comes.
+    pub(super) fn poll_outcome(&self, cx: &mut Context<'_>) -> Poll<JobOutcome> {
+        let mut g = self.lock();
+        if let Some(o) = &g.outcome {
+            return Poll::Ready(o.clone());
+        }
+        if !g.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            g.wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    pub(super) fn state(&self) -> JobState {
+        let g = self.lock();
+        match &g.outcome {
+            Some(JobOutcome::Completed(_)) => JobState::Completed,
+            Some(JobOutcome::Failed(_)) => JobState::Failed,
+            Some(JobOutcome::Cancelled) => JobState::Cancelled,
+            None if g.started => JobState::Running,
+            None => JobState::Queued,
+        }
+    }
+}
+
+/// A partition waiting in the priority queue.
+pub(super) struct Pending {
+    pub(super) priority: Priority,
+    pub(super) seq: u64,
+    pub(super) job: Arc<JobCtl>,
+    pub(super) index: usize,
+    pub(super) partition: Box<dyn Partition>,
+    pub(super) randomness: (Scalar, Scalar),
+    pub(super) enqueued: Instant,
+    /// The partition's tracing span, parent of one span per phase.
+    pub(super) span: tracing::Span,
+    /// The `queue_wait` span, closed when a synthesis worker takes it.
+    pub(super) wait: tracing::Span,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        (self.priority, self.seq) == (other.priority, other.seq)
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Pending {
+    /// Higher priority first; within a priority, earlier first.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.priority.cmp(&other.priority).then(other.seq.cmp(&self.seq))
+    }
+}
+
+/// Where a partition out of the queue is now.
+#[derive(Clone, Debug)]
+pub(super) struct Whereabouts {
+    pub(super) circuit_id: String,
+    pub(super) phase: Phase,
+    pub(super) device: Option<usize>,
+    pub(super) since: Instant,
+}
+
+/// What is in flight: partitions out of the queue per circuit type and per
+/// device, and where each one is. Kept apart from [`Inner`] so the tickets
+/// that partitions carry through channels hold no reference to the engine.
+#[derive(Default)]
+pub(super) struct Gauges {
+    in_progress: Mutex<HashMap<String, usize>>,
+    pub(super) quiet: Condvar,
+    device: Vec<AtomicUsize>,
+    partitions: Mutex<HashMap<(JobId, usize), Whereabouts>>,
+}
+
+impl Gauges {
+    pub(super) fn new(devices: usize) -> Arc<Gauges> {
+        Arc::new(Gauges {
+            device: (0..devices).map(|_| AtomicUsize::new(0)).collect(),
+            ..Gauges::default()
+        })
+    }
+
+    /// Counts a partition of `job` taken out of the queue.
+    pub(super) fn ticket(self: &Arc<Self>, job: &JobCtl, index: usize) -> Ticket {
+        *self
+            .in_progress
+            .lock()
+            .recover()
+            .entry(job.circuit_id.clone())
+            .or_insert(0) += 1;
+        self.partitions.lock().recover().insert(
+            (job.id, index),
+            Whereabouts {
+                circuit_id: job.circuit_id.clone(),
+                phase: Phase::Admission,
+                device: None,
+                since: Instant::now(),
+            },
+        );
+        Ticket {
+            gauges: Arc::clone(self),
+            key: (job.id, index),
+            circuit_id: job.circuit_id.clone(),
+            device: None,
+        }
+    }
+
+    /// Partitions routed to device `d` and not yet done.
+    pub(super) fn device_load(&self, d: usize) -> usize {
+        self.device[d].load(Ordering::Relaxed)
+    }
+
+    /// Partitions out of the queue, per circuit type (zeros left out).
+    pub(super) fn in_progress(&self) -> Vec<(String, usize)> {
+        let g = self.in_progress.lock().recover();
+        g.iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| (k.clone(), *n))
+            .collect()
+    }
+
+    /// Where every partition out of the queue is.
+    pub(super) fn partitions(&self) -> Vec<((JobId, usize), Whereabouts)> {
+        let g = self.partitions.lock().recover();
+        let mut v: Vec<_> = g.iter().map(|(k, w)| (*k, w.clone())).collect();
+        v.sort_by_key(|(k, _)| *k);
+        v
+    }
+
+    /// Waits until nothing is in progress (as `busy` also says of the
+    /// queue), or `deadline` passes.
+    pub(super) fn wait_quiet(&self, deadline: Instant, queue_empty: impl Fn() -> bool) -> bool {
+        loop {
+            // The queue first, without holding the counts: a synthesis
+            // worker takes the queue's lock and then the counts'. A partition
+            // it popped is counted before the queue's lock is let go, so an
+            // empty queue seen here cannot hide one.
+            let empty = queue_empty();
+            let g = self.in_progress.lock().recover();
+            if empty && !g.values().any(|n| *n > 0) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            let _ = self
+                .quiet
+                .wait_timeout(g, (deadline - now).min(Duration::from_millis(50)));
+        }
+    }
+}
+
+/// A partition's place in the counts, from the moment a synthesis worker
+/// takes it out of the queue until it leaves the pipeline — done, failed,
+/// abandoned or dropped by a panic: whatever path it leaves by, dropping the
+/// ticket gives its counts back.
+pub(super) struct Ticket {
+    gauges: Arc<Gauges>,
+    key: (JobId, usize),
+    circuit_id: String,
+    device: Option<usize>,
+}
+
+impl Ticket {
+    /// Counts the partition on device `d` (off the one it was on, if any).
+    pub(super) fn route(&mut self, d: usize) {
+        if let Some(old) = self.device.replace(d) {
+            self.gauges.device[old].fetch_sub(1, Ordering::Relaxed);
+        }
+        self.gauges.device[d].fetch_add(1, Ordering::Relaxed);
+        if let Some(w) = self.gauges.partitions.lock().recover().get_mut(&self.key) {
+            w.device = Some(d);
+        }
+    }
+
+    /// The device it is routed to.
+    pub(super) fn device(&self) -> Option<usize> {
+        self.device
+    }
+
+    /// Notes the phase the partition enters now.
+    pub(super) fn enter(&self, phase: Phase) {
+        if let Some(w) = self.gauges.partitions.lock().recover().get_mut(&self.key) {
+            w.phase = phase;
+            w.since = Instant::now();
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if let Some(d) = self.device {
+            self.gauges.device[d].fetch_sub(1, Ordering::Relaxed);
+        }
+        self.gauges.partitions.lock().recover().remove(&self.key);
+        let mut g = self.gauges.in_progress.lock().recover();
+        if let Some(n) = g.get_mut(&self.circuit_id) {
+            *n = n.saturating_sub(1);
+        }
+        self.gauges.quiet.notify_all();
+    }
+}
+
+/// A partition on its way through the pipeline.
+pub(super) struct InFlight {
+    pub(super) job: Arc<JobCtl>,
+    pub(super) index: usize,
+    pub(super) srs: Arc<Srs>,
+    pub(super) randomness: (Scalar, Scalar),
+    pub(super) inputs: Option<Vec<Scalar>>,
+    pub(super) timings: PartitionTimings,
+    pub(super) ready_at: Instant,
+    pub(super) span: tracing::Span,
+    /// The span of the wait in progress (`handoff_wait`, `finish_wait`).
+    pub(super) wait: tracing::Span,
+    pub(super) ticket: Ticket,
+}
+
+impl InFlight {
+    /// "job-3/2": the partition in logs and timeline labels.
+    pub(super) fn label(&self) -> String {
+        format!("{}/{}", self.job.id, self.index)
+    }
+}
+
+/// A synthesized partition, routed to a device.
+pub(super) struct Synthesized {
+    pub(super) flight: InFlight,
+    pub(super) assignment: ProvingAssignment,
+}
+
+/// A partition whose first step ran, waiting for its second.
+pub(super) struct Started {
+    pub(super) flight: InFlight,
+    pub(super) started: Box<dyn StartedProof>,
+    pub(super) device: usize,
+}
+
+pub(super) struct DeviceSlot {
+    pub(super) name: String,
+    pub(super) backend: Arc<dyn Backend>,
+    pub(super) workers: usize,
+    pub(super) handoff: (Sender<Synthesized>, Receiver<Synthesized>),
+    pub(super) busy_nanos: AtomicU64,
+    pub(super) current_job: Mutex<Option<JobId>>,
+    /// The error that lost the device, as the engine saw it.
+    pub(super) lost: LostDevice,
+}
+
+impl DeviceSlot {
+    /// Why the device can no longer be used, if it cannot.
+    pub(super) fn lost(&self) -> Option<String> {
+        self.lost.reason().or_else(|| self.backend.lost())
+    }
+}
+
+pub(crate) struct Inner {
+    pub(super) config: EngineConfig,
+    pub(super) budget: Arc<MemoryBudget>,
+    pub(super) pool: Arc<PinnedPool>,
+    pub(super) hints: CapacityHints,
+    pub(super) srs: Arc<SrsRegistry>,
+    pub(super) devices: Vec<DeviceSlot>,
+    pub(super) gauges: Arc<Gauges>,
+    pub(super) layout: AbcLayout,
+    pub(super) queue: Mutex<BinaryHeap<Pending>>,
+    pub(super) queue_cv: Condvar,
+    pub(super) synth_running: Mutex<usize>,
+    pub(super) synth_cv: Condvar,
+    pub(super) jobs: Mutex<HashMap<JobId, Arc<JobCtl>>>,
+    pub(super) finished: Mutex<VecDeque<JobId>>,
+    pub(super) finalize: (Sender<Started>, Receiver<Started>),
+    pub(super) metrics: Metrics,
+    pub(super) timeline: Timeline,
+    pub(super) next_job: AtomicU64,
+    pub(super) next_seq: AtomicU64,
+    pub(super) shutdown: AtomicBool,
+    pub(super) started_at: Instant,
+    /// The latest NVML reading of each GPU.
+    pub(super) gpu_readings: Mutex<HashMap<usize, GpuReading>>,
+}
+
+impl Inner {
+    pub(super) fn queue_lock(&self) -> MutexGuard<'_, BinaryHeap<Pending>> {
+        self.queue.lock().recover()
+    }
+
+    pub(super) fn jobs_lock(&self) -> MutexGuard<'_, HashMap<JobId, Arc<JobCtl>>> {
+        self.jobs.lock().recover()
+    }
+
+    pub(super) fn job(&self, id: JobId) -> Result<Arc<JobCtl>, crate::EngineError> {
+        self.jobs_lock()
+            .get(&id)
+            .cloned()
+            .ok_or(crate::EngineError::UnknownJob(id))
+    }
+
+    pub(super) fn shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    pub(super) fn remember_finished(&self, id: JobId) {
+        let mut f = self.finished.lock().recover();
+        f.push_back(id);
+        while f.len() > self.config.finished_jobs_kept {
+            if let Some(old) = f.pop_front() {
+                self.jobs_lock().remove(&old);
+            }
+        }
+    }
+
+    pub(super) fn drop_queued(&self, id: JobId) {
+        let mut q = self.queue_lock();
+        let kept: Vec<Pending> = std::mem::take(&mut *q).into_iter().filter(|p| p.job.id != id).collect();
+        *q = kept.into_iter().collect();
+    }
+
+    /// Ends a job as failed (unless it already ended), dropping its queued
+    /// partitions; the running ones are abandoned at their next step.
+    pub(super) fn fail(&self, job: &JobCtl, what: String) {
+        tracing::warn!(job = %job.id, "{what}");
+        self.metrics.proofs_failed.fetch_add(1, Ordering::Relaxed);
+        if job.finish(JobOutcome::Failed(what)) {
+            self.drop_queued(job.id);
+            self.remember_finished(job.id);
+        }
+    }
+
+    /// A panic caught while a partition of `job` was handled: the job fails
+    /// with its message; everything the partition held was dropped by the
+    /// unwinding.
+    pub(super) fn panicked(&self, job: &JobCtl, what: String) {
+        self.metrics.panics.fetch_add(1, Ordering::Relaxed);
+        self.fail(job, what);
+    }
+
+    /// Cancels a job; returns whether any of its partitions had started.
+    pub(super) fn cancel(&self, job: &JobCtl) -> bool {
+        let was_running = job.lock().started;
+        if job.finish(JobOutcome::Cancelled) {
+            self.metrics.jobs_cancelled.fetch_add(1, Ordering::Relaxed);
+            self.drop_queued(job.id);
+            self.remember_finished(job.id);
+        }
+        was_running
+    }
+}
+
+/// Runs `f`, turning a panic into its message.
+pub(super) fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    // Unwind safety: what `f` touches is either dropped by the unwinding
+    // (the partition and everything it holds) or shared state kept
+    // consistent between statements behind locks taken with `recover`.
+    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_string())
+    })
+}
+
+/// Runs a worker's loop until it returns. A panic that escapes the loop's
+/// own per-partition guard (a bug in the engine itself) is logged and the
+/// loop starts again: the thread is replaced by itself, and keeps serving.
+pub(super) fn supervise(name: &str, metrics: &Metrics, mut body: impl FnMut()) {
+    loop {
+        match catch(&mut body) {
+            Ok(()) => return,
+            Err(msg) => {
+                metrics.panics.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(thread = name, "engine thread panicked ({msg}); it starts again");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! Snapshots of the engine for status pages, metrics and tools.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use pinprove_groth16::ResidentSrs;
+use pinprove_mem::sync::Recover;
+use serde::Serialize;
+
+use super::state::{DeviceSlot, Inner};
+use crate::Phase;
+use crate::job::JobId;
+use crate::srs::SrsInfo;
+
+/// Partitions waiting and in flight for one circuit type.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct QueueStatus {
+    /// The circuit type.
+    pub circuit_id: String,
+    /// Partitions waiting for a synthesis worker.
+    pub pending: usize,
+    /// Partitions being synthesized or proved.
+    pub in_progress: usize,
+}
+
+/// A device's state.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeviceStatus {
+    /// The device's name.
+    pub name: String,
+    /// The backend.
+    pub backend: &'static str,
+    /// Workers.
+    pub workers: usize,
+    /// Partitions waiting for or inside the device's workers and finalizer.
+    pub in_flight: usize,
+    /// Fraction of the engine's lifetime the device's workers spent in the
+    /// backend's first step (the device-bound part).
+    pub busy_fraction: f64,
+    /// The job the device works on now, if any.
+    pub current_job: Option<JobId>,
+    /// SRS copies the backend keeps itself (bases in device memory, …).
+    pub resident_srs: Vec<ResidentSrs>,
+    /// Why the device takes no more work, once it was lost (a faulted
+    /// kernel, a device gone from the bus): the engine routes around it, and
+    /// a new process is needed to use it again.
+    pub lost: Option<String>,
+}
+
+/// The latest NVML reading of one GPU (GPU builds with NVML only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct GpuReading {
+    /// The GPU's NVML index.
+    pub gpu: usize,
+    /// Percent of the last sampling period in which a kernel ran.
+    pub utilization_percent: f64,
+    /// PCIe host-to-device throughput.
+    pub pcie_rx_bytes_per_s: f64,
+    /// PCIe device-to-host throughput.
+    pub pcie_tx_bytes_per_s: f64,
+}
+
+/// A partition out of the queue, and where it is.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PartitionStatus {
+    /// Its job.
+    pub job: JobId,
+    /// Its index in the job.
+    pub index: usize,
+    /// The job's circuit type.
+    pub circuit_id: String,
+    /// The phase it is in.
+    pub phase: Phase,
+    /// The device it was routed to, once synthesized.
+    pub device: Option<String>,
+    /// Time in that phase so far.
+    pub in_phase: Duration,
+}
+
+/// A snapshot of the engine.
+#[derive(Clone, Debug, Serialize)]
+pub struct EngineStatus {
+    /// Per circuit type.
+    pub queues: Vec<QueueStatus>,
+    /// Per device.
+    pub devices: Vec<DeviceStatus>,
+    /// Every partition out of the queue.
+    pub partitions: Vec<PartitionStatus>,
+    /// Registered and loaded parameters.
+    pub srs: Vec<SrsInfo>,
+    /// NVML readings per GPU.
+    pub gpus: Vec<GpuReading>,
+    /// Budget total and use.
+    pub budget_total: u64,
+    /// Bytes reserved now.
+    pub budget_used: u64,
+    /// Pool bytes idle.
+    pub pool_idle: u64,
+    /// Pool bytes checked out.
+    pub pool_checked_out: u64,
+    /// Pool buffers allocated since start (each pins fresh memory: seconds
+    /// per few GiB, during which a GPU can starve; a steady stream should
+    /// allocate none).
+    pub pool_fresh_allocations: u64,
+    /// Time spent in those allocations since start.
+    pub pool_alloc_time: Duration,
+    /// Proofs completed since start.
+    pub proofs_completed: u64,
+    /// Proofs failed since start.
+    pub proofs_failed: u64,
+    /// Since start.
+    pub uptime: Duration,
+}
+
+impl Inner {
+    pub(super) fn status(&self) -> EngineStatus {
+        let mut by_circuit: HashMap<String, QueueStatus> = HashMap::new();
+        for p in self.queue_lock().iter() {
+            queue(&mut by_circuit, &p.job.circuit_id).pending += 1;
+        }
+        for (k, n) in self.gauges.in_progress() {
+            queue(&mut by_circuit, &k).in_progress += n;
+        }
+        let mut queues: Vec<QueueStatus> = by_circuit.into_values().collect();
+        queues.sort_by(|a, b| a.circuit_id.cmp(&b.circuit_id));
+        let uptime = self.started_at.elapsed();
+        let devices = self
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| DeviceStatus {
+                name: d.name.clone(),
+                backend: d.backend.name(),
+                workers: d.workers,
+                in_flight: self.gauges.device_load(i),
+                busy_fraction: busy_fraction(d, uptime),
+                current_job: *d.current_job.lock().recover(),
+                resident_srs: d.backend.resident_srs(),
+                lost: d.lost(),
+            })
+            .collect();
+        let partitions = self
+            .gauges
+            .partitions()
+            .into_iter()
+            .map(|((job, index), w)| PartitionStatus {
+                job,
+                index,
+                circuit_id: w.circuit_id,
+                phase: w.phase,
+                device: w.device.map(|d| self.devices[d].name.clone()),
+                in_phase: w.since.elapsed(),
+            })
+            .collect();
+        let mut gpus: Vec<GpuReading> = self.gpu_readings.lock().recover().values().copied().collect();
+        gpus.sort_by_key(|g| g.gpu);
+        let pool = self.pool.stats();
+        EngineStatus {
+            queues,
+            devices,
+            partitions,
+            srs: self.srs.status(),
+            gpus,
+            budget_total: self.budget.total(),
+            budget_used: self.budget.used(),
+            pool_idle: pool.idle_bytes,
+            pool_checked_out: pool.checked_out_bytes,
+            pool_fresh_allocations: pool.fresh_allocations,
+            pool_alloc_time: pool.alloc_time,
+            proofs_completed: self.metrics.proofs_completed(),
+            proofs_failed: self.metrics.proofs_failed(),
+            uptime,
+        }
+    }
+}
+
+fn queue<'a>(queues: &'a mut HashMap<String, QueueStatus>, id: &str) -> &'a mut QueueStatus {
+    queues.entry(id.to_string()).or_insert_with(|| QueueStatus {
+        circuit_id: id.to_string(),
+        ..Default::default()
+    })
+}
+
+fn busy_fraction(d: &DeviceSlot, uptime: Duration) -> f64 {
+    let busy = Duration::from_nanos(d.busy_nanos.load(Ordering::Relaxed)).as_secs_f64();
+    (busy / (d.workers as f64 * uptime.as_secs_f64().max(1e-9))).min(1.0)
+}

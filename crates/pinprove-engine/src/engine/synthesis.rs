@@ -1,0 +1,261 @@
+//! Synthesis workers: a partition out of the queue is admitted by the
+//! memory budget, gets its parameters, is synthesized into pool buffers and
+//! handed to a device.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::SendTimeoutError;
+use pinprove_groth16::{AbcLayout, Srs, domain::domain_size};
+use pinprove_mem::ErrorChain;
+use pinprove_mem::sync::Recover;
+
+use super::state::{InFlight, Inner, Pending, Synthesized, Ticket, catch};
+use crate::job::{PartitionTimings, SynthesisContext};
+use crate::srs::Acquired;
+use crate::{EngineError, Phase};
+
+impl Inner {
+    /// Host bytes one partition of `circuit_id` needs while in flight: its
+    /// vectors (as the pool rounds them), densities, and what the backends
+    /// add. From the capacity hint, or from the parameters' shape before the
+    /// first synthesis.
+    pub(super) fn working_set(&self, circuit_id: &str) -> Result<u64, EngineError> {
+        let shape = match self.hints.get(circuit_id) {
+            Some(h) => h,
+            None => self.srs.shape(circuit_id)?,
+        };
+        let n = match self.layout {
+            AbcLayout::Exact => shape.constraints,
+            AbcLayout::PaddedToDomain => domain_size(shape.constraints)?,
+        };
+        let vec = |elems: usize| self.pool.rounded_size(elems.saturating_mul(32)).unwrap_or(usize::MAX) as u64;
+        let densities = (shape.inputs.saturating_add(shape.aux.saturating_mul(2)) / 8 + 64) as u64;
+        let extra = self
+            .devices
+            .iter()
+            .map(|d| d.backend.extra_working_set(&shape))
+            .max()
+            .unwrap_or(0);
+        Ok(vec(n)
+            .saturating_mul(3)
+            .saturating_add(vec(shape.inputs))
+            .saturating_add(vec(shape.aux))
+            .saturating_add(densities)
+            .saturating_add(extra))
+    }
+
+    /// The next partition by priority, counted in flight from here on;
+    /// `None` once the engine shuts down.
+    fn take_pending(&self) -> Option<(Pending, Ticket)> {
+        let mut q = self.queue_lock();
+        loop {
+            if self.shutting_down() {
+                return None;
+            }
+            if let Some(p) = q.pop() {
+                let ticket = self.gauges.ticket(&p.job, p.index);
+                return Some((p, ticket));
+            }
+            q = self.queue_cv.wait(q).recover();
+        }
+    }
+
+    fn synthesis_slot(&self) -> Option<SynthSlot<'_>> {
+        let cap = self.config.max_concurrent_syntheses?;
+        let mut n = self.synth_running.lock().recover();
+        while *n >= cap.max(1) && !self.shutting_down() {
+            n = self.synth_cv.wait(n).recover();
+        }
+        *n += 1;
+        Some(SynthSlot(self))
+    }
+
+    pub(super) fn synthesis_worker(&self, w: usize) {
+        let lane = format!("synth-{w}");
+        while let Some((p, ticket)) = self.take_pending() {
+            let (job, index) = (Arc::clone(&p.job), p.index);
+            match catch(|| self.prepare(p, ticket, &lane)) {
+                Ok(Some(item)) => self.hand_off(item),
+                Ok(None) => {}
+                Err(msg) => self.panicked(&job, format!("partition {index}: panicked while being prepared: {msg}")),
+            }
+        }
+    }
+
+    /// Passes a synthesized partition to its device's workers; dropped (its
+    /// ticket and memory given back) if the engine shuts down meanwhile.
+    fn hand_off(&self, mut item: Synthesized) {
+        let d = item.flight.ticket.device().expect("routed");
+        let tx = &self.devices[d].handoff.0;
+        loop {
+            match tx.send_timeout(item, Duration::from_millis(100)) {
+                Ok(()) => return,
+                Err(SendTimeoutError::Timeout(back)) if !self.shutting_down() => item = back,
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Admits, loads parameters for, and synthesizes one partition, then
+    /// routes it to a device. `None` when the job stopped or this failed it.
+    fn prepare(&self, mut p: Pending, ticket: Ticket, lane: &str) -> Option<Synthesized> {
+        p.wait = tracing::Span::none();
+        let span = p.span.clone();
+        let job = Arc::clone(&p.job);
+        let label = format!("{}/{}", job.id, p.index);
+        if job.stopped() {
+            return None;
+        }
+        job.lock().started = true;
+        let mut timings = PartitionTimings {
+            queue_wait: p.enqueued.elapsed(),
+            ..Default::default()
+        };
+        self.metrics.observe(Phase::QueueWait, timings.queue_wait);
+
+        // One admission covers the partition's working set and, when its
+        // parameters are not resident, their load: a worker never waits for
+        // memory while holding part of what it needs.
+        let t = Instant::now();
+        let admission = tracing::info_span!(parent: &span, Phase::Admission.name()).entered();
+        let slot = self.synthesis_slot();
+        let mut srs_part = 0;
+        let (mut funds, srs, load) = loop {
+            let admitted = self.working_set(&job.circuit_id).and_then(|ws| {
+                if srs_part == 0 && !self.srs.is_loaded(&job.circuit_id) {
+                    srs_part = self.srs.load_estimate(&job.circuit_id)?;
+                }
+                Ok(self.budget.acquire_blocking(ws.saturating_add(srs_part))?)
+            });
+            let mut funds = match admitted {
+                Ok(f) => f,
+                Err(e) => {
+                    self.fail(&job, format!("partition {}: admission: {}", p.index, ErrorChain(&e)));
+                    return None;
+                }
+            };
+            if job.stopped() {
+                return None;
+            }
+            let mut srs_funds = funds.split(srs_part);
+            ticket.enter(Phase::SrsLoad);
+            match self.srs.acquire_funded(&job.circuit_id, &mut srs_funds) {
+                // Leftover load funds (resident after all) are released here.
+                Ok(Acquired::Ready(srs, load)) => break (funds, srs, load),
+                // Evicted since the admission was sized: admit again, larger.
+                Ok(Acquired::NeedsFunds(n)) => srs_part = n,
+                Err(e) => {
+                    self.fail(&job, format!("parameters of {}: {}", job.circuit_id, ErrorChain(&e)));
+                    return None;
+                }
+            }
+        };
+        drop(admission);
+        timings.budget_wait = t.elapsed().saturating_sub(load);
+        timings.srs_load = load;
+        self.metrics.observe(Phase::Admission, timings.budget_wait);
+        self.timeline.record(lane, Phase::Admission, t, label.clone());
+
+        let t = Instant::now();
+        ticket.enter(Phase::Synthesis);
+        let inputs = p.partition.public_inputs();
+        let ctx = SynthesisContext {
+            circuit_id: &job.circuit_id,
+            pool: &self.pool,
+            hints: &self.hints,
+            layout: self.layout,
+            funds: std::mem::replace(&mut funds, pinprove_mem::Reservation::empty(&self.budget)),
+            shape: self.srs.shape(&job.circuit_id).ok(),
+        };
+        let partition = p.partition;
+        let synthesized = tracing::info_span!(parent: &span, Phase::Synthesis.name())
+            .in_scope(|| catch(move || partition.synthesize(ctx)));
+        drop(slot);
+        timings.synthesis = t.elapsed();
+        self.metrics.observe(Phase::Synthesis, timings.synthesis);
+        self.timeline.record(lane, Phase::Synthesis, t, label);
+        let (assignment, _stats) = match synthesized {
+            Ok(Ok(x)) => x,
+            Ok(Err(e)) => {
+                self.fail(&job, format!("partition {} synthesis: {}", p.index, ErrorChain(&e)));
+                return None;
+            }
+            Err(msg) => {
+                self.panicked(&job, format!("partition {} synthesis panicked: {msg}", p.index));
+                return None;
+            }
+        };
+        if job.stopped() {
+            return None;
+        }
+        let mut ticket = ticket;
+        match self.pick_device(&srs) {
+            Ok(d) => ticket.route(d),
+            Err(e) => {
+                self.fail(&job, format!("partition {}: {e}", p.index));
+                return None;
+            }
+        }
+        ticket.enter(Phase::HandoffWait);
+        Some(Synthesized {
+            flight: InFlight {
+                job,
+                index: p.index,
+                srs,
+                randomness: p.randomness,
+                inputs,
+                timings,
+                ready_at: Instant::now(),
+                wait: tracing::info_span!(parent: &span, Phase::HandoffWait.name()),
+                span,
+                ticket,
+            },
+            assignment,
+        })
+    }
+
+    /// Among the devices not lost: one with a free worker that already
+    /// holds the SRS; else one with a free worker; else the least loaded
+    /// holder. Moving an SRS to a device costs more than waiting a little
+    /// for one that has it.
+    pub(super) fn pick_device(&self, srs: &Srs) -> Result<usize, EngineError> {
+        (0..self.devices.len())
+            .filter(|&i| self.devices[i].lost().is_none())
+            .min_by_key(|&i| {
+                let d = &self.devices[i];
+                let load = self.gauges.device_load(i);
+                (load >= d.workers, !d.backend.holds_srs(srs), load)
+            })
+            .ok_or_else(|| self.devices_lost())
+    }
+
+    /// Ok while some device can take work.
+    pub(super) fn usable_device(&self) -> Result<(), EngineError> {
+        if self.devices.iter().any(|d| d.lost().is_none()) {
+            Ok(())
+        } else {
+            Err(self.devices_lost())
+        }
+    }
+
+    fn devices_lost(&self) -> EngineError {
+        let why: Vec<String> = self
+            .devices
+            .iter()
+            .map(|d| format!("{}: {}", d.name, d.lost().unwrap_or_default()))
+            .collect();
+        EngineError::DevicesLost(why.join("; "))
+    }
+}
+
+/// A slot of the synthesis cap, given back on drop.
+struct SynthSlot<'a>(&'a Inner);
+
+impl Drop for SynthSlot<'_> {
+    fn drop(&mut self) {
+        let mut n = self.0.synth_running.lock().recover();
+        *n = n.saturating_sub(1);
+        self.0.synth_cv.notify_one();
+    }
+}
