@@ -104,7 +104,7 @@ fn an_awaiter_that_goes_away_cancels_its_job() {
     let done = submit(200, 0);
     let o = rt.block_on(engine.outcome(done).unwrap().cancel_on_drop());
     assert!(matches!(o, JobOutcome::Completed(_)));
-    assert_eq!(engine.metrics_text().contains("pinprove_jobs_cancelled_total 1"), true);
+    assert!(engine.metrics_text().contains("pinprove_jobs_cancelled_total 1"));
     assert_idle(&engine, &pool, &acct, "at the end");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -109,6 +109,12 @@ impl BenchCircuit {
     /// A circuit of `constraints` constraints and `public_inputs` public
     /// inputs (besides the constant ONE).
     pub fn with_inputs(constraints: usize, public_inputs: usize, mix: WitnessMix) -> Result<Self, InvalidCircuit> {
+        if constraints > 1 << 28 {
+            return Err(InvalidCircuit(format!("{constraints} constraints is beyond 2^28")));
+        }
+        // Sizes come from the command line: an input count near usize::MAX
+        // must be an error, not a wrapped product.
+        let fixed = public_inputs.checked_mul(2).and_then(|n| n.checked_add(1));
         let c = BenchCircuit {
             constraints,
             public_inputs,
@@ -116,17 +122,14 @@ impl BenchCircuit {
             seed: 1,
             corrupt: false,
         };
-        if c.gadget_slots() == 0 {
-            return Err(InvalidCircuit(format!(
+        match fixed {
+            Some(f) if constraints > f => Ok(c),
+            _ => Err(InvalidCircuit(format!(
                 "{constraints} constraints leave no room for gates beside {public_inputs} public inputs \
                  (need at least {})",
-                2 * public_inputs + 3
-            )));
+                public_inputs.saturating_mul(2).saturating_add(3)
+            ))),
         }
-        if constraints > 1 << 28 {
-            return Err(InvalidCircuit(format!("{constraints} constraints is beyond 2^28")));
-        }
-        Ok(c)
     }
 
     /// The same shape with another witness (`seed` picks the random values).
@@ -169,7 +172,8 @@ impl BenchCircuit {
     /// Constraint slots left for gates.
     fn gadget_slots(&self) -> usize {
         // ONE's and each input's Groth16 constraint, and one binding per input.
-        self.constraints.saturating_sub(2 * self.public_inputs + 1)
+        self.constraints
+            .saturating_sub(self.public_inputs.saturating_mul(2).saturating_add(1))
     }
 
     fn blocks(&self) -> usize {
@@ -393,6 +397,11 @@ mod tests {
         assert!(BenchCircuit::new(5, WitnessMix::Bits).is_err());
         assert!(BenchCircuit::with_inputs(3, 0, WitnessMix::Bits).is_ok());
         assert!(BenchCircuit::new(1 << 29, WitnessMix::Bits).is_err());
+        // Input counts whose doubled value overflows: an error, not a wrap.
+        for inputs in [usize::MAX, usize::MAX / 2 + 1, usize::MAX / 2] {
+            let err = BenchCircuit::with_inputs(1000, inputs, WitnessMix::Bits).unwrap_err();
+            assert!(err.to_string().contains("leave no room"), "{err}");
+        }
     }
 
     #[test]

@@ -62,6 +62,62 @@ impl Default for BudgetConfig {
     }
 }
 
+impl std::str::FromStr for BudgetConfig {
+    type Err = String;
+
+    /// "auto" (the default margin), or a size such as "96GiB", "1.5 TiB",
+    /// "500M" or "4096" (see [`parse_bytes`]).
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if s.trim().eq_ignore_ascii_case("auto") {
+            return Ok(BudgetConfig::default());
+        }
+        match parse_bytes(s)? {
+            0 => Err("a memory budget of 0 bytes admits nothing".into()),
+            n => Ok(BudgetConfig::Fixed(n)),
+        }
+    }
+}
+
+impl fmt::Display for BudgetConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BudgetConfig::Fixed(n) => write!(f, "{n}"),
+            BudgetConfig::Auto { .. } => f.write_str("auto"),
+        }
+    }
+}
+
+/// Parses a byte count: a number (fractions allowed) and an optional unit,
+/// binary (`KiB`, `MiB`, `GiB`, `TiB`, or just `K`, `M`, `G`, `T`) or
+/// decimal (`kB`, `MB`, `GB`, `TB`); `B` or none for bytes.
+pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = (&t[..split], t[split..].trim());
+    let value: f64 = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
+    let mult: f64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kib" => (1u64 << 10) as f64,
+        "m" | "mib" => (1u64 << 20) as f64,
+        "g" | "gib" => (1u64 << 30) as f64,
+        "t" | "tib" => (1u64 << 40) as f64,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        _ => {
+            return Err(format!(
+                "unknown size unit {unit:?} in {s:?} (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)"
+            ));
+        }
+    };
+    let bytes = value * mult;
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        return Err(format!("size out of range: {s:?}"));
+    }
+    Ok(bytes.round() as u64)
+}
+
 impl BudgetConfig {
     /// The total this configuration gives on this machine.
     pub fn resolve(&self) -> u64 {

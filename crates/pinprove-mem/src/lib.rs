@@ -33,7 +33,7 @@ mod vec;
 pub mod cuda;
 
 pub use alloc::{HeapAllocator, HostAllocator, HostMemory, MemoryKind};
-pub use budget::{BudgetConfig, BudgetStats, Evictor, MemoryBudget, Reservation};
+pub use budget::{BudgetConfig, BudgetStats, Evictor, MemoryBudget, Reservation, parse_bytes};
 pub use error::{Error, ErrorChain};
 pub use pool::{PinnedPool, PoolBuffer, PoolConfig, PoolStats, UseFence};
 pub use vec::PinnedVec;

@@ -376,3 +376,20 @@ fn urgent_requests_go_before_admissions() {
     assert_eq!(admission.join().unwrap(), 50);
     assert_eq!(b.used(), 0);
 }
+
+#[test]
+fn budgets_and_sizes_parse() {
+    use pinprove_mem::{BudgetConfig, parse_bytes};
+    assert_eq!(parse_bytes("4096"), Ok(4096));
+    assert_eq!(parse_bytes("96GiB"), Ok(96 << 30));
+    assert_eq!(parse_bytes("1.5 TiB"), Ok(3 << 39));
+    assert_eq!(parse_bytes("500M"), Ok(500 << 20));
+    assert_eq!(parse_bytes("2 GB"), Ok(2_000_000_000));
+    assert!(parse_bytes("12 parsecs").unwrap_err().contains("unknown size unit"));
+    assert!(parse_bytes("lots").is_err());
+    assert!(parse_bytes("1e30").is_err());
+    assert!(parse_bytes("99999999999 TiB").unwrap_err().contains("out of range"));
+    assert!(matches!("auto".parse::<BudgetConfig>(), Ok(BudgetConfig::Auto { .. })));
+    assert!(matches!("64GiB".parse::<BudgetConfig>(), Ok(BudgetConfig::Fixed(n)) if n == 64 << 30));
+    assert!("0".parse::<BudgetConfig>().is_err());
+}

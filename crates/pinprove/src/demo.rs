@@ -13,8 +13,8 @@ use std::time::Instant;
 use anyhow::{Result, ensure};
 use clap::Args;
 use ff::Field;
-use pinprove_groth16::{Backend, CapacityHints, CpuBackend, ProvingJob, Srs, Validation, synthesize};
-use pinprove_mem::{BudgetConfig, MemoryBudget, PinnedPool, PoolConfig, default_allocator};
+use pinprove_engine::assembly::{BackendKind, Stack, StackConfig};
+use pinprove_groth16::{CapacityHints, ProvingJob, Srs, Validation, synthesize};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -40,8 +40,11 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     }
     .build()?;
     let id = circuit.id();
-    let budget = MemoryBudget::from_config(&BudgetConfig::default());
-    let pool = PinnedPool::new(default_allocator(), Arc::clone(&budget), PoolConfig::default());
+    let stack = Stack::build(&StackConfig {
+        backend: BackendKind::Cpu,
+        ..StackConfig::default()
+    })?;
+    let (budget, pool) = (&stack.budget, &stack.pool);
     println!(
         "pinprove demo: {id}; memory budget {}, pool buffers are {} memory",
         bytes(budget.total()),
@@ -52,14 +55,14 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let params = reference::generate(circuit.clone(), 1)?;
     let mut file = Vec::new();
     params.write(&mut file)?;
-    let srs = Arc::new(Srs::from_bytes(&file, &pool, Validation::Subgroup)?);
+    let srs = Arc::new(Srs::from_bytes(&file, pool, Validation::Subgroup)?);
     println!(
         "parameters: {} generated and checked in {}",
         bytes(file.len() as u64),
         dur(t.elapsed())
     );
 
-    let backend = CpuBackend::new(Arc::clone(&pool));
+    let backend = stack.devices[0].backend.as_ref();
     let hints = CapacityHints::in_memory();
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     for round in 1..=2 {
@@ -69,7 +72,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         let (asg, stats) = synthesize(
             circuit.clone(),
             &id,
-            &pool,
+            pool,
             &hints,
             backend.capabilities().abc_layout,
             None,

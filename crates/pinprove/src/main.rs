@@ -3,6 +3,7 @@
 mod bench;
 mod builtin;
 mod demo;
+mod params_cache;
 mod params_cmd;
 mod reference;
 mod report;

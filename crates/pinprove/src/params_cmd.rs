@@ -1,15 +1,13 @@
 //! `pinprove params …`
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use pinprove_groth16::circuits::BenchCircuit;
-use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
+use pinprove_engine::assembly::{self, PoolMemory};
 use pinprove_groth16::{Srs, Validation};
-use pinprove_mem::{MemoryBudget, PinnedPool, PoolConfig, default_allocator};
+use pinprove_mem::{BudgetConfig, MemoryBudget, PoolConfig};
 
 use crate::builtin::CircuitArgs;
 use crate::reference;
@@ -85,7 +83,7 @@ fn generate(args: &GenerateArgs) -> Result<()> {
 fn synthetic(args: &GenerateArgs) -> Result<()> {
     let circuit = args.circuit.build()?;
     let t = Instant::now();
-    let size = write_synthetic(&circuit, &args.out)?;
+    let size = crate::params_cache::write_synthetic(&circuit, &args.out)?;
     println!(
         "wrote {} ({}) for {} in {} (synthetic: proofs made with it do not verify)",
         args.out.display(),
@@ -96,45 +94,13 @@ fn synthetic(args: &GenerateArgs) -> Result<()> {
     Ok(())
 }
 
-/// Writes synthetic parameters of `circuit`'s shape to `out` (atomically:
-/// a temporary file renamed into place); returns the file's size.
-pub fn write_synthetic(circuit: &BenchCircuit, out: &Path) -> Result<u64> {
-    let budget = MemoryBudget::new(pinprove_mem::BudgetConfig::default().resolve());
-    let pool = PinnedPool::new(
-        Arc::new(pinprove_mem::HeapAllocator::default()),
-        budget,
-        PoolConfig::default(),
-    );
-    let hints = pinprove_groth16::CapacityHints::in_memory();
-    let (asg, _) = pinprove_groth16::synthesize(
-        circuit.clone(),
-        &circuit.id(),
-        &pool,
-        &hints,
-        pinprove_groth16::AbcLayout::Exact,
-        None,
-    )?;
-    let shape = CircuitShape::of(&asg);
-    drop(asg);
-    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let tmp = out.with_extension(format!("tmp.{}", std::process::id()));
-    let mut w = std::io::BufWriter::with_capacity(8 << 20, std::fs::File::create(&tmp)?);
-    write_synthetic_params(&shape, &mut w)?;
-    std::io::Write::flush(&mut w)?;
-    drop(w);
-    std::fs::rename(&tmp, out)?;
-    Ok(shape.file_bytes())
-}
-
 fn info(args: &InfoArgs) -> Result<()> {
     let validation = match args.check {
         Check::Curve => Validation::OnCurve,
         Check::Subgroup => Validation::Subgroup,
     };
-    let budget = MemoryBudget::new(pinprove_mem::BudgetConfig::default().resolve());
-    let pool = PinnedPool::new(default_allocator(), Arc::clone(&budget), PoolConfig::default());
+    let budget = MemoryBudget::from_config(&BudgetConfig::default());
+    let pool = assembly::pool(&budget, PoolMemory::Auto, PoolConfig::default())?;
     let srs =
         Srs::read_file(&args.file, &pool, validation).with_context(|| format!("checking {}", args.file.display()))?;
     let s = srs.stats();

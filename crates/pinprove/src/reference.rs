@@ -2,8 +2,8 @@
 //! verifier.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::BufReader;
+use std::path::Path;
 
 use anyhow::{Context, Result};
 use bellpepper_core::Circuit;
@@ -20,15 +20,7 @@ pub fn generate<C: Circuit<Scalar>>(circuit: C, seed: u64) -> Result<groth16::Pa
 
 /// Writes parameters in bellperson's format, atomically.
 pub fn write(params: &groth16::Parameters<Bls12>, path: &Path) -> Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    let mut w = BufWriter::new(File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?);
-    params.write(&mut w).context("writing parameters")?;
-    w.flush()?;
-    drop(w);
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
+    crate::params_cache::write_atomically(path, |w| Ok(params.write(w)?))
 }
 
 /// Reads parameters with bellperson (unchecked: files we generated).
@@ -63,54 +55,4 @@ pub fn verify(vk: &groth16::VerifyingKey<Bls12>, proof: &[u8], inputs: &[Scalar]
     let pvk = groth16::prepare_verifying_key(vk);
     let proof = groth16::Proof::<Bls12>::read(proof).context("decoding the proof")?;
     Ok(groth16::verify_proof(&pvk, &proof, inputs)?)
-}
-
-/// Which parameters a benchmark proves with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ParamsKind {
-    /// bellperson's generator: proofs verify; slow for large circuits.
-    Real,
-    /// Right-shaped points, written fast; proofs do not verify.
-    Synthetic,
-}
-
-/// The parameter file for `circuit`: `explicit` when given, else the cached
-/// file under `dir` (or [`default_params_dir`]), written first when missing.
-pub fn params_file(
-    circuit: &pinprove_groth16::circuits::BenchCircuit,
-    explicit: Option<&Path>,
-    dir: Option<&Path>,
-    kind: ParamsKind,
-) -> Result<PathBuf> {
-    if let Some(p) = explicit {
-        return Ok(p.to_path_buf());
-    }
-    let dir = dir.map_or_else(default_params_dir, Path::to_path_buf);
-    let id = circuit.id();
-    let ext = match kind {
-        ParamsKind::Real => "params",
-        ParamsKind::Synthetic => "synthetic.params",
-    };
-    let p = dir.join(format!("{id}.{ext}"));
-    if !p.exists() {
-        eprintln!("writing {ext} for {id} into {} (once)", p.display());
-        let t = std::time::Instant::now();
-        match kind {
-            ParamsKind::Real => write(&generate(circuit.clone(), 1)?, &p)?,
-            ParamsKind::Synthetic => {
-                crate::params_cmd::write_synthetic(circuit, &p)?;
-            }
-        }
-        eprintln!("written in {}", crate::report::dur(t.elapsed()));
-    }
-    Ok(p)
-}
-
-/// Where parameters generated for benchmarks are cached.
-pub fn default_params_dir() -> PathBuf {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("pinprove").join("params")
 }

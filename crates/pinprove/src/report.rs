@@ -17,13 +17,21 @@ pub struct Output {
     /// Also append the JSON object, as one line, to this file.
     #[arg(long, value_name = "FILE")]
     pub json_out: Option<PathBuf>,
+    /// A note about this run, kept in the JSON object as "label" (for
+    /// result files, which only the tools write).
+    #[arg(long)]
+    pub label: Option<String>,
 }
 
 impl Output {
     /// Prints `report` as asked: the summary (or JSON) on stdout, and a JSON
     /// line appended to `--json-out`.
     pub fn emit<R: Serialize>(&self, report: &R, summary: impl FnOnce(&R)) -> Result<()> {
-        let line = serde_json::to_string(report)?;
+        let mut value = serde_json::to_value(report)?;
+        if let (Some(label), Some(object)) = (&self.label, value.as_object_mut()) {
+            object.insert("label".into(), serde_json::Value::String(label.clone()));
+        }
+        let line = serde_json::to_string(&value)?;
         if let Some(path) = &self.json_out {
             let mut f = std::fs::OpenOptions::new()
                 .create(true)
@@ -89,11 +97,6 @@ impl Host {
 /// to about a sixth of a second on data-center GPUs): a sample closer than
 /// this to a window's start still sees what came before it.
 pub const NVML_LAG: Duration = Duration::from_millis(200);
-
-/// Arithmetic mean; `None` for no values.
-pub fn mean(values: &[f64]) -> Option<f64> {
-    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
-}
 
 /// The median of `samples` (which it sorts).
 pub fn median(samples: &mut [Duration]) -> Duration {

@@ -187,23 +187,74 @@ fn bench_mem_runs_small() {
     assert!(r["pool"]["speedup"].as_f64().unwrap() > 1.0);
 }
 
+/// Runs `args`, which must fail with exit status `code` (1: an error of the
+/// command, 2: a bad command line) and say `text` on stderr, without a panic.
+fn fails_with(args: &[&str], code: i32, text: &str) {
+    let out = pinprove(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "pinprove {args:?}:\n{stderr}");
+    assert!(
+        stderr.contains(text),
+        "pinprove {args:?} should say {text:?}:\n{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "pinprove {args:?} panicked:\n{stderr}");
+}
+
 #[test]
 fn bad_input_is_a_clear_error() {
-    let out = pinprove(&["bench", "prove", "--constraints", "3"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid benchmark circuit"));
-    let out = pinprove(&["params", "info", "/nonexistent/file"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/file"));
-    let out = pinprove(&["bench", "pipeline", "--jobs", "0"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("must be positive"));
-    let out = pinprove(&["bench", "prove", "--constraints", "2^99"]);
-    assert!(!out.status.success());
+    fails_with(
+        &["bench", "prove", "--constraints", "3"],
+        1,
+        "invalid benchmark circuit",
+    );
+    fails_with(&["params", "info", "/nonexistent/file"], 1, "/nonexistent/file");
+    fails_with(&["bench", "pipeline", "--jobs", "0"], 1, "must be positive");
+    fails_with(&["bench", "prove", "--constraints", "2^99"], 2, "too large");
+    fails_with(
+        &[
+            "bench",
+            "prove",
+            "--constraints",
+            "2^12",
+            "--inputs",
+            "18446744073709551615",
+        ],
+        1,
+        "leave no room",
+    );
+    fails_with(&["bench", "mem", "--elements", "18446744073709551615"], 1, "too large");
+    fails_with(&["bench", "mem", "--threads", "100000"], 1, "more than 1024 threads");
+    fails_with(&["bench", "pipeline", "--budget", "12 parsecs"], 2, "unknown size unit");
+    fails_with(
+        &["bench", "pipeline", "--synthesis-workers", "5000"],
+        1,
+        "synthesis workers asked for",
+    );
     if !cfg!(feature = "cuda") {
-        let out = pinprove(&["bench", "h2d"]);
-        assert!(String::from_utf8_lossy(&out.stderr).contains("without the `cuda` feature"));
+        fails_with(&["bench", "h2d"], 1, "without the `cuda` feature");
+        fails_with(&["bench", "pipeline", "--backend", "native"], 1, "needs a GPU build");
     }
+}
+
+#[test]
+fn a_label_is_kept_in_the_json() {
+    let dir = temp_dir("label");
+    let file = dir.join("results.jsonl");
+    ok(&[
+        "bench",
+        "synth",
+        "--constraints",
+        "2^10",
+        "--reps",
+        "1",
+        "--label",
+        "run \"1\" of the day",
+        "--json-out",
+        file.to_str().unwrap(),
+    ]);
+    let line = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(json(&line)["label"], "run \"1\" of the day");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

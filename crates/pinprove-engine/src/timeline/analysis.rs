@@ -124,8 +124,12 @@ pub fn mean_inside(
         .filter(|s| intervals.iter().any(|&(a, b)| s.at >= a + lag && s.at <= b))
         .map(|s| s.value)
         .collect();
-    let mean = (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-    (mean, v.len())
+    (mean(&v), v.len())
+}
+
+/// Arithmetic mean; `None` for no values.
+pub fn mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
 /// Length of the union of `spans` clipped to `[from, to]`.

@@ -11,6 +11,7 @@
 
 use anyhow::Result;
 use clap::Args;
+use pinprove_engine::assembly::BackendKind;
 
 use crate::report::Output;
 
@@ -42,20 +43,21 @@ pub struct GpuArgs {
     #[arg(long, default_value_t = 24)]
     random_max_log: u32,
     /// Check GPU proofs against the CPU backend and bellperson up to this
-    /// log size.
+    /// log size (above it, every timed proof is still compared with the
+    /// case's first one).
     #[arg(long, default_value_t = 20)]
     check_max_log: u32,
     /// Where synthetic parameters are written (created when missing).
     #[arg(long)]
     params_dir: Option<std::path::PathBuf>,
     /// The GPU backend: supraseal (supraseal-c2) or native (pinprove's own).
-    #[arg(long, default_value = "supraseal", value_parser = ["supraseal", "native"])]
-    backend: String,
-    /// Also prove every case with this backend (supraseal or native) from
-    /// pool buffers: its median GPU proof time, and whether the two
-    /// backends' proofs are byte-identical (same r and s).
-    #[arg(long, value_parser = ["supraseal", "native"])]
-    compare: Option<String>,
+    #[arg(long, value_enum, default_value_t = BackendKind::Supraseal)]
+    backend: BackendKind,
+    /// Also prove every case with this backend from pool buffers: its
+    /// median GPU proof time, and whether the two backends' proofs are
+    /// byte-identical (same r and s).
+    #[arg(long, value_enum)]
+    compare: Option<BackendKind>,
     /// After each case, prove this many partitions (synthesized beforehand
     /// into pool buffers) back to back on one thread and report proofs per
     /// second and the mean NVML GPU utilization meanwhile: how busy one
@@ -82,25 +84,35 @@ pub fn run(args: &GpuArgs) -> Result<()> {
 #[cfg(feature = "cuda")]
 mod imp {
     use std::hint::black_box;
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::thread;
     use std::time::{Duration, Instant};
 
-    use anyhow::{Context, Result, ensure};
-    use pinprove_cuda::{NativeBackend, SuprasealBackend};
+    use anyhow::{Context, Result, bail, ensure};
+    use pinprove_engine::assembly::{self, BackendKind, BuiltBackend, NativeOptions, PoolMemory};
+    use pinprove_engine::timeline::analysis::mean;
     use pinprove_groth16::baseline::VecAssignment;
     use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
     use pinprove_groth16::{
-        AbcLayout, Backend, CapacityHints, ProveError, ProvingAssignment, ProvingJob, Scalar, Srs, synthesize,
+        AbcLayout, Backend, CapacityHints, Proof, ProveError, ProvingAssignment, ProvingJob, Scalar, Srs, Validation,
+        synthesize,
     };
     use pinprove_mem::cuda::{DeviceBuffer, Stream};
-    use pinprove_mem::{HeapAllocator, MemoryBudget, PinnedPool, PoolConfig};
+    use pinprove_mem::{BudgetConfig, MemoryBudget, PinnedPool, PoolConfig};
     use serde::Serialize;
 
     use super::GpuArgs;
-    use crate::report::{Host, NVML_LAG, gbps, mean, median};
+    use crate::params_cache::{ParamsCache, ParamsKind};
+    use crate::report::{Host, NVML_LAG, gbps, median};
+
+    /// The (r, s) of every proof this benchmark makes: the same circuit then
+    /// always gives the same bytes, so every timed proof can be compared
+    /// with the case's checked one at no cost.
+    fn rs() -> (Scalar, Scalar) {
+        (Scalar::from(3u64), Scalar::from(5u64))
+    }
 
     #[derive(Serialize)]
     struct Row {
@@ -146,6 +158,13 @@ mod imp {
         /// and bellperson's, same parameters, r and s.
         identical_to_cpu: Option<bool>,
         identical_to_bellperson: Option<bool>,
+        /// Timed proofs of the case, every one compared with the reference:
+        /// the checked proof when there is one, else the case's first proof.
+        timed_proofs: usize,
+        timed_proofs_identical: bool,
+        /// "CPU backend and bellperson", or "the first timed proof (not
+        /// checked)".
+        reference: &'static str,
     }
 
     #[derive(Serialize)]
@@ -179,6 +198,8 @@ mod imp {
         steady_gpu_utilization_percent: Option<f64>,
         steady_samples: usize,
         steady_window_s: f64,
+        /// Whether every proof was byte-identical to the case's reference.
+        identical_to_reference: bool,
     }
 
     /// Synthesizes `n` partitions, then proves them back to back (the next
@@ -191,6 +212,7 @@ mod imp {
         pinned: &Arc<PinnedPool>,
         pci_bus_id: &str,
         n: usize,
+        reference: &Proof,
     ) -> Result<Sustained> {
         let id = circuit.id();
         let hints = CapacityHints::in_memory();
@@ -202,7 +224,8 @@ mod imp {
         let device = nvml.as_ref().and_then(|m| m.device_by_pci_bus_id(pci_bus_id).ok());
         let stop = AtomicBool::new(false);
         type Samples = Vec<(Instant, f64)>;
-        let (wall, samples, steady) = thread::scope(|s| -> Result<(Duration, Samples, (Instant, Instant))> {
+        type Run = (Duration, Samples, (Instant, Instant), bool);
+        let (wall, samples, steady, identical) = thread::scope(|s| -> Result<Run> {
             let sampler = s.spawn(|| {
                 let mut v = Vec::new();
                 if let (Some(m), Some(d)) = (&nvml, device) {
@@ -221,34 +244,35 @@ mod imp {
             // keep them: the next one is started (prepared, queued on the
             // device) before the oldest is finished.
             let mut in_flight = std::collections::VecDeque::new();
-            let proved = (|| -> Result<(), ProveError> {
+            let check = |p: Vec<Proof>| p.iter().all(|p| p.to_bytes() == reference.to_bytes());
+            let proved = (|| -> Result<bool, ProveError> {
+                let mut identical = true;
                 for (i, asg) in partitions.into_iter().enumerate() {
                     let job = ProvingJob {
                         srs: Arc::clone(srs),
                         assignments: vec![asg],
-                        randomness: vec![(Scalar::from(3u64), Scalar::from(5u64))],
+                        randomness: vec![rs()],
                     };
                     in_flight.push_back(backend.start(job)?);
                     if i == 0 {
                         steady.0 = Instant::now();
                     }
                     if in_flight.len() == 2 {
-                        in_flight.pop_front().expect("two in flight").finish()?;
+                        identical &= check(in_flight.pop_front().expect("two in flight").finish()?);
                     }
                 }
                 while let Some(p) = in_flight.pop_front() {
                     if in_flight.is_empty() {
                         steady.1 = Instant::now();
                     }
-                    p.finish()?;
+                    identical &= check(p.finish()?);
                 }
-                Ok(())
+                Ok(identical)
             })();
             let wall = t.elapsed();
             stop.store(true, Ordering::Relaxed);
             let samples = sampler.join().unwrap_or_default();
-            proved?;
-            Ok((wall, samples, steady))
+            Ok((wall, samples, steady, proved?))
         })?;
         let all: Vec<f64> = samples.iter().map(|x| x.1).collect();
         let in_steady: Vec<f64> = samples
@@ -267,6 +291,7 @@ mod imp {
             steady_gpu_utilization_percent: mean(&in_steady),
             steady_samples: in_steady.len(),
             steady_window_s: steady.1.saturating_duration_since(steady.0).as_secs_f64(),
+            identical_to_reference: identical,
         })
     }
 
@@ -277,21 +302,29 @@ mod imp {
     }
 
     impl Busy {
-        fn start(n: usize, circuit: &BenchCircuit) -> Busy {
+        fn start(n: usize, circuit: &BenchCircuit) -> Result<Busy> {
             let stop = Arc::new(AtomicBool::new(false));
-            let threads = (0..n)
-                .map(|i| {
-                    let (stop, c) = (Arc::clone(&stop), circuit.clone().with_seed(1000 + i as u64));
-                    thread::spawn(move || {
+            // Threads started so far are stopped by `Busy`'s drop if a
+            // later one cannot start.
+            let mut busy = Busy {
+                stop: Arc::clone(&stop),
+                threads: Vec::with_capacity(n),
+            };
+            for i in 0..n {
+                let (stop, c) = (Arc::clone(&stop), circuit.clone().with_seed(1000 + i as u64));
+                let t = thread::Builder::new()
+                    .name(format!("busy-{i}"))
+                    .spawn(move || {
                         while !stop.load(Ordering::Relaxed) {
                             if let Ok(cs) = VecAssignment::synthesize(c.clone()) {
                                 black_box(cs);
                             }
                         }
                     })
-                })
-                .collect();
-            Busy { stop, threads }
+                    .context("starting a busy thread")?;
+                busy.threads.push(t);
+            }
+            Ok(busy)
         }
     }
 
@@ -304,26 +337,17 @@ mod imp {
         }
     }
 
-    fn ensure_params(circuit: &BenchCircuit, dir: &Path) -> Result<(PathBuf, Option<Duration>)> {
-        let path = dir.join(format!("{}.synthetic.params", circuit.id()));
-        if path.exists() {
-            return Ok((path, None));
-        }
-        let t = Instant::now();
-        crate::params_cmd::write_synthetic(circuit, &path)?;
-        Ok((path, Some(t.elapsed())))
-    }
-
     /// Proves `circuit` once on the GPU, once with the CPU backend and once
-    /// with bellperson, same parameters, r and s; are the bytes equal?
+    /// with bellperson, same parameters, r and s; are the bytes equal? Also
+    /// returns the GPU proof, the reference for the case's timed proofs.
     fn cross_check(
         circuit: &BenchCircuit,
         path: &Path,
         loaded: &Arc<Srs>,
         gpu: &dyn Backend,
         pool: &Arc<PinnedPool>,
-    ) -> Result<(bool, bool)> {
-        let rs = (Scalar::from(123_456_789u64), Scalar::from(987_654_321u64));
+    ) -> Result<(bool, bool, Proof)> {
+        let rs = rs();
         let hints = CapacityHints::in_memory();
         let job = |srs: &Arc<Srs>, layout| -> Result<ProvingJob> {
             let (asg, _) = synthesize(circuit.clone(), &circuit.id(), pool, &hints, layout, None)?;
@@ -333,14 +357,15 @@ mod imp {
                 randomness: vec![rs],
             })
         };
-        let on_gpu = gpu.prove(job(loaded, AbcLayout::Exact)?)?.remove(0).to_bytes();
-        let full = Arc::new(Srs::read_file(path, pool, pinprove_groth16::Validation::OnCurve)?);
-        let cpu = pinprove_groth16::CpuBackend::new(Arc::clone(pool));
+        let proof = gpu.prove(job(loaded, AbcLayout::Exact)?)?.remove(0);
+        let on_gpu = proof.to_bytes();
+        let full = Arc::new(Srs::read_file(path, pool, Validation::OnCurve)?);
+        let cpu = assembly::backend(BackendKind::Cpu, pool, 0, &NativeOptions::default())?.as_dyn();
         let on_cpu = cpu.prove(job(&full, AbcLayout::PaddedToDomain)?)?.remove(0).to_bytes();
         drop(full);
         let params = crate::reference::read(path)?;
         let theirs = crate::reference::prove(circuit.clone(), &params, rs.0, rs.1)?;
-        Ok((on_gpu == on_cpu, on_gpu.to_vec() == theirs))
+        Ok((on_gpu == on_cpu, on_gpu.to_vec() == theirs, proof))
     }
 
     /// Uploads a/b/c of `asg` from where they are, timed on the device.
@@ -361,14 +386,14 @@ mod imp {
         log: u32,
         circuit: &BenchCircuit,
         path: &Path,
-        (ours, our_srs, our_time): (&dyn Backend, &Arc<Srs>, f64),
-        other: &Gpu,
+        (ours, our_proof, our_time): (&dyn Backend, &Proof, f64),
+        other: &dyn Backend,
         pinned: &Arc<PinnedPool>,
         (runs, reps): (usize, usize),
     ) -> Result<Comparison> {
-        let (srs, _) = other.load(path, pinned)?;
+        let (srs, _) = load(other, path, pinned)?;
         let hints = CapacityHints::in_memory();
-        let rs = (Scalar::from(3u64), Scalar::from(5u64));
+        let rs = rs();
         let job = |srs: &Arc<Srs>| -> Result<ProvingJob> {
             let (asg, _) = synthesize(circuit.clone(), &circuit.id(), pinned, &hints, AbcLayout::Exact, None)?;
             Ok(ProvingJob {
@@ -382,22 +407,21 @@ mod imp {
         for run in 0..runs {
             let j = job(&srs)?;
             let t = Instant::now();
-            let p = other.backend().prove(j)?.remove(0);
+            let p = other.prove(j)?.remove(0);
             if run + reps >= runs {
                 times.push(t.elapsed());
             }
             theirs = Some(p);
         }
-        let mine = ours.prove(job(our_srs)?)?.remove(0);
-        other.unload(path, &srs);
+        other.evict_srs(&srs);
         let theirs_s = median(&mut times).as_secs_f64();
-        let identical = theirs.is_some_and(|p| p.to_bytes() == mine.to_bytes());
+        let identical = theirs.is_some_and(|p| p.to_bytes() == our_proof.to_bytes());
         eprintln!(
             "{}: {} {:.3} s, {} {:.3} s, identical proofs: {identical}",
             circuit.id(),
             ours.name(),
             our_time,
-            other.backend().name(),
+            other.name(),
             theirs_s
         );
         Ok(Comparison {
@@ -405,69 +429,50 @@ mod imp {
             mix: circuit.mix().to_string(),
             backend: ours.name(),
             gpu_proof_s: our_time,
-            compare: other.backend().name(),
+            compare: other.name(),
             compare_gpu_proof_s: theirs_s,
             speedup: theirs_s / our_time.max(1e-9),
             identical_proofs: identical,
         })
     }
 
-    /// The backend under test, and how it holds parameters.
-    enum Gpu {
-        Supraseal(SuprasealBackend),
-        Native(Box<NativeBackend>),
+    /// The parameters as `backend` wants them (decoded points, or only the
+    /// header for a backend that loads the file itself), prepared on it;
+    /// and the time that took.
+    fn load(backend: &dyn Backend, path: &Path, pinned: &Arc<PinnedPool>) -> Result<(Arc<Srs>, Duration)> {
+        let t = Instant::now();
+        let srs = if backend.capabilities().needs_srs_points {
+            Srs::read_file(path, pinned, Validation::OnCurve)?
+        } else {
+            Srs::read_file_header(path)?
+        };
+        backend.prepare_srs(&srs)?;
+        Ok((Arc::new(srs), t.elapsed()))
     }
 
-    impl Gpu {
-        fn new(name: &str, pinned: &Arc<PinnedPool>) -> Result<Gpu> {
-            Ok(match name {
-                "native" => Gpu::Native(Box::new(NativeBackend::new(Arc::clone(pinned))?)),
-                _ => Gpu::Supraseal(SuprasealBackend::new()?),
-            })
+    /// A GPU backend of `kind` on GPU 0.
+    fn gpu_backend(kind: BackendKind, pinned: &Arc<PinnedPool>) -> Result<BuiltBackend> {
+        if !kind.is_gpu() {
+            bail!("`bench gpu` measures a GPU backend (native or supraseal), not {kind}");
         }
+        Ok(assembly::backend(kind, pinned, 0, &NativeOptions::default())?)
+    }
 
-        fn phases(&self) -> Option<pinprove_cuda::NativePhases> {
-            match self {
-                Gpu::Native(b) => b.last_phases(),
-                Gpu::Supraseal(_) => None,
-            }
-        }
-
-        fn backend(&self) -> &dyn Backend {
-            match self {
-                Gpu::Supraseal(b) => b,
-                Gpu::Native(b) => b.as_ref(),
-            }
-        }
-
-        /// The parameters as this backend wants them, and the load time.
-        fn load(&self, path: &Path, pinned: &Arc<PinnedPool>) -> Result<(Arc<Srs>, Duration)> {
-            match self {
-                Gpu::Supraseal(b) => {
-                    let srs = Arc::new(Srs::read_file_header(path)?);
-                    Ok((srs, b.load_srs(path)?))
-                }
-                Gpu::Native(b) => {
-                    let t = Instant::now();
-                    let srs = Arc::new(Srs::read_file(path, pinned, pinprove_groth16::Validation::OnCurve)?);
-                    b.prepare_srs(&srs)?;
-                    Ok((srs, t.elapsed()))
-                }
-            }
-        }
-
-        fn unload(&self, path: &Path, srs: &Srs) {
-            match self {
-                Gpu::Supraseal(b) => {
-                    b.evict_srs_file(path);
-                }
-                Gpu::Native(b) => b.evict_srs(srs),
-            }
+    fn phases(b: &BuiltBackend) -> Option<pinprove_cuda::NativePhases> {
+        match b {
+            BuiltBackend::Native(n) => n.last_phases(),
+            _ => None,
         }
     }
 
     pub fn run(args: &GpuArgs) -> Result<()> {
         ensure!(args.reps > 0, "--reps must be positive");
+        ensure!(
+            args.busy_threads <= pinprove_engine::MAX_THREADS,
+            "--busy-threads {} is more than {} threads",
+            args.busy_threads,
+            pinprove_engine::MAX_THREADS
+        );
         let gpus = pinprove_cuda::gpus().context("no usable CUDA device")?;
         let gpu = gpus.first().context("no CUDA device")?;
         let gpu_desc = format!(
@@ -479,24 +484,14 @@ mod imp {
             gpu.pcie.map_or(0, |p| p.max_generation),
             gpu.pcie.map_or(0, |p| p.max_width)
         );
-        let dir = args
-            .params_dir
-            .clone()
-            .unwrap_or_else(|| std::env::temp_dir().join("pinprove-synthetic-params"));
-        let budget = MemoryBudget::from_config(&pinprove_mem::BudgetConfig::default());
-        let pinned = PinnedPool::new(
-            pinprove_cuda::pinned_allocator()?,
-            Arc::clone(&budget),
-            PoolConfig::default(),
-        );
-        let heap = PinnedPool::new(
-            Arc::new(HeapAllocator::default()),
-            Arc::clone(&budget),
-            PoolConfig::default(),
-        );
-        let gpu_backend = Gpu::new(&args.backend, &pinned)?;
-        let backend = gpu_backend.backend();
-        let compare = args.compare.as_deref().map(|c| Gpu::new(c, &pinned)).transpose()?;
+        let cache = ParamsCache::new(args.params_dir.as_deref());
+        let budget = MemoryBudget::from_config(&BudgetConfig::default());
+        let pinned = assembly::pool(&budget, PoolMemory::Pinned, PoolConfig::default())?;
+        let heap = assembly::pool(&budget, PoolMemory::Heap, PoolConfig::default())?;
+        let built = gpu_backend(args.backend, &pinned)?;
+        let backend_arc = built.as_dyn();
+        let backend = backend_arc.as_ref();
+        let compare = args.compare.map(|c| gpu_backend(c, &pinned)).transpose()?;
         let mut comparisons = Vec::new();
         let stream = Stream::new()?;
         let mut cases = Vec::new();
@@ -516,30 +511,23 @@ mod imp {
                 }
                 let circuit = BenchCircuit::new(1 << log, mix)?;
                 let id = circuit.id();
-                let (path, written) = ensure_params(&circuit, &dir)?;
-                let (srs, srs_load) = gpu_backend.load(&path, &pinned)?;
+                let (path, written) = cache.ensure(&circuit, ParamsKind::Synthetic)?;
+                let (srs, srs_load) = load(backend, &path, &pinned)?;
                 eprintln!(
                     "{id}: parameters ready ({}), SRS loaded in {:.2} s",
                     path.display(),
                     srs_load.as_secs_f64()
                 );
-                let (identical_to_cpu, identical_to_bellperson) = if log <= args.check_max_log {
-                    let (c, b) = cross_check(&circuit, &path, &srs, backend, &pinned)?;
+                let (identical_to_cpu, identical_to_bellperson, mut reference) = if log <= args.check_max_log {
+                    let (c, b, proof) = cross_check(&circuit, &path, &srs, backend, &pinned)?;
                     eprintln!("{id}: GPU proof identical to CPU backend: {c}, to bellperson: {b}");
-                    (Some(c), Some(b))
+                    (Some(c), Some(b), Some(proof))
                 } else {
-                    (None, None)
+                    eprintln!("{id}: not checked against the CPU backend and bellperson (above --check-max-log)");
+                    (None, None, None)
                 };
-                cases.push(Case {
-                    log_size: log,
-                    mix: mix.to_string(),
-                    params: path.display().to_string(),
-                    synthetic_params: true,
-                    params_write_s: written.map(|d| d.as_secs_f64()),
-                    srs_load_s: srs_load.as_secs_f64(),
-                    identical_to_cpu,
-                    identical_to_bellperson,
-                });
+                let checked = reference.is_some();
+                let (mut timed_proofs, mut timed_identical) = (0, true);
                 let mut dev = DeviceBuffer::new(32usize << log)?;
                 let hints = CapacityHints::in_memory();
                 let loads: &[&'static str] = if args.busy_threads > 0 && log <= args.busy_max_log {
@@ -548,7 +536,9 @@ mod imp {
                     &["idle"]
                 };
                 for &load in loads {
-                    let _busy = (load == "busy").then(|| Busy::start(args.busy_threads, &circuit));
+                    let _busy = (load == "busy")
+                        .then(|| Busy::start(args.busy_threads, &circuit))
+                        .transpose()?;
                     for mode in args.modes.iter().map(String::as_str) {
                         let mut synth_t = Vec::new();
                         let mut copy_t = Vec::new();
@@ -578,13 +568,19 @@ mod imp {
                             let t2 = Instant::now();
                             let (up, ub) = upload_abc(&stream, &mut dev, &asg)?;
                             let t3 = Instant::now();
-                            backend.prove(ProvingJob {
-                                srs: Arc::clone(&srs),
-                                assignments: vec![asg],
-                                randomness: vec![(Scalar::from(3u64), Scalar::from(5u64))],
-                            })?;
+                            let proof = backend
+                                .prove(ProvingJob {
+                                    srs: Arc::clone(&srs),
+                                    assignments: vec![asg],
+                                    randomness: vec![rs()],
+                                })?
+                                .remove(0);
                             let t4 = Instant::now();
-                            phases = gpu_backend.phases();
+                            // Every proof of the case, warm-ups too, against the reference.
+                            let reference = reference.get_or_insert(proof);
+                            timed_identical &= proof.to_bytes() == reference.to_bytes();
+                            timed_proofs += 1;
+                            phases = self::phases(&built);
                             spills = stats.spills;
                             if run < runs - args.reps {
                                 continue;
@@ -619,6 +615,27 @@ mod imp {
                         rows.push(row);
                     }
                 }
+                let reference = reference.context("no proof was made")?;
+                if !timed_identical {
+                    eprintln!("{id}: timed proofs DIFFER from the reference proof");
+                }
+                cases.push(Case {
+                    log_size: log,
+                    mix: mix.to_string(),
+                    params: path.display().to_string(),
+                    synthetic_params: true,
+                    params_write_s: written.map(|d| d.as_secs_f64()),
+                    srs_load_s: srs_load.as_secs_f64(),
+                    identical_to_cpu,
+                    identical_to_bellperson,
+                    timed_proofs,
+                    timed_proofs_identical: timed_identical,
+                    reference: if checked {
+                        "CPU backend and bellperson"
+                    } else {
+                        "the first timed proof (not checked)"
+                    },
+                });
                 if let Some(other) = &compare {
                     let ours = rows
                         .iter()
@@ -629,14 +646,22 @@ mod imp {
                         log,
                         &circuit,
                         &path,
-                        (backend, &srs, ours),
-                        other,
+                        (backend, &reference, ours),
+                        other.as_dyn().as_ref(),
                         &pinned,
                         (args.reps + usize::from(!args.no_warmup), args.reps),
                     )?);
                 }
                 if args.sustained > 0 {
-                    let s = sustained(backend, &srs, &circuit, &pinned, &gpu.device.pci_bus_id, args.sustained)?;
+                    let s = sustained(
+                        backend,
+                        &srs,
+                        &circuit,
+                        &pinned,
+                        &gpu.device.pci_bus_id,
+                        args.sustained,
+                        &reference,
+                    )?;
                     eprintln!(
                         "{id}: {} proofs back to back in {:.3} s ({:.2} proofs/s), mean GPU utilization {}, \
                          over the steady window {}",
@@ -655,7 +680,7 @@ mod imp {
                     );
                     sustained_runs.push(s);
                 }
-                gpu_backend.unload(&path, &srs);
+                backend.evict_srs(&srs);
                 drop(srs);
             }
         }
@@ -678,14 +703,21 @@ mod imp {
             );
             for c in &r.cases {
                 println!(
-                    "  2^{} {}: SRS load {:.2} s{}",
+                    "  2^{} {}: SRS load {:.2} s; {}; {} timed proofs {} {}",
                     c.log_size,
                     c.mix,
                     c.srs_load_s,
                     match (c.identical_to_cpu, c.identical_to_bellperson) {
-                        (Some(a), Some(b)) => format!("; GPU proof identical to CPU backend {a}, to bellperson {b}"),
-                        _ => String::new(),
-                    }
+                        (Some(a), Some(b)) => format!("GPU proof identical to CPU backend {a}, to bellperson {b}"),
+                        _ => "not checked against the CPU backend and bellperson".to_string(),
+                    },
+                    c.timed_proofs,
+                    if c.timed_proofs_identical {
+                        "identical to"
+                    } else {
+                        "DIFFERENT from"
+                    },
+                    c.reference
                 );
             }
             println!(

@@ -37,8 +37,9 @@ mod gpu {
     use std::time::{Duration, Instant};
 
     use anyhow::{Context, Result, ensure};
-    use pinprove_mem::cuda::{self, CudaPinnedAllocator, DeviceBuffer, DeviceInfo, HostRegistration, Stream};
-    use pinprove_mem::{GIB, MemoryBudget, PinnedPool, PinnedVec, PoolConfig};
+    use pinprove_engine::assembly::{self, PoolMemory};
+    use pinprove_mem::cuda::{self, DeviceBuffer, DeviceInfo, HostRegistration, Stream};
+    use pinprove_mem::{GIB, MemoryBudget, PinnedVec, PoolConfig};
     use serde::Serialize;
 
     use super::H2dArgs;
@@ -92,7 +93,6 @@ mod gpu {
             "sizes must be in (0, 64] GiB"
         );
         let info: DeviceInfo = cuda::device_info(args.device).context("no usable CUDA device")?;
-        let allocator = CudaPinnedAllocator::new().context("CUDA pinned memory is unavailable")?;
         let sizes: Vec<usize> = args
             .sizes_gib
             .iter()
@@ -100,14 +100,15 @@ mod gpu {
             .collect();
         let max = *sizes.iter().max().expect("at least one size");
         let budget = MemoryBudget::new(4 * max as u64 + GIB as u64);
-        let pool = PinnedPool::new(
-            Arc::new(allocator),
-            budget,
+        let pool = assembly::pool(
+            &budget,
+            PoolMemory::Pinned,
             PoolConfig {
                 idle_timeout: None,
                 ..PoolConfig::default()
             },
-        );
+        )
+        .context("CUDA pinned memory is unavailable")?;
         let stream = Stream::new()?;
         let mut device_buf = DeviceBuffer::new(max).context("device buffer for the uploads")?;
 

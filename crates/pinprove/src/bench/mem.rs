@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use pinprove_mem::{MemoryBudget, PinnedPool, PinnedVec, PoolConfig, default_allocator};
+use pinprove_engine::assembly::{self, PoolMemory};
+use pinprove_mem::{MemoryBudget, PinnedPool, PinnedVec, PoolConfig};
 use serde::Serialize;
 
 use crate::report::{Host, Output, bytes, dur, gbps, median, quantile_sorted};
@@ -90,9 +91,22 @@ pub fn run(args: &MemArgs) -> Result<()> {
         "sizes and counts must be positive"
     );
     let host = Host::detect();
-    let data_bytes = (args.elements * 32) as u64;
-    let budget = MemoryBudget::new((8 * data_bytes).max(1 << 32) + (args.pool_mib as u64) * (4 << 20));
-    let pool = PinnedPool::new(default_allocator(), Arc::clone(&budget), PoolConfig::default());
+    // Sizes from the command line: checked, never wrapped.
+    let too_big = || anyhow::anyhow!("--elements and --pool-mib are too large for this machine's address space");
+    let data_bytes = (args.elements as u64).checked_mul(32).ok_or_else(too_big)?;
+    let pool_bytes = (args.pool_mib as u64).checked_mul(4 << 20).ok_or_else(too_big)?;
+    let total = data_bytes
+        .checked_mul(8)
+        .and_then(|b| b.max(1 << 32).checked_add(pool_bytes))
+        .ok_or_else(too_big)?;
+    anyhow::ensure!(
+        args.threads <= pinprove_engine::MAX_THREADS,
+        "--threads {} is more than {} threads",
+        args.threads,
+        pinprove_engine::MAX_THREADS
+    );
+    let budget = MemoryBudget::new(total);
+    let pool = assembly::pool(&budget, PoolMemory::Auto, PoolConfig::default())?;
 
     let (push, extend) = push_and_extend(args, &pool)?;
     let with_cap = push

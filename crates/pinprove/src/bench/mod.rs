@@ -31,7 +31,7 @@ pub enum BenchCommand {
     Synth(synth::SynthArgs),
     /// Jobs of partitions through the whole engine: proofs per hour, how busy
     /// the backend stays, per-phase medians, peak RSS against the budget.
-    Pipeline(pipeline::PipelineArgs),
+    Pipeline(Box<pipeline::PipelineArgs>),
     /// A whole proof with a backend, optionally against bellperson's prover
     /// on the same circuit, parameters, r and s.
     Prove(prove::ProveArgs),

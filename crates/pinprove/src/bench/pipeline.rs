@@ -1,32 +1,25 @@
 //! `pinprove bench pipeline`: jobs of partitions through the whole engine.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use clap::{Args, ValueEnum};
-use pinprove_engine::timeline::{CounterSample, Span};
+use clap::Args;
+use pinprove_engine::assembly::{BackendKind, DeviceSelection, Stack, StackConfig};
+use pinprove_engine::timeline::Span;
+use pinprove_engine::timeline::analysis::Utilization;
 use pinprove_engine::{
-    Device, Engine, EngineConfig, JobOutcome, JobSpec, PartitionResult, Priority, circuit_partition_with_inputs,
+    EngineConfig, JobOutcome, JobSpec, PartitionResult, Phase, Priority, circuit_partition_with_inputs,
 };
-use pinprove_groth16::{Backend, CpuBackend};
-use pinprove_mem::{BudgetConfig, MemoryBudget, PinnedPool, PoolConfig, default_allocator, sys};
+use pinprove_mem::{BudgetConfig, sys};
 use serde::Serialize;
 
 use crate::builtin::CircuitArgs;
+use crate::params_cache::{ParamsKind, params_file};
 use crate::reference;
-use crate::report::{Host, NVML_LAG, Output, bytes, dur, mean, median};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum PipelineBackend {
-    /// The CPU backend.
-    Cpu,
-    /// supraseal-c2 on the GPU (needs the `cuda` feature).
-    Supraseal,
-    /// pinprove's own GPU backend (needs the `cuda` feature).
-    Native,
-}
+use crate::report::{Host, NVML_LAG, Output, bytes, dur, median};
 
 #[derive(Args, Debug)]
 pub struct PipelineArgs {
@@ -38,9 +31,12 @@ pub struct PipelineArgs {
     /// Partitions per job.
     #[arg(long, default_value_t = 4)]
     partitions: usize,
-    /// The backend.
-    #[arg(long, value_enum, default_value_t = PipelineBackend::Cpu)]
-    backend: PipelineBackend,
+    /// The backend (GPU backends need a GPU build).
+    #[arg(long, value_enum, default_value_t = BackendKind::Cpu)]
+    backend: BackendKind,
+    /// GPUs to prove on: "all" or ordinals such as 0,1 (GPU backends).
+    #[arg(long, default_value = "all")]
+    devices: DeviceSelection,
     /// Jobs run first, unmeasured, with the same shape: the pinned pool
     /// then holds buffers of the right sizes, as in a daemon past its first
     /// jobs (pinning fresh host memory takes seconds per GiB and would
@@ -50,9 +46,9 @@ pub struct PipelineArgs {
     /// Synthesis workers (default: the engine's).
     #[arg(long)]
     synthesis_workers: Option<usize>,
-    /// Memory budget in GiB (default: automatic).
-    #[arg(long)]
-    budget_gib: Option<f64>,
+    /// Memory budget: "auto" or a size such as 96GiB.
+    #[arg(long, default_value = "auto")]
+    budget: BudgetConfig,
     /// Parameter file; generated (and cached) when absent.
     #[arg(long)]
     params: Option<PathBuf>,
@@ -74,24 +70,12 @@ pub struct PipelineArgs {
     output: Output,
 }
 
-#[derive(Serialize, Default)]
-struct PhaseMedians {
-    queue_wait_s: f64,
-    admission_s: f64,
-    srs_load_s: f64,
-    synthesis_s: f64,
-    handoff_wait_s: f64,
-    start_s: f64,
-    finish_wait_s: f64,
-    finish_s: f64,
-    total_s: f64,
-}
-
 #[derive(Serialize)]
 struct PipelineReport {
     benchmark: &'static str,
     host: Host,
     backend: &'static str,
+    devices: Vec<String>,
     circuit: String,
     constraints: usize,
     jobs: usize,
@@ -114,7 +98,8 @@ struct PipelineReport {
     /// period lies inside it), and their number.
     gpu_utilization_backlog_percent: Option<f64>,
     gpu_utilization_backlog_samples: usize,
-    phases: PhaseMedians,
+    /// Median per phase, keyed `<phase>_s`.
+    phases: BTreeMap<String, f64>,
     budget_bytes: u64,
     warmup_jobs: usize,
     /// The pinned pool over the measured run: checkouts served by an idle buffer,
@@ -128,87 +113,6 @@ struct PipelineReport {
     proofs_verified: usize,
 }
 
-fn backend(kind: PipelineBackend, pool: &Arc<PinnedPool>) -> Result<Arc<dyn Backend>> {
-    match kind {
-        PipelineBackend::Cpu => Ok(Arc::new(CpuBackend::new(Arc::clone(pool)))),
-        #[cfg(feature = "cuda")]
-        PipelineBackend::Supraseal => Ok(Arc::new(pinprove_cuda::SuprasealBackend::new()?)),
-        #[cfg(feature = "cuda")]
-        PipelineBackend::Native => Ok(Arc::new(pinprove_cuda::NativeBackend::new(Arc::clone(pool))?)),
-        #[cfg(not(feature = "cuda"))]
-        PipelineBackend::Supraseal | PipelineBackend::Native => {
-            Err(crate::report::needs_gpu_build("the supraseal and native backends"))
-        }
-    }
-}
-
-/// Mean of the counter samples whose name ends with `suffix`, taken within
-/// `[from, to]`, and how many there were.
-fn mean_of(samples: &[CounterSample], suffix: &str, from: Duration, to: Duration) -> (Option<f64>, usize) {
-    mean_inside(samples, suffix, &[(from, to)], Duration::ZERO)
-}
-
-/// The union of intervals, sorted and disjoint.
-fn merge(mut iv: Vec<(Duration, Duration)>) -> Vec<(Duration, Duration)> {
-    iv.retain(|(a, b)| b > a);
-    iv.sort();
-    let mut out: Vec<(Duration, Duration)> = Vec::with_capacity(iv.len());
-    for (a, b) in iv {
-        match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => out.push((a, b)),
-        }
-    }
-    out
-}
-
-/// From each partition's end of synthesis to the end of its `start`: a
-/// proof ready for the device and not yet queued on it.
-fn backlog(spans: &[Span]) -> Vec<(Duration, Duration)> {
-    let synthesized: std::collections::HashMap<&str, Duration> = spans
-        .iter()
-        .filter(|s| s.name == "synthesis")
-        .map(|s| (s.label.as_str(), s.start + s.duration))
-        .collect();
-    merge(
-        spans
-            .iter()
-            .filter(|s| s.name == "start")
-            .filter_map(|s| synthesized.get(s.label.as_str()).map(|&a| (a, s.start + s.duration)))
-            .collect(),
-    )
-}
-
-/// Mean of the counter samples named `…suffix` whose averaging period
-/// (`lag` before the sample) lies inside one of `intervals`, and how many.
-fn mean_inside(
-    samples: &[CounterSample],
-    suffix: &str,
-    intervals: &[(Duration, Duration)],
-    lag: Duration,
-) -> (Option<f64>, usize) {
-    let v: Vec<f64> = samples
-        .iter()
-        .filter(|s| s.name.ends_with(suffix))
-        .filter(|s| intervals.iter().any(|&(a, b)| s.at >= a + lag && s.at <= b))
-        .map(|s| s.value)
-        .collect();
-    (mean(&v), v.len())
-}
-
-/// Length of the union of `spans` clipped to `[from, to]`.
-fn covered(spans: &[&Span], from: Duration, to: Duration) -> Duration {
-    merge(
-        spans
-            .iter()
-            .map(|s| (s.start.max(from), (s.start + s.duration).min(to)))
-            .collect(),
-    )
-    .iter()
-    .map(|(a, b)| *b - *a)
-    .sum()
-}
-
 pub fn run(args: &PipelineArgs) -> Result<()> {
     ensure!(
         args.jobs > 0 && args.partitions > 0,
@@ -217,30 +121,25 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
     let circuit = args.circuit.build()?;
     let id = circuit.id();
     let kind = if args.synthetic_params {
-        reference::ParamsKind::Synthetic
+        ParamsKind::Synthetic
     } else {
-        reference::ParamsKind::Real
+        ParamsKind::Real
     };
-    let path = reference::params_file(&circuit, args.params.as_deref(), args.params_dir.as_deref(), kind)?;
-    let budget = match args.budget_gib {
-        Some(g) => MemoryBudget::new((g * (1u64 << 30) as f64) as u64),
-        None => MemoryBudget::from_config(&BudgetConfig::default()),
-    };
-    let pool = PinnedPool::new(default_allocator(), Arc::clone(&budget), PoolConfig::default());
-    let be = backend(args.backend, &pool)?;
-    let name = be.name();
+    let path = params_file(&circuit, args.params.as_deref(), args.params_dir.as_deref(), kind)?;
+    let stack = Stack::build(&StackConfig {
+        backend: args.backend,
+        budget: args.budget.clone(),
+        devices: args.devices.clone(),
+        ..StackConfig::default()
+    })?;
+    let (budget, pool) = (Arc::clone(&stack.budget), Arc::clone(&stack.pool));
+    let name = stack.devices[0].backend.name();
+    let devices: Vec<String> = stack.devices.iter().map(|d| d.name.clone()).collect();
     let mut config = EngineConfig::default();
     if let Some(n) = args.synthesis_workers {
         config.synthesis_workers = n;
     }
-    let engine = Engine::new(
-        config,
-        vec![Device {
-            name: "dev0".into(),
-            backend: be,
-        }],
-        Arc::clone(&pool),
-    )?;
+    let engine = stack.engine(config)?;
     engine.register_srs(&id, &path);
     engine.preload_srs(&id).context("loading the parameters")?;
 
@@ -310,42 +209,14 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         .into_iter()
         .filter(|s| measured.iter().any(|m| s.label.starts_with(m.as_str())))
         .collect();
-    let device: Vec<&Span> = spans.iter().filter(|s| s.name == "start").collect();
-    let both: Vec<&Span> = spans
-        .iter()
-        .filter(|s| s.name == "start" || s.name == "finish")
+    let u = Utilization::of(&spans, &engine.timeline().samples(), NVML_LAG);
+    let phases: BTreeMap<String, f64> = Phase::ALL
+        .into_iter()
+        .map(|phase| {
+            let mut v: Vec<Duration> = results.iter().map(|r| r.timings.get(phase)).collect();
+            (format!("{phase}_s"), median(&mut v).as_secs_f64())
+        })
         .collect();
-    // Steady state: from the first device step to the last one's end.
-    let from = device.iter().map(|s| s.start).min().unwrap_or_default();
-    let to = device.iter().map(|s| s.start + s.duration).max().unwrap_or_default();
-    let window = to.saturating_sub(from);
-    let frac = |v: &[&Span]| covered(v, from, to).as_secs_f64() / window.as_secs_f64().max(1e-9);
-    let samples = engine.timeline().samples();
-    let (gpu_util, gpu_util_n) = mean_of(&samples, " util %", from, to);
-    let waiting = backlog(&spans);
-    let backlog_len: Duration = waiting.iter().map(|(a, b)| *b - *a).sum();
-    let (backlog_util, backlog_n) = mean_inside(&samples, " util %", &waiting, NVML_LAG);
-    // The whole run, the first synthesis included.
-    let run_from = spans.iter().map(|s| s.start).min().unwrap_or_default();
-    let run_to = spans.iter().map(|s| s.start + s.duration).max().unwrap_or_default();
-    let run_frac =
-        covered(&device, run_from, run_to).as_secs_f64() / run_to.saturating_sub(run_from).as_secs_f64().max(1e-9);
-
-    let med = |f: &dyn Fn(&PartitionResult) -> Duration| {
-        let mut v: Vec<Duration> = results.iter().map(f).collect();
-        median(&mut v).as_secs_f64()
-    };
-    let phases = PhaseMedians {
-        queue_wait_s: med(&|r| r.timings.queue_wait),
-        admission_s: med(&|r| r.timings.budget_wait),
-        srs_load_s: med(&|r| r.timings.srs_load),
-        synthesis_s: med(&|r| r.timings.synthesis),
-        handoff_wait_s: med(&|r| r.timings.handoff_wait),
-        start_s: med(&|r| r.timings.start),
-        finish_wait_s: med(&|r| r.timings.finish_wait),
-        finish_s: med(&|r| r.timings.finish),
-        total_s: med(&|r| r.timings.total()),
-    };
     if let Some(p) = &args.timeline {
         std::fs::write(p, engine.timeline().svg()).with_context(|| format!("writing {}", p.display()))?;
     }
@@ -356,21 +227,22 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         benchmark: "pipeline",
         host: Host::detect(),
         backend: name,
+        devices,
         circuit: id,
         constraints: circuit.constraints(),
         jobs: args.jobs,
         partitions: args.partitions,
         wall_s: wall.as_secs_f64(),
         proofs_per_hour: results.len() as f64 / wall.as_secs_f64() * 3600.0,
-        steady_window_s: window.as_secs_f64(),
-        device_busy_fraction: frac(&device),
-        device_or_finish_busy_fraction: frac(&both),
-        device_busy_fraction_whole_run: run_frac,
-        gpu_utilization_percent: gpu_util,
-        gpu_utilization_samples: gpu_util_n,
-        backlog_s: backlog_len.as_secs_f64(),
-        gpu_utilization_backlog_percent: backlog_util,
-        gpu_utilization_backlog_samples: backlog_n,
+        steady_window_s: (u.window.1.saturating_sub(u.window.0)).as_secs_f64(),
+        device_busy_fraction: u.device_busy,
+        device_or_finish_busy_fraction: u.device_or_finish_busy,
+        device_busy_fraction_whole_run: u.device_busy_whole_run,
+        gpu_utilization_percent: u.gpu_percent,
+        gpu_utilization_samples: u.gpu_samples,
+        backlog_s: u.backlog.as_secs_f64(),
+        gpu_utilization_backlog_percent: u.backlog_gpu_percent,
+        gpu_utilization_backlog_samples: u.backlog_gpu_samples,
         phases,
         budget_bytes: budget.total(),
         warmup_jobs: args.warmup_jobs,
@@ -389,12 +261,13 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         let d = |s: f64| dur(Duration::from_secs_f64(s));
         println!("pinprove bench pipeline — {}", r.host.summary());
         println!(
-            "{} jobs × {} partitions of {} ({} constraints) on the {} backend{}: {} wall, {:.0} proofs/hour",
+            "{} jobs × {} partitions of {} ({} constraints) on the {} backend ({}){}: {} wall, {:.0} proofs/hour",
             r.jobs,
             r.partitions,
             r.circuit,
             r.constraints,
             r.backend,
+            r.devices.join(", "),
             if r.warmup_jobs > 0 {
                 format!(" (after {} warm-up jobs)", r.warmup_jobs)
             } else {
@@ -425,18 +298,11 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
                 r.gpu_utilization_backlog_samples
             );
         }
-        let p = &r.phases;
-        println!(
-            "  medians: queue {}, admission {}, synthesis {}, hand-off {}, first step {}, finish wait {}, second step {}, total {}",
-            d(p.queue_wait_s),
-            d(p.admission_s),
-            d(p.synthesis_s),
-            d(p.handoff_wait_s),
-            d(p.start_s),
-            d(p.finish_wait_s),
-            d(p.finish_s),
-            d(p.total_s)
-        );
+        let medians: Vec<String> = Phase::ALL
+            .iter()
+            .map(|p| format!("{} {}", p.name().replace('_', " "), d(r.phases[&format!("{p}_s")])))
+            .collect();
+        println!("  medians: {}", medians.join(", "));
         println!(
             "  peak RSS {} against a budget of {}; pool: {} checkouts reused a buffer, {} allocated one ({} allocating), \
              {} buffers freed",
@@ -453,85 +319,4 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
             println!("  {} of {} proofs checked with bellperson's verifier", r.proofs_verified, r.jobs * r.partitions);
         }
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn span(start_ms: u64, len_ms: u64) -> Span {
-        Span {
-            lane: "l".into(),
-            name: "start",
-            start: Duration::from_millis(start_ms),
-            duration: Duration::from_millis(len_ms),
-            label: String::new(),
-        }
-    }
-
-    #[test]
-    fn averages_gpu_samples_within_the_window_only() {
-        let sample = |name: &str, ms, value| CounterSample {
-            name: name.into(),
-            at: Duration::from_millis(ms),
-            value,
-        };
-        let s = [
-            sample("gpu0 util %", 50, 0.0),
-            sample("gpu0 util %", 150, 90.0),
-            sample("gpu0 PCIe RX GB/s", 160, 40.0),
-            sample("gpu0 util %", 250, 100.0),
-            sample("gpu0 util %", 400, 0.0),
-        ];
-        let ms = Duration::from_millis;
-        assert_eq!(mean_of(&s, " util %", ms(100), ms(300)), (Some(95.0), 2));
-        assert_eq!(mean_of(&s, " util %", ms(500), ms(600)), (None, 0));
-    }
-
-    #[test]
-    fn backlog_runs_from_synthesis_end_to_start_end_and_selects_samples_inside() {
-        let at = |name: &'static str, label: &str, start_ms: u64, len_ms: u64| Span {
-            lane: "l".into(),
-            name,
-            start: Duration::from_millis(start_ms),
-            duration: Duration::from_millis(len_ms),
-            label: label.into(),
-        };
-        let spans = [
-            at("synthesis", "1/0", 0, 100),
-            at("synthesis", "1/1", 0, 150),
-            at("start", "1/0", 300, 50), // waited 100..350
-            at("start", "1/1", 350, 50), // waited 150..400
-            at("synthesis", "2/0", 600, 100),
-            at("start", "2/0", 700, 100),  // waited 700..800
-            at("finish", "1/0", 350, 500), // not a wait
-        ];
-        let ms = Duration::from_millis;
-        let b = backlog(&spans);
-        assert_eq!(b, vec![(ms(100), ms(400)), (ms(700), ms(800))]);
-        let sample = |ms_at, value| CounterSample {
-            name: "gpu0 util %".into(),
-            at: Duration::from_millis(ms_at),
-            value,
-        };
-        let s = [
-            sample(120, 0.0),
-            sample(200, 90.0),
-            sample(390, 100.0),
-            sample(500, 0.0),
-            sample(790, 80.0),
-        ];
-        // With a 50 ms lag, the sample at 120 ms still averages time before
-        // the backlog.
-        assert_eq!(mean_inside(&s, " util %", &b, ms(50)), (Some(90.0), 3));
-    }
-
-    #[test]
-    fn unions_overlapping_spans_within_the_window() {
-        let s = [span(0, 10), span(5, 10), span(30, 10), span(100, 10)];
-        let refs: Vec<&Span> = s.iter().collect();
-        let ms = Duration::from_millis;
-        assert_eq!(covered(&refs, ms(0), ms(200)), ms(35));
-        assert_eq!(covered(&refs, ms(8), ms(35)), ms(12));
-    }
 }

@@ -8,21 +8,16 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use ff::Field;
-use pinprove_groth16::{Backend, CapacityHints, CpuBackend, ProvingJob, Srs, Validation, synthesize};
-use pinprove_mem::{MemoryBudget, PinnedPool, PoolConfig, default_allocator};
+use pinprove_engine::assembly::{BackendKind, Stack, StackConfig};
+use pinprove_groth16::{CapacityHints, ProvingJob, Srs, Validation, synthesize};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use crate::builtin::CircuitArgs;
+use crate::params_cache::{ParamsKind, params_file};
 use crate::reference;
 use crate::report::{Host, Output, dur, median};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum BackendKind {
-    /// pinprove's CPU backend.
-    Cpu,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Reference {
@@ -34,7 +29,7 @@ pub enum Reference {
 pub struct ProveArgs {
     #[command(flatten)]
     circuit: CircuitArgs,
-    /// Which prover to measure.
+    /// Which prover to measure (GPU backends need a GPU build).
     #[arg(long, value_enum, default_value_t = BackendKind::Cpu)]
     backend: BackendKind,
     /// Also run this prover on the same inputs and compare.
@@ -82,25 +77,27 @@ pub fn run(args: &ProveArgs) -> Result<()> {
     anyhow::ensure!(args.reps > 0, "--reps must be positive");
     let circuit = args.circuit.build()?;
     let id = circuit.id();
-    let path = reference::params_file(
+    let path = params_file(
         &circuit,
         args.params.as_deref(),
         args.params_dir.as_deref(),
-        reference::ParamsKind::Real,
+        ParamsKind::Real,
     )?;
 
-    let budget = MemoryBudget::from_config(&pinprove_mem::BudgetConfig::default());
-    let pool = PinnedPool::new(default_allocator(), Arc::clone(&budget), PoolConfig::default());
+    let stack = Stack::build(&StackConfig {
+        backend: args.backend,
+        ..StackConfig::default()
+    })?;
+    let pool = Arc::clone(&stack.pool);
+    let backend = stack.devices[0].backend.as_ref();
     let t = Instant::now();
     let srs = Arc::new(Srs::read_file(&path, &pool, Validation::OnCurve)?);
+    backend.prepare_srs(&srs)?;
     let params_load = t.elapsed();
     let vk = reference::read_vk(&path)?;
     let theirs_params = match args.compare {
         Some(Reference::Bellperson) => Some(reference::read(&path)?),
         None => None,
-    };
-    let backend = match args.backend {
-        BackendKind::Cpu => CpuBackend::new(Arc::clone(&pool)),
     };
     let hints = CapacityHints::in_memory();
     let layout = backend.capabilities().abc_layout;

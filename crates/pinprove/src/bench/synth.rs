@@ -2,14 +2,14 @@
 //! capacity hint) against synthesis into plain growing `Vec`s.
 
 use std::hint::black_box;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use clap::Args;
+use pinprove_engine::assembly::{self, PoolMemory};
 use pinprove_groth16::baseline::VecAssignment;
 use pinprove_groth16::{AbcLayout, CapacityHints, synthesize};
-use pinprove_mem::{MemoryBudget, PinnedPool, PoolConfig, default_allocator, sys};
+use pinprove_mem::{BudgetConfig, MemoryBudget, PoolConfig, sys};
 use serde::Serialize;
 
 use crate::builtin::CircuitArgs;
@@ -54,8 +54,8 @@ pub fn run(args: &SynthArgs) -> Result<()> {
     anyhow::ensure!(args.reps > 0, "--reps must be positive");
     let circuit = args.circuit.build()?;
     let id = circuit.id();
-    let budget = MemoryBudget::from_config(&pinprove_mem::BudgetConfig::default());
-    let pool = PinnedPool::new(default_allocator(), Arc::clone(&budget), PoolConfig::default());
+    let budget = MemoryBudget::from_config(&BudgetConfig::default());
+    let pool = assembly::pool(&budget, PoolMemory::Auto, PoolConfig::default())?;
     let hints = CapacityHints::in_memory();
     type Run<'a> = Box<dyn Fn() -> Result<(u32, u64)> + 'a>;
     let variants: Vec<(&'static str, Run)> = vec![

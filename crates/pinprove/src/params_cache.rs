@@ -1,0 +1,133 @@
+//! Where parameters for the built-in circuits live.
+//!
+//! One cache directory (`$XDG_CACHE_HOME/pinprove/params`, else
+//! `~/.cache/pinprove/params`), one file per circuit id and kind:
+//! `<id>.params` for real parameters (bellperson's generator: proofs
+//! verify; slow for large circuits) and `<id>.synthetic.params` for
+//! synthetic ones (right shape, valid points, written fast; proofs do not
+//! verify). A missing file is made on first use, atomically, so an
+//! interrupted run never leaves half a file behind.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use pinprove_engine::assembly::{self, PoolMemory};
+use pinprove_groth16::circuits::BenchCircuit;
+use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
+use pinprove_groth16::{AbcLayout, CapacityHints, synthesize};
+use pinprove_mem::{BudgetConfig, MemoryBudget, PoolConfig};
+
+use crate::reference;
+
+/// Which parameters a benchmark proves with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamsKind {
+    /// bellperson's generator: proofs verify; slow for large circuits.
+    Real,
+    /// Right-shaped points, written fast; proofs do not verify.
+    Synthetic,
+}
+
+/// The cache of built-in circuits' parameters.
+pub struct ParamsCache {
+    dir: PathBuf,
+}
+
+impl ParamsCache {
+    /// The cache in `dir`, or in [`ParamsCache::default_dir`].
+    pub fn new(dir: Option<&Path>) -> ParamsCache {
+        ParamsCache {
+            dir: dir.map_or_else(Self::default_dir, Path::to_path_buf),
+        }
+    }
+
+    /// `$XDG_CACHE_HOME/pinprove/params`, else `~/.cache/pinprove/params`.
+    pub fn default_dir() -> PathBuf {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(std::env::temp_dir);
+        base.join("pinprove").join("params")
+    }
+
+    /// Where the parameters of `circuit` of `kind` are kept.
+    pub fn path(&self, circuit: &BenchCircuit, kind: ParamsKind) -> PathBuf {
+        let ext = match kind {
+            ParamsKind::Real => "params",
+            ParamsKind::Synthetic => "synthetic.params",
+        };
+        self.dir.join(format!("{}.{ext}", circuit.id()))
+    }
+
+    /// The parameters of `circuit`, made first when missing; with the time
+    /// making them took, if they were made now.
+    pub fn ensure(&self, circuit: &BenchCircuit, kind: ParamsKind) -> Result<(PathBuf, Option<Duration>)> {
+        let path = self.path(circuit, kind);
+        if path.exists() {
+            return Ok((path, None));
+        }
+        tracing::info!(circuit = %circuit.id(), path = %path.display(), ?kind, "making parameters (once)");
+        let t = Instant::now();
+        match kind {
+            ParamsKind::Real => reference::write(&reference::generate(circuit.clone(), 1)?, &path)?,
+            ParamsKind::Synthetic => {
+                write_synthetic(circuit, &path)?;
+            }
+        }
+        let took = t.elapsed();
+        tracing::info!(circuit = %circuit.id(), s = took.as_secs_f64(), "parameters made");
+        Ok((path, Some(took)))
+    }
+}
+
+/// `explicit` when given, else the cached file of `circuit` in `dir` (made
+/// when missing).
+pub fn params_file(
+    circuit: &BenchCircuit,
+    explicit: Option<&Path>,
+    dir: Option<&Path>,
+    kind: ParamsKind,
+) -> Result<PathBuf> {
+    match explicit {
+        Some(p) => Ok(p.to_path_buf()),
+        None => Ok(ParamsCache::new(dir).ensure(circuit, kind)?.0),
+    }
+}
+
+/// Writes synthetic parameters of `circuit`'s shape to `out` (atomically);
+/// returns the file's size.
+pub fn write_synthetic(circuit: &BenchCircuit, out: &Path) -> Result<u64> {
+    let budget = MemoryBudget::from_config(&BudgetConfig::default());
+    let pool = assembly::pool(&budget, PoolMemory::Heap, PoolConfig::default())?;
+    let hints = CapacityHints::in_memory();
+    let (asg, _) = synthesize(circuit.clone(), &circuit.id(), &pool, &hints, AbcLayout::Exact, None)?;
+    let shape = CircuitShape::of(&asg);
+    drop(asg);
+    write_atomically(out, |w| Ok(write_synthetic_params(&shape, w)?))?;
+    Ok(shape.file_bytes())
+}
+
+/// Writes `path` through `write` into a temporary file beside it, renamed
+/// into place once complete (parent directories made as needed).
+pub fn write_atomically(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<()>) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let result = (|| {
+        let mut w = BufWriter::with_capacity(
+            8 << 20,
+            File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?,
+        );
+        write(&mut w).with_context(|| format!("writing {}", tmp.display()))?;
+        w.flush().with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
