@@ -64,6 +64,7 @@ typedef fr_t scalar_t;
 #include <msm/pippenger.cuh>
 #undef sort
 
+#include "ffi.h"
 #include "gpu_for.cuh"
 #include "lane.cuh"
 
@@ -79,23 +80,8 @@ struct resident_t {
     resident_t(int d, size_t n_) : device(d), n(n_), points(n_) {}
 };
 
-// One MSM over resident bases, as Rust describes it (layout shared with
-// `MsmCall` in src/native.rs).
-struct msm_call_t {
-    const scalar_t* scalars;   // n host scalars, or null
-    const scalar_t* d_scalars; // n device scalars, or null
-    cudaEvent_t d_ready;       // d_scalars are readable after it (may be null)
-    const uint32_t* ones;      // bitmap over the bases, or null
-    const uint32_t* idx;       // base of each scalar, or null
-    size_t n;
-    const uint32_t* small_idx;
-    const uint64_t* small_values;
-    size_t n_small;
-    uint32_t small_bits;
-    bool mont;                 // scalars in Montgomery form
-    cudaEvent_t mark;          // recorded after the MSM's device work (may be null)
-    size_t max_batch;          // points per Pippenger batch; 0: the default
-};
+// One MSM over resident bases, as Rust describes it (ffi.h).
+typedef pinprove_msm_call msm_call_t;
 
 // dst[j] = src[idx[j]], word by word (coalesced on both sides).
 __global__ void gather_points(uint32_t* dst, const uint32_t* src, const uint32_t* idx, size_t n, uint32_t words)
@@ -540,11 +526,11 @@ struct curve {
             if (c.idx != nullptr)
                 copy_in(lane, d_idx, c.idx, c.n);
             if (host_scalars)
-                copy_in(lane, d_list, c.scalars, c.n);
+                copy_in(lane, d_list, static_cast<const scalar_t*>(c.scalars), c.n);
             pinprove::order(lane.compute, lane.copy);
             pinprove::order(lane.digits, lane.copy);
             if (c.d_ready != nullptr)
-                CUDA_OK(cudaStreamWaitEvent(lane.digits, c.d_ready, 0));
+                CUDA_OK(cudaStreamWaitEvent(lane.digits, static_cast<cudaEvent_t>(c.d_ready), 0));
 
             if (c.ones != nullptr) {
                 async_buf<bucket_h> sums{lane, lane.compute, nsums};
@@ -556,7 +542,7 @@ struct curve {
                 sum_small(*job, gpu, res, d_small_idx.ptr, d_small_values.ptr, c.n_small, c.small_bits,
                           small_at);
             if (c.n > 0) {
-                const scalar_t* scalars = host_scalars ? d_list.ptr : c.d_scalars;
+                const scalar_t* scalars = host_scalars ? d_list.ptr : static_cast<const scalar_t*>(c.d_scalars);
                 if (c.idx != nullptr) {
                     async_buf<affine_h> gathered{lane, lane.compute, c.n};
                     gather(lane, gpu, gathered.ptr, res, d_idx.ptr, c.n);
@@ -567,7 +553,7 @@ struct curve {
             }
             CUDA_OK(cudaEventRecord(job->done, lane.compute));
             if (c.mark != nullptr)
-                CUDA_OK(cudaEventRecord(c.mark, lane.compute));
+                CUDA_OK(cudaEventRecord(static_cast<cudaEvent_t>(c.mark), lane.compute));
             job->queued = true;
         } catch (const cuda_error& e) {
             job.reset(); // waits for whatever was queued
@@ -698,13 +684,8 @@ extern "C" RustError::by_value pinprove_msm_g2(point_fp2_t* out, int device, con
 
 // Queues an MSM over resident bases on its GPU's lane and returns at once;
 // *out is the pending MSM, summed through pinprove_msm_wait and
-// pinprove_msm_*_part, and freed with pinprove_msm_free. Scalars (see
-// msm_call_t): either the n scalars pair with the first n bases (idx null;
-// host scalars, or device scalars when d_scalars is not null, readable once
-// d_ready completes), or idx names the base of each of the n host scalars.
-// `ones` (may be null) is a bitmap over all resident bases whose set bits
-// are added with scalar 1; small_idx names the bases of n_small small_values (canonical, below
-// 2^small_bits) added by bit planes. Host inputs must stay valid, and the
+// pinprove_msm_*_part, and freed with pinprove_msm_free; the scalars are
+// described by `call` (pinprove_msm_call in ffi.h). Host inputs must stay valid, and the
 // resident bases alive, until the MSM is freed; pinned host memory keeps
 // the call from blocking on the copies.
 extern "C" RustError::by_value pinprove_msm_resident_g1_begin(void** out, const void* resident,

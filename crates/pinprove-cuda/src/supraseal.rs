@@ -20,8 +20,10 @@ use blst::{blst_p1_affine, blst_p2_affine};
 use blstrs::{G1Affine, G2Affine, Scalar};
 use group::prime::PrimeCurveAffine;
 use pinprove_groth16::{
-    AbcLayout, Backend, Capabilities, Proof, ProveError, ProvingAssignment, ProvingJob, Srs, StartedProof, check_job,
+    AbcLayout, Backend, Capabilities, Proof, ProveError, ProvingAssignment, ProvingJob, Srs, StartedProof, Validation,
+    check_job,
 };
+use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
 use supraseal_c2::{Assignment, SRS};
 
@@ -106,6 +108,11 @@ impl SuprasealBackend {
             return Ok(Arc::clone(l));
         }
         let started = Instant::now();
+        // supraseal-c2 parses the points itself after checking only the
+        // layout: check every point first, as the native path's reader does
+        // (and as a truncated file's error says where).
+        Srs::check_file(path, Validation::OnCurve)
+            .map_err(|e| backend_error(format!("the parameters at {}: {}", path.display(), ErrorChain(&e))))?;
         let srs = SRS::try_new(path.to_path_buf(), false)
             .map_err(|e| backend_error(format!("loading {}: {}", path.display(), String::from(e))))?;
         let loaded = Arc::new(Loaded {

@@ -1,5 +1,6 @@
 //! GPU tests. Each one runs on a machine with a CUDA device and says it
-//! skipped, and why, everywhere else.
+//! skipped, and why, everywhere else — except where a GPU is expected
+//! (`PINPROVE_REQUIRE_GPU=1`, set by `scripts/gpu-run`): there it fails.
 #![cfg(feature = "cuda")]
 
 use std::sync::Arc;
@@ -28,7 +29,7 @@ fn gpu_pool(test: &str) -> Option<Arc<PinnedPool>> {
             },
         )),
         Err(e) => {
-            eprintln!("{test}: skipped, no usable CUDA device ({e})");
+            pinprove_mem::test_util::skip_without_gpu(test, e);
             None
         }
     }

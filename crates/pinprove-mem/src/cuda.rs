@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::alloc::{HostAllocator, MemoryKind};
 use crate::pool::UseFence;
+use crate::sync::Recover;
 use crate::{Error, Result};
 
 type RawError = c_int;
@@ -555,10 +556,90 @@ impl Drop for Event {
     }
 }
 
+/// CUDA events kept for reuse, of one kind (timing or fence) and one
+/// device: creating an event takes a lock of the driver that every other
+/// CUDA call of the process contends for, and a proof uses a dozen. An
+/// event belongs to the device that was current when it was created, so a
+/// pool is used with its device current. Events come back when their
+/// [`PooledEvent`] is dropped (a few dozen are kept; more are destroyed).
+pub struct EventPool {
+    timing: bool,
+    free: std::sync::Mutex<Vec<Event>>,
+}
+
+/// Events a pool keeps idle.
+const EVENTS_KEPT: usize = 64;
+
+impl EventPool {
+    /// A pool of timing events (`timing`) or fence events.
+    pub fn new(timing: bool) -> std::sync::Arc<EventPool> {
+        std::sync::Arc::new(EventPool {
+            timing,
+            free: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// An idle event, or a new one (created on the current device).
+    pub fn take(self: &std::sync::Arc<Self>) -> Result<PooledEvent, CudaError> {
+        let reused = self.free.lock().recover().pop();
+        let event = match reused {
+            Some(e) => e,
+            None if self.timing => Event::timing()?,
+            None => Event::fence()?,
+        };
+        Ok(PooledEvent {
+            event: Some(event),
+            pool: std::sync::Arc::downgrade(self),
+        })
+    }
+
+    /// Events idle in the pool.
+    pub fn idle(&self) -> usize {
+        self.free.lock().recover().len()
+    }
+}
+
+/// An event on loan from an [`EventPool`] (or a standalone one), given back
+/// on drop. Re-recording a reused event is fine: waits queued on it before
+/// captured the work of its earlier recording.
+pub struct PooledEvent {
+    event: Option<Event>,
+    pool: std::sync::Weak<EventPool>,
+}
+
+impl PooledEvent {
+    /// An event of no pool: destroyed on drop.
+    pub fn standalone(event: Event) -> PooledEvent {
+        PooledEvent {
+            event: Some(event),
+            pool: std::sync::Weak::new(),
+        }
+    }
+}
+
+impl std::ops::Deref for PooledEvent {
+    type Target = Event;
+
+    fn deref(&self) -> &Event {
+        self.event.as_ref().expect("present until dropped")
+    }
+}
+
+impl Drop for PooledEvent {
+    fn drop(&mut self) {
+        if let (Some(e), Some(pool)) = (self.event.take(), self.pool.upgrade()) {
+            let mut free = pool.free.lock().recover();
+            if free.len() < EVENTS_KEPT {
+                free.push(e);
+            }
+        }
+    }
+}
+
 /// A [`UseFence`] that completes when a CUDA event does: record it on the
 /// stream after the copy that reads a pool buffer, attach it to the buffer,
 /// and the pool will not hand the buffer out again before the copy is done.
-pub struct EventFence(Event);
+pub struct EventFence(PooledEvent);
 
 impl EventFence {
     /// Waits for the fence.
@@ -570,7 +651,7 @@ impl EventFence {
     pub fn record(stream: &Stream) -> Result<Self, CudaError> {
         let e = Event::fence()?;
         e.record(stream)?;
-        Ok(EventFence(e))
+        Ok(EventFence(PooledEvent::standalone(e)))
     }
 }
 
@@ -578,6 +659,13 @@ impl From<Event> for EventFence {
     /// A fence on an event that is (or will be, before the buffer is
     /// dropped) recorded after the buffer's last use.
     fn from(e: Event) -> Self {
+        EventFence(PooledEvent::standalone(e))
+    }
+}
+
+impl From<PooledEvent> for EventFence {
+    /// As `From<Event>`; the event goes back to its pool with the fence.
+    fn from(e: PooledEvent) -> Self {
         EventFence(e)
     }
 }
@@ -652,14 +740,35 @@ mod tests {
             Err(e) => {
                 assert!(!e.name.is_empty() && e.code != 0, "{e:?}");
                 assert_eq!(crate::default_allocator().kind(), MemoryKind::Heap);
+                crate::test_util::skip_without_gpu("availability_is_reported (pinned memory)", e);
             }
         }
     }
 
     #[test]
+    fn events_are_reused() {
+        if let Err(e) = CudaPinnedAllocator::new() {
+            crate::test_util::skip_without_gpu("events_are_reused", e);
+            return;
+        }
+        let pool = EventPool::new(false);
+        let first = pool.take().unwrap().as_raw();
+        assert_eq!(pool.idle(), 1, "given back on drop");
+        let again = pool.take().unwrap();
+        assert_eq!(again.as_raw(), first, "the same event, reused");
+        let stream = Stream::new().unwrap();
+        again.record(&stream).unwrap();
+        again.synchronize().unwrap();
+        let fence = EventFence::from(again);
+        assert!(fence.is_complete());
+        drop(fence);
+        assert_eq!(pool.idle(), 1, "a fence gives its event back too");
+    }
+
+    #[test]
     fn upload_roundtrip_when_a_gpu_is_present() {
-        if CudaPinnedAllocator::new().is_err() {
-            eprintln!("skipped: no usable CUDA device");
+        if let Err(e) = CudaPinnedAllocator::new() {
+            crate::test_util::skip_without_gpu("upload_roundtrip_when_a_gpu_is_present", e);
             return;
         }
         let stream = Stream::new().unwrap();

@@ -27,6 +27,8 @@ mod error;
 mod pool;
 pub mod sync;
 pub mod sys;
+#[cfg(any(test, feature = "test-util"))]
+pub mod test_util;
 mod vec;
 
 #[cfg(feature = "cuda")]

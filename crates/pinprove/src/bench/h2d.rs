@@ -33,7 +33,6 @@ pub fn run(args: &H2dArgs) -> Result<()> {
 
 #[cfg(feature = "cuda")]
 mod gpu {
-    use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     use anyhow::{Context, Result, ensure};

@@ -1,0 +1,363 @@
+//! The native backend: configuration, SRS residency, and `start`, which
+//! prepares the scalars on the CPU and queues the whole proof on the GPU.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::c_int;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use blstrs::Scalar;
+use pinprove_groth16::domain::domain_size;
+use pinprove_groth16::{
+    AbcLayout, Backend, Capabilities, CapacityHint, LostDevice, ProveError, ProvingJob, Srs, StartedProof, check_job,
+};
+use pinprove_mem::PinnedPool;
+use pinprove_mem::cuda::{EventFence, PooledEvent};
+use pinprove_mem::sync::Recover;
+
+use super::h::{Events, HJob};
+use super::msm::{G1, G2, MsmScalars, msm};
+use super::proof::{DeviceProof, DeviceReads, NativeStarted};
+use super::resident::{ResidentSrs, srs_key};
+use super::{NAME, NativeConfig, NativePhases, PlacementReport, SrsPlacement, backend_error, cuda_error, timed};
+use crate::split::{self, Mode, QueryScalars};
+
+/// pinprove's GPU backend. See the module documentation.
+pub struct NativeBackend {
+    pool: Arc<PinnedPool>,
+    config: NativeConfig,
+    /// SRSs whose bases are on the device. A proof holds its own Arc, so
+    /// an eviction during a proof frees the bases after it.
+    resident: Mutex<HashMap<PathBuf, Arc<ResidentSrs>>>,
+    /// Held while one proof queues its device work (proofs queue whole, one
+    /// behind the other, on the GPU's streams); it holds the completion
+    /// events of the proofs still queued, oldest first, at most
+    /// `queue_depth`. CPU work runs outside it.
+    device: Mutex<VecDeque<Arc<PooledEvent>>>,
+    /// The CUDA events proofs use, reused (see [`EventPool`]).
+    events: Events,
+    last_phases: Arc<Mutex<Option<NativePhases>>>,
+    /// The backend's own threads (see [`NativeConfig::prep_threads`]):
+    /// scalar preparation before the device work, MSM sums after it.
+    threads: Arc<rayon::ThreadPool>,
+    /// Set by the first error that leaves the device unusable.
+    lost: LostDevice,
+}
+
+impl NativeBackend {
+    /// A backend on the first CUDA device with the default configuration,
+    /// drawing its host buffers from `pool`; fails when no CUDA device is
+    /// usable.
+    pub fn new(pool: Arc<PinnedPool>) -> Result<Self, ProveError> {
+        Self::with_config(pool, NativeConfig::default())
+    }
+
+    /// A backend with `config`.
+    pub fn with_config(pool: Arc<PinnedPool>, config: NativeConfig) -> Result<Self, ProveError> {
+        let n = pinprove_mem::cuda::device_count().map_err(cuda_error)?;
+        if n == 0 {
+            return Err(backend_error("no CUDA device"));
+        }
+        if config.device >= n {
+            return Err(backend_error(format!(
+                "no CUDA device {} (this machine has {n})",
+                config.device
+            )));
+        }
+        if config.workers_per_device == 0 {
+            return Err(backend_error("workers_per_device must be at least 1"));
+        }
+        if config.queue_depth == 0 {
+            return Err(backend_error("queue_depth must be at least 1"));
+        }
+        let threads = match config.prep_threads {
+            0 => std::thread::available_parallelism().map_or(2, |n| n.get() / 2).max(2),
+            n => n,
+        };
+        let threads = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("pinprove-native-{i}"))
+            .build()
+            .map_err(|e| backend_error(format!("starting the backend's threads: {e}")))?;
+        Ok(NativeBackend {
+            threads: Arc::new(threads),
+            pool,
+            config,
+            resident: Mutex::new(HashMap::new()),
+            device: Mutex::new(VecDeque::new()),
+            events: Events::new(),
+            last_phases: Arc::new(Mutex::new(None)),
+            lost: LostDevice::default(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> NativeConfig {
+        self.config
+    }
+
+    /// The phases of the last assignment proved (for benchmarks).
+    pub fn last_phases(&self) -> Option<NativePhases> {
+        *self.last_phases.lock().recover()
+    }
+
+    /// The SRSs whose bases are in device memory.
+    pub fn resident(&self) -> Vec<PlacementReport> {
+        self.lock()
+            .iter()
+            .map(|(k, r)| PlacementReport {
+                srs: k.clone(),
+                device_bytes: r.bytes,
+            })
+            .collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<PathBuf, Arc<ResidentSrs>>> {
+        self.resident.lock().recover()
+    }
+
+    fn ordinal(&self) -> c_int {
+        self.config.device as c_int
+    }
+}
+
+impl Backend for NativeBackend {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            workers_per_device: self.config.workers_per_device,
+            abc_layout: AbcLayout::Exact,
+            uses_device: true,
+            needs_srs_points: true,
+        }
+    }
+
+    fn extra_working_set(&self, shape: &CapacityHint) -> u64 {
+        // The prepared L, A and B scalars and their base indices (h stays on
+        // the device).
+        split::working_set(shape.inputs, shape.aux)
+    }
+
+    fn prepare_srs(&self, srs: &Srs) -> Result<u64, ProveError> {
+        self.lost.check(NAME)?;
+        if self.config.srs_placement == SrsPlacement::Host {
+            return Ok(0);
+        }
+        let (Some(key), Some(points)) = (srs_key(srs), srs.points()) else {
+            return Ok(0);
+        };
+        if self.lock().contains_key(&key) {
+            return Ok(0);
+        }
+        let uploaded = {
+            let _device = self.device.lock().recover();
+            self.lost.note(ResidentSrs::upload(points, self.ordinal()))
+        };
+        match uploaded {
+            Ok(r) => {
+                tracing::info!(srs = %key.display(), bytes = r.bytes, "SRS bases resident on the device");
+                self.lock().insert(key, Arc::new(r));
+            }
+            Err(e) if e.loses_device() => return Err(e),
+            Err(e) => tracing::warn!(srs = %key.display(), error = %e, "SRS bases stay in host memory"),
+        }
+        // Device memory is not host memory: nothing for the host budget.
+        Ok(0)
+    }
+
+    fn evict_srs(&self, srs: &Srs) {
+        if let Some(key) = srs_key(srs) {
+            self.lock().remove(&key);
+        }
+    }
+
+    fn resident_srs(&self) -> Vec<pinprove_groth16::ResidentSrs> {
+        self.resident()
+            .into_iter()
+            .map(|r| pinprove_groth16::ResidentSrs {
+                srs: r.srs.display().to_string(),
+                place: "device",
+                bytes: r.device_bytes,
+            })
+            .collect()
+    }
+
+    fn holds_srs(&self, srs: &Srs) -> bool {
+        self.config.srs_placement == SrsPlacement::Host || srs_key(srs).is_some_and(|k| self.lock().contains_key(&k))
+    }
+
+    fn lost(&self) -> Option<String> {
+        self.lost.reason()
+    }
+
+    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+        self.lost.check(NAME)?;
+        self.lost.note(self.queue(job))
+    }
+}
+
+impl NativeBackend {
+    /// `start` on a device not known lost.
+    fn queue(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+        let n = check_job(&job)?;
+        let points = job
+            .srs
+            .points()
+            .ok_or_else(|| backend_error("the parameters were read without their points"))?;
+        let m = domain_size(n)?;
+        if m < 2 {
+            return Err(backend_error(
+                "a domain of one element (a circuit without constraints) has no h to compute",
+            ));
+        }
+        let lg_m = m.trailing_zeros();
+        if points.h().len() != m - 1 {
+            return Err(backend_error(format!(
+                "the parameters have {} h bases, the circuit's domain needs {}",
+                points.h().len(),
+                m - 1
+            )));
+        }
+        let key = srs_key(&job.srs);
+        let device = self.ordinal();
+        let mut proofs = Vec::with_capacity(job.assignments.len());
+        for mut asg in job.assignments.drain(..) {
+            let t0 = Instant::now();
+            // CPU side first, outside the device lock.
+            let [a, b, c] = asg.take_abc().ok_or(ProveError::AbcReleased)?;
+            if [a.len(), b.len(), c.len()] != [n; 3] {
+                return Err(backend_error(format!(
+                    "a/b/c must hold exactly {n} evaluations (exact layout)"
+                )));
+            }
+            let mut w = asg.into_witness();
+            let resident = key.as_ref().and_then(|k| self.lock().get(k).cloned());
+            let mode = if resident.is_some() { Mode::Split } else { Mode::Dense };
+            let prep = self.threads.install(|| split::prepare(&mut w, &self.pool, mode))?;
+            let q = |i: usize| resident.as_deref().map(|r| &r.queries[i]);
+            // Events belong to the device current when they are created, and
+            // are recorded on this device's streams.
+            pinprove_mem::cuda::set_device(self.config.device).map_err(cuda_error)?;
+            let events = self.events.proof().map_err(cuda_error)?;
+            // Recorded after each of a, b and c is uploaded: pool fences.
+            let uploaded = self.events.fences().map_err(cuda_error)?;
+
+            let t1 = Instant::now();
+            let mut queued = self.device.lock().recover();
+            // Room on the device: wait for the oldest queued proof to run.
+            while queued.len() >= self.config.queue_depth {
+                let oldest = queued.pop_front().expect("a queued proof");
+                oldest.synchronize().map_err(cuda_error)?;
+            }
+            let t2 = Instant::now();
+            let h_job = HJob::begin(device, [&a, &b, &c], lg_m, &uploaded, &events.marks)?;
+            // Back to the pool now; it hands each buffer out again only once
+            // its copy has landed.
+            for (mut v, e) in [a, b, c].into_iter().zip(uploaded) {
+                v.set_use_fence(Box::new(EventFence::from(e)));
+            }
+            let aux: &[Scalar] = &w.aux;
+            let streamed = resident.is_none();
+            if streamed {
+                // sppark's own driver reads h synchronously.
+                h_job.wait()?;
+            }
+            // With resident bases each call queues its MSM and returns at
+            // once; with streamed ones it runs the MSM to completion.
+            let mark = |k: usize| (!streamed).then(|| &**events.msms[k]);
+            let mut t = [Duration::ZERO; 5];
+            let h = timed(&mut t[0], || {
+                msm::<G1>(device, points.h(), q(0), MsmScalars::Device(h_job.scalars()), mark(0))
+            })?;
+            drop(h_job);
+            let l = timed(&mut t[1], || {
+                msm::<G1>(device, points.l(), q(1), MsmScalars::Query(&prep.l, aux), mark(1))
+            })?;
+            let a = timed(&mut t[2], || {
+                msm::<G1>(device, points.a(), q(2), MsmScalars::Query(&prep.a, aux), mark(2))
+            })?;
+            let b_g1 = timed(&mut t[3], || {
+                msm::<G1>(device, points.b_g1(), q(3), MsmScalars::Query(&prep.b, aux), mark(3))
+            })?;
+            let b_g2 = timed(&mut t[4], || {
+                msm::<G2>(device, points.b_g2(), q(4), MsmScalars::Query(&prep.b, aux), mark(4))
+            })?;
+            if !streamed {
+                queued.push_back(Arc::clone(&events.msms[4]));
+            }
+            drop(queued);
+            let t3 = Instant::now();
+
+            let listed = |p: &QueryScalars| p.list(aux).len();
+            let batched = |p: &QueryScalars| p.ones_count + p.small_values.as_ref().map_or(0, |v| v.len());
+            let phases = NativePhases {
+                preparation: t1 - t0,
+                device_wait: t2 - t1,
+                queueing: t3 - t2,
+                abc_bytes: 3 * n as u64 * 32,
+                // Host times; with resident bases `finish` replaces them by
+                // GPU times.
+                msm: [
+                    (t[0], m - 1),
+                    (t[1], prep.l.bases),
+                    (t[2], prep.a.bases),
+                    (t[3], prep.b.bases),
+                    (t[4], prep.b.bases),
+                ],
+                pippenger_points: [
+                    m - 1,
+                    listed(&prep.l),
+                    listed(&prep.a),
+                    listed(&prep.b),
+                    listed(&prep.b),
+                ],
+                batched_points: [
+                    0,
+                    batched(&prep.l),
+                    batched(&prep.a),
+                    batched(&prep.b),
+                    batched(&prep.b),
+                ],
+                resident_bases: resident.is_some(),
+                ..NativePhases::default()
+            };
+            let reads = DeviceReads {
+                // All five MSMs are queued: the last one's mark follows
+                // all of the proof's device work.
+                done: (!streamed).then(|| Arc::clone(&events.msms[4])),
+                _prep: prep,
+                _witness: w,
+                _resident: resident,
+            };
+            proofs.push(DeviceProof {
+                h,
+                l,
+                a,
+                b_g1,
+                b_g2,
+                events,
+                phases,
+                _reads: reads,
+            });
+        }
+        Ok(Box::new(NativeStarted {
+            srs: job.srs,
+            randomness: job.randomness,
+            proofs,
+            last_phases: Arc::clone(&self.last_phases),
+            lost: self.lost.clone(),
+            threads: Arc::clone(&self.threads),
+        }))
+    }
+}
+impl std::fmt::Debug for NativeBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NativeBackend")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}

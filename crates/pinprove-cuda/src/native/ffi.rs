@@ -1,0 +1,107 @@
+//! The CUDA glue's C interface (`cuda/native_h.cu`, `cuda/native_msm.cu`)
+//! and the structs it shares with Rust, mirrored from `cuda/ffi.h` with the
+//! same size and offset assertions on both sides.
+
+use std::ffi::{c_int, c_void};
+use std::mem::{offset_of, size_of};
+
+use blst::{blst_p1, blst_p1_affine, blst_p2, blst_p2_affine};
+use blstrs::Scalar;
+
+unsafe extern "C" {
+    // cuda/native_h.cu
+    pub(super) fn pinprove_h_begin(
+        out: *mut *mut c_void,
+        device: c_int,
+        a: *const Scalar,
+        b: *const Scalar,
+        c: *const Scalar,
+        n: usize,
+        lg_m: u32,
+        uploaded: *const *mut c_void,
+        marks: *const *mut c_void,
+    ) -> sppark::Error;
+    pub(super) fn pinprove_h_result(job: *mut c_void, h: *mut *const Scalar, ready: *mut *mut c_void);
+    pub(super) fn pinprove_h_wait(job: *mut c_void) -> sppark::Error;
+    #[cfg(test)]
+    pub(super) fn pinprove_h_download(job: *mut c_void, h_out: *mut Scalar) -> sppark::Error;
+    pub(super) fn pinprove_h_free(job: *mut c_void);
+    // cuda/native_msm.cu
+    pub(super) fn pinprove_msm_g1(
+        out: *mut blst_p1,
+        device: c_int,
+        bases: *const blst_p1_affine,
+        scalars: *const Scalar,
+        d_scalars: *const Scalar,
+        n: usize,
+        mont: bool,
+    ) -> sppark::Error;
+    pub(super) fn pinprove_msm_g2(
+        out: *mut blst_p2,
+        device: c_int,
+        bases: *const blst_p2_affine,
+        scalars: *const Scalar,
+        d_scalars: *const Scalar,
+        n: usize,
+        mont: bool,
+    ) -> sppark::Error;
+    pub(super) fn pinprove_msm_resident_g1_begin(
+        out: *mut *mut c_void,
+        resident: *const c_void,
+        call: *const MsmCall,
+    ) -> sppark::Error;
+    pub(super) fn pinprove_msm_resident_g2_begin(
+        out: *mut *mut c_void,
+        resident: *const c_void,
+        call: *const MsmCall,
+    ) -> sppark::Error;
+    pub(super) fn pinprove_msm_wait(pending: *const c_void) -> sppark::Error;
+    pub(super) fn pinprove_msm_parts(pending: *const c_void) -> usize;
+    pub(super) fn pinprove_msm_g1_part(pending: *const c_void, i: usize, out: *mut blst_p1);
+    pub(super) fn pinprove_msm_g2_part(pending: *const c_void, i: usize, out: *mut blst_p2);
+    pub(super) fn pinprove_msm_free(pending: *mut c_void);
+    pub(super) fn pinprove_resident_g1(
+        out: *mut *mut c_void,
+        device: c_int,
+        bases: *const blst_p1_affine,
+        n: usize,
+    ) -> sppark::Error;
+    pub(super) fn pinprove_resident_g2(
+        out: *mut *mut c_void,
+        device: c_int,
+        bases: *const blst_p2_affine,
+        n: usize,
+    ) -> sppark::Error;
+    pub(super) fn pinprove_resident_g1_free(p: *mut c_void);
+    pub(super) fn pinprove_resident_g2_free(p: *mut c_void);
+}
+
+/// One MSM over resident bases: `struct pinprove_msm_call` in `cuda/ffi.h`
+/// (field meanings there).
+#[repr(C)]
+pub(super) struct MsmCall {
+    pub(super) scalars: *const Scalar,
+    pub(super) d_scalars: *const Scalar,
+    pub(super) d_ready: *mut c_void,
+    pub(super) ones: *const u32,
+    pub(super) idx: *const u32,
+    pub(super) n: usize,
+    pub(super) small_idx: *const u32,
+    pub(super) small_values: *const u64,
+    pub(super) n_small: usize,
+    pub(super) small_bits: u32,
+    pub(super) mont: bool,
+    pub(super) mark: *mut c_void,
+    pub(super) max_batch: usize,
+}
+
+// The layout `cuda/ffi.h` asserts too.
+const _: () = {
+    assert!(size_of::<MsmCall>() == 96);
+    assert!(offset_of!(MsmCall, n) == 40);
+    assert!(offset_of!(MsmCall, n_small) == 64);
+    assert!(offset_of!(MsmCall, small_bits) == 72);
+    assert!(offset_of!(MsmCall, mont) == 76);
+    assert!(offset_of!(MsmCall, mark) == 80);
+    assert!(offset_of!(MsmCall, max_batch) == 88);
+};

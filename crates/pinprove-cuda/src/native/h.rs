@@ -1,0 +1,149 @@
+//! h = (A·B − C)/Z on the device: a/b/c uploaded in chunks on the copy
+//! stream, the NTTs on the compute stream, h kept in device memory for its
+//! MSM; and the CUDA events of one proof, taken from per-device pools.
+
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+
+use blstrs::Scalar;
+use pinprove_groth16::ProveError;
+use pinprove_mem::cuda::{CudaError, EventPool, PooledEvent};
+
+use super::ffi::*;
+use super::msm::DeviceScalars;
+use super::{backend_error, check};
+
+/// h of one proof, computed on the device (or being computed).
+pub(super) struct HJob {
+    raw: *mut c_void,
+    m: usize,
+}
+
+/// The CUDA timing events of one proof.
+pub(super) struct ProofEvents {
+    /// Timing: before and after the uploads (copy stream), before the first
+    /// transform and after h (compute stream).
+    pub(super) marks: [PooledEvent; 4],
+    /// Timing: after each MSM (compute stream). The last one completes
+    /// when all of the proof's device work has.
+    pub(super) msms: [Arc<PooledEvent>; 5],
+}
+
+/// Where a backend's events come from: one pool of each kind, used with
+/// its device current.
+pub(super) struct Events {
+    timing: Arc<EventPool>,
+    fence: Arc<EventPool>,
+}
+
+impl Events {
+    pub(super) fn new() -> Events {
+        Events {
+            timing: EventPool::new(true),
+            fence: EventPool::new(false),
+        }
+    }
+
+    /// A proof's timing events.
+    pub(super) fn proof(&self) -> Result<ProofEvents, CudaError> {
+        let t = || self.timing.take();
+        Ok(ProofEvents {
+            marks: [t()?, t()?, t()?, t()?],
+            msms: [
+                Arc::new(t()?),
+                Arc::new(t()?),
+                Arc::new(t()?),
+                Arc::new(t()?),
+                Arc::new(t()?),
+            ],
+        })
+    }
+
+    /// Three fence events, one per a/b/c upload.
+    pub(super) fn fences(&self) -> Result<[PooledEvent; 3], CudaError> {
+        Ok([self.fence.take()?, self.fence.take()?, self.fence.take()?])
+    }
+}
+
+impl HJob {
+    /// Queues the uploads of a/b/c and the transforms. `uploaded[k]` is
+    /// recorded after vector k's copy; the marks as [`ProofEvents::marks`].
+    pub(super) fn begin(
+        device: c_int,
+        abc: [&[Scalar]; 3],
+        lg_m: u32,
+        uploaded: &[PooledEvent; 3],
+        marks: &[PooledEvent; 4],
+    ) -> Result<HJob, ProveError> {
+        let n = abc[0].len();
+        if abc.iter().any(|v| v.len() != n) {
+            return Err(backend_error("a, b and c differ in length"));
+        }
+        let events = uploaded.each_ref().map(|e| e.as_raw());
+        let marks = marks.each_ref().map(|e| e.as_raw());
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: a, b and c hold n scalars each (checked) and stay valid
+        // until their `uploaded` event completes: the caller keeps them
+        // alive or hands them to the pool fenced by those events. The events
+        // are live for the call. Scalar is blst's Montgomery-form fr, the
+        // layout of sppark's fr_t.
+        check(
+            unsafe {
+                pinprove_h_begin(
+                    &mut raw,
+                    device,
+                    abc[0].as_ptr(),
+                    abc[1].as_ptr(),
+                    abc[2].as_ptr(),
+                    n,
+                    lg_m,
+                    events.as_ptr(),
+                    marks.as_ptr(),
+                )
+            },
+            "h on the GPU",
+        )?;
+        Ok(HJob { raw, m: 1 << lg_m })
+    }
+
+    /// h's m − 1 coefficients on the device, once computed.
+    pub(super) fn scalars(&self) -> DeviceScalars<'_> {
+        let mut ptr = std::ptr::null();
+        let mut ready = std::ptr::null_mut();
+        // SAFETY: the job is live; the call writes a device address and
+        // the job's event handle, valid while the job is.
+        unsafe { pinprove_h_result(self.raw, &mut ptr, &mut ready) };
+        DeviceScalars {
+            ptr,
+            len: self.m - 1,
+            ready,
+            _job: std::marker::PhantomData,
+        }
+    }
+
+    /// Blocks until h is computed.
+    pub(super) fn wait(&self) -> Result<(), ProveError> {
+        // SAFETY: the job is live.
+        check(unsafe { pinprove_h_wait(self.raw) }, "h on the GPU")
+    }
+
+    /// h's coefficients in host memory (for checks).
+    #[cfg(test)]
+    pub(super) fn download(&self) -> Result<Vec<Scalar>, ProveError> {
+        let mut h = vec![Scalar::from(0u64); self.m - 1];
+        // SAFETY: `h` holds m − 1 scalars, as the call writes.
+        check(
+            unsafe { pinprove_h_download(self.raw, h.as_mut_ptr()) },
+            "downloading h",
+        )?;
+        Ok(h)
+    }
+}
+
+impl Drop for HJob {
+    fn drop(&mut self) {
+        // SAFETY: from pinprove_h_begin, freed once; the device memory is
+        // released in stream order, after the work queued that reads it.
+        unsafe { pinprove_h_free(self.raw) }
+    }
+}

@@ -1,0 +1,177 @@
+//! pinprove's own GPU backend: the whole proof's arithmetic on the GPU
+//! (`cuda/native_h.cu` and `cuda/native_msm.cu`, on sppark).
+//!
+//! `start` prepares the L, A and B scalars on the CPU before taking the
+//! device (see [`crate::split`]: one parallel pass over the aux assignment
+//! sorts scalars into ones, zeros and the rest), then, under the device lock,
+//! queues the proof's device work on the GPU's streams (`cuda/lane.cuh`) and
+//! returns without waiting for it: a/b/c's uploads in chunks on the copy
+//! stream, with the NTTs of each vector waiting on the device for that
+//! vector only; each a/b/c buffer goes back to the pool at once with a
+//! CUDA-event fence, so the pool reuses it the moment its copy has landed; h
+//! is computed on the device and feeds the h MSM without a round trip
+//! through host memory; the L, A and B MSMs — bit-valued terms by batched
+//! addition, the rest by Pippenger over gathered bases — leave their bucket
+//! sums in pinned host memory. `finish` waits for those and sums them on the
+//! host. So the GPU always has the next proof queued behind the running one
+//! (up to [`NativeConfig::queue_depth`] proofs), and no host step — scalar
+//! preparation, result sums, the next partition's synthesis — leaves it
+//! idle.
+//!
+//! SRS placement: [`SrsPlacement::Device`] (the default) uploads each
+//! query's bases to device memory once, in `prepare_srs`, and MSMs read them
+//! from HBM; when that fails (too little device memory) or with
+//! [`SrsPlacement::Host`] the bases stream from the SRS's pinned pool
+//! buffers on every MSM through sppark's own Pippenger driver, every scalar
+//! goes through Pippenger, and `start` runs the MSMs to completion.
+//!
+//! Rooms: [`ffi`] (the C interface and the structs it shares), [`resident`]
+//! (bases in device memory), [`msm`], [`h`], [`proof`] (a started proof
+//! and what its device work reads), [`backend`] (configuration and
+//! `start`).
+
+mod backend;
+mod ffi;
+mod h;
+mod msm;
+mod proof;
+mod resident;
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use pinprove_groth16::ProveError;
+
+pub use self::backend::NativeBackend;
+use crate::fault::device_error;
+
+const NAME: &str = "native";
+
+fn backend_error(message: impl Into<String>) -> ProveError {
+    ProveError::Backend {
+        backend: NAME,
+        message: message.into(),
+    }
+}
+
+fn check(err: sppark::Error, what: &str) -> Result<(), ProveError> {
+    if err.code == 0 {
+        Ok(())
+    } else {
+        let code = err.code;
+        Err(device_error(NAME, code, format!("{what}: {}", String::from(err))))
+    }
+}
+
+fn cuda_error(e: pinprove_mem::cuda::CudaError) -> ProveError {
+    device_error(NAME, e.code, e.to_string())
+}
+
+/// Where the MSM bases live while proofs run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub enum SrsPlacement {
+    /// Uploaded to device memory once per SRS (falls back to `Host` when
+    /// the device has too little memory).
+    #[default]
+    Device,
+    /// Streamed from the SRS's pinned host buffers for every MSM.
+    Host,
+}
+
+/// How the native backend runs.
+#[derive(Clone, Copy, Debug)]
+pub struct NativeConfig {
+    /// Where MSM bases live.
+    pub srs_placement: SrsPlacement,
+    /// Workers the engine should run per device.
+    pub workers_per_device: usize,
+    /// The GPU, by CUDA ordinal (the order sppark enumerates them in when
+    /// every visible GPU is Volta or newer, as on any machine this runs on).
+    pub device: usize,
+    /// Proofs whose device work may be queued on the GPU at once (resident
+    /// bases): with 2, one runs while the next waits behind it, so the GPU
+    /// never waits for the host. Each holds its device memory (a/b/c,
+    /// scalars, MSM scratch) until it has run.
+    pub queue_depth: usize,
+    /// Threads of the backend's own pool, which prepares scalars before the
+    /// device work and adds up the MSMs' results after it (0: half the
+    /// CPUs, at least 2). Not rayon's global pool: synthesis keeps that one
+    /// saturated, and a preparation queued behind it would leave the GPU
+    /// without work.
+    pub prep_threads: usize,
+}
+
+impl Default for NativeConfig {
+    fn default() -> Self {
+        NativeConfig {
+            srs_placement: SrsPlacement::Device,
+            workers_per_device: 2,
+            device: 0,
+            queue_depth: 2,
+            prep_threads: 0,
+        }
+    }
+}
+
+/// Where the time of one assignment's `start` went.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct NativePhases {
+    /// Scalar preparation on the CPU, before the device lock.
+    pub preparation: Duration,
+    /// Waiting for the device lock (another worker queuing its proof) and
+    /// for room in the device queue (the oldest queued proof to run).
+    pub device_wait: Duration,
+    /// Queuing the proof's device work (returns before it runs, except
+    /// with streamed bases, where the MSMs run to completion here).
+    pub queueing: Duration,
+    /// Summing the MSMs' results on the host, in `finish` (includes
+    /// waiting for the device work to complete).
+    pub sums: Duration,
+    /// GPU time of the a/b/c uploads (first copy queued to last landed).
+    pub upload: Duration,
+    /// Bytes of a/b/c uploaded for h.
+    pub abc_bytes: u64,
+    /// GPU time from the compute stream reaching the proof to h
+    /// computed (seven NTTs and the quotient, and any wait for a/b/c's
+    /// uploads).
+    pub h: Duration,
+    /// The MSMs h, l, a, b (G1), b (G2): GPU time (host time with
+    /// streamed bases) and number of bases each.
+    pub msm: [(Duration, usize); 5],
+    /// Of each MSM's bases, how many went through Pippenger …
+    pub pippenger_points: [usize; 5],
+    /// … and how many were summed by batched addition: scalar 1, or a
+    /// small value added bit plane by bit plane (the rest had scalar 0).
+    pub batched_points: [usize; 5],
+    /// Whether the bases were resident in device memory.
+    pub resident_bases: bool,
+}
+
+impl NativePhases {
+    /// Names of the MSMs, in the order of [`NativePhases::msm`].
+    pub const MSM_NAMES: [&'static str; 5] = ["h", "l", "a", "b_g1", "b_g2"];
+
+    /// GPU time: h and the MSMs.
+    pub fn device(&self) -> Duration {
+        self.h + self.msm.iter().map(|(t, _)| *t).sum::<Duration>()
+    }
+}
+
+/// Where one SRS's bases are, for status reports.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PlacementReport {
+    /// The SRS's file.
+    pub srs: PathBuf,
+    /// Device bytes its bases take.
+    pub device_bytes: u64,
+}
+
+/// Runs `f`, noting its time in `slot`.
+fn timed<T>(slot: &mut Duration, f: impl FnOnce() -> T) -> T {
+    let t = Instant::now();
+    let out = f();
+    *slot = t.elapsed();
+    out
+}

@@ -1,0 +1,123 @@
+//! One started proof: its MSMs queued on the device, what their device
+//! work reads (owned by a guard that waits for the device before letting
+//! go), and the host sums and assembly of `finish`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use blstrs::Scalar;
+use pinprove_groth16::{LostDevice, Proof, ProveError, Srs, StartedProof, Witness, assemble};
+use pinprove_mem::cuda::PooledEvent;
+use pinprove_mem::sync::Recover;
+
+use super::h::ProofEvents;
+use super::msm::{G1, G2, Msm};
+use super::resident::ResidentSrs;
+use super::{NativePhases, cuda_error};
+use crate::split;
+
+/// What a proof's device work reads — the prepared scalars and the witness
+/// in host memory, the resident bases on the device — owned until that work
+/// has completed: dropping it first waits for `done`, so no order of
+/// fields or drops elsewhere can free memory the device still reads.
+pub(super) struct DeviceReads {
+    /// Recorded after the proof's last device work; `None` when that work
+    /// ran to completion in `start` (streamed bases).
+    pub(super) done: Option<Arc<PooledEvent>>,
+    /// Held, never read: what the device reads.
+    pub(super) _prep: split::Prepared,
+    pub(super) _witness: Witness,
+    pub(super) _resident: Option<Arc<ResidentSrs>>,
+}
+
+impl Drop for DeviceReads {
+    fn drop(&mut self) {
+        if let Some(done) = &self.done
+            && let Err(e) = done.synchronize()
+        {
+            // A device error: nothing runs on it any more.
+            tracing::error!("waiting for a proof's device work before freeing its inputs: {e}");
+        }
+    }
+}
+
+/// One assignment's proof: its MSMs queued on the device (or done), and
+/// what their device work reads.
+pub(super) struct DeviceProof {
+    pub(super) h: Msm<G1>,
+    pub(super) l: Msm<G1>,
+    pub(super) a: Msm<G1>,
+    pub(super) b_g1: Msm<G1>,
+    pub(super) b_g2: Msm<G2>,
+    pub(super) events: ProofEvents,
+    /// With streamed bases the MSM times are already in (host times: the
+    /// MSMs ran to completion in `start`); else they come from `events`.
+    pub(super) phases: NativePhases,
+    /// Held until the proof is summed (or dropped): waits for the device.
+    pub(super) _reads: DeviceReads,
+}
+
+impl DeviceProof {
+    /// GPU times from the proof's events, once its work has completed.
+    fn device_times(&mut self) -> Result<(), pinprove_mem::cuda::CudaError> {
+        let [up0, up1, h0, h1] = &self.events.marks;
+        self.phases.upload = up1.elapsed_since(up0)?;
+        self.phases.h = h1.elapsed_since(h0)?;
+        if self.phases.resident_bases {
+            let mut prev = h1;
+            for (slot, e) in self.phases.msm.iter_mut().zip(&self.events.msms) {
+                slot.0 = e.elapsed_since(prev)?;
+                prev = e;
+            }
+        }
+        Ok(())
+    }
+}
+
+pub(super) struct NativeStarted {
+    pub(super) srs: Arc<Srs>,
+    pub(super) randomness: Vec<(Scalar, Scalar)>,
+    pub(super) proofs: Vec<DeviceProof>,
+    pub(super) last_phases: Arc<Mutex<Option<NativePhases>>>,
+    pub(super) lost: LostDevice,
+    pub(super) threads: Arc<rayon::ThreadPool>,
+}
+
+impl StartedProof for NativeStarted {
+    fn finish(self: Box<Self>) -> Result<Vec<Proof>, ProveError> {
+        let lost = self.lost.clone();
+        // Proofs queued before the device was lost fail on their own
+        // errors; no need to check first.
+        lost.note((*self).sum_and_assemble())
+    }
+}
+
+impl NativeStarted {
+    fn sum_and_assemble(self) -> Result<Vec<Proof>, ProveError> {
+        let NativeStarted {
+            srs,
+            randomness,
+            proofs,
+            last_phases,
+            threads,
+            ..
+        } = self;
+        let mut out = Vec::with_capacity(proofs.len());
+        for (mut p, (r, s)) in proofs.into_iter().zip(randomness) {
+            let t = Instant::now();
+            // In the order the device finishes them; each one's windows
+            // are summed in parallel, so little is left after the last.
+            let h = p.h.sum(&threads)?;
+            let l = p.l.sum(&threads)?;
+            let a = p.a.sum(&threads)?;
+            let b_g1 = p.b_g1.sum(&threads)?;
+            let b_g2 = p.b_g2.sum(&threads)?;
+            p.phases.sums = t.elapsed();
+            p.device_times().map_err(cuda_error)?;
+            tracing::debug!(phases = ?p.phases, "native proof");
+            *last_phases.lock().recover() = Some(p.phases);
+            out.push(assemble(&srs, r, s, a, b_g1, b_g2, h, l));
+        }
+        Ok(out)
+    }
+}

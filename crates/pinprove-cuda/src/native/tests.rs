@@ -1,0 +1,372 @@
+//! The native backend's unit tests (on a GPU; they skip elsewhere).
+
+use std::ffi::c_int;
+use std::sync::Arc;
+use std::time::Duration;
+
+use blst::{blst_p1_affine, blst_p2_affine};
+use blstrs::{G1Projective, G2Projective, Scalar};
+use ff::Field;
+use group::Group;
+use pinprove_groth16::domain::{Domain, bit_reverse_index};
+use pinprove_groth16::{AbcLayout, Backend, ProveError, ProvingJob, Srs, StartedProof, Witness};
+use pinprove_mem::PinnedPool;
+use pinprove_mem::test_util::skip_without_gpu;
+
+use super::h::{Events, HJob};
+use super::msm::{G1, G2, MAX_BATCH, Msm, MsmScalars, msm};
+use super::resident::resident;
+use super::*;
+use crate::split::{self, Mode};
+
+/// Whether a GPU is usable; where none is, `test` is skipped (or fails,
+/// where one is expected).
+fn have_gpu(test: &str) -> bool {
+    match pinprove_mem::cuda::device_count() {
+        Ok(n) if n > 0 => true,
+        Ok(_) => {
+            skip_without_gpu(test, "the driver reports no devices");
+            false
+        }
+        Err(e) => {
+            skip_without_gpu(test, e);
+            false
+        }
+    }
+}
+
+/// h on the CPU, as the CPU backend computes it.
+fn reference_h(abc: [&[Scalar]; 3]) -> Vec<Scalar> {
+    let domain = Domain::new(abc[0].len()).unwrap();
+    let m = domain.size();
+    let mut v = abc.map(|x| {
+        let mut x = x.to_vec();
+        x.resize(m, Scalar::ZERO);
+        domain.evaluations_to_coset(&mut x);
+        x
+    });
+    let z_inv = domain.z_on_coset_inverse();
+    let [a, b, c] = &mut v;
+    for i in 0..m {
+        a[i] = (a[i] * b[i] - c[i]) * z_inv;
+    }
+    domain.coset_to_coefficients_bit_reversed(a);
+    (0..m - 1).map(|i| a[bit_reverse_index(i, domain.log_size())]).collect()
+}
+
+fn full_density(n: usize, set: bool) -> pinprove_groth16::Density {
+    let mut d = pinprove_groth16::Density::new();
+    for i in 0..n {
+        d.add_element();
+        if set {
+            d.inc(i);
+        }
+    }
+    d
+}
+
+#[test]
+fn msms_split_by_value_equal_the_plain_sums() {
+    use group::prime::PrimeCurveAffine;
+    use rand::{Rng, SeedableRng};
+    if !have_gpu("msms_split_by_value_equal_the_plain_sums") {
+        return;
+    }
+    let pool = PinnedPool::new(
+        Arc::new(pinprove_mem::HeapAllocator::default()),
+        pinprove_mem::MemoryBudget::new(1 << 30),
+        pinprove_mem::PoolConfig::default(),
+    );
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let n = 3001;
+    // Every class: zeros, ones, small values of all widths, the largest
+    // small value, full-width values.
+    let values: Vec<Scalar> = (0..n)
+        .map(|i| match i % 5 {
+            0 => Scalar::ZERO,
+            1 => Scalar::ONE,
+            2 => Scalar::from(rng.r#gen::<u64>() >> (i % 64)),
+            3 => Scalar::from(u64::MAX),
+            _ => Scalar::random(&mut rng),
+        })
+        .collect();
+    let g1: Vec<G1Projective> = (0..n).map(|_| G1Projective::random(&mut rng)).collect();
+    let g2: Vec<G2Projective> = (0..n).map(|_| G2Projective::random(&mut rng)).collect();
+    let g1_affine: Vec<blst_p1_affine> = g1.iter().map(|p| *blstrs::G1Affine::from(p).as_ref()).collect();
+    let g2_affine: Vec<blst_p2_affine> = g2.iter().map(|p| *blstrs::G2Affine::from(p).as_ref()).collect();
+    let want1: G1Projective = g1.iter().zip(&values).map(|(p, s)| p * s).sum();
+    let want2: G2Projective = g2.iter().zip(&values).map(|(p, s)| p * s).sum();
+    assert!(!bool::from(blstrs::G1Affine::from(want1).is_identity()));
+
+    let vec_in = |v: &[Scalar]| {
+        let mut p = pinprove_mem::PinnedVec::new_in(&pool);
+        p.extend_from_slice(v);
+        p
+    };
+    let mut w = Witness {
+        inputs: vec_in(&[Scalar::ONE]),
+        aux: vec_in(&values),
+        a_aux_density: full_density(n, true),
+        b_input_density: full_density(1, false),
+        b_aux_density: full_density(n, true),
+        working_set: None,
+    };
+    let r1 = resident::<G1>(0, &g1_affine).unwrap();
+    let r2 = resident::<G2>(0, &g2_affine).unwrap();
+    let split = split::prepare(&mut w, &pool, Mode::Split).unwrap();
+    assert!(split.l.ones_count > 0 && split.l.small_bits == 64 && split.l.idx.is_some());
+    let aux: &[Scalar] = &w.aux;
+    // L pairs every aux value with a G1 base, B with a G2 base.
+    let threads = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+    let sum = |m: Result<Msm<G1>, ProveError>| m.and_then(|mut m| m.sum(&threads));
+    let sum2 = |m: Result<Msm<G2>, ProveError>| m.and_then(|mut m| m.sum(&threads));
+    // Both queued before either is waited for.
+    let mut q1 = msm::<G1>(0, &g1_affine, Some(&r1), MsmScalars::Query(&split.l, aux), None).unwrap();
+    let mut q2 = msm::<G2>(0, &g2_affine, Some(&r2), MsmScalars::Query(&split.b, aux), None).unwrap();
+    let got2 = q2.sum(&threads).unwrap();
+    let got1 = q1.sum(&threads).unwrap();
+    assert_eq!(got1, want1);
+    assert_eq!(got2, want2);
+    // Several Pippenger batches (the last one short), their results
+    // summed on the host. (Other tests of this binary that run MSMs at
+    // the same time get the same results, only slower.)
+    MAX_BATCH.store(512, std::sync::atomic::Ordering::Relaxed);
+    let dense = split::prepare(&mut w, &pool, Mode::Dense).unwrap();
+    let aux: &[Scalar] = &w.aux;
+    let got1 = sum(msm::<G1>(
+        0,
+        &g1_affine,
+        Some(&r1),
+        MsmScalars::Query(&dense.l, aux),
+        None,
+    ));
+    let got2 = sum2(msm::<G2>(
+        0,
+        &g2_affine,
+        Some(&r2),
+        MsmScalars::Query(&dense.b, aux),
+        None,
+    ));
+    MAX_BATCH.store(0, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(got1.unwrap(), want1);
+    assert_eq!(got2.unwrap(), want2);
+    // Every scalar through Pippenger, bases resident or streamed.
+    assert_eq!(
+        sum(msm::<G1>(
+            0,
+            &g1_affine,
+            Some(&r1),
+            MsmScalars::Query(&dense.l, aux),
+            None
+        ))
+        .unwrap(),
+        want1
+    );
+    assert_eq!(
+        sum(msm::<G1>(0, &g1_affine, None, MsmScalars::Query(&dense.l, aux), None)).unwrap(),
+        want1
+    );
+    assert_eq!(
+        sum2(msm::<G2>(0, &g2_affine, None, MsmScalars::Query(&dense.b, aux), None)).unwrap(),
+        want2
+    );
+    // Split scalars need bases on the device.
+    assert!(msm::<G1>(0, &g1_affine, None, MsmScalars::Query(&split.l, aux), None).is_err());
+    let _ = rng.r#gen::<u8>();
+}
+
+unsafe extern "C" {
+    /// See `cuda/lane.cu`.
+    fn pinprove_test_fault(device: c_int, kind: c_int) -> c_int;
+}
+
+/// Synthesizes `c` from `pool` and starts its proof.
+fn start_proof(
+    backend: &dyn Backend,
+    pool: &Arc<PinnedPool>,
+    srs: &Arc<Srs>,
+    c: &pinprove_groth16::circuits::BenchCircuit,
+) -> Result<Box<dyn StartedProof>, ProveError> {
+    let hints = pinprove_groth16::CapacityHints::in_memory();
+    let layout = backend.capabilities().abc_layout;
+    let (asg, _) = pinprove_groth16::synthesize(c.clone(), &c.id(), pool, &hints, layout, None)?;
+    backend.start(ProvingJob {
+        srs: Arc::clone(srs),
+        assignments: vec![asg],
+        randomness: vec![(Scalar::from(3u64), Scalar::from(4u64))],
+    })
+}
+
+fn prove_bytes(
+    backend: &dyn Backend,
+    pool: &Arc<PinnedPool>,
+    srs: &Arc<Srs>,
+    c: &pinprove_groth16::circuits::BenchCircuit,
+) -> Result<Vec<u8>, ProveError> {
+    Ok(start_proof(backend, pool, srs, c)?
+        .finish()?
+        .remove(0)
+        .to_bytes()
+        .to_vec())
+}
+
+/// Whether `r` failed because the device was lost: at `start` or
+/// `finish`, or before them, when the pool had to pin fresh memory
+/// (pinning goes through the same, now unusable, CUDA context).
+fn lost(r: &Result<Vec<u8>, ProveError>) -> bool {
+    match r {
+        Err(ProveError::Memory(e)) => e.to_string().contains("cudaHostAlloc"),
+        Err(e) => e.device_fault() == Some(pinprove_groth16::DeviceFault::Lost),
+        Ok(_) => false,
+    }
+}
+
+// Runs in a process of its own (as every GPU test does in CI's GPU
+// runs and under nextest): the fault it provokes ends the process's use
+// of the device.
+#[test]
+fn a_faulting_kernel_loses_the_device_and_nothing_else() {
+    use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
+    use pinprove_groth16::{CpuBackend, DeviceFault, Validation};
+    use rand::SeedableRng;
+
+    if !have_gpu("a_faulting_kernel_loses_the_device_and_nothing_else") {
+        return;
+    }
+    let pool = PinnedPool::new(
+        Arc::new(pinprove_mem::cuda::CudaPinnedAllocator::new().unwrap()),
+        pinprove_mem::MemoryBudget::new(4 << 30),
+        pinprove_mem::PoolConfig::default(),
+    );
+    let c = BenchCircuit::new(1 << 10, WitnessMix::Random).unwrap();
+    let params = bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
+        c.clone(),
+        &mut rand_chacha::ChaCha8Rng::seed_from_u64(9),
+    )
+    .unwrap();
+    let mut bytes = Vec::new();
+    params.write(&mut bytes).unwrap();
+    let srs = Arc::new(Srs::from_bytes(&bytes, &pool, Validation::OnCurve).unwrap());
+    let gpu = NativeBackend::new(Arc::clone(&pool)).unwrap();
+    gpu.prepare_srs(&srs).unwrap();
+    let expected = prove_bytes(&CpuBackend::new(Arc::clone(&pool)), &pool, &srs, &c).unwrap();
+    assert_eq!(prove_bytes(&gpu, &pool, &srs, &c).unwrap(), expected);
+
+    // A launch the device refuses: a typed error, and the device goes on.
+    // SAFETY: the hook only queues a kernel on device 0's lane.
+    let code = unsafe { pinprove_test_fault(0, 0) };
+    assert_eq!(crate::fault::classify(code), DeviceFault::Launch, "code {code}");
+    eprintln!("launch refused with code {code}: the device goes on");
+    assert_eq!(prove_bytes(&gpu, &pool, &srs, &c).unwrap(), expected);
+    assert!(gpu.lost().is_none());
+
+    // A second worker proves in a loop while the device is lost under it.
+    std::thread::scope(|s| {
+        let worker = s.spawn(|| {
+            for _ in 0..10_000 {
+                let r = prove_bytes(&gpu, &pool, &srs, &c);
+                match &r {
+                    Ok(b) => assert_eq!(*b, expected, "a proof before the fault is right"),
+                    Err(_) => return r,
+                }
+            }
+            r_timeout()
+        });
+        let queued = start_proof(&gpu, &pool, &srs, &c).unwrap();
+        // Synthesized now: pinning fresh pool memory may fail once the
+        // device is lost.
+        let hints = pinprove_groth16::CapacityHints::in_memory();
+        let (asg, _) = pinprove_groth16::synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
+        // SAFETY: as above; the kernel stores through a null pointer.
+        let code = unsafe { pinprove_test_fault(0, 1) };
+        assert_eq!(crate::fault::classify(code), DeviceFault::Lost, "code {code}");
+        // Queued before the fault: right, or failed with it.
+        match queued.finish() {
+            Ok(p) => assert_eq!(p[0].to_bytes().to_vec(), expected),
+            Err(e) => assert_eq!(e.device_fault(), Some(DeviceFault::Lost), "{e}"),
+        }
+        // The next proof meets the fault.
+        let next = gpu
+            .start(ProvingJob {
+                srs: Arc::clone(&srs),
+                assignments: vec![asg],
+                randomness: vec![(Scalar::from(3u64), Scalar::from(4u64))],
+            })
+            .and_then(|p| p.finish())
+            .map(|p| p[0].to_bytes().to_vec());
+        assert!(
+            matches!(&next, Err(e) if e.device_fault() == Some(DeviceFault::Lost)),
+            "{next:?}"
+        );
+        let other = worker.join().unwrap();
+        assert!(lost(&other), "the other worker: {other:?}");
+    });
+    let why = gpu.lost().expect("the backend knows");
+    eprintln!("lost: {why}");
+    assert!(why.contains("illegal") || why.contains("address"), "{why}");
+    // From now on calls fail at once, without the device.
+    let err = gpu.prepare_srs(&srs).unwrap_err();
+    assert!(err.to_string().contains("failed earlier"), "{err}");
+    let err = start_proof(&gpu, &pool, &srs, &c).err().expect("refused");
+    assert_eq!(err.device_fault(), Some(DeviceFault::Lost));
+    drop(gpu);
+    drop(srs);
+
+    // The process goes on: a CPU prover over heap memory proves, and the
+    // proof verifies.
+    let heap = PinnedPool::new(
+        Arc::new(pinprove_mem::HeapAllocator::default()),
+        pinprove_mem::MemoryBudget::new(1 << 30),
+        pinprove_mem::PoolConfig::default(),
+    );
+    let srs = Arc::new(Srs::from_bytes(&bytes, &heap, Validation::OnCurve).unwrap());
+    let cpu = CpuBackend::new(Arc::clone(&heap));
+    let proof = start_proof(&cpu, &heap, &srs, &c).unwrap().finish().unwrap().remove(0);
+    let proof = bellperson::groth16::Proof::<blstrs::Bls12>::read(&proof.to_bytes()[..]).unwrap();
+    let pvk = bellperson::groth16::prepare_verifying_key(&params.vk);
+    assert!(bellperson::groth16::verify_proof(&pvk, &proof, &c.public_inputs()).unwrap());
+}
+
+fn r_timeout() -> Result<Vec<u8>, ProveError> {
+    Err(backend_error("the worker never met the fault"))
+}
+
+#[test]
+fn h_on_the_device_matches_the_cpu_and_survives_running_out_of_memory() {
+    if !have_gpu("h_on_the_device_matches_the_cpu_and_survives_running_out_of_memory") {
+        return;
+    }
+    let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(11);
+    let n = 1000;
+    let abc: [Vec<Scalar>; 3] = std::array::from_fn(|_| (0..n).map(|_| Scalar::random(&mut rng)).collect());
+    let abc_ref = [&abc[0][..], &abc[1][..], &abc[2][..]];
+
+    // 2^36 elements of 32 bytes, three times over: no GPU has that.
+    let events = Events::new();
+    let up = events.fences().unwrap();
+    let ev = events.proof().unwrap();
+    let err = HJob::begin(0, abc_ref, 36, &up, &ev.marks)
+        .err()
+        .expect("6 TB of device memory");
+    assert!(err.to_string().contains("memory"), "{err}");
+
+    // The device is still usable, and h is right.
+    let job = HJob::begin(0, abc_ref, 10, &up, &ev.marks).unwrap();
+    job.wait().unwrap();
+    assert_eq!(job.download().unwrap(), reference_h(abc_ref));
+    assert!(ev.marks[1].elapsed_since(&ev.marks[0]).unwrap() > Duration::ZERO);
+    assert!(ev.marks[3].elapsed_since(&ev.marks[2]).unwrap() > Duration::ZERO);
+
+    // No such device: a typed error, from the backend and from the C side.
+    let pool = PinnedPool::new(
+        Arc::new(pinprove_mem::HeapAllocator::default()),
+        pinprove_mem::MemoryBudget::new(1 << 30),
+        pinprove_mem::PoolConfig::default(),
+    );
+    let config = NativeConfig {
+        device: 4096,
+        ..NativeConfig::default()
+    };
+    assert!(NativeBackend::with_config(pool, config).is_err());
+    assert!(HJob::begin(4096, abc_ref, 10, &up, &ev.marks).is_err());
+}
