@@ -281,7 +281,7 @@ mod imp {
             .map(|x| x.1)
             .collect();
         Ok(Sustained {
-            log_size: circuit.constraints().next_power_of_two().trailing_zeros(),
+            log_size: pinprove_groth16::domain::domain_size(circuit.constraints())?.trailing_zeros(),
             mix: circuit.mix().to_string(),
             proofs: n,
             wall_s: wall.as_secs_f64(),

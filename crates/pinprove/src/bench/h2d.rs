@@ -88,6 +88,12 @@ mod gpu {
     pub fn run(args: &H2dArgs) -> Result<()> {
         ensure!(args.reps > 0, "--reps must be positive");
         ensure!(
+            args.load_threads <= pinprove_engine::MAX_THREADS,
+            "--load-threads {} is more than {} threads",
+            args.load_threads,
+            pinprove_engine::MAX_THREADS
+        );
+        ensure!(
             args.sizes_gib.iter().all(|&s| s > 0.0 && s <= 64.0),
             "sizes must be in (0, 64] GiB"
         );
@@ -120,7 +126,10 @@ mod gpu {
             vec![0]
         };
         for load_threads in passes {
-            let load = (load_threads > 0).then(|| RamLoad::start(load_threads, 256 << 20));
+            let load = (load_threads > 0)
+                .then(|| RamLoad::start(load_threads, 256 << 20))
+                .transpose()
+                .context("starting the RAM load threads")?;
             for &size in &sizes {
                 let mut measure = |memory: &'static str, src: &[u8]| -> Result<()> {
                     let mut samples = Vec::with_capacity(args.reps);

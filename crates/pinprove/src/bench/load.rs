@@ -2,7 +2,7 @@
 //! concurrent circuit synthesis puts on a machine.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::Instant;
 
@@ -16,37 +16,41 @@ pub struct RamLoad {
 
 impl RamLoad {
     /// Starts `threads` threads, each copying two `buffer_bytes` buffers
-    /// into each other in a loop. Returns once every thread has its buffers.
-    pub fn start(threads: usize, buffer_bytes: usize) -> RamLoad {
+    /// into each other in a loop. Returns once every thread has its
+    /// buffers; a thread that cannot be started is an error (the others are
+    /// stopped).
+    pub fn start(threads: usize, buffer_bytes: usize) -> std::io::Result<RamLoad> {
         let stop = Arc::new(AtomicBool::new(false));
         let copied = Arc::new(AtomicU64::new(0));
-        let ready = Arc::new(std::sync::Barrier::new(threads + 1));
-        let handles = (0..threads)
-            .map(|t| {
-                let (stop, copied, ready) = (Arc::clone(&stop), Arc::clone(&copied), Arc::clone(&ready));
-                thread::Builder::new()
-                    .name(format!("ram-load-{t}"))
-                    .spawn(move || {
-                        let mut a = vec![t as u8; buffer_bytes];
-                        let mut b = vec![!(t as u8); buffer_bytes];
-                        ready.wait();
-                        while !stop.load(Ordering::Relaxed) {
-                            b.copy_from_slice(&a);
-                            std::mem::swap(&mut a, &mut b);
-                            copied.fetch_add(buffer_bytes as u64, Ordering::Relaxed);
-                        }
-                        std::hint::black_box((&a, &b));
-                    })
-                    .expect("spawn load thread")
-            })
-            .collect();
-        ready.wait();
-        RamLoad {
-            stop,
-            copied,
+        let ready = Arc::new(AtomicUsize::new(0));
+        // Stops and joins whatever was started if a later start fails.
+        let mut load = RamLoad {
+            stop: Arc::clone(&stop),
+            copied: Arc::clone(&copied),
             started: Instant::now(),
-            threads: handles,
+            threads: Vec::with_capacity(threads),
+        };
+        for t in 0..threads {
+            let (stop, copied, ready) = (Arc::clone(&stop), Arc::clone(&copied), Arc::clone(&ready));
+            let handle = thread::Builder::new().name(format!("ram-load-{t}")).spawn(move || {
+                let mut a = vec![t as u8; buffer_bytes];
+                let mut b = vec![!(t as u8); buffer_bytes];
+                ready.fetch_add(1, Ordering::Release);
+                while !stop.load(Ordering::Relaxed) {
+                    b.copy_from_slice(&a);
+                    std::mem::swap(&mut a, &mut b);
+                    copied.fetch_add(buffer_bytes as u64, Ordering::Relaxed);
+                }
+                std::hint::black_box((&a, &b));
+            })?;
+            load.threads.push(handle);
         }
+        while ready.load(Ordering::Acquire) < threads {
+            thread::sleep(std::time::Duration::from_millis(1));
+        }
+        copied.store(0, Ordering::Relaxed);
+        load.started = Instant::now();
+        Ok(load)
     }
 
     /// Bytes copied per second so far (each copy reads and writes them).

@@ -119,7 +119,7 @@ pub fn run(args: &MemArgs) -> Result<()> {
         .expect("row exists");
     let ratio = pinned.median_s / with_cap.median_s;
     let pool_result = pool_reuse(args, &pool)?;
-    let budget_rows = budget_latency(args.threads);
+    let budget_rows = budget_latency(args.threads)?;
 
     let report = MemReport {
         benchmark: "mem",
@@ -299,7 +299,7 @@ fn pool_reuse(args: &MemArgs, pool: &Arc<PinnedPool>) -> Result<PoolResult> {
 /// Acquire-and-release round trips: uncontended, then `threads` threads at
 /// once with room for all (lock contention only), then with room for a
 /// quarter of them (requests queue and wait).
-fn budget_latency(threads: usize) -> Vec<BudgetRow> {
+fn budget_latency(threads: usize) -> Result<Vec<BudgetRow>> {
     let mut rows = Vec::new();
     const OPS: u64 = 200_000;
     let budget = MemoryBudget::new(1 << 40);
@@ -325,29 +325,41 @@ fn budget_latency(threads: usize) -> Vec<BudgetRow> {
         let per_thread = 20_000u64;
         let budget = MemoryBudget::new(total);
         let go = Arc::new(AtomicBool::new(false));
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                let (budget, go) = (Arc::clone(&budget), Arc::clone(&go));
-                thread::spawn(move || {
-                    while !go.load(Ordering::Acquire) {
-                        std::hint::spin_loop();
-                    }
-                    let mut samples = Vec::with_capacity(per_thread as usize);
-                    for _ in 0..per_thread {
-                        let s = Instant::now();
-                        let r = budget.acquire_blocking(per_op).expect("fits");
-                        drop(black_box(r));
-                        samples.push(s.elapsed());
-                    }
-                    samples
-                })
-            })
-            .collect();
+        // A thread that cannot start ends the measurement with an error,
+        // after the ones started have run (they wait for `go`).
+        let mut handles = Vec::with_capacity(threads);
+        let mut failed = None;
+        for i in 0..threads {
+            let (budget, go) = (Arc::clone(&budget), Arc::clone(&go));
+            let spawned = thread::Builder::new().name(format!("budget-{i}")).spawn(move || {
+                while !go.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+                let mut samples = Vec::with_capacity(per_thread as usize);
+                for _ in 0..per_thread {
+                    let s = Instant::now();
+                    let r = budget.acquire_blocking(per_op).expect("fits");
+                    drop(black_box(r));
+                    samples.push(s.elapsed());
+                }
+                samples
+            });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
         let t = Instant::now();
         go.store(true, Ordering::Release);
         let mut all = Vec::new();
         for h in handles {
-            all.extend(h.join().expect("budget thread"));
+            all.extend(h.join().map_err(|_| anyhow::anyhow!("a budget thread panicked"))?);
+        }
+        if let Some(e) = failed {
+            return Err(anyhow::Error::new(e).context("starting the budget threads"));
         }
         rows.push(budget_row(
             &scenario,
@@ -357,7 +369,7 @@ fn budget_latency(threads: usize) -> Vec<BudgetRow> {
             all,
         ));
     }
-    rows
+    Ok(rows)
 }
 
 fn budget_row(scenario: &str, threads: usize, ops: u64, wall: Duration, mut samples: Vec<Duration>) -> BudgetRow {
