@@ -7,7 +7,7 @@ use std::time::Duration;
 use bellpepper_core::Circuit;
 use pinprove_groth16::{
     AbcLayout, CapacityHint, CapacityHints, Proof, ProveError, ProvingAssignment, Scalar, SynthesisStats,
-    synthesize_sized,
+    synthesize_parts, synthesize_sized,
 };
 use pinprove_mem::{PinnedPool, Reservation};
 use serde::Serialize;
@@ -73,6 +73,25 @@ impl SynthesisContext<'_> {
     pub fn synthesize<C: Circuit<Scalar>>(self, circuit: C) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
         synthesize_sized(
             circuit,
+            self.circuit_id,
+            self.pool,
+            self.hints,
+            self.layout,
+            Some(self.funds),
+            self.shape,
+        )
+    }
+
+    /// Like [`synthesize`](Self::synthesize) for a circuit made of
+    /// independent `parts`, synthesized in parallel (see
+    /// [`pinprove_groth16::synthesize_parts`]).
+    pub fn synthesize_parts<T>(self, parts: &[T]) -> Result<(ProvingAssignment, SynthesisStats), ProveError>
+    where
+        T: Sync,
+        for<'a> &'a T: Circuit<Scalar>,
+    {
+        synthesize_parts(
+            parts,
             self.circuit_id,
             self.pool,
             self.hints,

@@ -421,8 +421,14 @@ impl ConstraintSystem<Scalar> for ProvingAssignment {
         self
     }
 
+    /// No: an extensible system must make empty copies of itself
+    /// (`ConstraintSystem::new`), and an assignment's memory comes from a
+    /// pool and a job's budget that a bare `new()` cannot know. Circuits
+    /// made of parts synthesize in parallel through
+    /// [`synthesize_parts`](crate::synthesize_parts), which calls
+    /// [`extend`](Self::extend) itself.
     fn is_extensible() -> bool {
-        true
+        false
     }
 
     /// Appends a separately synthesized part (whose first input is its own

@@ -29,7 +29,7 @@ impl Density {
     /// Adds a variable, not yet seen.
     #[inline]
     pub fn add_element(&mut self) {
-        if self.len % 64 == 0 {
+        if self.len.is_multiple_of(64) {
             self.words.push(0);
         }
         self.len += 1;
@@ -72,8 +72,12 @@ impl Density {
     }
 
     /// Appends `other`'s variables, skipping its first one when
-    /// `skip_first` (the constant ONE input, which both sides have).
+    /// `skip_first` (the constant ONE input, which both sides have: a use of
+    /// `other`'s ONE is a use of this one's).
     pub fn extend(&mut self, other: &Density, skip_first: bool) {
+        if skip_first && other.get(0) {
+            self.inc(0);
+        }
         let start = usize::from(skip_first && !other.is_empty());
         for i in start..other.len {
             self.add_element();

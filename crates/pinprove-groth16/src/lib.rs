@@ -30,6 +30,7 @@ mod error;
 mod hints;
 pub mod msm;
 mod params;
+mod parts;
 mod proof;
 mod synth;
 pub mod synthetic;
@@ -41,6 +42,7 @@ pub use density::Density;
 pub use error::{DeviceFault, LostDevice, ParamsError, ProveError};
 pub use hints::{CapacityHint, CapacityHints};
 pub use params::{QueryLengths, Srs, SrsPoints, SrsStats, Validation, VerifyingKey};
+pub use parts::synthesize_parts;
 pub use proof::{PROOF_BYTES, Proof};
 pub use synth::{AbcLayout, SynthesisStats, synthesize, synthesize_sized};
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bellpepper_core::{Circuit, ConstraintSystem, Index, SynthesisError, Variable};
+use bellpepper_core::{Circuit, ConstraintSystem, Index, Variable};
 use ff::Field;
 use pinprove_mem::{MemoryKind, PinnedPool, Reservation};
 
@@ -95,6 +95,22 @@ pub fn synthesize_sized<C: Circuit<Scalar>>(
     pool: &Arc<PinnedPool>,
     hints: &CapacityHints,
     layout: AbcLayout,
+    funds: Option<Reservation>,
+    fallback: Option<CapacityHint>,
+) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
+    let body = |cs: &mut ProvingAssignment, _: Capacities| circuit.synthesize(cs).map_err(ProveError::from);
+    synthesize_with(body, circuit_id, pool, hints, layout, funds, fallback)
+}
+
+/// The synthesis both ways share: sizing from hints, ONE, `body` (the
+/// circuit; it gets the capacities the assignment was sized for), the input
+/// constraints, and learning the hint.
+pub(crate) fn synthesize_with(
+    body: impl FnOnce(&mut ProvingAssignment, Capacities) -> Result<(), ProveError>,
+    circuit_id: &str,
+    pool: &Arc<PinnedPool>,
+    hints: &CapacityHints,
+    layout: AbcLayout,
     mut funds: Option<Reservation>,
     fallback: Option<CapacityHint>,
 ) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
@@ -114,9 +130,9 @@ pub fn synthesize_sized<C: Circuit<Scalar>>(
         .unwrap_or_default();
     let mut cs = ProvingAssignment::with_capacities(pool, caps, funds.as_mut())?;
 
-    let run = |cs: &mut ProvingAssignment| -> Result<(), SynthesisError> {
+    let run = |cs: &mut ProvingAssignment| -> Result<(), ProveError> {
         cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
-        circuit.synthesize(cs)?;
+        body(cs, caps)?;
         for i in 0..cs.num_inputs() {
             cs.enforce(
                 || "input constraint",
@@ -132,7 +148,7 @@ pub fn synthesize_sized<C: Circuit<Scalar>>(
     // explains a failure better than what the circuit passed on.
     let failed = match (cs.take_error(), result) {
         (Some(e), _) => Some(e),
-        (None, Err(e)) => Some(e.into()),
+        (None, Err(e)) => Some(e),
         (None, Ok(())) => None,
     };
     if let Some(e) = failed {

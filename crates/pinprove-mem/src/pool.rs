@@ -651,7 +651,7 @@ mod tests {
         assert!(round_size(usize::MAX).is_err());
         for n in [1usize, 5000, 70_000, 3 << 20, 1 << 33] {
             let r = round_size(n).unwrap();
-            assert!(r >= n && r % PAGE == 0 && (r as f64) < n as f64 * 1.126 + PAGE as f64);
+            assert!(r >= n && r.is_multiple_of(PAGE) && (r as f64) < n as f64 * 1.126 + PAGE as f64);
         }
     }
 }

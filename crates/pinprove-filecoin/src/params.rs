@@ -1,0 +1,216 @@
+//! The Filecoin parameter cache: the directory and file names every
+//! Filecoin prover uses (`FIL_PROOFS_PARAMETER_CACHE`, default
+//! `/var/tmp/filecoin-proof-parameters`; files `v28-<circuit>-<hash>.params`
+//! and `.vk`), so a provider's existing directory works unchanged. The
+//! files are bellperson's format, read by pinprove's own reader.
+//!
+//! Filecoin never generates parameters for you. For the test sector sizes
+//! (below 32 GiB) pinprove does, on first use: a one-time setup with fresh
+//! randomness, whose proofs verify only against its own verifying key (not
+//! the network's). Generation takes minutes on a small machine and is
+//! reported while it runs; concurrent processes wait for the one that
+//! generates (a lock file beside the parameters).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bellperson::groth16::Parameters;
+use blstrs::Bls12;
+
+use crate::FilecoinError;
+
+/// The environment variable that names the parameter cache.
+pub const PARAMETER_CACHE_ENV: &str = "FIL_PROOFS_PARAMETER_CACHE";
+/// The parameter cache when the variable is not set.
+pub const DEFAULT_PARAMETER_CACHE: &str = "/var/tmp/filecoin-proof-parameters";
+/// Sectors below this size are test sizes: their parameters are made when
+/// missing.
+pub const GENERATED_BELOW: u64 = 32 << 30;
+/// The parameter files' version prefix.
+const VERSION: u32 = 28;
+
+/// Told about parameter generation, which takes minutes.
+pub trait GenerationProgress: Send + Sync {
+    /// Generation of `circuit_id`'s parameters into `path` began.
+    fn started(&self, circuit_id: &str, path: &Path);
+    /// Still generating, `elapsed` so far (called about every second).
+    fn tick(&self, circuit_id: &str, elapsed: Duration);
+    /// Done: `bytes` written in `elapsed`.
+    fn finished(&self, circuit_id: &str, elapsed: Duration, bytes: u64);
+}
+
+/// Progress as log lines, every 30 seconds: the default, and what a process
+/// without a terminal shows.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LogProgress;
+
+impl GenerationProgress for LogProgress {
+    fn started(&self, circuit_id: &str, path: &Path) {
+        tracing::info!(circuit = circuit_id, path = %path.display(), "generating parameters (once; this takes minutes)");
+    }
+
+    fn tick(&self, circuit_id: &str, elapsed: Duration) {
+        let s = elapsed.as_secs();
+        if s > 0 && s.is_multiple_of(30) {
+            tracing::info!(circuit = circuit_id, seconds = s, "still generating parameters");
+        }
+    }
+
+    fn finished(&self, circuit_id: &str, elapsed: Duration, bytes: u64) {
+        tracing::info!(
+            circuit = circuit_id,
+            bytes,
+            seconds = elapsed.as_secs_f64(),
+            "parameters generated"
+        );
+    }
+}
+
+/// One circuit's parameters, as the cache knows them.
+pub(crate) struct CircuitParams {
+    /// pinprove's id ("porep-2k").
+    pub circuit_id: String,
+    /// Filecoin's cache identifier (`<prefix>-<sha256 of the public
+    /// parameters' identifier>`).
+    pub cache_id: String,
+    /// The sector size.
+    pub sector_bytes: u64,
+    /// Makes them: the setup over the circuit's blank form.
+    pub generate: Box<dyn FnOnce() -> anyhow::Result<Parameters<Bls12>> + Send>,
+}
+
+/// The parameter cache.
+#[derive(Clone)]
+pub struct ParamCache {
+    dir: PathBuf,
+    progress: Arc<dyn GenerationProgress>,
+}
+
+impl std::fmt::Debug for ParamCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParamCache").field("dir", &self.dir).finish()
+    }
+}
+
+impl ParamCache {
+    /// The cache in `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> ParamCache {
+        ParamCache {
+            dir: dir.into(),
+            progress: Arc::new(LogProgress),
+        }
+    }
+
+    /// The cache `FIL_PROOFS_PARAMETER_CACHE` names, else the default.
+    pub fn from_env() -> ParamCache {
+        ParamCache::new(
+            std::env::var_os(PARAMETER_CACHE_ENV).map_or_else(|| PathBuf::from(DEFAULT_PARAMETER_CACHE), PathBuf::from),
+        )
+    }
+
+    /// Reports generation to `progress` instead of the log.
+    pub fn with_progress(mut self, progress: Arc<dyn GenerationProgress>) -> ParamCache {
+        self.progress = progress;
+        self
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where the proving parameters of Filecoin circuit `cache_id` are.
+    pub fn params_path(&self, cache_id: &str) -> PathBuf {
+        self.dir.join(format!("v{VERSION}-{cache_id}.params"))
+    }
+
+    /// Where its verifying key is.
+    pub fn vk_path(&self, cache_id: &str) -> PathBuf {
+        self.dir.join(format!("v{VERSION}-{cache_id}.vk"))
+    }
+
+    /// The parameter file of `circuit`, made first when it is missing and
+    /// its sector is a test size.
+    pub(crate) fn ensure(&self, circuit: CircuitParams) -> Result<PathBuf, FilecoinError> {
+        let path = self.params_path(&circuit.cache_id);
+        if path.is_file() {
+            return Ok(path);
+        }
+        if circuit.sector_bytes >= GENERATED_BELOW {
+            return Err(FilecoinError::MissingParameters {
+                circuit_id: circuit.circuit_id,
+                path,
+            });
+        }
+        let id = circuit.circuit_id.clone();
+        let failed = |source: anyhow::Error| FilecoinError::Parameters {
+            circuit_id: id.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&self.dir).map_err(|e| failed(e.into()))?;
+        // One process generates; the others wait here and find the file.
+        let lock = File::create(path.with_extension("params.lock")).map_err(|e| failed(e.into()))?;
+        lock.lock().map_err(|e| failed(e.into()))?;
+        if path.is_file() {
+            return Ok(path);
+        }
+        let bytes = self.generate(circuit, &path).map_err(failed)?;
+        tracing::debug!(path = %path.display(), bytes, "parameters in the cache");
+        Ok(path)
+    }
+
+    fn generate(&self, circuit: CircuitParams, path: &Path) -> anyhow::Result<u64> {
+        let CircuitParams {
+            circuit_id,
+            cache_id,
+            sector_bytes,
+            generate,
+        } = circuit;
+        self.progress.started(&circuit_id, path);
+        let started = Instant::now();
+        let done = AtomicBool::new(false);
+        let params = std::thread::scope(|s| {
+            s.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_secs(1));
+                    if !done.load(Ordering::Relaxed) {
+                        self.progress.tick(&circuit_id, started.elapsed());
+                    }
+                }
+            });
+            let params = generate();
+            done.store(true, Ordering::Relaxed);
+            params
+        })?;
+        // The verifying key and the metadata first: a parameter file that
+        // exists is complete, with everything beside it.
+        write_atomically(&self.vk_path(&cache_id), |w| Ok(params.vk.write(w)?))?;
+        let meta = self.dir.join(format!("v{VERSION}-{cache_id}.meta"));
+        write_atomically(&meta, |w| Ok(write!(w, "{{\"sector_size\":{sector_bytes}}}")?))?;
+        write_atomically(path, |w| Ok(params.write(w)?))?;
+        let bytes = std::fs::metadata(path)?.len();
+        self.progress.finished(&circuit_id, started.elapsed(), bytes);
+        Ok(bytes)
+    }
+}
+
+/// Writes `path` through a temporary file beside it, renamed into place.
+fn write_atomically(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let result = (|| {
+        let mut w = BufWriter::with_capacity(8 << 20, File::create(&tmp)?);
+        write(&mut w)?;
+        w.flush()?;
+        w.get_ref().sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}

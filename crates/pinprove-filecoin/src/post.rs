@@ -1,0 +1,292 @@
+//! WindowPoSt (one partition per request, as Curio sends them) and
+//! WinningPoSt: from one bincode `FallbackPoStSectorProof<Tree>` per sector
+//! to the FallbackPoSt circuit, as filecoin-proofs'
+//! `generate_single_window_post_with_vanilla` and
+//! `generate_winning_post_with_vanilla` build it.
+//!
+//! The circuit is one part per sector, so it synthesizes in parallel
+//! ([`SynthesisContext::synthesize_parts`]). Its public inputs are computed
+//! as the verifier computes them for this partition of the whole proof: the
+//! challenges of WindowPoSt V1 depend on a sector's position in the whole
+//! sector list, so the partition's sectors stand at its position there
+//! (after placeholders for the partitions before it).
+
+use filecoin_hashers::Hasher;
+use filecoin_hashers::poseidon::PoseidonHasher;
+use filecoin_proofs::parameters::{window_post_setup_params, winning_post_setup_params};
+use filecoin_proofs::{
+    FallbackPoStSectorProof, PoStConfig, PoStType, as_safe_commitment, partition_vanilla_proofs,
+    single_partition_vanilla_proofs,
+};
+use filecoin_proofs_api::RegisteredPoStProof;
+use pinprove_engine::{Partition, SynthesisContext};
+use pinprove_groth16::{ProveError, ProvingAssignment, Scalar, SynthesisStats};
+use rand::rngs::OsRng;
+use storage_proofs_core::compound_proof::{self, CompoundProof};
+use storage_proofs_core::merkle::MerkleTreeTrait;
+use storage_proofs_core::parameter_cache::CacheableParameters;
+use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector};
+
+use crate::error::bad;
+use crate::params::CircuitParams;
+use crate::prover::{Prepared, guarded};
+use crate::{FilecoinError, ProofKind, ProofRequest, kind};
+
+/// Builds a WindowPoSt or WinningPoSt job from `req`.
+pub(crate) fn prepare(req: &ProofRequest) -> Result<Prepared, FilecoinError> {
+    let k = req.kind;
+    let rpp = kind::post_proof(req.registered_proof)?;
+    let cfg = rpp.as_v1_config();
+    let expected = match k {
+        ProofKind::WinningPoSt => PoStType::Winning,
+        _ => PoStType::Window,
+    };
+    if cfg.typ != expected {
+        return Err(bad(
+            k,
+            format!("{rpp:?} (number {}) is not a {k} proof", req.registered_proof),
+        ));
+    }
+    let sector_bytes = u64::from(cfg.sector_size);
+    if req.sector_size != 0 && req.sector_size != sector_bytes {
+        return Err(bad(
+            k,
+            format!(
+                "the request's sector size is {} bytes, {rpp:?} proves {sector_bytes}-byte sectors",
+                req.sector_size
+            ),
+        ));
+    }
+    let randomness: [u8; 32] = req
+        .randomness
+        .as_slice()
+        .try_into()
+        .map_err(|_| bad(k, format!("randomness is {} bytes, not 32", req.randomness.len())))?;
+    if req.vanilla_proofs.is_empty() {
+        return Err(bad(k, "no vanilla proofs"));
+    }
+    let c = Common {
+        kind: k,
+        rpp,
+        cfg,
+        randomness,
+        prover_id: kind::prover_id(req.miner_id),
+        partition: req.partition_index as usize,
+    };
+    let vanilla = &req.vanilla_proofs;
+    guarded(k, || with_tree!(sector_bytes, build, &c, vanilla))
+}
+
+struct Common {
+    kind: ProofKind,
+    rpp: RegisteredPoStProof,
+    cfg: PoStConfig,
+    randomness: [u8; 32],
+    prover_id: [u8; 32],
+    partition: usize,
+}
+
+fn build<Tree>(c: &Common, vanilla: &[Vec<u8>]) -> Result<Prepared, FilecoinError>
+where
+    Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
+{
+    let k = c.kind;
+    let proofs = vanilla
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            bincode::deserialize::<FallbackPoStSectorProof<Tree>>(b).map_err(|e| {
+                bad(
+                    k,
+                    format!("vanilla proof {i} does not decode as a {:?} sector proof: {e}", c.rpp),
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let domain = |bytes: &[u8; 32], what: &str| {
+        as_safe_commitment::<<Tree::Hasher as Hasher>::Domain, _>(bytes, what).map_err(|e| bad(k, format!("{e:#}")))
+    };
+    // Lotus and Curio clear the top two bits of the randomness' last byte.
+    let randomness = domain(&c.randomness, "randomness")?;
+    let prover_id = domain(&c.prover_id, "prover_id")?;
+    let sectors: Vec<PublicSector<_>> = proofs
+        .iter()
+        .map(|p| PublicSector {
+            id: p.sector_id,
+            comm_r: p.comm_r,
+        })
+        .collect();
+    let pp = public_params::<Tree>(k, &c.cfg)?;
+    let per_partition = pp.sector_count;
+    let (circuit, public) = match k {
+        ProofKind::WinningPoSt => {
+            if proofs.len() != c.cfg.sector_count {
+                return Err(bad(
+                    k,
+                    format!(
+                        "{} vanilla proofs; a WinningPoSt proves {} sector",
+                        proofs.len(),
+                        c.cfg.sector_count
+                    ),
+                ));
+            }
+            let pub_in = fallback::PublicInputs {
+                randomness,
+                prover_id,
+                sectors: sectors.clone(),
+                k: None,
+            };
+            let partitioned = partition_vanilla_proofs(&c.cfg, &pp, &pub_in, 1, &proofs)
+                .map_err(|e| bad(k, format!("the vanilla proof: {e:#}")))?;
+            let proof = partitioned
+                .first()
+                .ok_or_else(|| bad(k, "the vanilla proof makes no partition"))?;
+            let circuit = FallbackPoStCompound::<Tree>::circuit(&pub_in, Default::default(), proof, &pp, Some(0))
+                .map_err(|e| bad(k, format!("{e:#}")))?;
+            // As the verifier sees it: the one sector, once per challenge.
+            let seen = fallback::PublicInputs {
+                sectors: sectors.iter().cycle().take(per_partition).cloned().collect(),
+                ..pub_in
+            };
+            let public = FallbackPoStCompound::<Tree>::generate_public_inputs(&seen, &pp, Some(0))
+                .map_err(|e| bad(k, format!("public inputs: {e:#}")))?;
+            (circuit, public)
+        }
+        _ => {
+            if proofs.len() > per_partition {
+                return Err(bad(
+                    k,
+                    format!(
+                        "{} sectors in one partition; a {:?} partition holds at most {per_partition}",
+                        proofs.len(),
+                        c.rpp
+                    ),
+                ));
+            }
+            if !sectors.windows(2).all(|w| u64::from(w[0].id) < u64::from(w[1].id)) {
+                return Err(bad(
+                    k,
+                    "the vanilla proofs' sectors are not in ascending order without repeats",
+                ));
+            }
+            let pub_in = fallback::PublicInputs {
+                randomness,
+                prover_id,
+                sectors: sectors.clone(),
+                k: Some(c.partition),
+            };
+            let proof = single_partition_vanilla_proofs(&c.cfg, &pp, &pub_in, &proofs)
+                .map_err(|e| bad(k, format!("the vanilla proofs: {e:#}")))?;
+            let circuit = FallbackPoStCompound::<Tree>::circuit(&pub_in, Default::default(), &proof, &pp, Some(0))
+                .map_err(|e| bad(k, format!("{e:#}")))?;
+            // The partition's sectors at their place in the whole list.
+            let before = c
+                .partition
+                .checked_mul(per_partition)
+                .ok_or_else(|| bad(k, format!("partition index {} is out of range", c.partition)))?;
+            let placed: Vec<_> = std::iter::repeat_n(sectors[0].clone(), before)
+                .chain(sectors.iter().cloned())
+                .collect();
+            let seen = fallback::PublicInputs {
+                sectors: placed,
+                ..pub_in
+            };
+            let public = FallbackPoStCompound::<Tree>::generate_public_inputs(&seen, &pp, Some(c.partition))
+                .map_err(|e| bad(k, format!("public inputs: {e:#}")))?;
+            (circuit, public)
+        }
+    };
+    Ok(Prepared {
+        kind: k,
+        circuit: circuit_of::<Tree>(k, pp, u64::from(c.cfg.sector_size))?,
+        partitions: vec![Box::new(PoStPartition {
+            circuit,
+            inputs: public.clone(),
+        })],
+        inputs: vec![public],
+    })
+}
+
+/// A PoSt circuit as an engine partition: synthesized sector by sector in
+/// parallel.
+struct PoStPartition<Tree: 'static + MerkleTreeTrait> {
+    circuit: FallbackPoStCircuit<Tree>,
+    inputs: Vec<Scalar>,
+}
+
+impl<Tree: 'static + MerkleTreeTrait> Partition for PoStPartition<Tree> {
+    fn synthesize(
+        self: Box<Self>,
+        ctx: SynthesisContext<'_>,
+    ) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
+        ctx.synthesize_parts(&self.circuit.sectors)
+    }
+
+    fn public_inputs(&self) -> Option<Vec<Scalar>> {
+        Some(self.inputs.clone())
+    }
+}
+
+/// The circuit's public parameters (one partition's).
+fn public_params<Tree>(k: ProofKind, cfg: &PoStConfig) -> Result<fallback::PublicParams, FilecoinError>
+where
+    Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
+{
+    let vanilla_params = match k {
+        ProofKind::WinningPoSt => winning_post_setup_params(cfg).map_err(|e| bad(k, format!("{e:#}")))?,
+        _ => window_post_setup_params(cfg),
+    };
+    <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, _>>::setup(&compound_proof::SetupParams {
+        vanilla_params,
+        partitions: None,
+        priority: cfg.priority,
+    })
+    .map(|pp| pp.vanilla_params)
+    .map_err(|e| bad(k, format!("{e:#}")))
+}
+
+/// The circuit's parameters: Filecoin's cache id, and how to make them.
+fn circuit_of<Tree>(
+    k: ProofKind,
+    vanilla_params: fallback::PublicParams,
+    sector_bytes: u64,
+) -> Result<CircuitParams, FilecoinError>
+where
+    Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
+{
+    let cache_id = <FallbackPoStCompound<Tree> as CacheableParameters<FallbackPoStCircuit<Tree>, _>>::cache_identifier(
+        &vanilla_params,
+    );
+    Ok(CircuitParams {
+        circuit_id: kind::circuit_id(k, sector_bytes)?,
+        cache_id,
+        sector_bytes,
+        generate: Box::new(move || {
+            let blank = <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, _>>::blank_circuit(
+                &vanilla_params,
+            );
+            Ok(bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
+                blank, &mut OsRng,
+            )?)
+        }),
+    })
+}
+
+/// The WindowPoSt or WinningPoSt circuit of `sector_bytes` sectors (one
+/// for both WindowPoSt versions).
+pub(crate) fn circuit_params(k: ProofKind, sector_bytes: u64) -> Result<CircuitParams, FilecoinError> {
+    let n = kind::SECTOR_SIZES
+        .iter()
+        .position(|&b| b == sector_bytes)
+        .ok_or(FilecoinError::SectorSize(sector_bytes))? as u64;
+    // Winning 0..4, Window V1_2 10..14, in size order.
+    let rpp = kind::post_proof(if k == ProofKind::WinningPoSt { n } else { 10 + n })?;
+    fn of<Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>>(
+        k: ProofKind,
+        cfg: &PoStConfig,
+        bytes: u64,
+    ) -> Result<CircuitParams, FilecoinError> {
+        circuit_of::<Tree>(k, public_params::<Tree>(k, cfg)?, bytes)
+    }
+    with_tree!(sector_bytes, of, k, &rpp.as_v1_config(), sector_bytes)
+}

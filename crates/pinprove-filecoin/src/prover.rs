@@ -1,0 +1,283 @@
+//! The Filecoin front of the engine: a request in, the proof bytes out,
+//! verified.
+//!
+//! A request is decoded and checked, and its circuits built, before any
+//! work is queued (bad input fails at once, with a message saying what is
+//! wrong); its parameters are found in the cache (or made, for test sector
+//! sizes) and registered with the engine; its partitions go to the engine as
+//! one job. The job's partition proofs, concatenated in partition order, are
+//! the proof filecoin-proofs makes; before they are returned they are
+//! verified against the public inputs the verifier derives from the request
+//! (storage-proofs' own derivation, bellperson's pairing check).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufReader;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use bellperson::groth16::{self, PreparedVerifyingKey};
+use blstrs::Bls12;
+use pinprove_engine::{Engine, JobId, JobOutcome, JobSpec, Partition, PartitionTimings};
+use pinprove_groth16::{PROOF_BYTES, Scalar};
+use pinprove_mem::sync::Recover;
+use rand::rngs::OsRng;
+
+use crate::params::{CircuitParams, ParamCache};
+use crate::{FilecoinError, ProofKind, ProofRequest, kind, porep, post, snap};
+
+/// A request turned into circuits: what the engine proves, and what the
+/// proof is verified against.
+pub(crate) struct Prepared {
+    pub kind: ProofKind,
+    pub circuit: CircuitParams,
+    pub partitions: Vec<Box<dyn Partition>>,
+    /// Each partition's public inputs, as the verifier derives them.
+    pub inputs: Vec<Vec<Scalar>>,
+}
+
+/// Runs `build`, turning a panic in storage-proofs' code (which asserts on
+/// malformed data) into a refusal of the request.
+pub(crate) fn guarded<T>(
+    kind: ProofKind,
+    build: impl FnOnce() -> Result<T, FilecoinError>,
+) -> Result<T, FilecoinError> {
+    catch_unwind(AssertUnwindSafe(build)).unwrap_or_else(|payload| {
+        let why = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(crate::error::bad(kind, format!("malformed input ({why})")))
+    })
+}
+
+/// Settings of the Filecoin front.
+#[derive(Clone, Copy, Debug)]
+pub struct FilecoinOptions {
+    /// Verify every proof before it is returned (default): a proof that does
+    /// not verify is a failed job, never a result.
+    pub verify: bool,
+}
+
+impl Default for FilecoinOptions {
+    fn default() -> Self {
+        FilecoinOptions { verify: true }
+    }
+}
+
+/// A circuit whose parameters are registered with the engine.
+struct Registered {
+    params: PathBuf,
+    vk: OnceLock<Arc<PreparedVerifyingKey<Bls12>>>,
+}
+
+/// Filecoin proofs through an engine.
+pub struct FilecoinProver {
+    engine: Arc<Engine>,
+    params: ParamCache,
+    options: FilecoinOptions,
+    registered: Mutex<HashMap<String, Arc<Registered>>>,
+    /// One generation at a time per process (each takes minutes and most
+    /// of the machine).
+    generating: Mutex<()>,
+}
+
+/// A job the engine is proving, and how to check its result.
+pub struct Submission {
+    /// The engine's job.
+    pub job: JobId,
+    /// What it proves.
+    pub kind: ProofKind,
+    /// Its circuit ("porep-32g").
+    pub circuit_id: String,
+    /// Partitions (one 192-byte proof each).
+    pub partitions: usize,
+    inputs: Vec<Vec<Scalar>>,
+    circuit: Arc<Registered>,
+}
+
+/// A finished Filecoin proof.
+#[derive(Clone, Debug)]
+pub struct Proved {
+    /// What it proves.
+    pub kind: ProofKind,
+    /// The bytes filecoin-proofs would return: the partitions' proofs in
+    /// partition order.
+    pub proof: Vec<u8>,
+    /// Each partition's timings.
+    pub partitions: Vec<PartitionTimings>,
+    /// Time the verification took (`None` when switched off).
+    pub verification: Option<Duration>,
+}
+
+impl FilecoinProver {
+    /// A prover proving on `engine`, with parameters from `params`.
+    pub fn new(engine: Arc<Engine>, params: ParamCache, options: FilecoinOptions) -> FilecoinProver {
+        FilecoinProver {
+            engine,
+            params,
+            options,
+            registered: Mutex::new(HashMap::new()),
+            generating: Mutex::new(()),
+        }
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// The parameter cache.
+    pub fn params(&self) -> &ParamCache {
+        &self.params
+    }
+
+    /// Finds (or, for a test sector size, makes) the parameters of a circuit
+    /// ("porep-32g", "wpost-2k", …) and registers them with the engine;
+    /// returns their file.
+    pub fn register(&self, circuit_id: &str) -> Result<PathBuf, FilecoinError> {
+        let (kind, sector_bytes) = parse_circuit_id(circuit_id)?;
+        let circuit = match kind {
+            ProofKind::PoRep => porep::circuit_params(sector_bytes)?,
+            ProofKind::SnapDeals => snap::circuit_params(sector_bytes)?,
+            ProofKind::WindowPoSt | ProofKind::WinningPoSt => post::circuit_params(kind, sector_bytes)?,
+        };
+        Ok(self.registered(circuit)?.params.clone())
+    }
+
+    fn registered(&self, circuit: CircuitParams) -> Result<Arc<Registered>, FilecoinError> {
+        if let Some(r) = self.registered.lock().recover().get(&circuit.circuit_id) {
+            return Ok(Arc::clone(r));
+        }
+        let id = circuit.circuit_id.clone();
+        let params = {
+            let _one = self.generating.lock().recover();
+            self.params.ensure(circuit)?
+        };
+        self.engine.register_srs(&id, &params);
+        let r = Arc::new(Registered {
+            params,
+            vk: OnceLock::new(),
+        });
+        Ok(Arc::clone(self.registered.lock().recover().entry(id).or_insert(r)))
+    }
+
+    /// Decodes and checks `req`, builds its circuits, makes sure their
+    /// parameters are there, and submits one job to the engine.
+    pub fn submit(&self, req: &ProofRequest) -> Result<Submission, FilecoinError> {
+        let prepared = match req.kind {
+            ProofKind::PoRep => porep::prepare(req)?,
+            ProofKind::SnapDeals => snap::prepare(req)?,
+            ProofKind::WindowPoSt | ProofKind::WinningPoSt => post::prepare(req)?,
+        };
+        let Prepared {
+            kind,
+            circuit,
+            partitions,
+            inputs,
+        } = prepared;
+        let circuit_id = circuit.circuit_id.clone();
+        let registered = self.registered(circuit)?;
+        let n = partitions.len();
+        let job = self.engine.submit(JobSpec {
+            circuit_id: circuit_id.clone(),
+            priority: req.priority.unwrap_or_else(|| kind.default_priority()),
+            partitions,
+            randomness: None,
+        })?;
+        tracing::debug!(%job, %kind, circuit = %circuit_id, partitions = n, "Filecoin proof submitted");
+        Ok(Submission {
+            job,
+            kind,
+            circuit_id,
+            partitions: n,
+            inputs,
+            circuit: registered,
+        })
+    }
+
+    /// The proof of a submitted job from the job's outcome: its partitions'
+    /// proofs in order, verified unless verification is switched off.
+    pub fn finish(&self, sub: &Submission, outcome: JobOutcome) -> Result<Proved, FilecoinError> {
+        let results = match outcome {
+            JobOutcome::Completed(r) => r,
+            JobOutcome::Failed(why) => return Err(FilecoinError::Failed { kind: sub.kind, why }),
+            JobOutcome::Cancelled => return Err(FilecoinError::Cancelled(sub.kind)),
+        };
+        let mut proof = Vec::with_capacity(PROOF_BYTES * results.len());
+        for r in &results {
+            proof.extend_from_slice(&r.proof.to_bytes());
+        }
+        let verification = if self.options.verify {
+            let t = Instant::now();
+            self.verify(sub, &proof)?;
+            Some(t.elapsed())
+        } else {
+            None
+        };
+        Ok(Proved {
+            kind: sub.kind,
+            proof,
+            partitions: results.iter().map(|r| r.timings).collect(),
+            verification,
+        })
+    }
+
+    /// Submits `req` and waits for its proof (blocking the thread).
+    pub fn prove(&self, req: &ProofRequest) -> Result<Proved, FilecoinError> {
+        let sub = self.submit(req)?;
+        let outcome = self.engine.wait(sub.job, None)?;
+        self.finish(&sub, outcome)
+    }
+
+    fn verify(&self, sub: &Submission, proof: &[u8]) -> Result<(), FilecoinError> {
+        let failed = |source: anyhow::Error| FilecoinError::Verification { kind: sub.kind, source };
+        let pvk = match sub.circuit.vk.get() {
+            Some(v) => Arc::clone(v),
+            None => {
+                // A parameter file begins with its verifying key.
+                let f = File::open(&sub.circuit.params).map_err(|e| failed(e.into()))?;
+                let vk = groth16::VerifyingKey::<Bls12>::read(BufReader::new(f)).map_err(|e| failed(e.into()))?;
+                Arc::clone(
+                    sub.circuit
+                        .vk
+                        .get_or_init(|| Arc::new(groth16::prepare_verifying_key(&vk))),
+                )
+            }
+        };
+        let proofs = proof
+            .chunks(PROOF_BYTES)
+            .map(groth16::Proof::<Bls12>::read)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| failed(e.into()))?;
+        let refs: Vec<&groth16::Proof<Bls12>> = proofs.iter().collect();
+        let all = groth16::verify_proofs_batch(&pvk, &mut OsRng, &refs, &sub.inputs).map_err(|e| failed(e.into()))?;
+        if all {
+            return Ok(());
+        }
+        let partition = proofs
+            .iter()
+            .zip(&sub.inputs)
+            .position(|(p, i)| !groth16::verify_proof(&pvk, p, i).unwrap_or(false))
+            .unwrap_or(0);
+        Err(FilecoinError::NotVerified {
+            kind: sub.kind,
+            partition,
+        })
+    }
+}
+
+/// "porep-32g" → (PoRep, 32 GiB).
+pub fn parse_circuit_id(circuit_id: &str) -> Result<(ProofKind, u64), FilecoinError> {
+    let unknown = || FilecoinError::UnknownCircuit(circuit_id.to_string());
+    let (k, size) = circuit_id.split_once('-').ok_or_else(unknown)?;
+    let kind: ProofKind = k.parse().map_err(|_| unknown())?;
+    let bytes = kind::SECTOR_SIZES
+        .into_iter()
+        .find(|&b| kind::size_tag(b).is_ok_and(|t| t == size))
+        .ok_or_else(unknown)?;
+    Ok((kind, bytes))
+}

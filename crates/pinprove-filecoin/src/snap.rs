@@ -1,0 +1,187 @@
+//! SnapDeals: from one bincode `PartitionProof<Tree>` per partition and the
+//! three commitments to one update circuit per partition, as
+//! filecoin-proofs' `generate_empty_sector_update_proof_with_vanilla`
+//! builds them.
+//!
+//! The API's `RegisteredUpdateProof` helpers for parameter files name the
+//! PoRep circuit; the update prover loads the update circuit's own
+//! parameters (`empty-sector-update-…`), and so does pinprove: the cache id
+//! comes from the update circuit's public parameters.
+
+use filecoin_hashers::Domain;
+use filecoin_proofs::SectorUpdateConfig;
+use filecoin_proofs_api::RegisteredUpdateProof;
+use pinprove_engine::circuit_partition_with_inputs;
+use rand::rngs::OsRng;
+use storage_proofs_core::compound_proof::{self, CompoundProof};
+use storage_proofs_core::merkle::MerkleTreeTrait;
+use storage_proofs_core::parameter_cache::CacheableParameters;
+use storage_proofs_update::constants::{TreeDDomain, TreeRDomain, TreeRHasher};
+use storage_proofs_update::{EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof};
+
+use crate::error::bad;
+use crate::params::CircuitParams;
+use crate::prover::{Prepared, guarded};
+use crate::{FilecoinError, ProofKind, ProofRequest, kind};
+
+const KIND: ProofKind = ProofKind::SnapDeals;
+
+/// Builds a SnapDeals job from `req`.
+pub(crate) fn prepare(req: &ProofRequest) -> Result<Prepared, FilecoinError> {
+    let rup = kind::update_proof(req.registered_proof)?;
+    // Proof-share requests leave the sector size at 0: the update proof
+    // says it.
+    let sector_bytes = u64::from(rup.sector_size());
+    if req.sector_size != 0 && req.sector_size != sector_bytes {
+        return Err(bad(
+            KIND,
+            format!(
+                "the request's sector size is {} bytes, {rup:?} updates {sector_bytes}-byte sectors",
+                req.sector_size
+            ),
+        ));
+    }
+    let comm = |bytes: &[u8], what: &str| -> Result<[u8; 32], FilecoinError> {
+        bytes
+            .try_into()
+            .map_err(|_| bad(KIND, format!("{what} is {} bytes, not 32", bytes.len())))
+    };
+    let c = Common {
+        rup,
+        comm_r_old: comm(&req.comm_r_old, "comm_r_old")?,
+        comm_r_new: comm(&req.comm_r_new, "comm_r_new")?,
+        comm_d_new: comm(&req.comm_d_new, "comm_d_new")?,
+    };
+    let vanilla = &req.vanilla_proofs;
+    guarded(KIND, || with_tree!(sector_bytes, build, &c, vanilla))
+}
+
+struct Common {
+    rup: RegisteredUpdateProof,
+    comm_r_old: [u8; 32],
+    comm_r_new: [u8; 32],
+    comm_d_new: [u8; 32],
+}
+
+fn build<Tree>(c: &Common, vanilla: &[Vec<u8>]) -> Result<Prepared, FilecoinError>
+where
+    Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>,
+{
+    let config = SectorUpdateConfig::from_porep_config(&c.rup.as_v1_config());
+    let sector_bytes = u64::from(config.sector_size);
+    let partitions = usize::from(config.update_partitions);
+    if vanilla.len() != partitions {
+        return Err(bad(
+            KIND,
+            format!(
+                "{} partition proofs; a {:?} update has {partitions}",
+                vanilla.len(),
+                c.rup
+            ),
+        ));
+    }
+    let proofs = vanilla
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            bincode::deserialize::<PartitionProof<Tree>>(b).map_err(|e| {
+                bad(
+                    KIND,
+                    format!("partition proof {i} does not decode as a {:?} proof: {e}", c.rup),
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let r = |bytes: &[u8; 32], what: &str| {
+        TreeRDomain::try_from_bytes(bytes).map_err(|e| bad(KIND, format!("{what}: {e:#}")))
+    };
+    let pub_in = storage_proofs_update::PublicInputs {
+        // Each partition's index is given to `circuit` and the inputs below.
+        k: partitions,
+        comm_r_old: r(&c.comm_r_old, "comm_r_old")?,
+        comm_d_new: TreeDDomain::try_from_bytes(&c.comm_d_new).map_err(|e| bad(KIND, format!("comm_d_new: {e:#}")))?,
+        comm_r_new: r(&c.comm_r_new, "comm_r_new")?,
+        h: config.h,
+    };
+    let pp = public_params::<Tree>(sector_bytes, partitions)?;
+    let mut parts = Vec::with_capacity(partitions);
+    let mut inputs = Vec::with_capacity(partitions);
+    for (k, proof) in proofs.iter().enumerate() {
+        let circuit = EmptySectorUpdateCompound::<Tree>::circuit(&pub_in, (), proof, &pp, Some(k))
+            .map_err(|e| bad(KIND, format!("partition {k}: {e:#}")))?;
+        let public = EmptySectorUpdateCompound::<Tree>::generate_public_inputs(&pub_in, &pp, Some(k))
+            .map_err(|e| bad(KIND, format!("partition {k}'s public inputs: {e:#}")))?;
+        parts.push(circuit_partition_with_inputs(circuit, public.clone()));
+        inputs.push(public);
+    }
+    Ok(Prepared {
+        kind: KIND,
+        circuit: circuit_of::<Tree>(pp, sector_bytes)?,
+        partitions: parts,
+        inputs,
+    })
+}
+
+/// The circuit's public parameters (one partition's).
+fn public_params<Tree>(
+    sector_bytes: u64,
+    partitions: usize,
+) -> Result<storage_proofs_update::PublicParams, FilecoinError>
+where
+    Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>,
+{
+    <EmptySectorUpdateCompound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, _>>::setup(
+        &compound_proof::SetupParams {
+            vanilla_params: storage_proofs_update::SetupParams { sector_bytes },
+            partitions: Some(partitions),
+            priority: false,
+        },
+    )
+    .map(|pp| pp.vanilla_params)
+    .map_err(|e| bad(KIND, format!("{e:#}")))
+}
+
+/// The circuit's parameters: the update circuit's cache id (not the one
+/// the API's update-proof helpers give), and how to make them.
+fn circuit_of<Tree>(
+    vanilla_params: storage_proofs_update::PublicParams,
+    sector_bytes: u64,
+) -> Result<CircuitParams, FilecoinError>
+where
+    Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>,
+{
+    let cache_id =
+        <EmptySectorUpdateCompound<Tree> as CacheableParameters<EmptySectorUpdateCircuit<Tree>, _>>::cache_identifier(
+            &vanilla_params,
+        );
+    Ok(CircuitParams {
+        circuit_id: kind::circuit_id(KIND, sector_bytes)?,
+        cache_id,
+        sector_bytes,
+        generate: Box::new(move || {
+            let blank = <EmptySectorUpdateCompound<Tree> as CompoundProof<EmptySectorUpdate<Tree>, _>>::blank_circuit(
+                &vanilla_params,
+            );
+            Ok(bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
+                blank, &mut OsRng,
+            )?)
+        }),
+    })
+}
+
+/// The SnapDeals circuit of `sector_bytes` sectors.
+pub(crate) fn circuit_params(sector_bytes: u64) -> Result<CircuitParams, FilecoinError> {
+    let n = kind::SECTOR_SIZES
+        .iter()
+        .position(|&b| b == sector_bytes)
+        .ok_or(FilecoinError::SectorSize(sector_bytes))? as u64;
+    let rup = kind::update_proof(n)?;
+    let partitions = usize::from(SectorUpdateConfig::from_porep_config(&rup.as_v1_config()).update_partitions);
+    fn of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+        bytes: u64,
+        partitions: usize,
+    ) -> Result<CircuitParams, FilecoinError> {
+        circuit_of::<Tree>(public_params::<Tree>(bytes, partitions)?, bytes)
+    }
+    with_tree!(sector_bytes, of, sector_bytes, partitions)
+}
