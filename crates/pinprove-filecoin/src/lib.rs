@@ -52,5 +52,5 @@ mod snap;
 pub use error::FilecoinError;
 pub use kind::ProofKind;
 pub use params::ParamCache;
-pub use prover::{FilecoinOptions, FilecoinProver, Proved, Submission, parse_circuit_id};
+pub use prover::{FilecoinOptions, FilecoinProver, PreparedProof, Proved, Submission, parse_circuit_id};
 pub use request::ProofRequest;

@@ -85,6 +85,29 @@ pub struct FilecoinProver {
     generating: Mutex<()>,
 }
 
+/// A request decoded and checked, its circuits built, not yet submitted.
+pub struct PreparedProof {
+    prepared: Prepared,
+    priority: pinprove_engine::Priority,
+}
+
+impl PreparedProof {
+    /// What it proves.
+    pub fn kind(&self) -> ProofKind {
+        self.prepared.kind
+    }
+
+    /// Its circuit ("porep-32g").
+    pub fn circuit_id(&self) -> &str {
+        &self.prepared.circuit.circuit_id
+    }
+
+    /// Its partitions.
+    pub fn partitions(&self) -> usize {
+        self.prepared.partitions.len()
+    }
+}
+
 /// A job the engine is proving, and how to check its result.
 pub struct Submission {
     /// The engine's job.
@@ -165,14 +188,31 @@ impl FilecoinProver {
         Ok(Arc::clone(self.registered.lock().recover().entry(id).or_insert(r)))
     }
 
-    /// Decodes and checks `req`, builds its circuits, makes sure their
-    /// parameters are there, and submits one job to the engine.
-    pub fn submit(&self, req: &ProofRequest) -> Result<Submission, FilecoinError> {
+    /// Decodes and checks `req` and builds its circuits: what fails here is
+    /// the request's fault ([`FilecoinError::is_bad_input`]). Quick (no
+    /// parameters are touched); the circuits are big for big sectors.
+    pub fn prepare(&self, req: &ProofRequest) -> Result<PreparedProof, FilecoinError> {
         let prepared = match req.kind {
             ProofKind::PoRep => porep::prepare(req)?,
             ProofKind::SnapDeals => snap::prepare(req)?,
             ProofKind::WindowPoSt | ProofKind::WinningPoSt => post::prepare(req)?,
         };
+        Ok(PreparedProof {
+            prepared,
+            priority: req.priority.unwrap_or_else(|| req.kind.default_priority()),
+        })
+    }
+
+    /// Decodes, checks and submits `req` ([`prepare`](Self::prepare), then
+    /// [`submit_prepared`](Self::submit_prepared)).
+    pub fn submit(&self, req: &ProofRequest) -> Result<Submission, FilecoinError> {
+        self.submit_prepared(self.prepare(req)?)
+    }
+
+    /// Makes sure a prepared proof's parameters are there (making test
+    /// sizes' first: minutes) and submits it to the engine as one job.
+    pub fn submit_prepared(&self, proof: PreparedProof) -> Result<Submission, FilecoinError> {
+        let PreparedProof { prepared, priority } = proof;
         let Prepared {
             kind,
             circuit,
@@ -184,7 +224,7 @@ impl FilecoinProver {
         let n = partitions.len();
         let job = self.engine.submit(JobSpec {
             circuit_id: circuit_id.clone(),
-            priority: req.priority.unwrap_or_else(|| kind.default_priority()),
+            priority,
             partitions,
             randomness: None,
         })?;

@@ -38,7 +38,7 @@ pub trait Evictor: Send + Sync {
 }
 
 /// How the budget's total is chosen.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum BudgetConfig {
     /// Exactly this many bytes.
     Fixed(u64),

@@ -1,0 +1,13 @@
+//! Compiles the cuzk.v1 service from `proto/` with protox (pure Rust: no
+//! protoc on the build machine) into the server and client code.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The code generator does not say which files it read.
+    println!("cargo:rerun-if-changed=proto");
+    let fds = protox::compile(["cuzk/v1/proving.proto"], ["proto"])?;
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .compile_fds(fds)?;
+    Ok(())
+}

@@ -1,0 +1,326 @@
+//! The daemon's configuration: a TOML file in which every key has a
+//! default and an unknown key is an error naming it.
+//!
+//! ```toml
+//! listen = "127.0.0.1:9820"          # or "unix:///run/pinprove/pinprove.sock"
+//! http_listen = "127.0.0.1:9821"     # status, metrics, health; "" turns it off
+//! auth_token_file = "/etc/pinprove/token"   # bearer token required on TCP listeners
+//!
+//! [memory]
+//! budget = "auto"                    # or a size: "96GiB"
+//!
+//! [gpu]
+//! backend = "auto"                   # auto, cpu, native, supraseal
+//! devices = "all"                    # or ordinals: "0,1"
+//! workers_per_device = 2
+//!
+//! [synthesis]
+//! workers = 16                       # default: one per CPU
+//! max_concurrent = 8                 # default: as many as the memory budget admits
+//!
+//! [filecoin]
+//! parameter_cache = "/var/tmp/filecoin-proof-parameters"
+//! preload = ["porep-32g", "wpost-32g"]
+//! verify = true
+//!
+//! [hints]
+//! dir = "/var/cache/pinprove/hints"
+//!
+//! [jobs]
+//! keep_results = 1000
+//! keep_results_secs = 3600
+//! disconnect_grace_secs = 30
+//! shutdown_grace_secs = 600
+//!
+//! [log]
+//! level = "info"
+//! json = false
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use pinprove_engine::assembly::{BackendKind, DeviceSelection};
+use pinprove_mem::BudgetConfig;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::ServerError;
+
+/// The whole configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where the gRPC service listens: `host:port`, or `unix:///path`
+    /// (created with mode 0600).
+    pub listen: String,
+    /// Where the HTTP status page listens (`host:port`); empty: nowhere.
+    pub http_listen: String,
+    /// A file holding the bearer token TCP clients must send
+    /// (`authorization: Bearer <token>`); none when empty.
+    pub auth_token_file: Option<PathBuf>,
+    /// Memory.
+    pub memory: MemoryConfig,
+    /// GPUs.
+    pub gpu: GpuConfig,
+    /// Synthesis.
+    pub synthesis: SynthesisConfig,
+    /// Filecoin.
+    pub filecoin: FilecoinConfig,
+    /// Capacity hints.
+    pub hints: HintsConfig,
+    /// Jobs and results.
+    pub jobs: JobsConfig,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+/// `[memory]`
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// The memory budget: "auto" (usable memory less a margin) or a size.
+    #[serde(serialize_with = "display", deserialize_with = "parsed")]
+    pub budget: BudgetConfig,
+}
+
+/// `[gpu]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GpuConfig {
+    /// The backend; `auto` is the native GPU backend where a GPU build finds
+    /// GPUs, else the CPU backend.
+    pub backend: BackendKind,
+    /// "all", or CUDA ordinals ("0,1").
+    #[serde(serialize_with = "display", deserialize_with = "parsed")]
+    pub devices: DeviceSelection,
+    /// Workers per GPU; the backend's choice when absent.
+    pub workers_per_device: Option<usize>,
+}
+
+/// `[synthesis]`
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SynthesisConfig {
+    /// Synthesis threads (default: one per CPU).
+    pub workers: Option<usize>,
+    /// At most this many syntheses at once (default: as the budget admits).
+    pub max_concurrent: Option<usize>,
+}
+
+/// `[filecoin]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FilecoinConfig {
+    /// The Filecoin parameter cache (default: `FIL_PROOFS_PARAMETER_CACHE`,
+    /// else `/var/tmp/filecoin-proof-parameters`).
+    pub parameter_cache: PathBuf,
+    /// Circuits whose parameters are loaded at start ("porep-32g", …).
+    pub preload: Vec<String>,
+    /// Verify every proof before returning it.
+    pub verify: bool,
+}
+
+/// `[hints]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HintsConfig {
+    /// Where capacity hints persist.
+    pub dir: PathBuf,
+}
+
+/// `[jobs]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JobsConfig {
+    /// Finished jobs' results kept for retries and late waiters.
+    pub keep_results: usize,
+    /// … for at most this long.
+    pub keep_results_secs: u64,
+    /// A `Prove` whose client went away cancels its job after this long,
+    /// unless a retry of the same request attached to it meanwhile.
+    pub disconnect_grace_secs: u64,
+    /// On SIGTERM, running proofs get this long to finish.
+    pub shutdown_grace_secs: u64,
+}
+
+/// `[log]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// A tracing filter ("info", "pinprove_engine=debug,info"); the
+    /// `PINPROVE_LOG` environment variable overrides it.
+    pub level: String,
+    /// JSON lines instead of text.
+    pub json: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "127.0.0.1:9820".into(),
+            http_listen: "127.0.0.1:9821".into(),
+            auth_token_file: None,
+            memory: MemoryConfig::default(),
+            gpu: GpuConfig::default(),
+            synthesis: SynthesisConfig::default(),
+            filecoin: FilecoinConfig::default(),
+            hints: HintsConfig::default(),
+            jobs: JobsConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+impl Default for GpuConfig {
+    fn default() -> Self {
+        GpuConfig {
+            backend: BackendKind::Auto,
+            devices: DeviceSelection::All,
+            workers_per_device: None,
+        }
+    }
+}
+
+impl Default for FilecoinConfig {
+    fn default() -> Self {
+        FilecoinConfig {
+            parameter_cache: pinprove_filecoin::ParamCache::from_env().dir().to_path_buf(),
+            preload: Vec::new(),
+            verify: true,
+        }
+    }
+}
+
+impl Default for HintsConfig {
+    fn default() -> Self {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(|| PathBuf::from("/var/tmp"));
+        HintsConfig {
+            dir: base.join("pinprove").join("hints"),
+        }
+    }
+}
+
+impl Default for JobsConfig {
+    fn default() -> Self {
+        JobsConfig {
+            keep_results: 1000,
+            keep_results_secs: 3600,
+            disconnect_grace_secs: 30,
+            shutdown_grace_secs: 600,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: "info".into(),
+            json: false,
+        }
+    }
+}
+
+impl Config {
+    /// The configuration in `text` (TOML).
+    pub fn parse(text: &str) -> Result<Config, ServerError> {
+        let c: Config = toml::from_str(text).map_err(|e| ServerError::Config(e.to_string()))?;
+        c.check()?;
+        Ok(c)
+    }
+
+    /// The configuration in the file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ServerError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ServerError::Config(format!("reading {}: {e}", path.display())))?;
+        Config::parse(&text).map_err(|e| match e {
+            ServerError::Config(m) => ServerError::Config(format!("{}: {m}", path.display())),
+            other => other,
+        })
+    }
+
+    /// The effective configuration as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|e| format!("# cannot print the configuration: {e}\n"))
+    }
+
+    fn check(&self) -> Result<(), ServerError> {
+        let bad = |m: String| Err(ServerError::Config(m));
+        if self.listen.trim().is_empty() {
+            return bad("listen is empty".into());
+        }
+        let limit = pinprove_engine::MAX_THREADS;
+        for (what, n) in [
+            ("gpu.workers_per_device", self.gpu.workers_per_device),
+            ("synthesis.workers", self.synthesis.workers),
+            ("synthesis.max_concurrent", self.synthesis.max_concurrent),
+        ] {
+            match n {
+                Some(0) => return bad(format!("{what} must be at least 1")),
+                Some(n) if n > limit => return bad(format!("{what} is {n}, more than {limit}")),
+                _ => {}
+            }
+        }
+        for id in &self.filecoin.preload {
+            if let Err(e) = pinprove_filecoin::parse_circuit_id(id) {
+                return bad(format!("filecoin.preload: {e}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn display<T: std::fmt::Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+fn parsed<'de, T, D>(d: D) -> Result<T, D::Error>
+where
+    T: std::str::FromStr<Err = String>,
+    D: Deserializer<'de>,
+{
+    let s = String::deserialize(d)?;
+    s.parse().map_err(serde::de::Error::custom)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_has_a_default() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.listen, "127.0.0.1:9820");
+        assert!(c.filecoin.verify);
+        // What --print-config prints reads back the same.
+        assert_eq!(Config::parse(&c.to_toml()).unwrap(), c);
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_naming_the_key() {
+        let err = Config::parse("listen = \"127.0.0.1:1\"\nlisten_addr = \"x\"\n").unwrap_err();
+        assert!(err.to_string().contains("listen_addr"), "{err}");
+        let err = Config::parse("[gpu]\nordinals = [0]\n").unwrap_err();
+        assert!(err.to_string().contains("ordinals"), "{err}");
+    }
+
+    #[test]
+    fn values_are_checked() {
+        let c = Config::parse("[memory]\nbudget = \"96GiB\"\n[gpu]\ndevices = \"0,1\"\nbackend = \"cpu\"\n").unwrap();
+        assert_eq!(c.memory.budget, BudgetConfig::Fixed(96 << 30));
+        assert_eq!(c.gpu.devices, DeviceSelection::Ordinals(vec![0, 1]));
+        assert_eq!(c.gpu.backend, BackendKind::Cpu);
+        for bad in [
+            "[memory]\nbudget = \"lots\"",
+            "[gpu]\nbackend = \"tpu\"",
+            "[synthesis]\nworkers = 0",
+            "[synthesis]\nworkers = 100000",
+            "[filecoin]\npreload = [\"porep-3g\"]",
+            "listen = \"\"",
+        ] {
+            assert!(Config::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! The host's GPUs as status reports them: name and memory per CUDA
+//! ordinal (GPU builds; none otherwise).
+
+/// One GPU now.
+pub(crate) struct GpuView {
+    pub ordinal: u32,
+    pub name: String,
+    pub total: u64,
+    pub free: u64,
+}
+
+/// What was found at start.
+pub(crate) struct Gpus {
+    #[cfg(feature = "cuda")]
+    found: Vec<pinprove_cuda::Gpu>,
+    #[cfg(feature = "cuda")]
+    nvml: Option<pinprove_cuda::Nvml>,
+}
+
+impl Gpus {
+    pub(crate) fn discover() -> Gpus {
+        #[cfg(feature = "cuda")]
+        {
+            Gpus {
+                found: pinprove_cuda::gpus().unwrap_or_default(),
+                nvml: pinprove_cuda::Nvml::load().ok(),
+            }
+        }
+        #[cfg(not(feature = "cuda"))]
+        Gpus {}
+    }
+
+    /// Every GPU with its memory now (free memory from NVML, when it is
+    /// there).
+    pub(crate) fn list(&self) -> Vec<GpuView> {
+        #[cfg(feature = "cuda")]
+        {
+            self.found
+                .iter()
+                .enumerate()
+                .map(|(i, g)| {
+                    let free = self
+                        .nvml
+                        .as_ref()
+                        .and_then(|n| {
+                            n.device_by_pci_bus_id(&g.device.pci_bus_id)
+                                .and_then(|d| n.memory(d))
+                                .ok()
+                        })
+                        .map_or(0, |(_, free)| free);
+                    GpuView {
+                        ordinal: i as u32,
+                        name: g.device.name.clone(),
+                        total: g.device.total_memory,
+                        free,
+                    }
+                })
+                .collect()
+        }
+        #[cfg(not(feature = "cuda"))]
+        Vec::new()
+    }
+}

@@ -1,0 +1,411 @@
+//! pinprove's daemon: the cuzk.v1 gRPC service Curio points at (one
+//! daemon per GPU host), an HTTP status page, and the configuration they
+//! run from.
+//!
+//! * [`config`] — the TOML configuration (every key has a default; an
+//!   unknown key is an error naming it).
+//! * [`pb`] — the protocol, generated from `proto/cuzk/v1/proving.proto`
+//!   (server and client); [`client`] connects to a daemon.
+//! * [`Daemon`] — builds the proving stack from the configuration, listens
+//!   (TCP or a unix socket with mode 0600; a bearer token guards TCP when
+//!   configured), serves until told to stop, then stops taking work, lets
+//!   running proofs finish within the grace period, and exits.
+//!
+//! The service itself is a thin adapter: requests become
+//! [`pinprove_filecoin::ProofRequest`]s, jobs are kept by request id *and*
+//! payload digest, results are kept a while for retries, and a `Prove`
+//! whose client went away cancels its job after a grace period unless the
+//! client came back.
+
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod client;
+pub mod config;
+mod gpus;
+mod http;
+mod jobs;
+mod service;
+
+/// The cuzk.v1 protocol (generated).
+#[allow(clippy::all, clippy::pedantic, missing_docs, unreachable_pub)]
+pub mod pb {
+    tonic::include_proto!("cuzk.v1");
+}
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pinprove_engine::assembly::{NativeOptions, Stack, StackConfig};
+use pinprove_engine::{EngineConfig, EngineError};
+use pinprove_filecoin::{FilecoinOptions, FilecoinProver, ParamCache};
+use pinprove_mem::ErrorChain;
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use config::Config;
+
+/// Largest message either way: a wrapped 32 GiB C1 output is about 68 MB.
+pub const MAX_MESSAGE_BYTES: usize = 256 << 20;
+
+/// Why the daemon could not start or run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The configuration is wrong.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The proving stack could not be built.
+    #[error("building the proving stack")]
+    Stack(#[from] pinprove_engine::assembly::AssemblyError),
+    /// The engine could not start.
+    #[error("starting the engine")]
+    Engine(#[from] EngineError),
+    /// A listener could not be set up.
+    #[error("listening on {what}")]
+    Listen {
+        /// The address.
+        what: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A server failed.
+    #[error("serving")]
+    Serve(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Where the gRPC service listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// TCP.
+    Tcp(SocketAddr),
+    /// A unix socket.
+    Unix(PathBuf),
+}
+
+impl Endpoint {
+    /// The address a client dials: `http://host:port` or `unix:///path`.
+    pub fn uri(&self) -> String {
+        match self {
+            Endpoint::Tcp(a) => format!("http://{a}"),
+            Endpoint::Unix(p) => format!("unix://{}", p.display()),
+        }
+    }
+}
+
+/// A running daemon.
+pub struct Daemon {
+    endpoint: Endpoint,
+    http: Option<SocketAddr>,
+    jobs: Arc<jobs::Jobs>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<Result<(), ServerError>>>,
+    grace: Duration,
+}
+
+impl Daemon {
+    /// Builds the proving stack `config` describes, starts listening and
+    /// serving, and returns (at once: parameters named in
+    /// `filecoin.preload` load in the background).
+    pub async fn start(config: Config) -> Result<Daemon, ServerError> {
+        let native = NativeOptions {
+            workers_per_device: config
+                .gpu
+                .workers_per_device
+                .unwrap_or(NativeOptions::default().workers_per_device),
+            ..NativeOptions::default()
+        };
+        let stack = Stack::build(&StackConfig {
+            backend: config.gpu.backend,
+            budget: config.memory.budget.clone(),
+            devices: config.gpu.devices.clone(),
+            native,
+            ..StackConfig::default()
+        })?;
+        if stack.backend.is_gpu() {
+            tracing::info!(backend = %stack.backend, gpus = stack.devices.len(), "proving on the GPU");
+        } else {
+            tracing::info!(
+                "proving on the CPU backend ({})",
+                if cfg!(feature = "cuda") {
+                    "no usable GPU, or the CPU backend was asked for"
+                } else {
+                    "a build without GPU support"
+                }
+            );
+        }
+        let defaults = EngineConfig::default();
+        let engine = stack.engine(EngineConfig {
+            synthesis_workers: config.synthesis.workers.unwrap_or(defaults.synthesis_workers),
+            max_concurrent_syntheses: config.synthesis.max_concurrent,
+            workers_per_device: config.gpu.workers_per_device,
+            hints_dir: Some(config.hints.dir.clone()),
+            ..defaults
+        })?;
+        let prover = Arc::new(FilecoinProver::new(
+            Arc::new(engine),
+            ParamCache::new(&config.filecoin.parameter_cache),
+            FilecoinOptions {
+                verify: config.filecoin.verify,
+            },
+        ));
+        if !config.filecoin.verify {
+            tracing::warn!("proofs are returned without verifying them (filecoin.verify = false)");
+        }
+        for id in config.filecoin.preload.clone() {
+            let p = Arc::clone(&prover);
+            tokio::task::spawn_blocking(move || {
+                let loaded = p
+                    .register(&id)
+                    .map_err(|e| ErrorChain(&e).to_string())
+                    .and_then(|_| p.engine().preload_srs(&id).map_err(|e| ErrorChain(&e).to_string()));
+                match loaded {
+                    Ok((_, t)) => tracing::info!(circuit = %id, ms = t.as_millis() as u64, "parameters preloaded"),
+                    Err(e) => tracing::error!(circuit = %id, "cannot preload the parameters: {e}"),
+                }
+            });
+        }
+        let jobs = jobs::Jobs::new(Arc::clone(&prover), config.jobs.clone());
+        let service = Arc::new(service::Service {
+            jobs: Arc::clone(&jobs),
+            started: Instant::now(),
+            gpus: Arc::new(gpus::Gpus::discover()),
+        });
+        let token = match &config.auth_token_file {
+            Some(path) => {
+                let t = std::fs::read_to_string(path)
+                    .map_err(|e| ServerError::Config(format!("reading auth_token_file {}: {e}", path.display())))?;
+                let t = t.trim().to_string();
+                if t.is_empty() {
+                    return Err(ServerError::Config(format!(
+                        "auth_token_file {} is empty",
+                        path.display()
+                    )));
+                }
+                Some(Arc::<str>::from(t))
+            }
+            None => None,
+        };
+        let (stop, stopped) = watch::channel(false);
+        let mut tasks = Vec::new();
+        let (endpoint, grpc) = listen::grpc(&config.listen, Arc::clone(&service), token, stopped.clone()).await?;
+        tasks.push(grpc);
+        let http = match config.http_listen.trim() {
+            "" => None,
+            addr => {
+                let (bound, task) = listen::http(addr, Arc::clone(&service), stopped).await?;
+                tasks.push(task);
+                Some(bound)
+            }
+        };
+        tracing::info!(grpc = %endpoint.uri(), http = ?http, "pinprove daemon serving");
+        Ok(Daemon {
+            endpoint,
+            http,
+            jobs,
+            stop,
+            tasks,
+            grace: Duration::from_secs(config.jobs.shutdown_grace_secs),
+        })
+    }
+
+    /// Where the gRPC service listens.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Where the HTTP status page listens.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http
+    }
+
+    /// The prover behind the service.
+    pub fn prover(&self) -> &Arc<FilecoinProver> {
+        self.jobs.prover()
+    }
+
+    /// Serves until `signal` completes, then shuts down.
+    pub async fn run_until(self, signal: impl Future<Output = ()>) -> Result<(), ServerError> {
+        signal.await;
+        self.shutdown().await
+    }
+
+    /// Stops taking work, lets running proofs finish within the grace
+    /// period (then cancels what is left), and stops the servers.
+    pub async fn shutdown(self) -> Result<(), ServerError> {
+        tracing::info!(
+            grace_s = self.grace.as_secs(),
+            "shutting down: no new proofs; running ones may finish"
+        );
+        self.jobs.drain();
+        if !self.jobs.wait_idle(self.grace).await {
+            let left = self.jobs.active();
+            tracing::warn!(jobs = left.len(), "the grace period is over; cancelling what is left");
+            for j in &left {
+                self.jobs.cancel(j);
+            }
+            let _ = self.jobs.wait_idle(Duration::from_secs(10)).await;
+        }
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            match tokio::time::timeout(Duration::from_secs(10), t).await {
+                Ok(Ok(r)) => r?,
+                Ok(Err(e)) => return Err(ServerError::Serve(Box::new(e))),
+                Err(_) => tracing::warn!("a server did not stop within 10 s"),
+            }
+        }
+        if let Endpoint::Unix(p) = &self.endpoint {
+            let _ = std::fs::remove_file(p);
+        }
+        tracing::info!("pinprove daemon stopped");
+        Ok(())
+    }
+}
+
+/// Completes on SIGTERM or SIGINT.
+pub async fn termination() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM"),
+                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT"),
+            }
+        }
+        Err(e) => {
+            tracing::warn!("cannot watch for SIGTERM ({e}); only SIGINT stops the daemon");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+mod listen {
+    //! Listeners: the gRPC service on TCP or a unix socket, the HTTP page
+    //! on TCP.
+
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+
+    use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+    use tonic::service::interceptor::InterceptedService;
+    use tonic::transport::Server;
+
+    use super::*;
+    use crate::pb::proving_engine_server::ProvingEngineServer;
+    use crate::service::Service;
+
+    fn listen_error(what: &str) -> impl FnOnce(std::io::Error) -> ServerError + '_ {
+        move |source| ServerError::Listen {
+            what: what.to_string(),
+            source,
+        }
+    }
+
+    async fn stopped(mut rx: watch::Receiver<bool>) {
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// Binds `addr` and serves the gRPC service on it.
+    pub(super) async fn grpc(
+        addr: &str,
+        service: Arc<Service>,
+        token: Option<Arc<str>>,
+        stop: watch::Receiver<bool>,
+    ) -> Result<(Endpoint, JoinHandle<Result<(), ServerError>>), ServerError> {
+        let svc = ProvingEngineServer::from_arc(service)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let builder = || Server::builder().http2_adaptive_window(Some(true));
+        if let Some(path) = addr.strip_prefix("unix://") {
+            let path = PathBuf::from(path);
+            // A socket left by an earlier run is replaced; anything else is not.
+            if let Ok(m) = std::fs::symlink_metadata(&path) {
+                if !m.file_type().is_socket() {
+                    return Err(ServerError::Config(format!(
+                        "{} exists and is not a socket",
+                        path.display()
+                    )));
+                }
+                std::fs::remove_file(&path).map_err(listen_error(addr))?;
+            }
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(listen_error(addr))?;
+            }
+            let listener = UnixListener::bind(&path).map_err(listen_error(addr))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(listen_error(addr))?;
+            let incoming = UnixListenerStream::new(listener);
+            let task = tokio::spawn(async move {
+                builder()
+                    .add_service(svc)
+                    .serve_with_incoming_shutdown(incoming, stopped(stop))
+                    .await
+                    .map_err(|e| ServerError::Serve(Box::new(e)))
+            });
+            return Ok((Endpoint::Unix(path), task));
+        }
+        let listener = TcpListener::bind(addr).await.map_err(listen_error(addr))?;
+        let bound = listener.local_addr().map_err(listen_error(addr))?;
+        let incoming = TcpListenerStream::new(listener);
+        let task = match token {
+            None => tokio::spawn(async move {
+                builder()
+                    .add_service(svc)
+                    .serve_with_incoming_shutdown(incoming, stopped(stop))
+                    .await
+                    .map_err(|e| ServerError::Serve(Box::new(e)))
+            }),
+            Some(token) => {
+                let check = move |req: tonic::Request<()>| {
+                    let given = req
+                        .metadata()
+                        .get("authorization")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.strip_prefix("Bearer "));
+                    match given {
+                        Some(t) if same(t.as_bytes(), token.as_bytes()) => Ok(req),
+                        Some(_) => Err(tonic::Status::unauthenticated("wrong bearer token")),
+                        None => Err(tonic::Status::unauthenticated(
+                            "this daemon needs `authorization: Bearer <token>`",
+                        )),
+                    }
+                };
+                let guarded = InterceptedService::new(svc, check);
+                tokio::spawn(async move {
+                    builder()
+                        .add_service(guarded)
+                        .serve_with_incoming_shutdown(incoming, stopped(stop))
+                        .await
+                        .map_err(|e| ServerError::Serve(Box::new(e)))
+                })
+            }
+        };
+        Ok((Endpoint::Tcp(bound), task))
+    }
+
+    /// Compares in time independent of where the inputs differ.
+    fn same(a: &[u8], b: &[u8]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+
+    /// Binds `addr` and serves the HTTP page on it.
+    pub(super) async fn http(
+        addr: &str,
+        service: Arc<Service>,
+        stop: watch::Receiver<bool>,
+    ) -> Result<(SocketAddr, JoinHandle<Result<(), ServerError>>), ServerError> {
+        let listener = TcpListener::bind(addr).await.map_err(listen_error(addr))?;
+        let bound = listener.local_addr().map_err(listen_error(addr))?;
+        let app = crate::http::router(service);
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stopped(stop))
+                .await
+                .map_err(|e| ServerError::Serve(Box::new(e)))
+        });
+        Ok((bound, task))
+    }
+}

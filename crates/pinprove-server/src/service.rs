@@ -1,0 +1,320 @@
+//! The cuzk.v1 service: a thin adapter from the generated gRPC types to
+//! the job table and the engine.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use pinprove_engine::Priority;
+use pinprove_filecoin::{ProofKind, ProofRequest};
+use pinprove_mem::ErrorChain;
+use tonic::{Request, Response, Status};
+
+use crate::gpus::Gpus;
+use crate::jobs::{Ended, Job, Jobs, Refusal, State, digest};
+use crate::pb::{self, await_proof_response, srs_status};
+
+/// The service's state.
+pub(crate) struct Service {
+    pub jobs: Arc<Jobs>,
+    pub started: Instant,
+    pub gpus: Arc<Gpus>,
+}
+
+fn kind_of(k: i32) -> Result<ProofKind, Status> {
+    match pb::ProofKind::try_from(k) {
+        Ok(pb::ProofKind::PorepSealCommit) => Ok(ProofKind::PoRep),
+        Ok(pb::ProofKind::SnapDealsUpdate) => Ok(ProofKind::SnapDeals),
+        Ok(pb::ProofKind::WindowPostPartition) => Ok(ProofKind::WindowPoSt),
+        Ok(pb::ProofKind::WinningPost) => Ok(ProofKind::WinningPoSt),
+        Ok(pb::ProofKind::Unspecified) => Err(Status::invalid_argument("proof_kind is not set")),
+        Err(_) => Err(Status::invalid_argument(format!("unknown proof_kind {k}"))),
+    }
+}
+
+fn priority_of(p: i32) -> Result<Option<Priority>, Status> {
+    match pb::Priority::try_from(p) {
+        Ok(pb::Priority::Unspecified) => Ok(None),
+        Ok(pb::Priority::Low) => Ok(Some(Priority::Low)),
+        Ok(pb::Priority::Normal) => Ok(Some(Priority::Normal)),
+        Ok(pb::Priority::High) => Ok(Some(Priority::High)),
+        Ok(pb::Priority::Critical) => Ok(Some(Priority::Critical)),
+        Err(_) => Err(Status::invalid_argument(format!("unknown priority {p}"))),
+    }
+}
+
+/// The request in pinprove's terms. Zero values are values (registered
+/// proof 0, partition 0): nothing is "missing".
+pub(crate) fn request_of(s: pb::SubmitProofRequest) -> Result<(String, ProofRequest), Status> {
+    let kind = kind_of(s.proof_kind)?;
+    let req = ProofRequest {
+        kind,
+        sector_size: s.sector_size,
+        registered_proof: s.registered_proof,
+        priority: priority_of(s.priority)?,
+        vanilla_proof: s.vanilla_proof,
+        vanilla_proofs: s.vanilla_proofs,
+        sector_number: s.sector_number,
+        miner_id: s.miner_id,
+        randomness: s.randomness,
+        partition_index: s.partition_index,
+        comm_r_old: s.comm_r_old,
+        comm_r_new: s.comm_r_new,
+        comm_d_new: s.comm_d_new,
+    };
+    Ok((s.request_id, req))
+}
+
+impl Service {
+    async fn take(&self, s: pb::SubmitProofRequest) -> Result<Arc<Job>, Status> {
+        let (request_id, req) = request_of(s)?;
+        let d = digest(&req);
+        self.jobs.submit(request_id, d, req).await.map_err(|r| match r {
+            Refusal::Invalid(m) => Status::invalid_argument(m),
+            Refusal::Draining => Status::unavailable("the daemon is shutting down and takes no new proofs"),
+        })
+    }
+
+    fn job(&self, id: &str) -> Result<Arc<Job>, Status> {
+        self.jobs
+            .get(id)
+            .ok_or_else(|| Status::not_found(format!("no job {id:?} (unknown, or forgotten since it ended)")))
+    }
+}
+
+/// The wire form of how a job ended.
+fn response(job: &Job, ended: Option<Ended>) -> pb::AwaitProofResponse {
+    use await_proof_response::Status as S;
+    let mut r = pb::AwaitProofResponse {
+        job_id: job.id.clone(),
+        ..Default::default()
+    };
+    match ended {
+        None => r.set_status(S::Timeout),
+        Some(Ended::Proved(p)) => {
+            r.set_status(S::Completed);
+            r.proof = p.proof.clone();
+            let ms = |d: Duration| d.as_millis() as u64;
+            let t = &p.partitions;
+            r.queue_wait_ms = t.iter().map(|t| ms(t.queue_wait)).max().unwrap_or(0);
+            r.srs_load_ms = t.iter().map(|t| ms(t.srs_load)).max().unwrap_or(0);
+            r.synthesis_ms = t.iter().map(|t| ms(t.synthesis)).sum();
+            r.gpu_compute_ms = t.iter().map(|t| ms(t.start + t.finish)).sum();
+            r.total_ms = ms(job.submitted.elapsed());
+        }
+        Some(Ended::Failed(why) | Ended::Refused(why)) => {
+            r.set_status(S::Failed);
+            r.error_message = why;
+        }
+        Some(Ended::Cancelled) => {
+            r.set_status(S::Cancelled);
+            r.error_message = "cancelled".into();
+        }
+    }
+    r
+}
+
+#[tonic::async_trait]
+impl pb::proving_engine_server::ProvingEngine for Service {
+    async fn submit_proof(
+        &self,
+        request: Request<pb::SubmitProofRequest>,
+    ) -> Result<Response<pb::SubmitProofResponse>, Status> {
+        let job = self.take(request.into_inner()).await?;
+        let ahead = self
+            .jobs
+            .active()
+            .iter()
+            .filter(|j| j.submitted < job.submitted && j.kind.default_priority() >= job.kind.default_priority())
+            .count();
+        Ok(Response::new(pb::SubmitProofResponse {
+            job_id: job.id.clone(),
+            queue_position: ahead as u32,
+            assigned_gpu: String::new(),
+        }))
+    }
+
+    async fn await_proof(
+        &self,
+        request: Request<pb::AwaitProofRequest>,
+    ) -> Result<Response<pb::AwaitProofResponse>, Status> {
+        let r = request.into_inner();
+        let job = self.job(&r.job_id)?;
+        let timeout = (r.timeout_ms > 0).then(|| Duration::from_millis(r.timeout_ms));
+        let ended = job.ended(timeout).await;
+        Ok(Response::new(response(&job, ended)))
+    }
+
+    async fn prove(&self, request: Request<pb::ProveRequest>) -> Result<Response<pb::ProveResponse>, Status> {
+        let submit = request
+            .into_inner()
+            .submit
+            .ok_or_else(|| Status::invalid_argument("ProveRequest.submit is not set"))?;
+        let job = self.take(submit).await?;
+        // If this future is dropped (the client's deadline, a disconnect),
+        // the guard cancels the job after the grace period.
+        let attached = self.jobs.attach(&job);
+        let ended = job.ended(None).await;
+        attached.done();
+        Ok(Response::new(pb::ProveResponse {
+            result: Some(response(&job, ended)),
+        }))
+    }
+
+    async fn cancel_proof(
+        &self,
+        request: Request<pb::CancelProofRequest>,
+    ) -> Result<Response<pb::CancelProofResponse>, Status> {
+        let job = self.job(&request.into_inner().job_id)?;
+        let was_running = self.jobs.cancel(&job);
+        Ok(Response::new(pb::CancelProofResponse { was_running }))
+    }
+
+    async fn get_status(
+        &self,
+        _request: Request<pb::GetStatusRequest>,
+    ) -> Result<Response<pb::GetStatusResponse>, Status> {
+        Ok(Response::new(self.status()))
+    }
+
+    async fn get_metrics(
+        &self,
+        _request: Request<pb::GetMetricsRequest>,
+    ) -> Result<Response<pb::GetMetricsResponse>, Status> {
+        Ok(Response::new(pb::GetMetricsResponse {
+            prometheus_text: crate::http::metrics_text(&self.jobs),
+        }))
+    }
+
+    async fn preload_srs(
+        &self,
+        request: Request<pb::PreloadSrsRequest>,
+    ) -> Result<Response<pb::PreloadSrsResponse>, Status> {
+        let id = request.into_inner().circuit_id;
+        let prover = Arc::clone(self.jobs.prover());
+        let loaded = tokio::task::spawn_blocking(move || -> Result<(bool, Duration), Status> {
+            prover.register(&id).map_err(|e| {
+                let m = ErrorChain(&e).to_string();
+                if e.is_bad_input() {
+                    Status::invalid_argument(m)
+                } else {
+                    Status::failed_precondition(m)
+                }
+            })?;
+            prover
+                .engine()
+                .preload_srs(&id)
+                .map_err(|e| Status::internal(ErrorChain(&e).to_string()))
+        })
+        .await
+        .map_err(|e| Status::internal(format!("loading panicked: {e}")))??;
+        Ok(Response::new(pb::PreloadSrsResponse {
+            already_loaded: loaded.0,
+            load_time_ms: loaded.1.as_millis() as u64,
+        }))
+    }
+
+    async fn evict_srs(&self, request: Request<pb::EvictSrsRequest>) -> Result<Response<pb::EvictSrsResponse>, Status> {
+        let id = request.into_inner().circuit_id;
+        let engine = self.jobs.prover().engine();
+        let info = engine.status().srs.into_iter().find(|s| s.circuit_id == id);
+        match info {
+            Some(s) if s.loaded && s.refs > 0 => Err(Status::failed_precondition(format!(
+                "{id} is in use by {} partitions; evict it when they are done",
+                s.refs
+            ))),
+            Some(s) if s.loaded => {
+                let freed = engine.evict_srs(&id).unwrap_or(0);
+                Ok(Response::new(pb::EvictSrsResponse {
+                    was_loaded: true,
+                    freed_bytes: freed,
+                }))
+            }
+            _ => Ok(Response::new(pb::EvictSrsResponse {
+                was_loaded: false,
+                freed_bytes: 0,
+            })),
+        }
+    }
+}
+
+impl Service {
+    /// GetStatus: queues per kind (jobs), GPUs, parameters, pinned memory.
+    pub(crate) fn status(&self) -> pb::GetStatusResponse {
+        let engine = self.jobs.prover().engine();
+        let es = engine.status();
+        let active = self.jobs.active();
+        let mut queues: Vec<pb::QueueStatus> = ProofKind::ALL
+            .iter()
+            .map(|k| pb::QueueStatus {
+                proof_kind: k.name().to_string(),
+                pending: 0,
+                in_progress: 0,
+            })
+            .collect();
+        for job in &active {
+            let q = &mut queues[ProofKind::ALL.iter().position(|k| *k == job.kind).expect("every kind")];
+            let running = job
+                .engine_job()
+                .and_then(|j| engine.job_status(j).ok())
+                .is_some_and(|s| s.state == pinprove_engine::JobState::Running);
+            match (job.state(), running) {
+                (State::Submitted, true) => q.in_progress += 1,
+                _ => q.pending += 1,
+            }
+        }
+        let job_on = |engine_job: Option<pinprove_engine::JobId>| {
+            engine_job.and_then(|e| active.iter().find(|j| j.engine_job() == Some(e)).cloned())
+        };
+        let gpus = self
+            .gpus
+            .list()
+            .into_iter()
+            .map(|g| {
+                let device = es.devices.iter().find(|d| d.name == format!("gpu{}", g.ordinal));
+                let job = job_on(device.and_then(|d| d.current_job));
+                pb::GpuStatus {
+                    ordinal: g.ordinal,
+                    name: g.name,
+                    vram_total_bytes: g.total,
+                    vram_free_bytes: g.free,
+                    current_job_id: job.as_ref().map(|j| j.id.clone()).unwrap_or_default(),
+                    current_proof_kind: job.map(|j| j.kind.name().to_string()).unwrap_or_default(),
+                }
+            })
+            .collect();
+        let loaded_srs = es
+            .srs
+            .iter()
+            .map(|s| {
+                let tier = match (s.loaded, s.refs) {
+                    (true, r) if r > 0 => srs_status::Tier::Hot,
+                    (true, _) => srs_status::Tier::Warm,
+                    _ => srs_status::Tier::Cold,
+                };
+                pb::SrsStatus {
+                    circuit_id: s.circuit_id.clone(),
+                    tier: tier as i32,
+                    size_bytes: s.bytes,
+                    ref_count: s.refs as u32,
+                }
+            })
+            .collect();
+        let pool = engine.pool().stats();
+        let c = &self.jobs.counters;
+        pb::GetStatusResponse {
+            gpus,
+            loaded_srs,
+            queues,
+            total_proofs_completed: c.proved.load(Ordering::Relaxed),
+            total_proofs_failed: c.failed.load(Ordering::Relaxed),
+            uptime_seconds: self.started.elapsed().as_secs(),
+            pinned_memory_bytes: if engine.pool().kind() == pinprove_mem::MemoryKind::CudaPinned {
+                pool.allocated_bytes
+            } else {
+                0
+            },
+            pinned_memory_limit_bytes: es.budget_total,
+        }
+    }
+}
