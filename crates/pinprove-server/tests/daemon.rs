@@ -1,0 +1,512 @@
+//! The daemon end to end on the CPU backend, through a client generated
+//! from the .proto: every Filecoin kind at 2 KiB over TCP and a unix
+//! socket, verified by filecoin-proofs-api; concurrent clients with mixed
+//! priorities; request ids as retry keys; cancellation, disconnects, bad
+//! and unauthenticated requests; shutdown with a proof in flight.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use pinprove_engine::assembly::BackendKind;
+use pinprove_filecoin::sample::SampleSector;
+use pinprove_filecoin::{ProofKind, ProofRequest};
+use pinprove_mem::BudgetConfig;
+use pinprove_server::pb::{self, await_proof_response::Status as S};
+use pinprove_server::{Config, Daemon, client};
+use tonic::Code;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pinprove-daemon-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn config(dir: &Path) -> Config {
+    let mut c = Config::default();
+    c.listen = "127.0.0.1:0".into();
+    c.http_listen = "127.0.0.1:0".into();
+    c.memory.budget = BudgetConfig::Fixed(12 << 30);
+    c.gpu.backend = BackendKind::Cpu;
+    c.synthesis.workers = Some(2);
+    c.hints.dir = dir.join("hints");
+    c.jobs.disconnect_grace_secs = 1;
+    c.jobs.shutdown_grace_secs = 120;
+    c
+}
+
+/// The wire form of a request.
+fn submit(id: &str, req: &ProofRequest, priority: pb::Priority) -> pb::SubmitProofRequest {
+    let kind = match req.kind {
+        ProofKind::PoRep => pb::ProofKind::PorepSealCommit,
+        ProofKind::SnapDeals => pb::ProofKind::SnapDealsUpdate,
+        ProofKind::WindowPoSt => pb::ProofKind::WindowPostPartition,
+        ProofKind::WinningPoSt => pb::ProofKind::WinningPost,
+    };
+    pb::SubmitProofRequest {
+        request_id: id.into(),
+        proof_kind: kind as i32,
+        sector_size: req.sector_size,
+        registered_proof: req.registered_proof,
+        priority: priority as i32,
+        vanilla_proof: req.vanilla_proof.clone(),
+        vanilla_proofs: req.vanilla_proofs.clone(),
+        sector_number: req.sector_number,
+        miner_id: req.miner_id,
+        randomness: req.randomness.clone(),
+        partition_index: req.partition_index,
+        comm_r_old: req.comm_r_old.clone(),
+        comm_r_new: req.comm_r_new.clone(),
+        comm_d_new: req.comm_d_new.clone(),
+    }
+}
+
+async fn prove(c: &mut client::Client, s: pb::SubmitProofRequest) -> pb::AwaitProofResponse {
+    c.prove(pb::ProveRequest { submit: Some(s) })
+        .await
+        .expect("Prove answers")
+        .into_inner()
+        .result
+        .expect("a result")
+}
+
+/// The daemon's engine is back at its idle values.
+fn assert_idle(d: &Daemon, what: &str) {
+    let engine = d.prover().engine();
+    assert!(
+        engine.wait_quiet(Duration::from_secs(60)),
+        "{what}: the pipeline did not drain"
+    );
+    let status = engine.status();
+    assert!(status.partitions.is_empty(), "{what}: {:?}", status.partitions);
+    let pool = engine.pool().stats();
+    let srs: u64 = status.srs.iter().map(|s| s.bytes).sum();
+    assert_eq!(
+        pool.checked_out_bytes, srs,
+        "{what}: pool buffers still out beside the parameters"
+    );
+    assert_eq!(
+        engine.pool().budget().used(),
+        pool.allocated_bytes,
+        "{what}: reservations still held"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_kind_proves_through_the_daemon_with_concurrent_clients_and_priorities() {
+    let dir = temp_dir("kinds");
+    let daemon = Daemon::start(config(&dir)).await.unwrap();
+    let addr = daemon.endpoint().uri();
+    let mut porep_sector = SampleSector::seal(&dir.join("s1"), 2048, 1, 1000, 11).unwrap();
+    let mut snap_sector = SampleSector::seal(&dir.join("s2"), 2048, 2, 1000, 12).unwrap();
+    let porep = porep_sector.porep_request();
+    let snap = snap_sector.snap_update(&dir.join("u2")).unwrap();
+    let r_window = porep_sector.randomness();
+    let sectors = [1, 4, 6];
+    let window = porep_sector.window_post_requests(&sectors, r_window).unwrap();
+    let r_winning = porep_sector.randomness();
+    let winning = porep_sector.winning_post_request(r_winning).unwrap();
+
+    // Eight clients at once. PoRep and SnapDeals first; then the WindowPoSt
+    // partitions, all under one request id as Curio sends them (different
+    // payloads: separate jobs); a repeat of the PoRep request (same id and
+    // payload: the same job); the WinningPoSt last, CRITICAL.
+    let started = Instant::now();
+    let mut calls = tokio::task::JoinSet::new();
+    let spawn = |calls: &mut tokio::task::JoinSet<_>, name: &'static str, s: pb::SubmitProofRequest, delay_ms: u64| {
+        let addr = addr.clone();
+        calls.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            let mut c = client::connect(&addr, None).await.unwrap();
+            let r = prove(&mut c, s).await;
+            (name, r, started.elapsed())
+        });
+    };
+    spawn(
+        &mut calls,
+        "porep",
+        submit("porep-1000-1", &porep, pb::Priority::Normal),
+        0,
+    );
+    spawn(
+        &mut calls,
+        "snap",
+        submit("snap-1000-2", &snap, pb::Priority::Normal),
+        0,
+    );
+    for (i, w) in window.iter().enumerate() {
+        let name = ["wpost-0", "wpost-1"][i];
+        spawn(
+            &mut calls,
+            name,
+            submit("wdpost-1000-0-[0 1 2]", w, pb::Priority::High),
+            300,
+        );
+    }
+    spawn(
+        &mut calls,
+        "porep-again",
+        submit("porep-1000-1", &porep, pb::Priority::Normal),
+        300,
+    );
+    let mut second = porep.clone();
+    second.priority = None;
+    spawn(
+        &mut calls,
+        "porep-unspecified-priority",
+        submit("porep-1000-1b", &second, pb::Priority::Unspecified),
+        400,
+    );
+    spawn(
+        &mut calls,
+        "status-poller",
+        submit("winpost-1000-a", &winning, pb::Priority::Critical),
+        1500,
+    );
+    spawn(
+        &mut calls,
+        "winning",
+        submit("winpost-1000-b", &winning, pb::Priority::Critical),
+        1500,
+    );
+    let mut done = std::collections::HashMap::new();
+    while let Some(r) = calls.join_next().await {
+        let (name, r, at) = r.unwrap();
+        assert_eq!(r.status(), S::Completed, "{name}: {}", r.error_message);
+        assert_eq!(r.proof.len(), 192, "{name}");
+        done.insert(name, (r, at));
+    }
+    // filecoin-proofs-api accepts every proof.
+    assert!(porep_sector.verify_seal(&done["porep"].0.proof).unwrap());
+    assert!(
+        porep_sector
+            .verify_seal(&done["porep-unspecified-priority"].0.proof)
+            .unwrap()
+    );
+    assert!(SampleSector::verify_update(&snap, &done["snap"].0.proof).unwrap());
+    let merged = [done["wpost-0"].0.proof.clone(), done["wpost-1"].0.proof.clone()].concat();
+    assert!(porep_sector.verify_window_post(&sectors, r_window, &merged).unwrap());
+    assert_ne!(
+        done["wpost-0"].0.proof, done["wpost-1"].0.proof,
+        "one id, two payloads: two proofs"
+    );
+    assert!(
+        porep_sector
+            .verify_winning_post(r_winning, &done["winning"].0.proof)
+            .unwrap()
+    );
+    // The repeat was the same job.
+    assert_eq!(done["porep"].0.job_id, done["porep-again"].0.job_id);
+    assert_eq!(done["porep"].0.proof, done["porep-again"].0.proof);
+    assert_ne!(done["porep"].0.job_id, done["porep-unspecified-priority"].0.job_id);
+    // The WinningPoSt, asked for last, was done before the PoReps.
+    let winning_at = done["winning"].1;
+    assert!(
+        winning_at < done["porep"].1,
+        "winning {winning_at:?}, porep {:?}",
+        done["porep"].1
+    );
+    assert!(winning_at < done["porep-unspecified-priority"].1);
+    assert!(done["porep"].0.synthesis_ms > 0 && done["porep"].0.total_ms >= done["porep"].0.synthesis_ms);
+
+    // Status and metrics tell the truth afterwards.
+    let mut c = client::connect(&addr, None).await.unwrap();
+    let status = c.get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
+    assert!(
+        status.queues.iter().all(|q| q.pending == 0 && q.in_progress == 0),
+        "{:?}",
+        status.queues
+    );
+    assert_eq!(
+        status.total_proofs_completed, 7,
+        "seven jobs proved (the repeat was one of them)"
+    );
+    assert!(
+        status
+            .loaded_srs
+            .iter()
+            .any(|s| s.circuit_id == "porep-2k" && s.size_bytes > 0)
+    );
+    assert!(status.pinned_memory_limit_bytes > 0);
+    let metrics = c
+        .get_metrics(pb::GetMetricsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .prometheus_text;
+    assert!(metrics.contains("pinprove_requests_deduplicated_total 1"), "{metrics}");
+    assert!(metrics.contains("pinprove_proofs_completed_total"));
+    // HTTP: status, metrics, health.
+    let http = daemon.http_addr().unwrap();
+    let body = http_get(http, "/status").await;
+    let json: serde_json::Value = serde_json::from_str(body.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert!(json["engine"]["budget_total"].as_u64().unwrap() > 0);
+    assert!(http_get(http, "/metrics").await.contains("pinprove_budget_total_bytes"));
+    assert!(http_get(http, "/healthz").await.starts_with("HTTP/1.1 200"));
+    // Parameters are evicted when idle; loading them again says so.
+    let evicted = c
+        .evict_srs(pb::EvictSrsRequest {
+            circuit_id: "wpost-2k".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(evicted.was_loaded && evicted.freed_bytes > 0, "{evicted:?}");
+    let preload = c
+        .preload_srs(pb::PreloadSrsRequest {
+            circuit_id: "wpost-2k".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!preload.already_loaded);
+    let unknown = c
+        .preload_srs(pb::PreloadSrsRequest {
+            circuit_id: "porep-3g".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), Code::InvalidArgument);
+    assert_idle(&daemon, "after the proofs");
+    daemon.shutdown().await.unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// One HTTP/1.1 GET, the whole response as text.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_unix_socket_with_mode_0600_serves_and_bad_requests_are_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("unix");
+    let mut cfg = config(&dir);
+    let socket = dir.join("run").join("pinprove.sock");
+    cfg.listen = format!("unix://{}", socket.display());
+    cfg.http_listen = String::new();
+    let daemon = Daemon::start(cfg).await.unwrap();
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let mut c = client::connect(&daemon.endpoint().uri(), None).await.unwrap();
+    let mut sector = SampleSector::seal(&dir.join("s"), 2048, 3, 1000, 13).unwrap();
+    let r = sector.randomness();
+    let winning = sector.winning_post_request(r).unwrap();
+    let ok = prove(&mut c, submit("winpost-unix", &winning, pb::Priority::Critical)).await;
+    assert_eq!(ok.status(), S::Completed, "{}", ok.error_message);
+    assert!(sector.verify_winning_post(r, &ok.proof).unwrap());
+
+    // Malformed: no kind, garbage vanilla proofs, a proof number that does
+    // not exist, wrong sizes, no submit at all. Each an INVALID_ARGUMENT
+    // that says what is wrong.
+    let mut no_kind = submit("x", &winning, pb::Priority::Critical);
+    no_kind.proof_kind = 0;
+    let mut garbage = submit("x", &winning, pb::Priority::Critical);
+    garbage.vanilla_proofs = vec![vec![1, 2, 3]];
+    let mut number = submit("x", &winning, pb::Priority::Critical);
+    number.registered_proof = 99;
+    let mut short = submit("x", &winning, pb::Priority::Critical);
+    short.randomness = vec![0; 31];
+    let mut window_as_winning = submit("x", &winning, pb::Priority::Critical);
+    window_as_winning.registered_proof = 10;
+    let mut c1 = submit("x", &sector.porep_request(), pb::Priority::Normal);
+    c1.vanilla_proof = b"{\"SectorNum\": 3, \"Phase1Out\": \"!!!\", \"SectorSize\": 2048}".to_vec();
+    let mut other_sector = submit("x", &sector.porep_request(), pb::Priority::Normal);
+    other_sector.sector_number = 4;
+    for (what, s, says) in [
+        ("no kind", no_kind, "proof_kind"),
+        ("garbage", garbage, "does not decode"),
+        ("number", number, "no PoSt proof number 99"),
+        ("short randomness", short, "31 bytes"),
+        ("wrong type", window_as_winning, "is not a winning proof"),
+        ("bad base64", c1, "base64"),
+        ("another sector", other_sector, "names sector 3"),
+    ] {
+        let err = c.prove(pb::ProveRequest { submit: Some(s) }).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{what}: {err:?}");
+        assert!(err.message().contains(says), "{what}: {}", err.message());
+    }
+    let err = c.prove(pb::ProveRequest { submit: None }).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    // Too big: more than 256 MiB.
+    let mut huge = submit("x", &winning, pb::Priority::Critical);
+    huge.vanilla_proofs = vec![vec![0; (256 << 20) + 1]];
+    let err = c.prove(pb::ProveRequest { submit: Some(huge) }).await.unwrap_err();
+    assert!(
+        matches!(err.code(), Code::OutOfRange | Code::ResourceExhausted | Code::Internal),
+        "{err:?}"
+    );
+    // Still serving.
+    let again = prove(&mut c, submit("winpost-unix-2", &winning, pb::Priority::Critical)).await;
+    assert_eq!(again.status(), S::Completed);
+    assert_idle(&daemon, "unix");
+    daemon.shutdown().await.unwrap();
+    assert!(!socket.exists(), "the socket is removed at exit");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_token_guards_tcp_and_cancellation_and_disconnects_return_everything() {
+    let dir = temp_dir("cancel");
+    let mut cfg = config(&dir);
+    let token = dir.join("token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    cfg.auth_token_file = Some(token);
+    let daemon = Daemon::start(cfg).await.unwrap();
+    let addr = daemon.endpoint().uri();
+    let sector = SampleSector::seal(&dir.join("s"), 2048, 5, 1000, 14).unwrap();
+    let porep = sector.porep_request();
+
+    // No token, a wrong token: refused.
+    for t in [None, Some("wrong")] {
+        let mut c = client::connect(&addr, t).await.unwrap();
+        let err = c.get_status(pb::GetStatusRequest {}).await.unwrap_err();
+        assert_eq!(err.code(), Code::Unauthenticated, "{t:?}");
+    }
+    let mut c = client::connect(&addr, Some("s3cret")).await.unwrap();
+
+    // Cancel a running job.
+    let job = c
+        .submit_proof(submit("porep-cancel", &porep, pb::Priority::Normal))
+        .await
+        .unwrap()
+        .into_inner()
+        .job_id;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = c.get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
+        if s.queues.iter().any(|q| q.proof_kind == "porep" && q.in_progress == 1) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the job never started: {:?}", s.queues);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let cancelled = c
+        .cancel_proof(pb::CancelProofRequest { job_id: job.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(cancelled.was_running);
+    let r = c
+        .await_proof(pb::AwaitProofRequest {
+            job_id: job.clone(),
+            timeout_ms: 30_000,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status(), S::Cancelled);
+    assert_idle(&daemon, "after the cancel");
+    // A repeat after a cancellation is a new attempt.
+    let again = c
+        .submit_proof(submit("porep-cancel", &porep, pb::Priority::Normal))
+        .await
+        .unwrap()
+        .into_inner()
+        .job_id;
+    assert_ne!(again, job);
+    c.cancel_proof(pb::CancelProofRequest { job_id: again }).await.unwrap();
+    // AwaitProof's timeout.
+    let unknown = c
+        .await_proof(pb::AwaitProofRequest {
+            job_id: "job-999".into(),
+            timeout_ms: 1,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), Code::NotFound);
+
+    // A Prove whose client goes away (its deadline) cancels its job after
+    // the grace period (1 s here)…
+    let mut req = tonic::Request::new(pb::ProveRequest {
+        submit: Some(submit("porep-gone", &porep, pb::Priority::Normal)),
+    });
+    req.set_timeout(Duration::from_millis(1500));
+    let err = c.prove(req).await.unwrap_err();
+    assert!(
+        matches!(err.code(), Code::Cancelled | Code::DeadlineExceeded),
+        "{err:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_idle(&daemon, "after the disconnect");
+    let metrics = c
+        .get_metrics(pb::GetMetricsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .prometheus_text;
+    assert!(
+        metrics.contains("pinprove_jobs_cancelled_after_disconnect_total 1"),
+        "{metrics}"
+    );
+    // …but a retry within the grace period re-attaches to the same job.
+    let mut req = tonic::Request::new(pb::ProveRequest {
+        submit: Some(submit("porep-back", &porep, pb::Priority::Normal)),
+    });
+    req.set_timeout(Duration::from_millis(500));
+    assert!(c.prove(req).await.is_err());
+    let back = prove(&mut c, submit("porep-back", &porep, pb::Priority::Normal)).await;
+    assert_eq!(back.status(), S::Completed, "{}", back.error_message);
+    assert!(sector.verify_seal(&back.proof).unwrap());
+    let metrics = c
+        .get_metrics(pb::GetMetricsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .prometheus_text;
+    assert!(
+        metrics.contains("pinprove_requests_deduplicated_total 1"),
+        "the retry found the job: {metrics}"
+    );
+    assert!(metrics.contains("pinprove_jobs_cancelled_after_disconnect_total 1"));
+    assert_idle(&daemon, "at the end");
+    daemon.shutdown().await.unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn shutdown_lets_the_proof_in_flight_finish_and_takes_no_more() {
+    let dir = temp_dir("shutdown");
+    let daemon = Daemon::start(config(&dir)).await.unwrap();
+    let addr = daemon.endpoint().uri();
+    let mut sector = SampleSector::seal(&dir.join("s"), 2048, 8, 1000, 15).unwrap();
+    let snap = sector.snap_update(&dir.join("u")).unwrap();
+    let in_flight = {
+        let addr = addr.clone();
+        let s = submit("snap-shutdown", &snap, pb::Priority::Normal);
+        tokio::spawn(async move {
+            let mut c = client::connect(&addr, None).await.unwrap();
+            prove(&mut c, s).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let stopping = tokio::spawn(daemon.shutdown());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // New work is refused while draining.
+    if let Ok(mut c) = client::connect(&addr, None).await {
+        let r = sector.randomness();
+        let err = c
+            .prove(pb::ProveRequest {
+                submit: Some(submit(
+                    "late",
+                    &sector.winning_post_request(r).unwrap(),
+                    pb::Priority::Critical,
+                )),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    }
+    let r = in_flight.await.unwrap();
+    assert_eq!(r.status(), S::Completed, "{}", r.error_message);
+    assert!(SampleSector::verify_update(&snap, &r.proof).unwrap());
+    stopping.await.unwrap().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
