@@ -5,7 +5,8 @@
 //! * [`config`] — the TOML configuration (every key has a default; an
 //!   unknown key is an error naming it).
 //! * [`pb`] — the protocol, generated from `proto/cuzk/v1/proving.proto`
-//!   (server and client); [`client`] connects to a daemon.
+//!   (server and client); [`client`] connects to a daemon; [`wire`]
+//!   turns requests into their wire form and back.
 //! * [`Daemon`] — builds the proving stack from the configuration, listens
 //!   (TCP or a unix socket with mode 0600; a bearer token guards TCP when
 //!   configured), serves until told to stop, then stops taking work, lets
@@ -26,6 +27,7 @@ mod gpus;
 mod http;
 mod jobs;
 mod service;
+pub mod wire;
 
 /// The cuzk.v1 protocol (generated).
 #[allow(clippy::all, clippy::pedantic, missing_docs, unreachable_pub)]
@@ -203,7 +205,8 @@ impl Daemon {
                 Some(bound)
             }
         };
-        tracing::info!(grpc = %endpoint.uri(), http = ?http, "pinprove daemon serving");
+        let http_page = http.map_or_else(|| "off".to_string(), |a| format!("http://{a}"));
+        tracing::info!(grpc = %endpoint.uri(), http = %http_page, "pinprove daemon serving");
         Ok(Daemon {
             endpoint,
             http,

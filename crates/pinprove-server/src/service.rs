@@ -5,8 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use pinprove_engine::Priority;
-use pinprove_filecoin::{ProofKind, ProofRequest};
+use pinprove_filecoin::ProofKind;
 use pinprove_mem::ErrorChain;
 use tonic::{Request, Response, Status};
 
@@ -21,53 +20,9 @@ pub(crate) struct Service {
     pub gpus: Arc<Gpus>,
 }
 
-fn kind_of(k: i32) -> Result<ProofKind, Status> {
-    match pb::ProofKind::try_from(k) {
-        Ok(pb::ProofKind::PorepSealCommit) => Ok(ProofKind::PoRep),
-        Ok(pb::ProofKind::SnapDealsUpdate) => Ok(ProofKind::SnapDeals),
-        Ok(pb::ProofKind::WindowPostPartition) => Ok(ProofKind::WindowPoSt),
-        Ok(pb::ProofKind::WinningPost) => Ok(ProofKind::WinningPoSt),
-        Ok(pb::ProofKind::Unspecified) => Err(Status::invalid_argument("proof_kind is not set")),
-        Err(_) => Err(Status::invalid_argument(format!("unknown proof_kind {k}"))),
-    }
-}
-
-fn priority_of(p: i32) -> Result<Option<Priority>, Status> {
-    match pb::Priority::try_from(p) {
-        Ok(pb::Priority::Unspecified) => Ok(None),
-        Ok(pb::Priority::Low) => Ok(Some(Priority::Low)),
-        Ok(pb::Priority::Normal) => Ok(Some(Priority::Normal)),
-        Ok(pb::Priority::High) => Ok(Some(Priority::High)),
-        Ok(pb::Priority::Critical) => Ok(Some(Priority::Critical)),
-        Err(_) => Err(Status::invalid_argument(format!("unknown priority {p}"))),
-    }
-}
-
-/// The request in pinprove's terms. Zero values are values (registered
-/// proof 0, partition 0): nothing is "missing".
-pub(crate) fn request_of(s: pb::SubmitProofRequest) -> Result<(String, ProofRequest), Status> {
-    let kind = kind_of(s.proof_kind)?;
-    let req = ProofRequest {
-        kind,
-        sector_size: s.sector_size,
-        registered_proof: s.registered_proof,
-        priority: priority_of(s.priority)?,
-        vanilla_proof: s.vanilla_proof,
-        vanilla_proofs: s.vanilla_proofs,
-        sector_number: s.sector_number,
-        miner_id: s.miner_id,
-        randomness: s.randomness,
-        partition_index: s.partition_index,
-        comm_r_old: s.comm_r_old,
-        comm_r_new: s.comm_r_new,
-        comm_d_new: s.comm_d_new,
-    };
-    Ok((s.request_id, req))
-}
-
 impl Service {
     async fn take(&self, s: pb::SubmitProofRequest) -> Result<Arc<Job>, Status> {
-        let (request_id, req) = request_of(s)?;
+        let (request_id, req) = crate::wire::request_of(s)?;
         let d = digest(&req);
         self.jobs.submit(request_id, d, req).await.map_err(|r| match r {
             Refusal::Invalid(m) => Status::invalid_argument(m),

@@ -23,9 +23,11 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 fn config(dir: &Path) -> Config {
-    let mut c = Config::default();
-    c.listen = "127.0.0.1:0".into();
-    c.http_listen = "127.0.0.1:0".into();
+    let mut c = Config {
+        listen: "127.0.0.1:0".into(),
+        http_listen: "127.0.0.1:0".into(),
+        ..Config::default()
+    };
     c.memory.budget = BudgetConfig::Fixed(12 << 30);
     c.gpu.backend = BackendKind::Cpu;
     c.synthesis.workers = Some(2);

@@ -1,107 +1,239 @@
-//! `pinprove demo`: a real proof on embedded defaults.
-//!
-//! Generates Groth16 parameters for a built-in circuit (bellperson's
-//! generator, in memory), then proves it twice with the CPU backend: the
-//! first synthesis learns the circuit's sizes, the second is sized by that
-//! capacity hint and writes straight into reused pool buffers with no spill
-//! and no copy. Each proof is checked with bellperson's verifier and
-//! compared byte for byte with bellperson's prover.
+//! `pinprove demo`: real 2 KiB Filecoin proofs end to end with nothing
+//! configured. Seals a random sector, starts a daemon in this process
+//! (best backend available, default configuration), and proves through its
+//! gRPC service a WindowPoSt and a WinningPoSt of the sector (with `--all`
+//! its PoRep and a SnapDeals update too); every proof is checked by
+//! filecoin-proofs-api's verifier. Parameters are made on first use (the
+//! PoRep's and SnapDeals' take many minutes on a small machine) and kept
+//! in the standard parameter cache.
 
-use std::sync::Arc;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 use clap::Args;
-use ff::Field;
-use pinprove_engine::assembly::{BackendKind, Stack, StackConfig};
-use pinprove_groth16::{CapacityHints, ProvingJob, Srs, Validation, synthesize};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
+use pinprove_engine::assembly::BackendKind;
+use pinprove_filecoin::sample::SampleSector;
+use pinprove_filecoin::{ProofKind, ProofRequest};
+use pinprove_server::pb;
 
-use crate::builtin::{Builtin, CircuitArgs};
-use crate::reference;
+use crate::remote::{self, InProcess};
 use crate::report::{bytes, dur};
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Constraints of the demo circuit (accepts 2^k).
-    #[arg(long, value_parser = crate::builtin::parse_count, default_value = "2^12")]
-    constraints: usize,
-    /// The built-in circuit.
-    #[arg(long, value_enum, default_value_t = Builtin::BenchBits)]
-    circuit: Builtin,
+    /// Also prove the sector's PoRep (C2) and a SnapDeals update.
+    #[arg(long)]
+    all: bool,
+    /// The backend (auto: the GPU when there is one).
+    #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+    backend: BackendKind,
+    /// Also write every request's inputs here, with the `pinprove prove`
+    /// command lines that prove them (commands.txt).
+    #[arg(long, value_name = "DIR")]
+    save_inputs: Option<PathBuf>,
 }
 
-pub fn run(args: &DemoArgs) -> Result<()> {
-    let circuit = CircuitArgs {
-        circuit: args.circuit,
-        constraints: args.constraints,
-        inputs: 4,
-    }
-    .build()?;
-    let id = circuit.id();
-    let stack = Stack::build(&StackConfig {
-        backend: BackendKind::Cpu,
-        ..StackConfig::default()
-    })?;
-    let (budget, pool) = (&stack.budget, &stack.pool);
-    println!(
-        "pinprove demo: {id}; memory budget {}, pool buffers are {} memory",
-        bytes(budget.total()),
-        pool.kind()
-    );
+const SECTOR_SIZE: u64 = 2 << 10;
+const MINER: u64 = 1000;
 
+pub fn run(args: &DemoArgs) -> Result<()> {
+    let work = std::env::temp_dir().join(format!("pinprove-demo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    let result = demo(args, &work);
+    let _ = std::fs::remove_dir_all(&work);
+    result
+}
+
+fn demo(args: &DemoArgs, work: &Path) -> Result<()> {
+    println!("pinprove demo: 2 KiB Filecoin proofs through a daemon in this process");
     let t = Instant::now();
-    let params = reference::generate(circuit.clone(), 1)?;
-    let mut file = Vec::new();
-    params.write(&mut file)?;
-    let srs = Arc::new(Srs::from_bytes(&file, pool, Validation::Subgroup)?);
+    let mut sector = SampleSector::seal(&work.join("sector"), SECTOR_SIZE, 1, MINER, 1)?;
     println!(
-        "parameters: {} generated and checked in {}",
-        bytes(file.len() as u64),
+        "sealed sector 1 of miner {MINER} ({}) in {}",
+        bytes(SECTOR_SIZE),
         dur(t.elapsed())
     );
-
-    let backend = stack.devices[0].backend.as_ref();
-    let hints = CapacityHints::in_memory();
-    let mut rng = ChaCha8Rng::seed_from_u64(7);
-    for round in 1..=2 {
-        let (r, s) = (blstrs::Scalar::random(&mut rng), blstrs::Scalar::random(&mut rng));
-        let before = pool.stats();
-        let t0 = Instant::now();
-        let (asg, stats) = synthesize(
-            circuit.clone(),
-            &id,
-            pool,
-            &hints,
-            backend.capabilities().abc_layout,
-            None,
-        )?;
-        let t1 = Instant::now();
-        let proof = backend
-            .prove(ProvingJob {
-                srs: Arc::clone(&srs),
-                assignments: vec![asg],
-                randomness: vec![(r, s)],
-            })?
-            .remove(0)
-            .to_bytes();
-        let t2 = Instant::now();
-        let after = pool.stats();
-        let verified = reference::verify(&params.vk, &proof, &circuit.public_inputs())?;
-        let identical = reference::prove(circuit.clone(), &params, r, s)? == proof;
+    let mut config = pinprove_server::Config::default();
+    config.gpu.backend = args.backend;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let local = InProcess::start(config).await?;
+        let proved = prove_all(args, &local, &mut sector, work).await;
+        let engine = local.daemon.prover().engine();
+        let pool = engine.pool().stats();
+        let status = engine.status();
         println!(
-            "proof {round}: synthesis {} ({}; spills {}, copied {}), proving {}; \
-             pool reuse hits {}, fresh buffers {}; verified {verified}, identical to bellperson {identical}",
-            dur(t1 - t0),
-            if stats.hinted { "hinted" } else { "no hint yet" },
-            stats.spills,
-            bytes(stats.bytes_copied),
-            dur(t2 - t1),
-            after.reuse_hits - before.reuse_hits,
-            after.fresh_allocations - before.fresh_allocations,
+            "memory: budget {}, pool {} in {} buffers ({}), {} reuses and {} fresh allocations; peak resident {}",
+            bytes(status.budget_total),
+            bytes(pool.allocated_bytes),
+            pool.idle_buffers + pool.checked_out_buffers,
+            pool.kind,
+            pool.reuse_hits,
+            pool.fresh_allocations,
+            peak_rss().map_or_else(|| "unknown".into(), bytes),
         );
-        ensure!(verified && identical, "the demo proof is wrong");
+        local.stop().await?;
+        proved
+    })
+}
+
+async fn prove_all(args: &DemoArgs, local: &InProcess, sector: &mut SampleSector, work: &Path) -> Result<()> {
+    let engine = local.daemon.prover().engine();
+    let backends: Vec<&str> = engine.status().devices.iter().map(|d| d.backend).collect();
+    println!(
+        "daemon: {} backend, parameters in {}",
+        backends.first().copied().unwrap_or("no"),
+        local.daemon.prover().params().dir().display()
+    );
+    let mut c = local.client().await?;
+    let mut saved = Saved::new(args.save_inputs.as_deref())?;
+
+    let sectors = [1, 2, 3];
+    let r = sector.randomness();
+    let window = sector.window_post_requests(&sectors, r)?;
+    let mut merged = Vec::new();
+    for (i, req) in window.into_iter().enumerate() {
+        saved.add(&format!("wpost-{i}"), &req)?;
+        merged.extend(proof(&mut c, &format!("demo-wdpost-{MINER}-0"), req).await?);
     }
-    Ok(())
+    ensure!(
+        sector.verify_window_post(&sectors, r, &merged)?,
+        "filecoin-proofs-api rejects the WindowPoSt"
+    );
+    println!("  WindowPoSt of sectors {sectors:?} in 2 partitions: verified by filecoin-proofs-api");
+
+    let r = sector.randomness();
+    let req = sector.winning_post_request(r)?;
+    saved.add("winning", &req)?;
+    let p = proof(&mut c, &format!("demo-winpost-{MINER}"), req).await?;
+    ensure!(
+        sector.verify_winning_post(r, &p)?,
+        "filecoin-proofs-api rejects the WinningPoSt"
+    );
+    println!("  WinningPoSt: verified by filecoin-proofs-api");
+
+    if args.all {
+        let req = sector.porep_request();
+        saved.add("porep", &req)?;
+        let p = proof(&mut c, &format!("demo-porep-{MINER}-1"), req).await?;
+        ensure!(sector.verify_seal(&p)?, "filecoin-proofs-api rejects the PoRep");
+        println!("  PoRep: verified by filecoin-proofs-api");
+        let req = sector.snap_update(&work.join("update"))?;
+        saved.add("snap", &req)?;
+        let p = proof(&mut c, &format!("demo-snap-{MINER}-1"), req.clone()).await?;
+        ensure!(
+            SampleSector::verify_update(&req, &p)?,
+            "filecoin-proofs-api rejects the SnapDeals proof"
+        );
+        println!("  SnapDeals: verified by filecoin-proofs-api");
+    } else {
+        println!("(--all adds PoRep and SnapDeals; their parameters take many minutes to make the first time)");
+    }
+    saved.finish()
+}
+
+/// Makes sure the parameters are there (saying how long that took: minutes
+/// when they are made), then proves `req`.
+async fn proof(c: &mut pinprove_server::client::Client, request_id: &str, req: ProofRequest) -> Result<Vec<u8>> {
+    let circuit = pinprove_filecoin::kind::circuit_id(req.kind, req.sector_size)?;
+    let t = Instant::now();
+    let loaded = c
+        .preload_srs(pb::PreloadSrsRequest {
+            circuit_id: circuit.clone(),
+        })
+        .await
+        .map_err(remote::status_error)?
+        .into_inner();
+    if !loaded.already_loaded {
+        println!("parameters {circuit}: ready in {}", dur(t.elapsed()));
+    }
+    let r = remote::prove(c, request_id, req).await?;
+    println!("{}: {}", r.job_id, remote::timings(&r));
+    Ok(r.proof)
+}
+
+/// Inputs written for `pinprove prove`, and the command lines using them.
+struct Saved {
+    dir: Option<PathBuf>,
+    commands: String,
+}
+
+impl Saved {
+    fn new(dir: Option<&Path>) -> Result<Saved> {
+        if let Some(d) = dir {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+        }
+        Ok(Saved {
+            dir: dir.map(Path::to_path_buf),
+            commands: String::new(),
+        })
+    }
+
+    fn add(&mut self, name: &str, req: &ProofRequest) -> Result<()> {
+        let Some(dir) = &self.dir else { return Ok(()) };
+        let write = |file: String, data: &[u8]| -> Result<String> {
+            let p = dir.join(file);
+            std::fs::write(&p, data).with_context(|| format!("writing {}", p.display()))?;
+            Ok(p.display().to_string())
+        };
+        let mut cmd = format!(
+            "pinprove prove --kind {} --sector-size {} --registered-proof {}",
+            req.kind, req.sector_size, req.registered_proof
+        );
+        if req.kind == ProofKind::PoRep {
+            let f = write(format!("{name}.c1.json"), &req.vanilla_proof)?;
+            write!(cmd, " --vanilla-proof {f} --sector-number {}", req.sector_number)?;
+        } else {
+            cmd += " --vanilla-proofs";
+            for (i, v) in req.vanilla_proofs.iter().enumerate() {
+                write!(cmd, " {}", write(format!("{name}.vanilla-{i}.bin"), v)?)?;
+            }
+        }
+        write!(cmd, " --miner-id {}", req.miner_id)?;
+        match req.kind {
+            ProofKind::WindowPoSt | ProofKind::WinningPoSt => {
+                write!(cmd, " --randomness {}", hex::encode(&req.randomness))?;
+                if req.kind == ProofKind::WindowPoSt {
+                    write!(cmd, " --partition {}", req.partition_index)?;
+                }
+            }
+            ProofKind::SnapDeals => write!(
+                cmd,
+                " --comm-r-old {} --comm-r-new {} --comm-d-new {}",
+                hex::encode(&req.comm_r_old),
+                hex::encode(&req.comm_r_new),
+                hex::encode(&req.comm_d_new)
+            )?,
+            ProofKind::PoRep => {}
+        }
+        writeln!(cmd, " --out {}", dir.join(format!("{name}.proof")).display())?;
+        self.commands += &cmd;
+        Ok(())
+    }
+
+    fn finish(self) -> Result<()> {
+        if let Some(dir) = self.dir {
+            let f = dir.join("commands.txt");
+            std::fs::write(&f, &self.commands).with_context(|| format!("writing {}", f.display()))?;
+            println!("inputs and the commands that prove them: {}", f.display());
+        }
+        Ok(())
+    }
+}
+
+/// The process's peak resident memory (Linux).
+fn peak_rss() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb = s.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+    kb.trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(|k| k << 10)
 }

@@ -3,17 +3,21 @@
 mod bench;
 mod builtin;
 mod demo;
+mod logging;
 mod params_cache;
 mod params_cmd;
+mod progress;
+mod prove_cmd;
 mod reference;
+mod remote;
 mod report;
+mod serve;
+mod status_cmd;
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
 #[command(name = "pinprove", version, about, long_about = None)]
@@ -24,9 +28,17 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the main job on embedded defaults: for now a demonstration of the
-    /// memory layer (pool reuse, zero-spill vectors, the budget).
+    /// Real 2 KiB Filecoin proofs end to end with nothing configured: seal a
+    /// sector, prove a WindowPoSt and a WinningPoSt through a daemon in this
+    /// process, verify them (`--all`: PoRep and SnapDeals too).
     Demo(demo::DemoArgs),
+    /// Run the daemon Curio points at (the cuzk.v1 gRPC service).
+    Serve(serve::ServeArgs),
+    /// Prove one Filecoin proof from files, through a daemon or in this
+    /// process.
+    Prove(prove_cmd::ProveArgs),
+    /// What a daemon is doing: queues, GPUs, parameters, memory.
+    Status(status_cmd::StatusArgs),
     /// Measure pieces of the prover and print what was measured, on what.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -36,13 +48,6 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("PINPROVE_LOG").unwrap_or_else(|_| EnvFilter::new("info,bellperson=warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -53,9 +58,39 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    // The daemon logs as its configuration says; the other commands print
+    // their results and log only what needs saying (parameter generation).
+    let quiet = || logging::init("warn,pinprove_filecoin=info", false);
     match cli.command {
-        Command::Demo(args) => demo::run(&args),
-        Command::Bench(cmd) => bench::run(cmd),
-        Command::Params(cmd) => params_cmd::run(cmd),
+        Command::Serve(args) => serve::run(&args),
+        Command::Demo(args) => {
+            quiet()?;
+            demo::run(&args)
+        }
+        Command::Prove(args) => {
+            quiet()?;
+            prove_cmd::run(&args)
+        }
+        Command::Status(args) => {
+            quiet()?;
+            status_cmd::run(&args)
+        }
+        Command::Bench(cmd) => {
+            logging::init("info", false)?;
+            bench::run(cmd)
+        }
+        Command::Params(cmd) => {
+            logging::init("info", false)?;
+            params_cmd::run(cmd)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
     }
 }

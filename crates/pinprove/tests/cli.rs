@@ -33,17 +33,6 @@ fn json(stdout: &str) -> serde_json::Value {
 }
 
 #[test]
-fn demo_proves_and_verifies() {
-    let out = ok(&["demo", "--constraints", "2^10"]);
-    assert_eq!(
-        out.matches("verified true, identical to bellperson true").count(),
-        2,
-        "{out}"
-    );
-    assert!(out.contains("hinted; spills 0"), "{out}");
-}
-
-#[test]
 fn generated_parameters_are_read_back_by_bellperson_and_by_us() {
     let dir = temp_dir("params");
     let file = dir.join("bits.params");

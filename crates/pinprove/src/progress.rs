@@ -1,0 +1,65 @@
+//! What a long command is doing, on stderr (stdout is for results): a
+//! spinner with the elapsed time when stdout is a terminal, one plain line
+//! per change of state when it is not (a log file, a pipe, a test).
+
+use std::io::IsTerminal;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+pub struct Progress {
+    what: String,
+    started: Instant,
+    bar: Option<ProgressBar>,
+    last: Mutex<String>,
+}
+
+impl Progress {
+    /// A display of `what` ("winning job-3").
+    pub fn new(what: &str) -> Progress {
+        let terminal = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+        let bar = terminal.then(|| {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {prefix}: {msg} [{elapsed}]")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.set_prefix(what.to_string());
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        Progress {
+            what: what.to_string(),
+            started: Instant::now(),
+            bar,
+            last: Mutex::new(String::new()),
+        }
+    }
+
+    /// Now doing `state` ("queued", "proving").
+    pub fn set(&self, state: &str) {
+        match &self.bar {
+            Some(bar) => bar.set_message(state.to_string()),
+            None => {
+                let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+                if *last != state {
+                    eprintln!(
+                        "{}: {state} (after {:.1} s)",
+                        self.what,
+                        self.started.elapsed().as_secs_f64()
+                    );
+                    *last = state.to_string();
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
