@@ -50,7 +50,7 @@ pub struct LogProgress;
 
 impl GenerationProgress for LogProgress {
     fn started(&self, circuit_id: &str, path: &Path) {
-        tracing::info!(circuit = circuit_id, path = %path.display(), "generating parameters (once; this takes minutes)");
+        tracing::info!(circuit = circuit_id, path = %path.display(), "generating parameters (once; this can take minutes)");
     }
 
     fn tick(&self, circuit_id: &str, elapsed: Duration) {

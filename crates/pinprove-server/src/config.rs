@@ -323,4 +323,13 @@ mod tests {
             assert!(Config::parse(bad).is_err(), "{bad}");
         }
     }
+
+    #[test]
+    fn the_example_in_deploy_reads_back() {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/pinprove.toml");
+        let c = Config::load(&file).unwrap();
+        assert_eq!(c.listen, "unix:///run/pinprove/pinprove.sock");
+        assert_eq!(c.filecoin.preload.len(), 3);
+        assert_eq!(c.jobs, JobsConfig::default());
+    }
 }
