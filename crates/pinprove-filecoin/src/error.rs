@@ -38,7 +38,7 @@ pub enum FilecoinError {
     /// for sectors of this size).
     #[error(
         "the parameters of {circuit_id} are missing: {} (fetch them into the parameter cache, \
-         as `curio fetch-params` or `lotus fetch-params` do)",
+         as `lotus fetch-params <sector size>` does)",
         path.display()
     )]
     MissingParameters {

@@ -16,6 +16,7 @@ use rand::rngs::OsRng;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::parameter_cache::CacheableParameters;
+use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_update::constants::{TreeDDomain, TreeRDomain, TreeRHasher};
 use storage_proofs_update::{EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof};
 
@@ -104,6 +105,16 @@ where
         h: config.h,
     };
     let pp = public_params::<Tree>(sector_bytes, partitions)?;
+    // The circuit asserts what these proofs claim instead of failing
+    // cleanly: check them here, where a lie is the request's fault.
+    let valid = EmptySectorUpdate::<Tree>::verify_all_partitions(&pp, &pub_in, &proofs)
+        .map_err(|e| bad(KIND, format!("the partition proofs: {e:#}")))?;
+    if !valid {
+        return Err(bad(
+            KIND,
+            "the partition proofs do not verify against comm_r_old, comm_r_new and comm_d_new",
+        ));
+    }
     let mut parts = Vec::with_capacity(partitions);
     let mut inputs = Vec::with_capacity(partitions);
     for (k, proof) in proofs.iter().enumerate() {

@@ -43,6 +43,7 @@ use std::time::{Duration, Instant};
 
 use pinprove_engine::assembly::{NativeOptions, Stack, StackConfig};
 use pinprove_engine::{EngineConfig, EngineError};
+use pinprove_filecoin::params::{GenerationProgress, LogProgress};
 use pinprove_filecoin::{FilecoinOptions, FilecoinProver, ParamCache};
 use pinprove_mem::ErrorChain;
 use tokio::net::{TcpListener, UnixListener};
@@ -113,8 +114,15 @@ pub struct Daemon {
 impl Daemon {
     /// Builds the proving stack `config` describes, starts listening and
     /// serving, and returns (at once: parameters named in
-    /// `filecoin.preload` load in the background).
+    /// `filecoin.preload` load in the background). Parameter generation
+    /// (test sizes) is reported in the log.
     pub async fn start(config: Config) -> Result<Daemon, ServerError> {
+        Daemon::start_with(config, Arc::new(LogProgress)).await
+    }
+
+    /// [`start`](Self::start), with parameter generation reported to
+    /// `generation` (a command's progress display).
+    pub async fn start_with(config: Config, generation: Arc<dyn GenerationProgress>) -> Result<Daemon, ServerError> {
         let native = NativeOptions {
             workers_per_device: config
                 .gpu
@@ -151,7 +159,7 @@ impl Daemon {
         })?;
         let prover = Arc::new(FilecoinProver::new(
             Arc::new(engine),
-            ParamCache::new(&config.filecoin.parameter_cache),
+            ParamCache::new(&config.filecoin.parameter_cache).with_progress(generation),
             FilecoinOptions {
                 verify: config.filecoin.verify,
             },

@@ -6,7 +6,25 @@ use std::io::IsTerminal;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use std::path::Path;
+
 use indicatif::{ProgressBar, ProgressStyle};
+use pinprove_filecoin::params::{GenerationProgress, LogProgress};
+
+fn terminal() -> bool {
+    std::io::stdout().is_terminal() && std::io::stderr().is_terminal()
+}
+
+fn spinner(prefix: &str) -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {prefix}: {msg} [{elapsed}]")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.set_prefix(prefix.to_string());
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
 
 pub struct Progress {
     what: String,
@@ -18,17 +36,7 @@ pub struct Progress {
 impl Progress {
     /// A display of `what` ("winning job-3").
     pub fn new(what: &str) -> Progress {
-        let terminal = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
-        let bar = terminal.then(|| {
-            let bar = ProgressBar::new_spinner();
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} {prefix}: {msg} [{elapsed}]")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
-            bar.set_prefix(what.to_string());
-            bar.enable_steady_tick(Duration::from_millis(120));
-            bar
-        });
+        let bar = terminal().then(|| spinner(what));
         Progress {
             what: what.to_string(),
             started: Instant::now(),
@@ -60,6 +68,44 @@ impl Drop for Progress {
     fn drop(&mut self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
+        }
+    }
+}
+
+/// Parameter generation (minutes, once per circuit): a spinner on a
+/// terminal, log lines otherwise.
+#[derive(Default)]
+pub struct Generation {
+    bar: Mutex<Option<ProgressBar>>,
+}
+
+impl GenerationProgress for Generation {
+    fn started(&self, circuit_id: &str, path: &Path) {
+        if !terminal() {
+            return LogProgress.started(circuit_id, path);
+        }
+        let bar = spinner(&format!("parameters {circuit_id}"));
+        bar.set_message("making them (once; they are kept in the parameter cache)");
+        *self.bar.lock().unwrap_or_else(|p| p.into_inner()) = Some(bar);
+    }
+
+    fn tick(&self, circuit_id: &str, elapsed: Duration) {
+        if !terminal() {
+            LogProgress.tick(circuit_id, elapsed);
+        }
+    }
+
+    fn finished(&self, circuit_id: &str, elapsed: Duration, bytes: u64) {
+        match self.bar.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(bar) => {
+                bar.finish_and_clear();
+                eprintln!(
+                    "parameters {circuit_id}: made in {:.1} s ({})",
+                    elapsed.as_secs_f64(),
+                    crate::report::bytes(bytes)
+                );
+            }
+            None => LogProgress.finished(circuit_id, elapsed, bytes),
         }
     }
 }

@@ -30,7 +30,7 @@ impl InProcess {
             .with_context(|| format!("creating {}", dir.display()))?;
         config.listen = format!("unix://{}", dir.join("pinprove.sock").display());
         config.http_listen = String::new();
-        let daemon = Daemon::start(config).await?;
+        let daemon = Daemon::start_with(config, std::sync::Arc::new(crate::progress::Generation::default())).await?;
         Ok(InProcess { daemon, dir })
     }
 
