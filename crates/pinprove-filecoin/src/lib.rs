@@ -14,6 +14,8 @@
 //!   own reader; parameters of test sector sizes are made on first use.
 //! * [`sample`] — sealed sample sectors and their
 //!   vanilla proofs, for tests, the demo and benchmarks.
+//! * [`reference`] — filecoin-proofs' own prover on the same request,
+//!   what benchmarks measure pinprove against.
 //!
 //! Bad input (undecodable vanilla proofs, a registered proof of another
 //! size, wrong commitments or counts, a C1 output of another sector) is
@@ -45,6 +47,7 @@ pub mod params;
 mod porep;
 mod post;
 mod prover;
+pub mod reference;
 mod request;
 pub mod sample;
 mod snap;

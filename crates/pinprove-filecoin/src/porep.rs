@@ -42,7 +42,7 @@ struct CurioC1 {
 
 /// The C1 output in `vanilla_proof`, and the sector number and size
 /// Curio's wrapper names (when it is wrapped).
-fn decode(vanilla_proof: &[u8]) -> Result<(SealCommitPhase1Output, Option<(u64, u64)>), FilecoinError> {
+pub(crate) fn decode(vanilla_proof: &[u8]) -> Result<(SealCommitPhase1Output, Option<(u64, u64)>), FilecoinError> {
     if vanilla_proof.is_empty() {
         return Err(bad(KIND, "no C1 output (vanilla_proof is empty)"));
     }

@@ -337,6 +337,11 @@ async fn a_unix_socket_with_mode_0600_serves_and_bad_requests_are_refused() {
     }
     let err = c.prove(pb::ProveRequest { submit: None }).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
+    // Big but within 256 MiB: it arrives and is refused for what it holds.
+    let mut big = submit("x", &winning, pb::Priority::Critical);
+    big.vanilla_proofs = vec![vec![0; 100 << 20]];
+    let err = c.prove(pb::ProveRequest { submit: Some(big) }).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
     // Too big: more than 256 MiB.
     let mut huge = submit("x", &winning, pb::Priority::Critical);
     huge.vanilla_proofs = vec![vec![0; (256 << 20) + 1]];

@@ -3,6 +3,7 @@
 use anyhow::Result;
 use clap::Subcommand;
 
+mod filecoin;
 mod gpu;
 mod h2d;
 #[cfg(feature = "cuda")]
@@ -35,6 +36,9 @@ pub enum BenchCommand {
     /// A whole proof with a backend, optionally against bellperson's prover
     /// on the same circuit, parameters, r and s.
     Prove(prove::ProveArgs),
+    /// A Filecoin proof kind through the engine against filecoin-proofs'
+    /// own prover on the same inputs (a sealed sample sector).
+    Filecoin(filecoin::FilecoinArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -45,5 +49,6 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Gpu(args) => gpu::run(&args),
         BenchCommand::Prove(args) => prove::run(&args),
         BenchCommand::Pipeline(args) => pipeline::run(&args),
+        BenchCommand::Filecoin(args) => filecoin::run(&args),
     }
 }

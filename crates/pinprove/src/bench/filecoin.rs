@@ -1,0 +1,196 @@
+//! `pinprove bench filecoin`: one Filecoin proof kind through pinprove's
+//! engine against filecoin-proofs' own prover, on the same inputs (a
+//! sealed sample sector) in one run, parameters loaded beforehand for both.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use clap::Args;
+use pinprove_engine::assembly::{BackendKind, Stack, StackConfig};
+use pinprove_engine::{EngineConfig, Phase};
+use pinprove_filecoin::sample::SampleSector;
+use pinprove_filecoin::{FilecoinOptions, FilecoinProver, ParamCache, ProofKind, ProofRequest, reference};
+use serde::Serialize;
+
+use crate::report::{Host, Output, dur, median};
+
+#[derive(Args, Debug)]
+pub struct FilecoinArgs {
+    /// porep, snap, wpost or winning.
+    #[arg(long)]
+    kind: ProofKind,
+    /// A test sector size: 2KiB, 8MiB or 512MiB (a sample sector is sealed).
+    #[arg(long, value_parser = pinprove_mem::parse_bytes, default_value = "2KiB")]
+    sector_size: u64,
+    /// pinprove's backend.
+    #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+    backend: BackendKind,
+    /// Timed proofs per prover after one warm-up each; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Measure pinprove alone.
+    #[arg(long)]
+    no_compare: bool,
+    #[command(flatten)]
+    output: Output,
+}
+
+#[derive(Serialize)]
+struct FilecoinReport {
+    benchmark: &'static str,
+    host: Host,
+    kind: &'static str,
+    sector_size: u64,
+    circuit: String,
+    backend: &'static str,
+    partitions: usize,
+    constraints_per_partition: usize,
+    reps: usize,
+    /// Seconds to load the parameters (before timing), pinprove.
+    params_load_s: f64,
+    /// Median wall time of one proof, verification included.
+    pinprove_total_s: f64,
+    /// Medians over every partition of every timed proof.
+    pinprove_synthesis_per_partition_s: f64,
+    pinprove_proving_per_partition_s: f64,
+    pinprove_verification_s: f64,
+    filecoin_proofs_total_s: Option<f64>,
+    /// filecoin-proofs' median over pinprove's.
+    speedup: Option<f64>,
+}
+
+/// The request of `kind` for a sample sector.
+fn request(sector: &mut SampleSector, kind: ProofKind, work: &std::path::Path) -> Result<ProofRequest> {
+    Ok(match kind {
+        ProofKind::PoRep => sector.porep_request(),
+        ProofKind::SnapDeals => sector.snap_update(&work.join("update"))?,
+        ProofKind::WindowPoSt => {
+            // One full partition, as Curio sends it.
+            let r = sector.randomness();
+            let per_partition = sector.window_post_proof()?.sector_count() as u64;
+            let sectors: Vec<u64> = (1..=per_partition).collect();
+            sector.window_post_requests(&sectors, r)?.remove(0)
+        }
+        ProofKind::WinningPoSt => {
+            let r = sector.randomness();
+            sector.winning_post_request(r)?
+        }
+    })
+}
+
+pub fn run(args: &FilecoinArgs) -> Result<()> {
+    ensure!(args.reps > 0, "--reps must be positive");
+    ensure!(
+        args.sector_size < 32 << 30,
+        "bench filecoin seals a sample sector: use a test size (2KiB, 8MiB, 512MiB)"
+    );
+    let work = std::env::temp_dir().join(format!("pinprove-bench-filecoin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    let result = measure(args, &work);
+    let _ = std::fs::remove_dir_all(&work);
+    let report = result?;
+    args.output.emit(&report, print).context("reporting")
+}
+
+fn measure(args: &FilecoinArgs, work: &std::path::Path) -> Result<FilecoinReport> {
+    let mut sector = SampleSector::seal(&work.join("sector"), args.sector_size, 1, 1000, 1)?;
+    let req = request(&mut sector, args.kind, work)?;
+    let stack = Stack::build(&StackConfig {
+        backend: args.backend,
+        ..StackConfig::default()
+    })?;
+    let backend = stack.devices[0].backend.name();
+    let engine = stack.engine(EngineConfig::default())?;
+    let prover = FilecoinProver::new(
+        std::sync::Arc::new(engine),
+        ParamCache::from_env(),
+        FilecoinOptions::default(),
+    );
+    let circuit = pinprove_filecoin::kind::circuit_id(args.kind, args.sector_size)?;
+    prover.register(&circuit)?;
+    let (_, params_load) = prover.engine().preload_srs(&circuit)?;
+
+    let (mut totals, mut synth, mut proving, mut verify) = (vec![], vec![], vec![], vec![]);
+    let mut partitions = 0;
+    for rep in 0..=args.reps {
+        let t = Instant::now();
+        let proved = prover.prove(&req)?;
+        let wall = t.elapsed();
+        partitions = proved.partitions.len();
+        if rep == 0 {
+            continue; // warm-up: learns the capacity hint, fills the pool
+        }
+        totals.push(wall);
+        for p in &proved.partitions {
+            synth.push(p.get(Phase::Synthesis));
+            proving.push(p.get(Phase::Start) + p.get(Phase::Finish));
+        }
+        verify.extend(proved.verification);
+    }
+    let constraints = prover.engine().hints().get(&circuit).map_or(0, |h| h.constraints);
+
+    let theirs = if args.no_compare {
+        None
+    } else {
+        let mut times = vec![];
+        for rep in 0..=args.reps {
+            let t = Instant::now();
+            let proof = reference::prove(&req)?;
+            let wall = t.elapsed();
+            if proof.len() != 192 * partitions {
+                bail!("filecoin-proofs made {} bytes, not {partitions} proofs", proof.len());
+            }
+            if rep > 0 {
+                times.push(wall); // the first loads its parameters
+            }
+        }
+        Some(median(&mut times).as_secs_f64())
+    };
+    let ours = median(&mut totals).as_secs_f64();
+    Ok(FilecoinReport {
+        benchmark: "filecoin",
+        host: Host::detect(),
+        kind: args.kind.name(),
+        sector_size: args.sector_size,
+        circuit,
+        backend,
+        partitions,
+        constraints_per_partition: constraints,
+        reps: args.reps,
+        params_load_s: params_load.as_secs_f64(),
+        pinprove_total_s: ours,
+        pinprove_synthesis_per_partition_s: median(&mut synth).as_secs_f64(),
+        pinprove_proving_per_partition_s: median(&mut proving).as_secs_f64(),
+        pinprove_verification_s: if verify.is_empty() {
+            0.0
+        } else {
+            median(&mut verify).as_secs_f64()
+        },
+        filecoin_proofs_total_s: theirs,
+        speedup: theirs.map(|t| t / ours),
+    })
+}
+
+fn print(r: &FilecoinReport) {
+    let d = |s: f64| dur(Duration::from_secs_f64(s));
+    println!("pinprove bench filecoin — {}", r.host.summary());
+    println!(
+        "{} ({} partitions of {} constraints), parameters loaded beforehand in {}",
+        r.circuit,
+        r.partitions,
+        r.constraints_per_partition,
+        d(r.params_load_s)
+    );
+    println!(
+        "  pinprove ({} backend): {} per proof (per partition: synthesis {}, proving {}; verification {}), median of {}",
+        r.backend,
+        d(r.pinprove_total_s),
+        d(r.pinprove_synthesis_per_partition_s),
+        d(r.pinprove_proving_per_partition_s),
+        d(r.pinprove_verification_s),
+        r.reps
+    );
+    if let (Some(t), Some(x)) = (r.filecoin_proofs_total_s, r.speedup) {
+        println!("  filecoin-proofs: {} per proof; pinprove is {x:.2}× as fast", d(t));
+    }
+}
