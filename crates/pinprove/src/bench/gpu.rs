@@ -622,7 +622,7 @@ mod imp {
                 cases.push(Case {
                     log_size: log,
                     mix: mix.to_string(),
-                    params: path.display().to_string(),
+                    params: crate::report::file_name(&path),
                     synthetic_params: true,
                     params_write_s: written.map(|d| d.as_secs_f64()),
                     srs_load_s: srs_load.as_secs_f64(),

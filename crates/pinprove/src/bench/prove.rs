@@ -155,7 +155,7 @@ pub fn run(args: &ProveArgs) -> Result<()> {
         backend: backend.name(),
         circuit: id,
         constraints: circuit.constraints(),
-        params: path.display().to_string(),
+        params: crate::report::file_name(&path),
         params_load_s: params_load.as_secs_f64(),
         reps: args.reps,
         speedup_vs_bellperson: theirs_total.map(|t| t / ours.total_s),
