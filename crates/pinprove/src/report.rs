@@ -150,7 +150,8 @@ pub fn dur(d: Duration) -> String {
 /// A file as a report names it: its name, not where it lies on the machine
 /// that measured (reports are kept and shared).
 pub fn file_name(path: &std::path::Path) -> String {
-    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+    path.file_name()
+        .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
 }
 
 /// Decimal gigabytes per second.

@@ -226,7 +226,9 @@ fn bad_prove_and_serve_arguments_are_clear_errors() {
 
 #[test]
 fn bench_filecoin_measures_pinprove_against_filecoin_proofs() {
-    let out = ok(&strings(&["bench", "filecoin", "--kind", "winning", "--reps", "1", "--json"]));
+    let out = ok(&strings(&[
+        "bench", "filecoin", "--kind", "winning", "--reps", "1", "--json",
+    ]));
     let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(r["circuit"], "winning-2k");
     assert_eq!(r["partitions"], 1);
