@@ -61,13 +61,9 @@ fn summary(addr: &str, s: &pb::GetStatusResponse) -> String {
         s.total_proofs_failed
     );
     out += &format!(
-        "memory: budget {}, pinned {}\n",
+        "memory: budget {}, pinned buffers {}\n",
         bytes(s.pinned_memory_limit_bytes),
-        if s.pinned_memory_bytes > 0 {
-            bytes(s.pinned_memory_bytes)
-        } else {
-            "none (heap buffers)".into()
-        }
+        bytes(s.pinned_memory_bytes)
     );
     out += "queues:";
     for q in &s.queues {
@@ -147,7 +143,7 @@ mod tests {
         let text = summary("http://127.0.0.1:9820", &s);
         for want in [
             "up 1h 2m; 12 proofs completed, 1 failed",
-            "budget 96.00 GiB, pinned 12.00 GiB",
+            "budget 96.00 GiB, pinned buffers 12.00 GiB",
             "porep 3 waiting, 1 proving",
             "GPU 0 NVIDIA H200: 100.00 GiB free of 140.00 GiB, proving job-4 (porep)",
             "parameters porep-32g: in use, 45.00 GiB, 2 partitions using them",
