@@ -77,7 +77,7 @@ pub use job::{
     SynthesisContext, circuit_partition, circuit_partition_with_inputs,
 };
 pub use phase::Phase;
-pub use srs::{SrsInfo, SrsRegistry};
+pub use srs::{SrsInfo, SrsRegistry, SrsSource};
 
 use pinprove_groth16::{ParamsError, ProveError};
 

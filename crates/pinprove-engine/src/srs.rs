@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use pinprove_groth16::synthetic::CircuitShape;
 use pinprove_groth16::{Backend, CapacityHint, Srs, Validation};
 use pinprove_mem::{Evictor, MemoryBudget, PinnedPool, Reservation};
 use serde::Serialize;
@@ -49,9 +50,40 @@ pub struct SrsInfo {
     pub load_time: Duration,
 }
 
+/// Where a circuit type's parameters come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SrsSource {
+    /// A parameter file in bellperson's format.
+    File(PathBuf),
+    /// Synthetic parameters of this shape, made in memory when loaded: for
+    /// measurements at sizes whose real parameters are not at hand (proofs
+    /// made with them do not verify; backends that read parameter files
+    /// themselves cannot use them).
+    Synthetic(CircuitShape),
+}
+
+impl SrsSource {
+    /// The verifying key and query lengths, without points.
+    fn header(&self) -> Result<Srs, EngineError> {
+        Ok(match self {
+            SrsSource::File(path) => Srs::read_file_header(path)?,
+            SrsSource::Synthetic(shape) => Srs::synthetic_header(shape)?,
+        })
+    }
+
+    /// The parameters with their points, paid out of `funds` when given.
+    fn load(&self, pool: &Arc<PinnedPool>, funds: Option<&mut Reservation>) -> Result<Srs, EngineError> {
+        Ok(match (self, funds) {
+            (SrsSource::File(path), Some(f)) => Srs::read_file_funded(path, pool, Validation::OnCurve, f)?,
+            (SrsSource::File(path), None) => Srs::read_file(path, pool, Validation::OnCurve)?,
+            (SrsSource::Synthetic(shape), funds) => Srs::synthetic(shape, pool, funds)?,
+        })
+    }
+}
+
 /// Parameters by circuit type.
 pub struct SrsRegistry {
-    files: Mutex<HashMap<String, PathBuf>>,
+    sources: Mutex<HashMap<String, SrsSource>>,
     loaded: Mutex<HashMap<String, Entry>>,
     /// One load at a time: two partitions of a new type load it once.
     loading: Mutex<()>,
@@ -69,7 +101,7 @@ impl SrsRegistry {
         idle_timeout: Duration,
     ) -> Arc<Self> {
         let r = Arc::new(SrsRegistry {
-            files: Mutex::new(HashMap::new()),
+            sources: Mutex::new(HashMap::new()),
             loaded: Mutex::new(HashMap::new()),
             loading: Mutex::new(()),
             pool,
@@ -81,21 +113,21 @@ impl SrsRegistry {
         r
     }
 
-    fn files(&self) -> MutexGuard<'_, HashMap<String, PathBuf>> {
-        self.files.lock().recover()
+    fn sources(&self) -> MutexGuard<'_, HashMap<String, SrsSource>> {
+        self.sources.lock().recover()
     }
 
     fn loaded(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
         self.loaded.lock().recover()
     }
 
-    /// Says where the parameters of `circuit_id` are.
-    pub fn register(&self, circuit_id: &str, path: impl Into<PathBuf>) {
-        self.files().insert(circuit_id.to_string(), path.into());
+    /// Says where the parameters of `circuit_id` come from.
+    pub fn register(&self, circuit_id: &str, source: SrsSource) {
+        self.sources().insert(circuit_id.to_string(), source);
     }
 
-    fn path(&self, circuit_id: &str) -> Result<PathBuf, EngineError> {
-        self.files()
+    fn source(&self, circuit_id: &str) -> Result<SrsSource, EngineError> {
+        self.sources()
             .get(circuit_id)
             .cloned()
             .ok_or_else(|| EngineError::UnknownCircuit(circuit_id.to_string()))
@@ -108,7 +140,7 @@ impl SrsRegistry {
         if let Some(e) = self.loaded().get(circuit_id) {
             return Ok(shape_of(&e.srs));
         }
-        let header = Srs::read_file_header(self.path(circuit_id)?)?;
+        let header = self.source(circuit_id)?.header()?;
         Ok(shape_of(&header))
     }
 
@@ -124,7 +156,7 @@ impl SrsRegistry {
         if let Some(e) = self.loaded().get(circuit_id) {
             return Ok(e.bytes);
         }
-        let header = Srs::read_file_header(self.path(circuit_id)?)?;
+        let header = self.source(circuit_id)?.header()?;
         let len = header.lengths();
         let points = if self.needs_points() {
             let g1 = std::mem::size_of::<blst::blst_p1_affine>();
@@ -182,12 +214,12 @@ impl SrsRegistry {
         if let Some(srs) = self.touch(circuit_id) {
             return Ok(Acquired::Ready(srs, Duration::ZERO));
         }
-        let path = self.path(circuit_id)?;
+        let source = self.source(circuit_id)?;
         let started = Instant::now();
-        let srs = match (self.needs_points(), funds.as_deref_mut()) {
-            (true, Some(f)) => Srs::read_file_funded(&path, &self.pool, Validation::OnCurve, f)?,
-            (true, None) => Srs::read_file(&path, &self.pool, Validation::OnCurve)?,
-            (false, _) => Srs::read_file_header(&path)?,
+        let srs = if self.needs_points() {
+            source.load(&self.pool, funds.as_deref_mut())?
+        } else {
+            source.header()?
         };
         // Backends that keep their own copy get it accounted up front.
         let own = self.own_copies() as u64 * srs.stats().file_bytes;
@@ -286,7 +318,7 @@ impl SrsRegistry {
 
     /// What is registered and loaded.
     pub fn status(&self) -> Vec<SrsInfo> {
-        let files: Vec<String> = self.files().keys().cloned().collect();
+        let files: Vec<String> = self.sources().keys().cloned().collect();
         let loaded = self.loaded();
         let now = Instant::now();
         let mut out: Vec<SrsInfo> = files
@@ -312,16 +344,6 @@ impl SrsRegistry {
             .collect();
         out.sort_by(|a, b| a.circuit_id.cmp(&b.circuit_id));
         out
-    }
-
-    /// Where the parameters of `circuit_id` are, if registered.
-    pub fn file(&self, circuit_id: &str) -> Option<PathBuf> {
-        self.files().get(circuit_id).cloned()
-    }
-
-    /// Registered paths (for status pages).
-    pub fn files_snapshot(&self) -> Vec<(String, PathBuf)> {
-        self.files().iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 }
 

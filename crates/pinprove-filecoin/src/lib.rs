@@ -16,6 +16,8 @@
 //!   vanilla proofs, for tests, the demo and benchmarks.
 //! * [`reference`] — filecoin-proofs' own prover on the same request,
 //!   what benchmarks measure pinprove against.
+//! * [`synthetic`] — requests of the real shape for any sector size (their
+//!   proofs do not verify), for measurements at production size.
 //!
 //! Bad input (undecodable vanilla proofs, a registered proof of another
 //! size, wrong commitments or counts, a C1 output of another sector) is
@@ -51,6 +53,7 @@ pub mod reference;
 mod request;
 pub mod sample;
 mod snap;
+pub mod synthetic;
 
 pub use error::FilecoinError;
 pub use kind::ProofKind;

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use bellperson::groth16::Parameters;
 use blstrs::Bls12;
+use pinprove_groth16::synthetic::CircuitShape;
 
 use crate::FilecoinError;
 
@@ -79,8 +80,40 @@ pub(crate) struct CircuitParams {
     pub cache_id: String,
     /// The sector size.
     pub sector_bytes: u64,
-    /// Makes them: the setup over the circuit's blank form.
-    pub generate: Box<dyn FnOnce() -> anyhow::Result<Parameters<Bls12>> + Send>,
+    /// The circuit's blank form: what its parameters are made from.
+    pub blank: BlankCircuit,
+}
+
+/// A circuit's blank form (no witness), made when needed: real parameters
+/// are generated from it, synthetic ones take its shape.
+pub(crate) struct BlankCircuit {
+    generate: Box<dyn FnOnce() -> anyhow::Result<Parameters<Bls12>> + Send>,
+    shape: Box<dyn FnOnce() -> anyhow::Result<CircuitShape> + Send>,
+}
+
+impl BlankCircuit {
+    pub(crate) fn new<C>(make: impl Fn() -> C + Send + Sync + 'static) -> BlankCircuit
+    where
+        C: bellpepper_core::Circuit<blstrs::Scalar>,
+    {
+        let make = Arc::new(make);
+        let generate = Arc::clone(&make);
+        BlankCircuit {
+            generate: Box::new(move || {
+                Ok(bellperson::groth16::generate_random_parameters::<Bls12, _, _>(
+                    generate(),
+                    &mut rand::rngs::OsRng,
+                )?)
+            }),
+            shape: Box::new(move || Ok(CircuitShape::of_blank(make())?)),
+        }
+    }
+
+    /// The shape of parameters for this circuit (as the generator would
+    /// make them), counted from one blank synthesis.
+    pub(crate) fn shape(self) -> anyhow::Result<CircuitShape> {
+        (self.shape)()
+    }
 }
 
 /// The parameter cache.
@@ -168,8 +201,9 @@ impl ParamCache {
             circuit_id,
             cache_id,
             sector_bytes,
-            generate,
+            blank,
         } = circuit;
+        let generate = blank.generate;
         self.progress.started(&circuit_id, path);
         let started = Instant::now();
         let done = AtomicBool::new(false);

@@ -15,7 +15,6 @@ use filecoin_proofs::{
 use filecoin_proofs_api::seal::{SealCommitPhase1Output, VanillaSealProof};
 use filecoin_proofs_api::{ApiFeature, RegisteredSealProof};
 use pinprove_engine::circuit_partition_with_inputs;
-use rand::rngs::OsRng;
 use serde::Deserialize;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::MerkleTreeTrait;
@@ -23,7 +22,7 @@ use storage_proofs_core::parameter_cache::CacheableParameters;
 use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg, Tau, generate_replica_id};
 
 use crate::error::bad;
-use crate::params::CircuitParams;
+use crate::params::{BlankCircuit, CircuitParams};
 use crate::prover::{Prepared, guarded};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind};
 
@@ -237,7 +236,7 @@ where
 }
 
 /// The circuit's public parameters (those of one partition).
-fn public_params<Tree>(cfg: &PoRepConfig) -> Result<stacked::PublicParams<Tree>, FilecoinError>
+pub(crate) fn public_params<Tree>(cfg: &PoRepConfig) -> Result<stacked::PublicParams<Tree>, FilecoinError>
 where
     Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
 {
@@ -267,14 +266,8 @@ where
         circuit_id: kind::circuit_id(KIND, sector_bytes)?,
         cache_id,
         sector_bytes,
-        generate: Box::new(move || {
-            let blank = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
-                StackedDrg<Tree, DefaultPieceHasher>,
-                _,
-            >>::blank_circuit(&vanilla_params);
-            Ok(bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
-                blank, &mut OsRng,
-            )?)
+        blank: BlankCircuit::new(move || {
+            <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<StackedDrg<Tree, DefaultPieceHasher>, _>>::blank_circuit(&vanilla_params)
         }),
     })
 }

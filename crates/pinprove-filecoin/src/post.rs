@@ -14,26 +14,25 @@
 use filecoin_hashers::Hasher;
 use filecoin_hashers::poseidon::PoseidonHasher;
 use filecoin_proofs::parameters::{window_post_setup_params, winning_post_setup_params};
-use filecoin_proofs::{
-    FallbackPoStSectorProof, PoStConfig, PoStType, as_safe_commitment, partition_vanilla_proofs,
-    single_partition_vanilla_proofs,
-};
+use filecoin_proofs::{FallbackPoStSectorProof, PoStConfig, PoStType, as_safe_commitment};
 use filecoin_proofs_api::RegisteredPoStProof;
 use pinprove_engine::{Partition, SynthesisContext};
 use pinprove_groth16::{ProveError, ProvingAssignment, Scalar, SynthesisStats};
-use rand::rngs::OsRng;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::parameter_cache::CacheableParameters;
-use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector};
+use storage_proofs_core::proof::ProofScheme;
+use storage_proofs_post::fallback::{
+    self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector, SectorProof,
+};
 
 use crate::error::bad;
-use crate::params::CircuitParams;
-use crate::prover::{Prepared, guarded};
+use crate::params::{BlankCircuit, CircuitParams};
+use crate::prover::{Checks, Prepared, guarded};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind};
 
 /// Builds a WindowPoSt or WinningPoSt job from `req`.
-pub(crate) fn prepare(req: &ProofRequest) -> Result<Prepared, FilecoinError> {
+pub(crate) fn prepare(req: &ProofRequest, checks: Checks) -> Result<Prepared, FilecoinError> {
     let k = req.kind;
     let rpp = kind::post_proof(req.registered_proof)?;
     let cfg = rpp.as_v1_config();
@@ -72,6 +71,7 @@ pub(crate) fn prepare(req: &ProofRequest) -> Result<Prepared, FilecoinError> {
         randomness,
         prover_id: kind::prover_id(req.miner_id),
         partition: req.partition_index as usize,
+        checks,
     };
     let vanilla = &req.vanilla_proofs;
     guarded(k, || with_tree!(sector_bytes, build, &c, vanilla))
@@ -84,6 +84,7 @@ struct Common {
     randomness: [u8; 32],
     prover_id: [u8; 32],
     partition: usize,
+    checks: Checks,
 }
 
 fn build<Tree>(c: &Common, vanilla: &[Vec<u8>]) -> Result<Prepared, FilecoinError>
@@ -136,12 +137,16 @@ where
                 sectors: sectors.clone(),
                 k: None,
             };
-            let partitioned = partition_vanilla_proofs(&c.cfg, &pp, &pub_in, 1, &proofs)
-                .map_err(|e| bad(k, format!("the vanilla proof: {e:#}")))?;
-            let proof = partitioned
-                .first()
-                .ok_or_else(|| bad(k, "the vanilla proof makes no partition"))?;
-            let circuit = FallbackPoStCompound::<Tree>::circuit(&pub_in, Default::default(), proof, &pp, Some(0))
+            let proof = winning_partition::<Tree>(&proofs[0], per_partition)
+                .ok_or_else(|| bad(k, "the vanilla proof holds no sector proof or no challenge"))?;
+            if c.checks.vanilla {
+                let ok = FallbackPoSt::<Tree>::verify_all_partitions(&pp, &pub_in, std::slice::from_ref(&proof))
+                    .map_err(|e| bad(k, format!("the vanilla proof: {e:#}")))?;
+                if !ok {
+                    return Err(bad(k, "the vanilla proof does not verify"));
+                }
+            }
+            let circuit = FallbackPoStCompound::<Tree>::circuit(&pub_in, Default::default(), &proof, &pp, Some(0))
                 .map_err(|e| bad(k, format!("{e:#}")))?;
             // As the verifier sees it: the one sector, once per challenge.
             let seen = fallback::PublicInputs {
@@ -175,8 +180,14 @@ where
                 sectors: sectors.clone(),
                 k: Some(c.partition),
             };
-            let proof = single_partition_vanilla_proofs(&c.cfg, &pp, &pub_in, &proofs)
-                .map_err(|e| bad(k, format!("the vanilla proofs: {e:#}")))?;
+            let proof = window_partition::<Tree>(&proofs, per_partition);
+            if c.checks.vanilla {
+                let ok = FallbackPoSt::<Tree>::verify(&pp, &pub_in, &proof)
+                    .map_err(|e| bad(k, format!("the vanilla proofs: {e:#}")))?;
+                if !ok {
+                    return Err(bad(k, "the vanilla proofs do not verify"));
+                }
+            }
             let circuit = FallbackPoStCompound::<Tree>::circuit(&pub_in, Default::default(), &proof, &pp, Some(0))
                 .map_err(|e| bad(k, format!("{e:#}")))?;
             // The partition's sectors at their place in the whole list.
@@ -205,6 +216,49 @@ where
         })],
         inputs: vec![public],
     })
+}
+
+type PartitionProof<Tree> = fallback::Proof<<Tree as MerkleTreeTrait>::Proof>;
+
+/// A WindowPoSt partition's vanilla proof as the circuit takes it: the
+/// sectors' proofs in order, the last repeated to fill the partition (as
+/// filecoin-proofs shapes it).
+fn window_partition<Tree: 'static + MerkleTreeTrait>(
+    proofs: &[FallbackPoStSectorProof<Tree>],
+    per_partition: usize,
+) -> PartitionProof<Tree> {
+    let mut sectors: Vec<_> = proofs
+        .iter()
+        .flat_map(|p| p.vanilla_proof.sectors.iter().cloned())
+        .collect();
+    while let Some(last) = sectors.last().filter(|_| sectors.len() < per_partition).cloned() {
+        sectors.push(last);
+    }
+    fallback::Proof { sectors }
+}
+
+/// A WinningPoSt's vanilla proof as the circuit takes it: the one sector's
+/// inclusion proofs, each as a sector proof of its own (the circuit sees one
+/// sector per challenge), the last repeated to fill the partition.
+fn winning_partition<Tree: 'static + MerkleTreeTrait>(
+    proof: &FallbackPoStSectorProof<Tree>,
+    per_partition: usize,
+) -> Option<PartitionProof<Tree>> {
+    let [sector] = proof.vanilla_proof.sectors.as_slice() else {
+        return None;
+    };
+    let mut sectors: Vec<_> = sector
+        .inclusion_proofs
+        .iter()
+        .map(|p| SectorProof {
+            inclusion_proofs: vec![p.clone()],
+            comm_c: sector.comm_c,
+            comm_r_last: sector.comm_r_last,
+        })
+        .collect();
+    let last = sectors.last()?.clone();
+    sectors.resize(per_partition.max(sectors.len()), last);
+    Some(fallback::Proof { sectors })
 }
 
 /// A PoSt circuit as an engine partition: synthesized sector by sector in
@@ -261,13 +315,8 @@ where
         circuit_id: kind::circuit_id(k, sector_bytes)?,
         cache_id,
         sector_bytes,
-        generate: Box::new(move || {
-            let blank = <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, _>>::blank_circuit(
-                &vanilla_params,
-            );
-            Ok(bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
-                blank, &mut OsRng,
-            )?)
+        blank: BlankCircuit::new(move || {
+            <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, _>>::blank_circuit(&vanilla_params)
         }),
     })
 }

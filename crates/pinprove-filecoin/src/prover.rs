@@ -60,17 +60,32 @@ pub struct FilecoinOptions {
     /// Verify every proof before it is returned (default): a proof that does
     /// not verify is a failed job, never a result.
     pub verify: bool,
+    /// The requests are [`synthetic`](crate::synthetic) (benchmarks at
+    /// production size): their vanilla proofs are not checked and their
+    /// proofs not verified, since neither can pass. Never for real work.
+    pub synthetic_inputs: bool,
 }
 
 impl Default for FilecoinOptions {
     fn default() -> Self {
-        FilecoinOptions { verify: true }
+        FilecoinOptions {
+            verify: true,
+            synthetic_inputs: false,
+        }
     }
+}
+
+/// What preparing a request checks beyond its form.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Checks {
+    /// The vanilla proofs verify against the request's public inputs.
+    pub vanilla: bool,
 }
 
 /// A circuit whose parameters are registered with the engine.
 struct Registered {
-    params: PathBuf,
+    /// The parameter file; `None` for synthetic parameters.
+    params: Option<PathBuf>,
     vk: OnceLock<Arc<PreparedVerifyingKey<Bls12>>>,
 }
 
@@ -160,15 +175,12 @@ impl FilecoinProver {
 
     /// Finds (or, for a test sector size, makes) the parameters of a circuit
     /// ("porep-32g", "wpost-2k", …) and registers them with the engine;
-    /// returns their file.
-    pub fn register(&self, circuit_id: &str) -> Result<PathBuf, FilecoinError> {
+    /// returns their file (`None` with synthetic inputs: then synthetic
+    /// parameters of the circuit's shape are registered, made in memory when
+    /// first needed).
+    pub fn register(&self, circuit_id: &str) -> Result<Option<PathBuf>, FilecoinError> {
         let (kind, sector_bytes) = parse_circuit_id(circuit_id)?;
-        let circuit = match kind {
-            ProofKind::PoRep => porep::circuit_params(sector_bytes)?,
-            ProofKind::SnapDeals => snap::circuit_params(sector_bytes)?,
-            ProofKind::WindowPoSt | ProofKind::WinningPoSt => post::circuit_params(kind, sector_bytes)?,
-        };
-        Ok(self.registered(circuit)?.params.clone())
+        Ok(self.registered(circuit_params(kind, sector_bytes)?)?.params.clone())
     }
 
     fn registered(&self, circuit: CircuitParams) -> Result<Arc<Registered>, FilecoinError> {
@@ -176,11 +188,20 @@ impl FilecoinProver {
             return Ok(Arc::clone(r));
         }
         let id = circuit.circuit_id.clone();
-        let params = {
+        let params = if self.options.synthetic_inputs {
+            let shape = circuit.blank.shape().map_err(|source| FilecoinError::Parameters {
+                circuit_id: id.clone(),
+                source,
+            })?;
+            tracing::info!(circuit = %id, ?shape, "synthetic parameters registered (proofs will not verify)");
+            self.engine.register_synthetic_srs(&id, shape);
+            None
+        } else {
             let _one = self.generating.lock().recover();
-            self.params.ensure(circuit)?
+            let path = self.params.ensure(circuit)?;
+            self.engine.register_srs(&id, &path);
+            Some(path)
         };
-        self.engine.register_srs(&id, &params);
         let r = Arc::new(Registered {
             params,
             vk: OnceLock::new(),
@@ -192,10 +213,13 @@ impl FilecoinProver {
     /// the request's fault ([`FilecoinError::is_bad_input`]). Quick (no
     /// parameters are touched); the circuits are big for big sectors.
     pub fn prepare(&self, req: &ProofRequest) -> Result<PreparedProof, FilecoinError> {
+        let checks = Checks {
+            vanilla: !self.options.synthetic_inputs,
+        };
         let prepared = match req.kind {
             ProofKind::PoRep => porep::prepare(req)?,
-            ProofKind::SnapDeals => snap::prepare(req)?,
-            ProofKind::WindowPoSt | ProofKind::WinningPoSt => post::prepare(req)?,
+            ProofKind::SnapDeals => snap::prepare(req, checks)?,
+            ProofKind::WindowPoSt | ProofKind::WinningPoSt => post::prepare(req, checks)?,
         };
         Ok(PreparedProof {
             prepared,
@@ -251,7 +275,7 @@ impl FilecoinProver {
         for r in &results {
             proof.extend_from_slice(&r.proof.to_bytes());
         }
-        let verification = if self.options.verify {
+        let verification = if self.options.verify && !self.options.synthetic_inputs {
             let t = Instant::now();
             self.verify(sub, &proof)?;
             Some(t.elapsed())
@@ -279,7 +303,12 @@ impl FilecoinProver {
             Some(v) => Arc::clone(v),
             None => {
                 // A parameter file begins with its verifying key.
-                let f = File::open(&sub.circuit.params).map_err(|e| failed(e.into()))?;
+                let path = sub.circuit.params.as_ref().ok_or_else(|| {
+                    failed(anyhow::anyhow!(
+                        "synthetic parameters have no verifying key to check with"
+                    ))
+                })?;
+                let f = File::open(path).map_err(|e| failed(e.into()))?;
                 let vk = groth16::VerifyingKey::<Bls12>::read(BufReader::new(f)).map_err(|e| failed(e.into()))?;
                 Arc::clone(
                     sub.circuit
@@ -307,6 +336,16 @@ impl FilecoinProver {
             kind: sub.kind,
             partition,
         })
+    }
+}
+
+/// The circuit of `kind` for `sector_bytes`-byte sectors, as the
+/// parameter cache knows it.
+pub(crate) fn circuit_params(kind: ProofKind, sector_bytes: u64) -> Result<CircuitParams, FilecoinError> {
+    match kind {
+        ProofKind::PoRep => porep::circuit_params(sector_bytes),
+        ProofKind::SnapDeals => snap::circuit_params(sector_bytes),
+        ProofKind::WindowPoSt | ProofKind::WinningPoSt => post::circuit_params(kind, sector_bytes),
     }
 }
 

@@ -355,3 +355,34 @@ fn update_proof_of(sector_size: u64) -> Result<RegisteredUpdateProof> {
         .context("not a Filecoin sector size")?;
     Ok(kind::update_proof(n as u64)?)
 }
+
+/// Whether `engine` settles back at its idle values within `timeout`:
+/// nothing queued or in flight, no pool buffer out beside the decoded
+/// parameters (which live in pool buffers), and the budget holding nothing
+/// beside the pool's buffers. For tests of what runs on top of an engine
+/// (every byte a job held must come back); says what is still held.
+pub fn check_idle(engine: &pinprove_engine::Engine, timeout: std::time::Duration) -> Result<(), String> {
+    if !engine.wait_quiet(timeout) {
+        return Err("the pipeline did not drain".into());
+    }
+    let status = engine.status();
+    if !status.partitions.is_empty() {
+        return Err(format!("partitions still in flight: {:?}", status.partitions));
+    }
+    let pool = engine.pool().stats();
+    let srs: u64 = status.srs.iter().map(|s| s.bytes).sum();
+    if pool.checked_out_bytes != srs {
+        return Err(format!(
+            "{} bytes of pool buffers out beside {srs} bytes of parameters",
+            pool.checked_out_bytes
+        ));
+    }
+    let used = engine.pool().budget().used();
+    if used != pool.allocated_bytes {
+        return Err(format!(
+            "the budget holds {used} bytes, the pool's buffers {}",
+            pool.allocated_bytes
+        ));
+    }
+    Ok(())
+}

@@ -60,19 +60,14 @@ fn corrupted_inputs_of_every_kind_are_clear_failures_and_the_engine_keeps_servin
     let mut r = good.clone();
     let mid = r.vanilla_proofs[0].len() / 2;
     r.vanilla_proofs[0][mid] ^= 0xff;
-    refused(
-        &prover,
-        "wpost: a flipped byte",
-        &r,
-        "partitioned vanilla proofs failed to verify",
-    );
+    refused(&prover, "wpost: a flipped byte", &r, "the vanilla proofs do not verify");
     let mut r = good.clone();
     r.randomness = sector.randomness().to_vec();
     refused(
         &prover,
         "wpost: other randomness",
         &r,
-        "partitioned vanilla proofs failed to verify",
+        "the vanilla proofs do not verify",
     );
     let mut r = good.clone();
     r.vanilla_proofs.clear();
@@ -112,7 +107,7 @@ fn corrupted_inputs_of_every_kind_are_clear_failures_and_the_engine_keeps_servin
         &prover,
         "winning: other randomness",
         &r,
-        "the vanilla proof: partitioned vanilla proofs failed to verify",
+        "the vanilla proof does not verify",
     );
     let mut r = good.clone();
     r.vanilla_proofs[0].truncate(100);

@@ -15,6 +15,11 @@ use pinprove_mem::BudgetConfig;
 /// (`FIL_PROOFS_PARAMETER_CACHE`, which `scripts/test` points at a user
 /// cache directory: made once per machine).
 pub fn prover(budget: u64) -> FilecoinProver {
+    prover_with(budget, FilecoinOptions::default())
+}
+
+/// [`prover`] with `options`.
+pub fn prover_with(budget: u64, options: FilecoinOptions) -> FilecoinProver {
     let stack = Stack::build(&StackConfig {
         backend: BackendKind::Cpu,
         budget: BudgetConfig::Fixed(budget),
@@ -27,7 +32,7 @@ pub fn prover(budget: u64) -> FilecoinProver {
             ..EngineConfig::default()
         })
         .unwrap();
-    FilecoinProver::new(Arc::new(engine), ParamCache::from_env(), FilecoinOptions::default())
+    FilecoinProver::new(Arc::new(engine), ParamCache::from_env(), options)
 }
 
 pub fn temp_dir(name: &str) -> PathBuf {
@@ -37,25 +42,9 @@ pub fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
-/// The engine is back at its idle values: nothing in flight, no pool buffer
-/// out, the budget holding only idle pool buffers and loaded parameters.
+/// The engine is back at its idle values (see `sample::check_idle`).
 pub fn assert_idle(engine: &Engine, what: &str) {
-    assert!(
-        engine.wait_quiet(Duration::from_secs(60)),
-        "{what}: the pipeline did not drain"
-    );
-    let status = engine.status();
-    assert!(status.partitions.is_empty(), "{what}: {:?}", status.partitions);
-    let pool = engine.pool().stats();
-    let srs: u64 = status.srs.iter().map(|s| s.bytes).sum();
-    // Decoded parameters live in pool buffers: checked out, and nothing else.
-    assert_eq!(
-        pool.checked_out_bytes, srs,
-        "{what}: buffers still out beside the parameters"
-    );
-    assert_eq!(
-        engine.pool().budget().used(),
-        pool.allocated_bytes,
-        "{what}: reservations still held beside the pool's"
-    );
+    if let Err(held) = pinprove_filecoin::sample::check_idle(engine, Duration::from_secs(60)) {
+        panic!("{what}: {held}");
+    }
 }

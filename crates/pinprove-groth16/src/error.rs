@@ -61,6 +61,10 @@ pub enum ParamsError {
     /// Memory for the decoded points could not be had.
     #[error("no memory for the parameters")]
     Memory(#[from] pinprove_mem::Error),
+    /// Synthetic parameters of this shape cannot exist (a domain beyond the
+    /// field's, counts beyond the format's).
+    #[error("no parameters of this shape: {0}")]
+    Shape(String),
 }
 
 /// Why a proof could not be produced.

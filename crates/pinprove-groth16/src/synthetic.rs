@@ -7,13 +7,19 @@
 //! share no toxic waste); timings are real.
 
 use std::io::{self, Write};
+use std::sync::Arc;
 
-use blstrs::{G1Projective, G2Projective};
+use bellpepper_core::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use blst::{blst_p1_affine, blst_p2_affine};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective};
+use ff::Field;
 use group::{Curve, Group, UncompressedEncoding};
+use pinprove_mem::{PinnedPool, PinnedVec, Reservation};
 use rayon::prelude::*;
 
+use crate::density::Density;
 use crate::domain::domain_size;
-use crate::{ProvingAssignment, Scalar};
+use crate::{ParamsError, ProvingAssignment, QueryLengths, Scalar, VerifyingKey};
 
 /// What a circuit needs from its parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,33 +59,131 @@ impl CircuitShape {
     }
 }
 
+/// A constraint system that only counts: what a circuit's parameters must
+/// hold, from its blank form (no witness), as bellperson's generator sees it.
+struct ShapeCounter {
+    inputs: usize,
+    aux: usize,
+    constraints: usize,
+    a_aux: Density,
+    b_input: Density,
+    b_aux: Density,
+}
+
+impl ShapeCounter {
+    fn mark(lc: &LinearCombination<Scalar>, input: Option<&mut Density>, aux: &mut Density) {
+        if let Some(input) = input {
+            for (&i, c) in lc.iter_inputs() {
+                if !c.is_zero_vartime() {
+                    input.inc(i);
+                }
+            }
+        }
+        for (&i, c) in lc.iter_aux() {
+            if !c.is_zero_vartime() {
+                aux.inc(i);
+            }
+        }
+    }
+}
+
+impl ConstraintSystem<Scalar> for ShapeCounter {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.aux += 1;
+        self.a_aux.add_element();
+        self.b_aux.add_element();
+        Ok(Variable::new_unchecked(Index::Aux(self.aux - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.inputs += 1;
+        self.b_input.add_element();
+        Ok(Variable::new_unchecked(Index::Input(self.inputs - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, _: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        Self::mark(&a(LinearCombination::zero()), None, &mut self.a_aux);
+        Self::mark(&b(LinearCombination::zero()), Some(&mut self.b_input), &mut self.b_aux);
+        self.constraints += 1;
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}
+
+impl CircuitShape {
+    /// The shape of `circuit` from its blank form (values are never asked
+    /// for), as bellperson's parameter generator counts it: the constant ONE
+    /// and one constraint per input included.
+    pub fn of_blank<C: Circuit<Scalar>>(circuit: C) -> Result<Self, SynthesisError> {
+        let mut cs = ShapeCounter {
+            inputs: 0,
+            aux: 0,
+            constraints: 0,
+            a_aux: Density::new(),
+            b_input: Density::new(),
+            b_aux: Density::new(),
+        };
+        cs.alloc_input(|| "ONE", || Ok(Scalar::ONE))?;
+        circuit.synthesize(&mut cs)?;
+        Ok(CircuitShape {
+            inputs: cs.inputs,
+            aux: cs.aux,
+            constraints: cs.constraints + cs.inputs,
+            a_aux: cs.a_aux.total(),
+            b_inputs: cs.b_input.total(),
+            b_aux: cs.b_aux.total(),
+        })
+    }
+}
+
 const CHUNK: usize = 1 << 14;
 const BATCH: usize = 64 * CHUNK;
 
-/// The encodings of (first+1)·G … (first+n)·G, computed in parallel chunks.
+/// The encodings of (first+1)·G … (first+n)·G.
 fn multiples<G>(first: usize, n: usize) -> Vec<u8>
 where
     G: Curve + Group<Scalar = Scalar> + Send + Sync,
-    G::AffineRepr: UncompressedEncoding + Default + Copy + Send,
+    G::AffineRepr: UncompressedEncoding + Default + Copy + Send + Sync,
 {
+    let mut points = vec![G::AffineRepr::default(); n];
+    fill::<G, _>(first, &mut points, |a| *a);
     let size = <G::AffineRepr as UncompressedEncoding>::Uncompressed::default()
         .as_ref()
         .len();
     let mut out = vec![0u8; n * size];
-    out.par_chunks_mut(CHUNK * size).enumerate().for_each(|(c, bytes)| {
-        let k = bytes.len() / size;
-        let mut p = G::generator() * Scalar::from((first + c * CHUNK + 1) as u64);
-        let mut proj = Vec::with_capacity(k);
-        for _ in 0..k {
-            proj.push(p);
-            p += G::generator();
-        }
-        let mut aff = vec![G::AffineRepr::default(); k];
-        G::batch_normalize(&proj, &mut aff);
-        for (dst, a) in bytes.chunks_exact_mut(size).zip(&aff) {
-            dst.copy_from_slice(a.to_uncompressed().as_ref());
-        }
-    });
+    out.par_chunks_mut(size)
+        .zip(points.par_iter())
+        .for_each(|(dst, a)| dst.copy_from_slice(a.to_uncompressed().as_ref()));
     out
 }
 
@@ -98,43 +202,104 @@ fn section(w: &mut impl Write, n: usize, g2: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes synthetic parameters for `shape` in bellperson's format.
+impl CircuitShape {
+    /// The points in each query of parameters of this shape.
+    pub fn lengths(&self) -> Result<QueryLengths, ParamsError> {
+        let domain = domain_size(self.constraints).map_err(|e| ParamsError::Shape(e.to_string()))?;
+        let b = self.b_inputs + self.b_aux;
+        let lengths = QueryLengths {
+            h: domain - 1,
+            l: self.aux,
+            a: self.inputs + self.a_aux,
+            b_g1: b,
+            b_g2: b,
+        };
+        let too_big = |n: usize| n > u32::MAX as usize;
+        if [self.inputs, lengths.h, lengths.l, lengths.a, b]
+            .into_iter()
+            .any(too_big)
+        {
+            return Err(ParamsError::Shape(format!(
+                "{self:?} has a query beyond the parameter format's 2^32 points"
+            )));
+        }
+        Ok(lengths)
+    }
+}
+
+/// The synthetic verifying key: α = 2G₁, β = 3G, γ = 5G₂, δ = 7G, and
+/// ic_i = (11 + i)G₁.
+pub(crate) fn verifying_key(inputs: usize) -> VerifyingKey {
+    let g1 = |k: u64| (G1Projective::generator() * Scalar::from(k)).to_affine();
+    let g2 = |k: u64| (G2Projective::generator() * Scalar::from(k)).to_affine();
+    VerifyingKey {
+        alpha_g1: g1(2),
+        beta_g1: g1(3),
+        beta_g2: g2(3),
+        gamma_g2: g2(5),
+        delta_g1: g1(7),
+        delta_g2: g2(7),
+        ic: (0..inputs as u64).map(|i| g1(11 + i)).collect(),
+    }
+}
+
+/// Fills `out` with (first+1)·G … (first+n)·G converted by `raw`, in
+/// parallel chunks: one scalar multiplication per chunk, then additions.
+fn fill<G, R>(first: usize, out: &mut [R], raw: impl Fn(&G::AffineRepr) -> R + Sync)
+where
+    G: Curve + Group<Scalar = Scalar> + Send + Sync,
+    G::AffineRepr: Default + Copy + Send,
+    R: Send,
+{
+    out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, dst)| {
+        let mut p = G::generator() * Scalar::from((first + c * CHUNK + 1) as u64);
+        let mut proj = Vec::with_capacity(dst.len());
+        for _ in 0..dst.len() {
+            proj.push(p);
+            p += G::generator();
+        }
+        let mut aff = vec![G::AffineRepr::default(); dst.len()];
+        G::batch_normalize(&proj, &mut aff);
+        for (d, a) in dst.iter_mut().zip(&aff) {
+            *d = raw(a);
+        }
+    });
+}
+
+/// `n` synthetic G1 points in a pool buffer (paid out of `funds` when given).
+pub(crate) fn g1_points(
+    n: usize,
+    pool: &Arc<PinnedPool>,
+    funds: Option<&mut Reservation>,
+) -> Result<PinnedVec<blst_p1_affine>, ParamsError> {
+    let mut v = PinnedVec::with_capacity_charged(n, pool, funds)?;
+    v.try_resize(n, blst_p1_affine::default())?;
+    fill::<G1Projective, _>(0, &mut v, |a: &G1Affine| *a.as_ref());
+    Ok(v)
+}
+
+/// `n` synthetic G2 points in a pool buffer (paid out of `funds` when given).
+pub(crate) fn g2_points(
+    n: usize,
+    pool: &Arc<PinnedPool>,
+    funds: Option<&mut Reservation>,
+) -> Result<PinnedVec<blst_p2_affine>, ParamsError> {
+    let mut v = PinnedVec::with_capacity_charged(n, pool, funds)?;
+    v.try_resize(n, blst_p2_affine::default())?;
+    fill::<G2Projective, _>(0, &mut v, |a: &G2Affine| *a.as_ref());
+    Ok(v)
+}
+
+/// Writes synthetic parameters for `shape` in bellperson's format (the
+/// points [`Srs::synthetic`](crate::Srs::synthetic) makes in memory).
 pub fn write_synthetic_params(shape: &CircuitShape, w: &mut impl Write) -> io::Result<()> {
-    let too_big = |n: usize| n > u32::MAX as usize;
-    let domain = domain_size(shape.constraints).map_err(io::Error::other)?;
-    let b = shape.b_inputs + shape.b_aux;
-    if [shape.inputs, shape.aux, domain, b, shape.inputs + shape.a_aux]
-        .into_iter()
-        .any(too_big)
-    {
-        return Err(io::Error::other("circuit too large for the parameter format"));
-    }
-    let g1 = |k: u64| {
-        (G1Projective::generator() * Scalar::from(k))
-            .to_affine()
-            .to_uncompressed()
-    };
-    let g2 = |k: u64| {
-        (G2Projective::generator() * Scalar::from(k))
-            .to_affine()
-            .to_uncompressed()
-    };
-    // vk: alpha, beta (G1, G2), gamma, delta (G1, G2), then ic.
-    w.write_all(&g1(2))?;
-    w.write_all(&g1(3))?;
-    w.write_all(&g2(3))?;
-    w.write_all(&g2(5))?;
-    w.write_all(&g1(7))?;
-    w.write_all(&g2(7))?;
-    w.write_all(&(shape.inputs as u32).to_be_bytes())?;
-    for i in 0..shape.inputs {
-        w.write_all(&g1(11 + i as u64))?;
-    }
-    section(w, domain - 1, false)?;
-    section(w, shape.aux, false)?;
-    section(w, shape.inputs + shape.a_aux, false)?;
-    section(w, b, false)?;
-    section(w, b, true)
+    let lengths = shape.lengths().map_err(io::Error::other)?;
+    verifying_key(shape.inputs).write(w)?;
+    section(w, lengths.h, false)?;
+    section(w, lengths.l, false)?;
+    section(w, lengths.a, false)?;
+    section(w, lengths.b_g1, false)?;
+    section(w, lengths.b_g2, true)
 }
 
 #[cfg(test)]
@@ -182,5 +347,59 @@ mod tests {
             })
             .unwrap();
         assert_eq!(proofs.len(), 1);
+    }
+
+    #[test]
+    fn the_blank_shape_is_the_synthesized_shape_and_memory_points_match_the_file() {
+        let pool = PinnedPool::new(
+            Arc::new(HeapAllocator::new(false)),
+            MemoryBudget::new(1 << 30),
+            PoolConfig::default(),
+        );
+        for (n, mix) in [(3000, WitnessMix::Bits), (4100, WitnessMix::Random)] {
+            let c = BenchCircuit::with_inputs(n, 3, mix).unwrap();
+            let (asg, _) = synthesize(
+                c.clone(),
+                &c.id(),
+                &pool,
+                &CapacityHints::in_memory(),
+                AbcLayout::PaddedToDomain,
+                None,
+            )
+            .unwrap();
+            let shape = CircuitShape::of_blank(c).unwrap();
+            assert_eq!(shape, CircuitShape::of(&asg), "{mix:?}");
+            let mut bytes = Vec::new();
+            write_synthetic_params(&shape, &mut bytes).unwrap();
+            let file = Srs::from_bytes(&bytes, &pool, Validation::Subgroup).unwrap();
+            let memory = Srs::synthetic(&shape, &pool, None).unwrap();
+            assert_eq!(memory.vk(), file.vk());
+            assert_eq!(memory.lengths(), file.lengths());
+            assert_eq!(Srs::synthetic_header(&shape).unwrap().lengths(), file.lengths());
+            let (m, f) = (memory.points().unwrap(), file.points().unwrap());
+            let same_g1 =
+                |x: &[blst_p1_affine], y: &[blst_p1_affine]| x.len() == y.len() && x.iter().zip(y).all(|(a, b)| a == b);
+            assert!(same_g1(m.h(), f.h()) && same_g1(m.l(), f.l()) && same_g1(m.a(), f.a()));
+            assert!(same_g1(m.b_g1(), f.b_g1()));
+            assert!(m.b_g2().len() == f.b_g2().len() && m.b_g2().iter().zip(f.b_g2()).all(|(a, b)| a == b));
+        }
+    }
+
+    #[test]
+    fn shapes_beyond_the_format_are_errors() {
+        let shape = CircuitShape {
+            inputs: 1,
+            aux: 1 << 33,
+            constraints: 1 << 20,
+            a_aux: 0,
+            b_inputs: 0,
+            b_aux: 0,
+        };
+        assert!(matches!(shape.lengths(), Err(ParamsError::Shape(_))));
+        let huge = CircuitShape {
+            constraints: usize::MAX,
+            ..shape
+        };
+        assert!(matches!(huge.lengths(), Err(ParamsError::Shape(_))));
     }
 }

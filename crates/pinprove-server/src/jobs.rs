@@ -173,37 +173,22 @@ impl Jobs {
         if self.draining.load(Ordering::Acquire) {
             return Err(Refusal::Draining);
         }
-        if let Some(job) = self.find(&request_id, &digest) {
-            self.counters.deduplicated.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(job = %job.id, "a repeat of a known request: the same job");
-            return Ok(job);
-        }
-        let prover = Arc::clone(&self.prover);
-        let kind = req.kind;
-        // Decoding and building circuits is CPU work: off the runtime.
-        let prepared = tokio::task::spawn_blocking(move || prover.prepare(&req))
-            .await
-            .map_err(|e| Refusal::Invalid(format!("the request could not be decoded: {e}")))?
-            .map_err(|e| {
-                self.counters.refused.fetch_add(1, Ordering::Relaxed);
-                Refusal::Invalid(ErrorChain(&e).to_string())
-            })?;
+        // The job is in the table before its request is decoded, so that a
+        // repeat arriving meanwhile finds it instead of decoding it twice.
         let job = {
             let mut t = self.table.lock().recover();
-            // Another call may have submitted it meanwhile.
-            if let Some(job) = t
-                .by_key
-                .get(&(request_id.clone(), digest))
-                .and_then(|id| t.by_id.get(id))
-            {
-                return Ok(Arc::clone(job));
+            if let Some(job) = Self::known(&mut t, &request_id, &digest) {
+                drop(t);
+                self.counters.deduplicated.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(job = %job.id, "a repeat of a known request: the same job");
+                return Ok(job);
             }
             let id = format!("job-{}", self.next.fetch_add(1, Ordering::Relaxed));
             let job = Arc::new(Job {
                 id: id.clone(),
                 request_id: request_id.clone(),
                 digest,
-                kind,
+                kind: req.kind,
                 submitted: Instant::now(),
                 engine_job: OnceLock::new(),
                 state: watch::Sender::new(State::Preparing),
@@ -214,6 +199,23 @@ impl Jobs {
             t.by_key.insert((request_id, digest), id);
             job
         };
+        let kind = req.kind;
+        let prover = Arc::clone(&self.prover);
+        // Decoding and building circuits is CPU work: off the runtime.
+        let prepared = match tokio::task::spawn_blocking(move || prover.prepare(&req)).await {
+            Ok(Ok(p)) => p,
+            refused => {
+                let why = match refused {
+                    Ok(Err(e)) => ErrorChain(&e).to_string(),
+                    Err(e) => format!("the request could not be decoded: {e}"),
+                    Ok(Ok(_)) => unreachable!("matched above"),
+                };
+                self.counters.refused.fetch_add(1, Ordering::Relaxed);
+                job.end(Ended::Refused(why.clone()));
+                self.forget(&job);
+                return Err(Refusal::Invalid(why));
+            }
+        };
         self.counters.submitted.fetch_add(1, Ordering::Relaxed);
         tracing::info!(job = %job.id, request = %job.request_id.escape_debug(), %kind, "proof requested");
         let (jobs, j) = (Arc::clone(self), Arc::clone(&job));
@@ -221,17 +223,29 @@ impl Jobs {
         Ok(job)
     }
 
-    fn find(&self, request_id: &str, digest: &[u8; 32]) -> Option<Arc<Job>> {
-        let mut t = self.table.lock().recover();
+    /// The job a request with this id and payload digest gets again: one
+    /// preparing, queued, running or completed. A repeat after a failure or
+    /// cancellation is a new attempt.
+    fn known(t: &mut Table, request_id: &str, digest: &[u8; 32]) -> Option<Arc<Job>> {
         let key = (request_id.to_string(), *digest);
         let job = t.by_key.get(&key).and_then(|id| t.by_id.get(id)).cloned()?;
         match job.state() {
-            // A repeat after a failure or cancellation is a new attempt.
             State::Ended(Ended::Failed(_) | Ended::Refused(_) | Ended::Cancelled) => {
                 t.by_key.remove(&key);
                 None
             }
             _ => Some(job),
+        }
+    }
+
+    /// Drops a job from the table at once (a refused request: nothing to
+    /// keep for retries).
+    fn forget(&self, job: &Job) {
+        let mut t = self.table.lock().recover();
+        t.by_id.remove(&job.id);
+        let key = (job.request_id.clone(), job.digest);
+        if t.by_key.get(&key) == Some(&job.id) {
+            t.by_key.remove(&key);
         }
     }
 

@@ -162,6 +162,7 @@ impl Daemon {
             ParamCache::new(&config.filecoin.parameter_cache).with_progress(generation),
             FilecoinOptions {
                 verify: config.filecoin.verify,
+                ..FilecoinOptions::default()
             },
         ));
         if !config.filecoin.verify {

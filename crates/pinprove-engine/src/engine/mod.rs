@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded};
 use ff::Field;
+use pinprove_groth16::synthetic::CircuitShape;
 use pinprove_groth16::{AbcLayout, Backend, CapacityHints, LostDevice, Scalar};
 use pinprove_mem::PinnedPool;
 use pinprove_mem::sync::Recover;
@@ -37,7 +38,7 @@ use self::state::{DeviceSlot, Gauges, Inner, JobCtl, Pending, supervise};
 pub use self::status::{DeviceStatus, EngineStatus, GpuReading, PartitionStatus, QueueStatus};
 use crate::job::{JobId, JobOutcome, JobSpec, JobStatus};
 use crate::metrics::Metrics;
-use crate::srs::SrsRegistry;
+use crate::srs::{SrsRegistry, SrsSource};
 use crate::timeline::Timeline;
 use crate::{EngineError, Phase};
 
@@ -212,7 +213,14 @@ impl Engine {
 
     /// Says where the parameters of a circuit type are.
     pub fn register_srs(&self, circuit_id: &str, path: impl Into<PathBuf>) {
-        self.inner.srs.register(circuit_id, path);
+        self.inner.srs.register(circuit_id, SrsSource::File(path.into()));
+    }
+
+    /// Registers synthetic parameters of `shape` for a circuit type: made
+    /// in memory when first needed, for measurements at sizes whose real
+    /// parameters are not at hand. Its proofs do not verify.
+    pub fn register_synthetic_srs(&self, circuit_id: &str, shape: CircuitShape) {
+        self.inner.srs.register(circuit_id, SrsSource::Synthetic(shape));
     }
 
     /// Loads a circuit type's parameters before proofs arrive. Returns

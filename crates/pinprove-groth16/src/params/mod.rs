@@ -29,6 +29,7 @@ use group::prime::PrimeCurveAffine;
 use pinprove_mem::{PinnedPool, PinnedVec, Reservation};
 
 use self::read::{At, Point, Source, check_points, decode_into, write_section};
+use crate::synthetic::{self, CircuitShape};
 
 use crate::ParamsError;
 
@@ -397,6 +398,68 @@ impl Srs {
                 memory_bytes,
                 load_time: Duration::ZERO,
                 validation,
+            },
+        })
+    }
+
+    /// The verifying key and query lengths of synthetic parameters of
+    /// `shape`, without points (what a header read gives for a file).
+    pub fn synthetic_header(shape: &CircuitShape) -> Result<Srs, ParamsError> {
+        Ok(Srs {
+            vk: synthetic::verifying_key(shape.inputs),
+            lengths: shape.lengths()?,
+            points: None,
+            stats: SrsStats {
+                path: None,
+                file_bytes: shape.file_bytes(),
+                memory_bytes: 0,
+                load_time: Duration::ZERO,
+                validation: Validation::OnCurve,
+            },
+        })
+    }
+
+    /// Synthetic parameters of `shape`, made in memory (no file): valid
+    /// points of the right count in every query, the points paid for out
+    /// of `funds` when given. Proofs made with them do not verify; see
+    /// [`crate::synthetic`].
+    pub fn synthetic(
+        shape: &CircuitShape,
+        pool: &Arc<PinnedPool>,
+        mut funds: Option<&mut Reservation>,
+    ) -> Result<Srs, ParamsError> {
+        let started = Instant::now();
+        let lengths = shape.lengths()?;
+        let h = synthetic::g1_points(lengths.h, pool, funds.as_deref_mut())?;
+        let l = synthetic::g1_points(lengths.l, pool, funds.as_deref_mut())?;
+        let a = synthetic::g1_points(lengths.a, pool, funds.as_deref_mut())?;
+        let b_g1 = synthetic::g1_points(lengths.b_g1, pool, funds.as_deref_mut())?;
+        let b_g2 = synthetic::g2_points(lengths.b_g2, pool, funds)?;
+        let memory_bytes = [
+            h.buffer_bytes(),
+            l.buffer_bytes(),
+            a.buffer_bytes(),
+            b_g1.buffer_bytes(),
+            b_g2.buffer_bytes(),
+        ]
+        .iter()
+        .sum();
+        let load_time = started.elapsed();
+        tracing::info!(
+            points = lengths.h + lengths.l + lengths.a + 2 * lengths.b_g1,
+            ms = load_time.as_millis() as u64,
+            "synthetic parameters made in memory"
+        );
+        Ok(Srs {
+            vk: synthetic::verifying_key(shape.inputs),
+            lengths,
+            points: Some(SrsPoints { h, l, a, b_g1, b_g2 }),
+            stats: SrsStats {
+                path: None,
+                file_bytes: shape.file_bytes(),
+                memory_bytes,
+                load_time,
+                validation: Validation::OnCurve,
             },
         })
     }
