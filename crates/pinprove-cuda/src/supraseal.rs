@@ -110,7 +110,12 @@ impl SuprasealBackend {
         let started = Instant::now();
         // supraseal-c2 parses the points itself after checking only the
         // layout: check every point first, as the native path's reader does
-        // (and as a truncated file's error says where).
+        // (and as a truncated file's error says where). What this cannot
+        // guard: supraseal-c2 then maps the file itself, so a file truncated
+        // between this check and its own read still ends the process with
+        // SIGBUS. Guarding that mapping would mean changing supraseal-c2's
+        // loader (it takes a path, not bytes); the native backend, the
+        // default, reads with positioned reads and has no such window.
         Srs::check_file(path, Validation::OnCurve)
             .map_err(|e| backend_error(format!("the parameters at {}: {}", path.display(), ErrorChain(&e))))?;
         let srs = SRS::try_new(path.to_path_buf(), false)

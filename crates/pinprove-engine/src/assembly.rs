@@ -507,6 +507,8 @@ mod tests {
 
     #[test]
     fn a_cpu_stack_has_one_device_and_proves() {
+        use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
+        use pinprove_groth16::synthetic::CircuitShape;
         let stack = Stack::build(&StackConfig {
             backend: BackendKind::Cpu,
             budget: BudgetConfig::Fixed(1 << 28),
@@ -517,6 +519,22 @@ mod tests {
         assert_eq!(stack.devices.len(), 1);
         assert_eq!(stack.devices[0].name, "cpu");
         assert_eq!(stack.budget.total(), 1 << 28);
+        // Its engine proves a small circuit end to end.
+        let engine = stack.engine(crate::EngineConfig::default()).unwrap();
+        let c = BenchCircuit::new(300, WitnessMix::Bits).unwrap();
+        engine.register_synthetic_srs(&c.id(), CircuitShape::of_blank(c.clone()).unwrap());
+        let id = engine
+            .submit(crate::JobSpec {
+                circuit_id: c.id(),
+                priority: crate::Priority::Normal,
+                partitions: vec![crate::circuit_partition(c)],
+                randomness: None,
+            })
+            .unwrap();
+        match engine.wait(id, Some(std::time::Duration::from_secs(60))).unwrap() {
+            crate::JobOutcome::Completed(r) => assert_eq!(r.len(), 1),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[cfg(not(feature = "cuda"))]

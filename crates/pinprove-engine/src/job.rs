@@ -28,6 +28,24 @@ pub enum Priority {
 }
 
 impl Priority {
+    /// Its place in the memory budget's queue: a waiting admission of a
+    /// higher priority is granted first.
+    pub fn rank(self) -> pinprove_mem::Rank {
+        pinprove_mem::Rank(match self {
+            Priority::Low => 0,
+            Priority::Normal => 1,
+            Priority::High => 2,
+            Priority::Critical => 3,
+        })
+    }
+
+    /// Whether partitions of this priority go around the synthesis cap and
+    /// may use the budget's reserve (see
+    /// [`EngineConfig::priority_reserve`](crate::EngineConfig::priority_reserve)).
+    pub fn is_urgent(self) -> bool {
+        self >= Priority::High
+    }
+
     /// Lowercase name.
     pub fn as_str(self) -> &'static str {
         match self {

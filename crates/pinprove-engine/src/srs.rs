@@ -250,6 +250,19 @@ impl SrsRegistry {
                 }
             }
         }
+        // Every live device holds its own copy of the bases (in device
+        // memory): the host points are not read again, and for the largest
+        // circuits they are tens of GiB the partitions can use instead.
+        let mut srs = srs;
+        let live: Vec<_> = self.backends.iter().filter(|b| b.lost().is_none()).collect();
+        if srs.points().is_some() && !live.is_empty() && live.iter().all(|b| !b.needs_host_points(&srs)) {
+            let freed = srs.release_points();
+            tracing::info!(
+                circuit = circuit_id,
+                bytes = freed,
+                "SRS held on every device: host points freed"
+            );
+        }
         let load_time = started.elapsed();
         let bytes = srs.memory_bytes() + own;
         let srs = Arc::new(srs);

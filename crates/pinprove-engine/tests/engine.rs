@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 
 use blstrs::Bls12;
 use pinprove_engine::{
-    Device, Engine, EngineConfig, EngineError, JobOutcome, Phase, Priority, circuit_partition_with_inputs,
+    Device, Engine, EngineConfig, EngineError, JobId, JobOutcome, Phase, Priority, circuit_partition_with_inputs,
 };
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::{
-    AbcLayout, Backend, Capabilities, CpuBackend, DeviceFault, ProveError, ProvingJob, StartedProof, check_job,
+    AbcLayout, Backend, Capabilities, CapacityHint, CapacityHints, CpuBackend, DeviceFault, ProveError, ProvingJob,
+    StartedProof, check_job,
 };
 
 use common::*;
@@ -129,11 +130,23 @@ fn higher_priorities_run_first_and_fifo_within_one() {
         .filter(|s| s.name == Phase::Synthesis)
         .map(|s| s.label)
         .collect();
-    let want: Vec<String> = [(blocker, 0), (critical, 0), (high, 0), (normal, 0), (low, 0), (low, 1)]
+    let label = |id: JobId, p: usize| format!("{id}/{p}");
+    // Urgent partitions do not wait for the busy background worker: each
+    // takes a worker kept for urgent work and is done before the blocker.
+    let at = |l: String| order.iter().position(|o| *o == l).unwrap();
+    assert!(at(label(critical, 0)) < at(label(blocker, 0)), "{order:?}");
+    assert!(at(label(high, 0)) < at(label(blocker, 0)), "{order:?}");
+    // The rest by priority, first come first served within one.
+    let rest: Vec<String> = order
         .iter()
-        .map(|(id, p)| format!("{id}/{p}"))
+        .filter(|o| **o != label(critical, 0) && **o != label(high, 0))
+        .cloned()
         .collect();
-    assert_eq!(order, want);
+    let want: Vec<String> = [(blocker, 0), (normal, 0), (low, 0), (low, 1)]
+        .iter()
+        .map(|&(id, p)| label(id, p))
+        .collect();
+    assert_eq!(rest, want);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -401,6 +414,216 @@ fn learned_hints_persist_for_the_next_engine() {
     }
     let engine = test_engine(&pool, config, 0, 0, 0);
     assert_eq!(engine.hints().get(&c.id()).map(|h| h.constraints), Some(700));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn tampered_hints_are_discarded_and_relearned_through_the_engine() {
+    // A hints file that asks for more than the budget (or overflows), and
+    // one that is plausible but disagrees with the parameters: each is
+    // discarded at submission, the job runs and the right hint is learned.
+    let dir = temp_dir("tampered-hints");
+    let (pool, _) = pool_with(1 << 30);
+    let c = BenchCircuit::new(700, WitnessMix::Bits).unwrap();
+    let params = synthetic_params(&c, &dir);
+    let cache = dir.join("cache");
+    let huge = CapacityHint {
+        constraints: usize::MAX / 2,
+        inputs: 1,
+        aux: 1 << 40,
+    };
+    let wrong_shape = CapacityHint {
+        constraints: 600,
+        inputs: 1,
+        aux: 3,
+    };
+    for (what, bad) in [("huge", huge), ("wrong shape", wrong_shape)] {
+        CapacityHints::persistent(&cache).record(&c.id(), bad);
+        let engine = test_engine(
+            &pool,
+            EngineConfig {
+                hints_dir: Some(cache.clone()),
+                ..EngineConfig::default()
+            },
+            0,
+            0,
+            0,
+        );
+        assert_eq!(
+            engine.hints().get(&c.id()),
+            Some(bad),
+            "{what}: the tampered file is read"
+        );
+        engine.register_srs(&c.id(), &params);
+        let id = engine
+            .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let outcome = engine.wait(id, Some(Duration::from_secs(30))).unwrap();
+        assert!(matches!(outcome, JobOutcome::Completed(_)), "{what}: {outcome:?}");
+        assert_eq!(engine.hints().get(&c.id()).map(|h| h.constraints), Some(700), "{what}");
+        drop(engine);
+        assert_eq!(
+            CapacityHints::persistent(&cache).get(&c.id()).map(|h| h.constraints),
+            Some(700),
+            "{what}: the file holds the relearned hint"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A backend that keeps every base on its (pretend) device: it needs the
+/// points to make its copy, never afterwards. The flag: whether its proofs
+/// must find the host points freed.
+struct HoldsOnDevice(TestBackend, bool);
+
+impl Backend for HoldsOnDevice {
+    fn name(&self) -> &'static str {
+        "holds-on-device"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            needs_srs_points: true,
+            ..self.0.capabilities()
+        }
+    }
+    fn needs_host_points(&self, _: &pinprove_groth16::Srs) -> bool {
+        false
+    }
+    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+        assert!(!self.1 || job.srs.points().is_none(), "the host points were freed");
+        self.0.start(job)
+    }
+}
+
+#[test]
+fn host_points_are_freed_once_every_device_holds_the_srs() {
+    let dir = temp_dir("host-points");
+    let c = BenchCircuit::new(3000, WitnessMix::Bits).unwrap();
+    let params = synthetic_params(&c, &dir);
+    let run = |also_host: bool| {
+        let (pool, acct) = pool_with(1 << 30);
+        let test = || TestBackend {
+            pool: Arc::clone(&pool),
+            start: Duration::ZERO,
+            finish: Duration::ZERO,
+            scratch: 0,
+            holds_srs: true,
+        };
+        let mut devices = vec![Device {
+            name: "device0".into(),
+            backend: Arc::new(HoldsOnDevice(test(), !also_host)) as Arc<dyn Backend>,
+        }];
+        if also_host {
+            devices.push(Device {
+                name: "cpu".into(),
+                backend: Arc::new(CpuBackend::new(Arc::clone(&pool))),
+            });
+        }
+        let engine = Engine::new(EngineConfig::default(), devices, Arc::clone(&pool)).unwrap();
+        engine.register_srs(&c.id(), &params);
+        let id = engine
+            .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
+            .unwrap();
+        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
+        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+        let bytes = engine
+            .status()
+            .srs
+            .iter()
+            .find(|s| s.circuit_id == c.id())
+            .unwrap()
+            .bytes;
+        if !also_host {
+            // No pool buffer holds points any more.
+            assert_idle(&engine, &pool, &acct, "host points");
+        }
+        bytes
+    };
+    // One device that holds the bases: nothing of the SRS stays on the host.
+    assert_eq!(run(false), 0);
+    // A CPU device beside it reads the host points: they stay.
+    assert!(run(true) > 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_critical_job_is_admitted_at_once_while_background_work_holds_the_memory() {
+    // Background partitions take all the memory they may (two at a time) and
+    // every background worker; a critical job submitted then is admitted
+    // from the reserve, synthesized by a worker kept for urgent work, and
+    // done before any of them.
+    let dir = temp_dir("critical-reserve");
+    let c = BenchCircuit::new(3000, WitnessMix::Bits).unwrap();
+    let params = synthetic_params(&c, &dir);
+    // The working set and the SRS copy, measured on a roomy engine.
+    let (ws, srs) = {
+        let (pool, _) = pool_with(1 << 30);
+        let e = test_engine(&pool, EngineConfig::default(), 0, 0, 0);
+        e.register_srs(&c.id(), &params);
+        e.preload_srs(&c.id()).unwrap();
+        let srs = e.status().srs.iter().find(|s| s.circuit_id == c.id()).unwrap().bytes;
+        (e.working_set(&c.id()).unwrap(), srs)
+    };
+    let reserve = ws + ws / 4;
+    let (pool, acct) = pool_with(srs + 2 * ws + ws / 2 + reserve);
+    let engine = test_engine(
+        &pool,
+        EngineConfig {
+            synthesis_workers: 3,
+            priority_reserve: Some(reserve),
+            ..EngineConfig::default()
+        },
+        0,
+        0,
+        0,
+    );
+    engine.register_srs(&c.id(), &params);
+    engine.preload_srs(&c.id()).unwrap();
+    let background = engine
+        .submit(spec(
+            &c.id(),
+            Priority::Normal,
+            (0..6).map(|_| slow(&c, 2000)).collect(),
+        ))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while engine
+        .status()
+        .partitions
+        .iter()
+        .filter(|p| p.phase == Phase::Synthesis)
+        .count()
+        < 2
+    {
+        assert!(Instant::now() < deadline, "two background partitions never synthesized");
+        thread::sleep(Duration::from_millis(10));
+    }
+    // The budget admits no third background partition now.
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        engine
+            .status()
+            .partitions
+            .iter()
+            .filter(|p| p.phase == Phase::Synthesis)
+            .count(),
+        2
+    );
+    let critical = engine
+        .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 0)]))
+        .unwrap();
+    let outcome = engine.wait(critical, Some(Duration::from_secs(60))).unwrap();
+    assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    let bg = engine.job_status(background).unwrap();
+    assert_eq!(
+        bg.proved, 0,
+        "the critical job finished before any background partition"
+    );
+    assert!(matches!(
+        engine.wait(background, Some(Duration::from_secs(60))).unwrap(),
+        JobOutcome::Completed(_)
+    ));
+    assert_idle(&engine, &pool, &acct, "critical");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

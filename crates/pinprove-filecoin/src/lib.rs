@@ -58,5 +58,6 @@ pub mod synthetic;
 pub use error::FilecoinError;
 pub use kind::ProofKind;
 pub use params::ParamCache;
+pub use porep::registered_proof_of;
 pub use prover::{FilecoinOptions, FilecoinProver, PreparedProof, Proved, Submission, parse_circuit_id};
 pub use request::ProofRequest;

@@ -60,6 +60,12 @@ pub(crate) fn decode(vanilla_proof: &[u8]) -> Result<(SealCommitPhase1Output, Op
     Ok((out, wrapper))
 }
 
+/// The Filecoin number of the seal proof a C1 output (plain, or wrapped as
+/// Curio sends it) names: what a request for it should carry.
+pub fn registered_proof_of(vanilla_proof: &[u8]) -> Result<u64, FilecoinError> {
+    Ok(kind::seal_number(decode(vanilla_proof)?.0.registered_proof))
+}
+
 /// Builds a PoRep job from `req`.
 pub(crate) fn prepare(req: &ProofRequest) -> Result<Prepared, FilecoinError> {
     let (c1, wrapper) = decode(&req.vanilla_proof)?;

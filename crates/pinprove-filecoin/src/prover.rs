@@ -121,6 +121,12 @@ impl PreparedProof {
     pub fn partitions(&self) -> usize {
         self.prepared.partitions.len()
     }
+
+    /// The partitions themselves, to synthesize outside an engine (for
+    /// measurements of one partition alone).
+    pub fn into_partitions(self) -> Vec<Box<dyn pinprove_engine::Partition>> {
+        self.prepared.partitions
+    }
 }
 
 /// A job the engine is proving, and how to check its result.

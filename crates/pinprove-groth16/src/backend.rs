@@ -88,6 +88,15 @@ pub trait Backend: Send + Sync {
         true
     }
 
+    /// Whether proofs here still read `srs`'s host points after
+    /// [`prepare_srs`](Self::prepare_srs) (a backend that keeps every base
+    /// in device memory does not). When no backend does, the engine frees
+    /// them and keeps only the header.
+    fn needs_host_points(&self, srs: &Srs) -> bool {
+        let _ = srs;
+        self.capabilities().needs_srs_points
+    }
+
     /// Why the backend's device can no longer be used, once it cannot (a
     /// [`DeviceFault::Lost`](crate::DeviceFault::Lost) was seen). Schedulers
     /// stop routing work to it; its calls fail at once from then on.

@@ -44,7 +44,7 @@ pub use hints::{CapacityHint, CapacityHints};
 pub use params::{QueryLengths, Srs, SrsPoints, SrsStats, Validation, VerifyingKey};
 pub use parts::synthesize_parts;
 pub use proof::{PROOF_BYTES, Proof};
-pub use synth::{AbcLayout, SynthesisStats, synthesize, synthesize_sized};
+pub use synth::{AbcLayout, SynthesisStats, plausible_hint, synthesize, synthesize_sized};
 
 /// The scalar field of BLS12-381.
 pub use blstrs::Scalar;

@@ -39,6 +39,20 @@ fn capacities(h: &CapacityHint, layout: AbcLayout, budget: u64) -> Option<Capaci
     })
 }
 
+/// The stored hint of `circuit_id` if it is plausible under `layout` for a
+/// budget of `budget` bytes (every vector fits the address space and all of
+/// them the budget). An implausible one (a tampered or corrupt hints file)
+/// is discarded with a warning, so that the next synthesis relearns it.
+pub fn plausible_hint(hints: &CapacityHints, circuit_id: &str, layout: AbcLayout, budget: u64) -> Option<CapacityHint> {
+    let h = hints.get(circuit_id)?;
+    if capacities(&h, layout, budget).is_some() {
+        return Some(h);
+    }
+    tracing::warn!(circuit = circuit_id, hint = ?h, budget, "implausible capacity hint discarded; it is relearned");
+    hints.forget(circuit_id);
+    None
+}
+
 /// Whether the partial synthesis in `cs` went beyond what `h` foresaw.
 fn outgrew(cs: &ProvingAssignment, h: &CapacityHint) -> bool {
     cs.num_constraints() > h.constraints || cs.num_inputs() > h.inputs || cs.num_aux() > h.aux
@@ -116,14 +130,7 @@ pub(crate) fn synthesize_with(
 ) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
     let started = Instant::now();
     let budget = pool.budget().total();
-    let learned = hints.get(circuit_id).filter(|h| match capacities(h, layout, budget) {
-        Some(_) => true,
-        None => {
-            tracing::warn!(circuit = circuit_id, hint = ?h, budget, "implausible capacity hint discarded; it is relearned");
-            hints.forget(circuit_id);
-            false
-        }
-    });
+    let learned = plausible_hint(hints, circuit_id, layout, budget);
     let caps = learned
         .or(fallback)
         .and_then(|h| capacities(&h, layout, budget))

@@ -1,8 +1,12 @@
 //! One byte budget for everything large in the process.
 //!
 //! Work is admitted only when its memory fits. Requests are granted strictly
-//! in arrival order: a large request at the head of the queue is not overtaken
-//! by small ones that happen to fit, so it cannot starve. When a request does
+//! in order of [`Rank`], then of arrival: a large request at the head of the
+//! queue is not overtaken by small ones that happen to fit, so it cannot
+//! starve, and deadline-bound work (a higher rank) goes before background
+//! work that waits. A reserve (see [`MemoryBudget::set_reserve`]) keeps part of
+//! the budget for the higher ranks, so that urgent work is admitted at once
+//! even when lower-ranked work has taken everything else. When a request does
 //! not fit, the registered [`Evictor`]s (idle pool buffers, idle SRS) are asked
 //! to free memory before the request waits.
 //!
@@ -159,10 +163,22 @@ pub struct BudgetStats {
     pub evicted_bytes: u64,
 }
 
+/// A request's place in the budget's queue: higher ranks are granted first,
+/// in arrival order within a rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Rank(pub u8);
+
+impl Rank {
+    /// Plain admissions.
+    pub const NORMAL: Rank = Rank(0);
+    /// Memory needed to finish work already admitted (a vector outgrowing
+    /// its estimate mid-proof): before every admission.
+    pub const URGENT: Rank = Rank(u8::MAX);
+}
+
 struct Waiter {
     bytes: u64,
-    /// Needed to finish work already admitted: served before admissions.
-    urgent: bool,
+    rank: Rank,
     /// Set, under the state lock, when the bytes were granted to this waiter.
     granted: AtomicBool,
     /// Wakes a blocking waiter; it waits on the state lock.
@@ -180,6 +196,9 @@ struct State {
     wait_time: Duration,
     evicted: u64,
     evictors: Vec<(u32, Weak<dyn Evictor>)>,
+    /// Bytes only requests of `reserve_rank` or above may use.
+    reserve: u64,
+    reserve_rank: Rank,
 }
 
 /// The process's memory budget. Create it with [`MemoryBudget::new`] and
@@ -217,6 +236,8 @@ impl MemoryBudget {
                 wait_time: Duration::ZERO,
                 evicted: 0,
                 evictors: Vec::new(),
+                reserve: 0,
+                reserve_rank: Rank::URGENT,
             }),
             evicting: Mutex::new(()),
         })
@@ -230,6 +251,31 @@ impl MemoryBudget {
     /// The budget's size in bytes.
     pub fn total(&self) -> u64 {
         self.total
+    }
+
+    /// Keeps `bytes` of the budget for requests of `rank` or above: lower
+    /// ranks are granted only what fits beside it. (Urgent requests may
+    /// always use it.)
+    pub fn set_reserve(&self, bytes: u64, rank: Rank) {
+        let mut s = self.lock();
+        s.reserve = bytes.min(self.total);
+        s.reserve_rank = rank;
+        // Higher ranks may fit now.
+        self.grant_waiters(&mut s);
+    }
+
+    /// The most one request of `rank` may ever be granted: the budget, less
+    /// the reserve when `rank` is below it.
+    pub fn limit_for(&self, rank: Rank) -> u64 {
+        Self::limit(self.total, &self.lock(), rank)
+    }
+
+    fn limit(total: u64, s: &State, rank: Rank) -> u64 {
+        if rank < s.reserve_rank {
+            total - s.reserve
+        } else {
+            total
+        }
     }
 
     /// Bytes reserved now.
@@ -278,12 +324,12 @@ impl MemoryBudget {
     /// the request does not fit; if it still does not fit, or other requests
     /// are queued ahead, returns [`Error::WouldBlock`].
     pub fn try_acquire(self: &Arc<Self>, bytes: u64) -> Result<Reservation> {
-        self.check_size(bytes)?;
-        if let Some(r) = self.grant_now(bytes, false) {
+        self.check_size(bytes, Rank::NORMAL)?;
+        if let Some(r) = self.grant_now(bytes, Rank::NORMAL) {
             return Ok(r);
         }
-        self.evict_for(bytes);
-        self.grant_now(bytes, false).ok_or_else(|| Error::WouldBlock {
+        self.evict_for(bytes, Rank::NORMAL);
+        self.grant_now(bytes, Rank::NORMAL).ok_or_else(|| Error::WouldBlock {
             requested: bytes,
             available: self.available(),
             total: self.total,
@@ -293,7 +339,13 @@ impl MemoryBudget {
     /// Reserves `bytes`, blocking the thread until they are granted. For
     /// threads outside an async runtime (synthesis workers).
     pub fn acquire_blocking(self: &Arc<Self>, bytes: u64) -> Result<Reservation> {
-        self.wait_blocking(bytes, false)
+        self.wait_blocking(bytes, Rank::NORMAL)
+    }
+
+    /// Like [`acquire_blocking`](Self::acquire_blocking), queued by `rank`:
+    /// granted before every waiting request of a lower rank.
+    pub fn acquire_blocking_ranked(self: &Arc<Self>, bytes: u64, rank: Rank) -> Result<Reservation> {
+        self.wait_blocking(bytes, rank)
     }
 
     /// Reserves `bytes` needed to finish work that was already admitted (a
@@ -304,11 +356,11 @@ impl MemoryBudget {
     /// memory, or an admission waiting for that memory at the head of the
     /// queue would wait forever.
     pub fn acquire_urgent_blocking(self: &Arc<Self>, bytes: u64) -> Result<Reservation> {
-        self.wait_blocking(bytes, true)
+        self.wait_blocking(bytes, Rank::URGENT)
     }
 
-    fn wait_blocking(self: &Arc<Self>, bytes: u64, urgent: bool) -> Result<Reservation> {
-        let waiter = match self.enqueue(bytes, urgent)? {
+    fn wait_blocking(self: &Arc<Self>, bytes: u64, rank: Rank) -> Result<Reservation> {
+        let waiter = match self.enqueue(bytes, rank)? {
             Enqueued::Granted(r) => return Ok(r),
             Enqueued::Waiting(w) => w,
         };
@@ -340,14 +392,15 @@ impl MemoryBudget {
     /// stops being used) so that waiters are not left waiting for memory
     /// that could be freed.
     pub fn reclaim(&self) {
-        self.evict_for(0);
+        self.evict_for(0, Rank::URGENT);
     }
 
-    fn check_size(&self, bytes: u64) -> Result<()> {
-        if bytes > self.total {
+    fn check_size(&self, bytes: u64, rank: Rank) -> Result<()> {
+        let limit = self.limit_for(rank);
+        if bytes > limit {
             return Err(Error::ExceedsBudget {
                 requested: bytes,
-                total: self.total,
+                total: limit,
             });
         }
         Ok(())
@@ -359,21 +412,18 @@ impl MemoryBudget {
         self.state.lock().recover()
     }
 
-    /// Whether a new request may be granted now: it fits, and nothing it
-    /// must not overtake is queued (an urgent request overtakes admissions).
-    fn may_grant(&self, s: &State, bytes: u64, urgent: bool) -> bool {
-        let ahead = if urgent {
-            s.queue.front().is_some_and(|w| w.urgent)
-        } else {
-            !s.queue.is_empty()
-        };
-        !ahead && self.total - s.used >= bytes
+    /// Whether a new request may be granted now: it fits under its rank's
+    /// limit, and nothing of its rank or above is queued (the queue is
+    /// sorted by rank, so its head says).
+    fn may_grant(&self, s: &State, bytes: u64, rank: Rank) -> bool {
+        let ahead = s.queue.front().is_some_and(|w| w.rank >= rank);
+        !ahead && Self::limit(self.total, s, rank).saturating_sub(s.used) >= bytes
     }
 
     /// Grants `bytes` at once if allowed (see [`may_grant`](Self::may_grant)).
-    fn grant_now(self: &Arc<Self>, bytes: u64, urgent: bool) -> Option<Reservation> {
+    fn grant_now(self: &Arc<Self>, bytes: u64, rank: Rank) -> Option<Reservation> {
         let mut s = self.lock();
-        if self.may_grant(&s, bytes, urgent) {
+        if self.may_grant(&s, bytes, rank) {
             Self::take(&mut s, bytes);
             drop(s);
             return Some(Reservation::new(Arc::clone(self), bytes));
@@ -388,40 +438,37 @@ impl MemoryBudget {
     }
 
     /// Fast path, then eviction, then a place in the queue.
-    fn enqueue(self: &Arc<Self>, bytes: u64, urgent: bool) -> Result<Enqueued> {
-        self.check_size(bytes)?;
-        if let Some(r) = self.grant_now(bytes, urgent) {
+    fn enqueue(self: &Arc<Self>, bytes: u64, rank: Rank) -> Result<Enqueued> {
+        self.check_size(bytes, rank)?;
+        if let Some(r) = self.grant_now(bytes, rank) {
             return Ok(Enqueued::Granted(r));
         }
-        self.evict_for(bytes);
+        self.evict_for(bytes, rank);
         let mut s = self.lock();
-        if self.may_grant(&s, bytes, urgent) {
+        if self.may_grant(&s, bytes, rank) {
             Self::take(&mut s, bytes);
             drop(s);
             return Ok(Enqueued::Granted(Reservation::new(Arc::clone(self), bytes)));
         }
         let waiter = Arc::new(Waiter {
             bytes,
-            urgent,
+            rank,
             granted: AtomicBool::new(false),
             cv: Condvar::new(),
             waker: Mutex::new(None),
         });
-        // Urgent requests queue behind urgent ones, before admissions.
-        let at = if urgent {
-            s.queue.iter().position(|w| !w.urgent).unwrap_or(s.queue.len())
-        } else {
-            s.queue.len()
-        };
+        // Behind every request of its rank or above, before lower ones.
+        let at = s.queue.iter().position(|w| w.rank < rank).unwrap_or(s.queue.len());
         s.queue.insert(at, Arc::clone(&waiter));
         s.waits += 1;
         Ok(Enqueued::Waiting(waiter))
     }
 
     /// Evicts what the queued requests plus a new request of `extra` bytes
-    /// lack. Evictors are asked in priority order until nothing is missing.
-    fn evict_for(&self, extra: u64) {
-        if self.missing(extra) == 0 {
+    /// at `rank` lack. Evictors are asked in priority order until nothing is
+    /// missing.
+    fn evict_for(&self, extra: u64, rank: Rank) {
+        if self.missing(extra, rank) == 0 {
             return;
         }
         let _round = self.evicting.lock().recover();
@@ -433,7 +480,7 @@ impl MemoryBudget {
         let mut freed = 0u64;
         for e in evictors {
             // Recomputed each time: memory may have come back meanwhile.
-            let missing = self.missing(extra);
+            let missing = self.missing(extra, rank);
             if missing == 0 {
                 break;
             }
@@ -448,10 +495,14 @@ impl MemoryBudget {
         }
     }
 
-    fn missing(&self, extra: u64) -> u64 {
+    /// Bytes the queued requests and a new one of `extra` bytes at `rank`
+    /// lack, counting the reserve as taken when one of them ranks below it.
+    fn missing(&self, extra: u64, rank: Rank) -> u64 {
         let s = self.lock();
         let waiting: u64 = s.queue.iter().map(|w| w.bytes).sum();
-        (waiting + extra).saturating_sub(self.total - s.used)
+        let low = (extra > 0 && rank < s.reserve_rank) || s.queue.iter().any(|w| w.rank < s.reserve_rank);
+        let reserve = if low { s.reserve } else { 0 };
+        (waiting + extra + reserve).saturating_sub(self.total - s.used)
     }
 
     /// Returns `bytes` and hands them to the waiters at the head of the queue.
@@ -467,7 +518,7 @@ impl MemoryBudget {
 
     fn grant_waiters(&self, s: &mut State) {
         while let Some(head) = s.queue.front() {
-            if self.total - s.used < head.bytes {
+            if Self::limit(self.total, s, head.rank).saturating_sub(s.used) < head.bytes {
                 break;
             }
             let head = s.queue.pop_front().expect("front exists");
@@ -517,7 +568,7 @@ impl Future for Acquire {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         match &this.state {
-            AcquireState::Start => match this.budget.enqueue(this.bytes, false) {
+            AcquireState::Start => match this.budget.enqueue(this.bytes, Rank::NORMAL) {
                 Err(e) => {
                     this.state = AcquireState::Done;
                     Poll::Ready(Err(e))

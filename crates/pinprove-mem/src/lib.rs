@@ -35,7 +35,7 @@ mod vec;
 pub mod cuda;
 
 pub use alloc::{HeapAllocator, HostAllocator, HostMemory, MemoryKind};
-pub use budget::{BudgetConfig, BudgetStats, Evictor, MemoryBudget, Reservation, parse_bytes};
+pub use budget::{BudgetConfig, BudgetStats, Evictor, MemoryBudget, Rank, Reservation, parse_bytes};
 pub use error::{Error, ErrorChain};
 pub use pool::{PinnedPool, PoolBuffer, PoolConfig, PoolStats, UseFence};
 pub use vec::PinnedVec;

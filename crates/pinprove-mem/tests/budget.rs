@@ -3,7 +3,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use pinprove_mem::{Error, Evictor, MemoryBudget, Reservation};
+use pinprove_mem::{Error, Evictor, MemoryBudget, Rank, Reservation};
 
 /// Waits until `cond` holds, failing the test after a generous deadline
 /// (the deadline only catches hangs; nothing here is timed).
@@ -374,6 +374,52 @@ fn urgent_requests_go_before_admissions() {
     assert_eq!(b.used(), 60);
     drop((r, urgent));
     assert_eq!(admission.join().unwrap(), 50);
+    assert_eq!(b.used(), 0);
+}
+
+#[test]
+fn higher_ranks_go_first_and_the_reserve_is_theirs() {
+    let b = MemoryBudget::new(100);
+    b.set_reserve(20, Rank(2));
+    // Below the reserve's rank only 80 can ever be granted.
+    assert_eq!(b.limit_for(Rank(1)), 80);
+    assert_eq!(b.limit_for(Rank(2)), 100);
+    assert!(matches!(
+        b.acquire_blocking_ranked(90, Rank(1)),
+        Err(Error::ExceedsBudget { total: 80, .. })
+    ));
+    let held = b.acquire_blocking_ranked(70, Rank(1)).unwrap();
+    // 30 free, but only 10 of them for rank 1: its 15 waits...
+    let b2 = Arc::clone(&b);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let o = Arc::clone(&order);
+    let low = thread::spawn(move || {
+        let r = b2.acquire_blocking_ranked(15, Rank(1)).unwrap();
+        o.lock().unwrap().push("low");
+        r
+    });
+    wait_until(|| b.stats().waiters == 1);
+    // ...while rank 2 gets 25 of the reserve at once, ahead of it.
+    let high = b.acquire_blocking_ranked(25, Rank(2)).unwrap();
+    assert_eq!(b.used(), 95);
+    // A waiting rank-3 request goes before the waiting rank-1 one.
+    let b3 = Arc::clone(&b);
+    let o = Arc::clone(&order);
+    let higher = thread::spawn(move || {
+        let r = b3.acquire_blocking_ranked(10, Rank(3)).unwrap();
+        o.lock().unwrap().push("higher");
+        r
+    });
+    wait_until(|| b.stats().waiters == 2);
+    drop(high); // 30 free: rank 3's 10 first; rank 1 may use up to 80 of 80 used
+    let h = higher.join().unwrap();
+    assert_eq!(*order.lock().unwrap(), vec!["higher"]);
+    assert_eq!(b.used(), 80);
+    drop(held); // 10 used: the rank-1 request fits under its limit now
+    let l = low.join().unwrap();
+    assert_eq!(*order.lock().unwrap(), vec!["higher", "low"]);
+    assert_eq!(b.used(), 25);
+    drop((h, l));
     assert_eq!(b.used(), 0);
 }
 

@@ -132,5 +132,14 @@ pub(crate) fn metrics_text(jobs: &Jobs) -> String {
             v.load(Ordering::Relaxed)
         );
     }
+    let _ = writeln!(
+        out,
+        "# HELP pinprove_verifications_total Proofs verified before they were returned.\n\
+         # TYPE pinprove_verifications_total counter\npinprove_verifications_total {}\n\
+         # HELP pinprove_verification_seconds_total Time spent verifying proofs before returning them.\n\
+         # TYPE pinprove_verification_seconds_total counter\npinprove_verification_seconds_total {:.6}",
+        c.verified.load(Ordering::Relaxed),
+        c.verification_us.load(Ordering::Relaxed) as f64 / 1e6
+    );
     out
 }

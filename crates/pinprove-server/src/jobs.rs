@@ -118,6 +118,9 @@ pub(crate) struct Counters {
     pub cancelled: AtomicU64,
     pub refused: AtomicU64,
     pub disconnected_cancels: AtomicU64,
+    /// Proofs verified before they were returned, and the time that took.
+    pub verified: AtomicU64,
+    pub verification_us: AtomicU64,
 }
 
 /// The job table.
@@ -161,44 +164,80 @@ impl Jobs {
     }
 
     /// The job of this request: an existing one with the same id and
-    /// payload (queued, running or completed), or a new one. `digest` is the
-    /// payload's (see [`digest`]). The request is decoded and checked before
-    /// anything is queued.
+    /// payload (preparing, queued, running or completed), or a new one.
+    /// `digest` is the payload's (see [`digest`]). With `attach`, the caller
+    /// (a `Prove` call) holds the job from the moment it is found or made,
+    /// so that a client going away while the request is still being decoded
+    /// cancels it like any other. Returns once the request was decoded and
+    /// checked: a refused request is an error, and nothing of it is queued.
+    ///
+    /// The decoding runs in a task of its own: if this future is dropped
+    /// (the client went away), the job still reaches an end and is never
+    /// left "preparing" for a retry to wait on.
     pub(crate) async fn submit(
         self: &Arc<Self>,
         request_id: String,
         digest: [u8; 32],
         req: ProofRequest,
-    ) -> Result<Arc<Job>, Refusal> {
+        attach: bool,
+    ) -> Result<(Arc<Job>, Option<Attached>), Refusal> {
         if self.draining.load(Ordering::Acquire) {
             return Err(Refusal::Draining);
         }
         // The job is in the table before its request is decoded, so that a
         // repeat arriving meanwhile finds it instead of decoding it twice.
-        let job = {
+        let (job, attached) = {
             let mut t = self.table.lock().recover();
             if let Some(job) = Self::known(&mut t, &request_id, &digest) {
+                let attached = attach.then(|| self.attach(&job));
                 drop(t);
                 self.counters.deduplicated.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(job = %job.id, "a repeat of a known request: the same job");
-                return Ok(job);
+                (job, attached)
+            } else {
+                let id = format!("job-{}", self.next.fetch_add(1, Ordering::Relaxed));
+                let job = Arc::new(Job {
+                    id: id.clone(),
+                    request_id: request_id.clone(),
+                    digest,
+                    kind: req.kind,
+                    submitted: Instant::now(),
+                    engine_job: OnceLock::new(),
+                    state: watch::Sender::new(State::Preparing),
+                    waiters: AtomicUsize::new(0),
+                    cancelled: AtomicBool::new(false),
+                });
+                t.by_id.insert(id.clone(), Arc::clone(&job));
+                t.by_key.insert((request_id, digest), id);
+                let attached = attach.then(|| self.attach(&job));
+                drop(t);
+                let (jobs, j) = (Arc::clone(self), Arc::clone(&job));
+                tokio::spawn(async move { jobs.prepare_and_run(j, req).await });
+                (job, attached)
             }
-            let id = format!("job-{}", self.next.fetch_add(1, Ordering::Relaxed));
-            let job = Arc::new(Job {
-                id: id.clone(),
-                request_id: request_id.clone(),
-                digest,
-                kind: req.kind,
-                submitted: Instant::now(),
-                engine_job: OnceLock::new(),
-                state: watch::Sender::new(State::Preparing),
-                waiters: AtomicUsize::new(0),
-                cancelled: AtomicBool::new(false),
-            });
-            t.by_id.insert(id.clone(), Arc::clone(&job));
-            t.by_key.insert((request_id, digest), id);
-            job
         };
+        // Until the request is decoded (or refused).
+        let mut rx = job.state.subscribe();
+        loop {
+            match &*rx.borrow_and_update() {
+                State::Preparing => {}
+                State::Ended(Ended::Refused(why)) => {
+                    if let Some(a) = attached {
+                        a.done();
+                    }
+                    return Err(Refusal::Invalid(why.clone()));
+                }
+                _ => return Ok((job, attached)),
+            }
+            if rx.changed().await.is_err() {
+                return Ok((job, attached));
+            }
+        }
+    }
+
+    /// A new job's life: its request decoded and its circuits built, then
+    /// the engine, then the verified result.
+    async fn prepare_and_run(self: Arc<Self>, job: Arc<Job>, req: ProofRequest) {
         let kind = req.kind;
         let prover = Arc::clone(&self.prover);
         // Decoding and building circuits is CPU work: off the runtime.
@@ -211,16 +250,16 @@ impl Jobs {
                     Ok(Ok(_)) => unreachable!("matched above"),
                 };
                 self.counters.refused.fetch_add(1, Ordering::Relaxed);
-                job.end(Ended::Refused(why.clone()));
+                tracing::warn!(job = %job.id, "request refused: {why}");
+                // Forgotten first: a repeat must not find the refused job.
                 self.forget(&job);
-                return Err(Refusal::Invalid(why));
+                job.end(Ended::Refused(why));
+                return;
             }
         };
         self.counters.submitted.fetch_add(1, Ordering::Relaxed);
         tracing::info!(job = %job.id, request = %job.request_id.escape_debug(), %kind, "proof requested");
-        let (jobs, j) = (Arc::clone(self), Arc::clone(&job));
-        tokio::spawn(async move { jobs.run(j, prepared).await });
-        Ok(job)
+        self.run(job, prepared).await;
     }
 
     /// The job a request with this id and payload digest gets again: one
@@ -249,9 +288,13 @@ impl Jobs {
         }
     }
 
-    /// A job's life after it was taken: parameters, the engine, the
-    /// verified result.
+    /// A job's life after its request was decoded: parameters, the engine,
+    /// the verified result.
     async fn run(self: Arc<Self>, job: Arc<Job>, prepared: pinprove_filecoin::PreparedProof) {
+        if job.cancelled.load(Ordering::Acquire) {
+            // Cancelled while its request was being decoded.
+            return self.finish(&job, Ended::Cancelled);
+        }
         let prover = Arc::clone(&self.prover);
         let submitted = tokio::task::spawn_blocking(move || prover.submit_prepared(prepared)).await;
         let sub = match submitted {
@@ -282,8 +325,15 @@ impl Jobs {
 
     fn finish(&self, job: &Arc<Job>, ended: Ended) {
         match &ended {
-            Ended::Proved(p) => tracing::info!(job = %job.id, kind = %job.kind, bytes = p.proof.len(),
-                ms = job.submitted.elapsed().as_millis() as u64, "proof done"),
+            Ended::Proved(p) => {
+                let verify_us = p.verification.map_or(0, |d| d.as_micros() as u64);
+                self.counters
+                    .verified
+                    .fetch_add(u64::from(p.verification.is_some()), Ordering::Relaxed);
+                self.counters.verification_us.fetch_add(verify_us, Ordering::Relaxed);
+                tracing::info!(job = %job.id, kind = %job.kind, bytes = p.proof.len(),
+                    ms = job.submitted.elapsed().as_millis() as u64, verify_ms = verify_us as f64 / 1000.0, "proof done")
+            }
             Ended::Cancelled => tracing::info!(job = %job.id, "proof cancelled"),
             Ended::Failed(why) | Ended::Refused(why) => tracing::warn!(job = %job.id, "proof failed: {why}"),
         }

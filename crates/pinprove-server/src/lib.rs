@@ -300,7 +300,8 @@ mod listen {
     //! Listeners: the gRPC service on TCP or a unix socket, the HTTP page
     //! on TCP.
 
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
+    use std::path::Path;
 
     use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
     use tonic::service::interceptor::InterceptedService;
@@ -319,6 +320,26 @@ mod listen {
 
     async fn stopped(mut rx: watch::Receiver<bool>) {
         let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// Binds a unix socket at `path` that is never reachable with looser
+    /// permissions than 0600: it is bound inside a fresh directory only its
+    /// owner may enter, made 0600 there, then renamed into place (a rename
+    /// keeps the bound socket).
+    fn bind_private(path: &Path) -> std::io::Result<UnixListener> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let private = dir.join(format!(".pinprove-bind-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&private);
+        std::fs::DirBuilder::new().mode(0o700).create(&private)?;
+        let bound = (|| {
+            let tmp = private.join("s");
+            let listener = UnixListener::bind(&tmp)?;
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+            std::fs::rename(&tmp, path)?;
+            Ok(listener)
+        })();
+        let _ = std::fs::remove_dir_all(&private);
+        bound
     }
 
     /// Binds `addr` and serves the gRPC service on it.
@@ -347,8 +368,7 @@ mod listen {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir).map_err(listen_error(addr))?;
             }
-            let listener = UnixListener::bind(&path).map_err(listen_error(addr))?;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(listen_error(addr))?;
+            let listener = bind_private(&path).map_err(listen_error(addr))?;
             let incoming = UnixListenerStream::new(listener);
             let task = tokio::spawn(async move {
                 builder()

@@ -10,7 +10,7 @@ use pinprove_mem::ErrorChain;
 use tonic::{Request, Response, Status};
 
 use crate::gpus::Gpus;
-use crate::jobs::{Ended, Job, Jobs, Refusal, State, digest};
+use crate::jobs::{Attached, Ended, Job, Jobs, Refusal, State, digest};
 use crate::pb::{self, await_proof_response, srs_status};
 
 /// The service's state.
@@ -21,10 +21,12 @@ pub(crate) struct Service {
 }
 
 impl Service {
-    async fn take(&self, s: pb::SubmitProofRequest) -> Result<Arc<Job>, Status> {
+    /// A request's job; with `attach`, held by the caller from the start
+    /// (see [`Jobs::submit`]).
+    async fn take(&self, s: pb::SubmitProofRequest, attach: bool) -> Result<(Arc<Job>, Option<Attached>), Status> {
         let (request_id, req) = crate::wire::request_of(s)?;
         let d = digest(&req);
-        self.jobs.submit(request_id, d, req).await.map_err(|r| match r {
+        self.jobs.submit(request_id, d, req, attach).await.map_err(|r| match r {
             Refusal::Invalid(m) => Status::invalid_argument(m),
             Refusal::Draining => Status::unavailable("the daemon is shutting down and takes no new proofs"),
         })
@@ -75,7 +77,7 @@ impl pb::proving_engine_server::ProvingEngine for Service {
         &self,
         request: Request<pb::SubmitProofRequest>,
     ) -> Result<Response<pb::SubmitProofResponse>, Status> {
-        let job = self.take(request.into_inner()).await?;
+        let (job, _) = self.take(request.into_inner(), false).await?;
         let ahead = self
             .jobs
             .active()
@@ -105,12 +107,14 @@ impl pb::proving_engine_server::ProvingEngine for Service {
             .into_inner()
             .submit
             .ok_or_else(|| Status::invalid_argument("ProveRequest.submit is not set"))?;
-        let job = self.take(submit).await?;
         // If this future is dropped (the client's deadline, a disconnect),
-        // the guard cancels the job after the grace period.
-        let attached = self.jobs.attach(&job);
+        // the guard cancels the job after the grace period, also while its
+        // request is still being decoded.
+        let (job, attached) = self.take(submit, true).await?;
         let ended = job.ended(None).await;
-        attached.done();
+        if let Some(a) = attached {
+            a.done();
+        }
         Ok(Response::new(pb::ProveResponse {
             result: Some(response(&job, ended)),
         }))

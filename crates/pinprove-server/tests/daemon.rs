@@ -241,6 +241,15 @@ async fn every_kind_proves_through_the_daemon_with_concurrent_clients_and_priori
         .prometheus_text;
     assert!(metrics.contains("pinprove_requests_deduplicated_total 1"), "{metrics}");
     assert!(metrics.contains("pinprove_proofs_completed_total"));
+    // Every returned proof was verified first, and the cost is counted.
+    assert!(metrics.contains("pinprove_verifications_total 7"), "{metrics}");
+    let verify_s: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("pinprove_verification_seconds_total "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(verify_s > 0.0, "{metrics}");
     // HTTP: status, metrics, health.
     let http = daemon.http_addr().unwrap();
     let body = http_get(http, "/status").await;
@@ -353,6 +362,32 @@ async fn a_unix_socket_with_mode_0600_serves_and_bad_requests_are_refused() {
         matches!(err.code(), Code::OutOfRange | Code::ResourceExhausted | Code::Internal),
         "{err:?}"
     );
+    // A client that goes away while its (large) request is still being
+    // decoded leaves nothing behind: the job reaches its end (here: refused,
+    // a synthetic request fails the vanilla checks), and a retry gets that
+    // answer instead of waiting on a job stuck in preparation.
+    let large = pinprove_filecoin::synthetic::request(ProofKind::WindowPoSt, 32 << 30, 5).unwrap();
+    let mut req = tonic::Request::new(pb::ProveRequest {
+        submit: Some(submit("wdpost-large", &large, pb::Priority::High)),
+    });
+    req.set_timeout(Duration::from_millis(20));
+    assert!(c.prove(req).await.is_err(), "the deadline ends the call");
+    let retry = tokio::time::timeout(
+        Duration::from_secs(120),
+        c.prove(pb::ProveRequest {
+            submit: Some(submit("wdpost-large", &large, pb::Priority::High)),
+        }),
+    )
+    .await
+    .expect("a retry is answered, not left waiting on a job that never ends")
+    .unwrap_err();
+    assert_eq!(retry.code(), Code::InvalidArgument, "{retry:?}");
+    let status = c.get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
+    assert!(
+        status.queues.iter().all(|q| q.pending == 0 && q.in_progress == 0),
+        "no job is left behind: {:?}",
+        status.queues
+    );
     // Still serving.
     let again = prove(&mut c, submit("winpost-unix-2", &winning, pb::Priority::Critical)).await;
     assert_eq!(again.status(), S::Completed);
@@ -390,6 +425,18 @@ async fn a_token_guards_tcp_and_cancellation_and_disconnects_return_everything()
         .unwrap()
         .into_inner()
         .job_id;
+    // AwaitProof honours its timeout: the proof takes seconds.
+    let waited = Instant::now();
+    let r = c
+        .await_proof(pb::AwaitProofRequest {
+            job_id: job.clone(),
+            timeout_ms: 200,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status(), S::Timeout);
+    assert!(waited.elapsed() < Duration::from_secs(5), "{:?}", waited.elapsed());
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let s = c.get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
@@ -424,7 +471,7 @@ async fn a_token_guards_tcp_and_cancellation_and_disconnects_return_everything()
         .job_id;
     assert_ne!(again, job);
     c.cancel_proof(pb::CancelProofRequest { job_id: again }).await.unwrap();
-    // AwaitProof's timeout.
+    // An unknown job.
     let unknown = c
         .await_proof(pb::AwaitProofRequest {
             job_id: "job-999".into(),

@@ -22,6 +22,11 @@ use pinprove_mem::{BudgetConfig, MemoryBudget, PoolConfig};
 
 use crate::reference;
 
+/// Writes real parameters in bellperson's format, atomically.
+pub fn write_real(params: &bellperson::groth16::Parameters<blstrs::Bls12>, path: &Path) -> Result<()> {
+    write_atomically(path, |w| Ok(params.write(w)?))
+}
+
 /// Which parameters a benchmark proves with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParamsKind {
@@ -72,7 +77,7 @@ impl ParamsCache {
         tracing::info!(circuit = %circuit.id(), path = %path.display(), ?kind, "making parameters (once)");
         let t = Instant::now();
         match kind {
-            ParamsKind::Real => reference::write(&reference::generate(circuit.clone(), 1)?, &path)?,
+            ParamsKind::Real => write_real(&reference::generate(circuit.clone(), 1)?, &path)?,
             ParamsKind::Synthetic => {
                 write_synthetic(circuit, &path)?;
             }

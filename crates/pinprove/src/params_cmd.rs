@@ -68,7 +68,7 @@ fn generate(args: &GenerateArgs) -> Result<()> {
     let t = Instant::now();
     let params = reference::generate(circuit.clone(), args.seed)?;
     let generated = t.elapsed();
-    reference::write(&params, &args.out)?;
+    crate::params_cache::write_real(&params, &args.out)?;
     let size = std::fs::metadata(&args.out)?.len();
     println!(
         "wrote {} ({}) for {} in {} (generation)",

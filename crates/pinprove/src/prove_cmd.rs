@@ -150,7 +150,8 @@ impl ProveArgs {
         req.registered_proof = match (self.registered_proof, kind) {
             (Some(n), _) => n,
             // The C1 output names its own seal proof.
-            (None, ProofKind::PoRep) => 0,
+            (None, ProofKind::PoRep) => pinprove_filecoin::registered_proof_of(&req.vanilla_proof)
+                .context("reading the seal proof the C1 output names")?,
             (None, _) => bail!("{kind} needs --registered-proof"),
         };
         Ok(req)

@@ -18,11 +18,6 @@ pub fn generate<C: Circuit<Scalar>>(circuit: C, seed: u64) -> Result<groth16::Pa
         .context("bellperson could not generate parameters for the circuit")
 }
 
-/// Writes parameters in bellperson's format, atomically.
-pub fn write(params: &groth16::Parameters<Bls12>, path: &Path) -> Result<()> {
-    crate::params_cache::write_atomically(path, |w| Ok(params.write(w)?))
-}
-
 /// Reads parameters with bellperson (unchecked: files we generated).
 pub fn read(path: &Path) -> Result<groth16::Parameters<Bls12>> {
     let f = File::open(path).with_context(|| format!("opening {}", path.display()))?;

@@ -147,7 +147,8 @@ impl Backend for NativeBackend {
         if self.config.srs_placement == SrsPlacement::Host {
             return Ok(0);
         }
-        let (Some(key), Some(points)) = (srs_key(srs), srs.points()) else {
+        let key = srs_key(srs);
+        let Some(points) = srs.points() else {
             return Ok(0);
         };
         if self.lock().contains_key(&key) {
@@ -170,9 +171,7 @@ impl Backend for NativeBackend {
     }
 
     fn evict_srs(&self, srs: &Srs) {
-        if let Some(key) = srs_key(srs) {
-            self.lock().remove(&key);
-        }
+        self.lock().remove(&srs_key(srs));
     }
 
     fn resident_srs(&self) -> Vec<pinprove_groth16::ResidentSrs> {
@@ -187,7 +186,12 @@ impl Backend for NativeBackend {
     }
 
     fn holds_srs(&self, srs: &Srs) -> bool {
-        self.config.srs_placement == SrsPlacement::Host || srs_key(srs).is_some_and(|k| self.lock().contains_key(&k))
+        self.config.srs_placement == SrsPlacement::Host || self.lock().contains_key(&srs_key(srs))
+    }
+
+    fn needs_host_points(&self, srs: &Srs) -> bool {
+        // Streamed bases are read from the host; resident ones are not.
+        self.config.srs_placement == SrsPlacement::Host || !self.lock().contains_key(&srs_key(srs))
     }
 
     fn lost(&self) -> Option<String> {
@@ -204,10 +208,10 @@ impl NativeBackend {
     /// `start` on a device not known lost.
     fn queue(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
         let n = check_job(&job)?;
-        let points = job
-            .srs
-            .points()
-            .ok_or_else(|| backend_error("the parameters were read without their points"))?;
+        let key = srs_key(&job.srs);
+        // Host points are needed only where the bases are not resident (the
+        // engine frees them once every device holds its own copy).
+        let points = job.srs.points();
         let m = domain_size(n)?;
         if m < 2 {
             return Err(backend_error(
@@ -215,14 +219,13 @@ impl NativeBackend {
             ));
         }
         let lg_m = m.trailing_zeros();
-        if points.h().len() != m - 1 {
+        if job.srs.lengths().h != m - 1 {
             return Err(backend_error(format!(
                 "the parameters have {} h bases, the circuit's domain needs {}",
-                points.h().len(),
+                job.srs.lengths().h,
                 m - 1
             )));
         }
-        let key = srs_key(&job.srs);
         let device = self.ordinal();
         let mut proofs = Vec::with_capacity(job.assignments.len());
         for mut asg in job.assignments.drain(..) {
@@ -235,7 +238,12 @@ impl NativeBackend {
                 )));
             }
             let mut w = asg.into_witness();
-            let resident = key.as_ref().and_then(|k| self.lock().get(k).cloned());
+            let resident = self.lock().get(&key).cloned();
+            if resident.is_none() && points.is_none() {
+                return Err(backend_error(
+                    "the parameters' host points were freed and their bases are not resident on this device",
+                ));
+            }
             let mode = if resident.is_some() { Mode::Split } else { Mode::Dense };
             let prep = self.threads.install(|| split::prepare(&mut w, &self.pool, mode))?;
             let q = |i: usize| resident.as_deref().map(|r| &r.queries[i]);
@@ -271,20 +279,50 @@ impl NativeBackend {
             let mark = |k: usize| (!streamed).then(|| &**events.msms[k]);
             let mut t = [Duration::ZERO; 5];
             let h = timed(&mut t[0], || {
-                msm::<G1>(device, points.h(), q(0), MsmScalars::Device(h_job.scalars()), mark(0))
+                msm::<G1>(
+                    device,
+                    points.map(|p| p.h()),
+                    q(0),
+                    MsmScalars::Device(h_job.scalars()),
+                    mark(0),
+                )
             })?;
             drop(h_job);
             let l = timed(&mut t[1], || {
-                msm::<G1>(device, points.l(), q(1), MsmScalars::Query(&prep.l, aux), mark(1))
+                msm::<G1>(
+                    device,
+                    points.map(|p| p.l()),
+                    q(1),
+                    MsmScalars::Query(&prep.l, aux),
+                    mark(1),
+                )
             })?;
             let a = timed(&mut t[2], || {
-                msm::<G1>(device, points.a(), q(2), MsmScalars::Query(&prep.a, aux), mark(2))
+                msm::<G1>(
+                    device,
+                    points.map(|p| p.a()),
+                    q(2),
+                    MsmScalars::Query(&prep.a, aux),
+                    mark(2),
+                )
             })?;
             let b_g1 = timed(&mut t[3], || {
-                msm::<G1>(device, points.b_g1(), q(3), MsmScalars::Query(&prep.b, aux), mark(3))
+                msm::<G1>(
+                    device,
+                    points.map(|p| p.b_g1()),
+                    q(3),
+                    MsmScalars::Query(&prep.b, aux),
+                    mark(3),
+                )
             })?;
             let b_g2 = timed(&mut t[4], || {
-                msm::<G2>(device, points.b_g2(), q(4), MsmScalars::Query(&prep.b, aux), mark(4))
+                msm::<G2>(
+                    device,
+                    points.map(|p| p.b_g2()),
+                    q(4),
+                    MsmScalars::Query(&prep.b, aux),
+                    mark(4),
+                )
             })?;
             if !streamed {
                 queued.push_back(Arc::clone(&events.msms[4]));

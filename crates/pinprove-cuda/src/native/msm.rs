@@ -218,20 +218,25 @@ pub(super) static MAX_BATCH: std::sync::atomic::AtomicUsize = std::sync::atomic:
 /// timing event) is recorded after the MSM's device work.
 pub(super) fn msm<C: Curve>(
     device: c_int,
-    bases: &[C::Affine],
+    host_bases: Option<&[C::Affine]>,
     resident: Option<&Resident>,
     scalars: MsmScalars<'_>,
     mark: Option<&Event>,
 ) -> Result<Msm<C>, ProveError> {
+    let n_bases = match (resident, host_bases) {
+        (Some(r), _) => r.len,
+        (None, Some(b)) => b.len(),
+        (None, None) => return Err(backend_error("bases neither resident nor in host memory")),
+    };
     let (list, d_scalars, d_ready, n, idx, ones, small) = match &scalars {
         MsmScalars::Device(d) => (&[][..], d.ptr, d.ready, d.len, None, None, None),
         MsmScalars::Query(q, aux) => {
             let list = q.list(aux);
-            if q.bases != bases.len() {
+            if q.bases != n_bases {
                 return Err(backend_error(format!(
                     "{} assignments for {} bases in a {}",
                     q.bases,
-                    bases.len(),
+                    n_bases,
                     C::MSM
                 )));
             }
@@ -257,14 +262,13 @@ pub(super) fn msm<C: Curve>(
         }
     };
     let whole = idx.is_none() && ones.is_none() && small.is_none();
-    if whole && n != bases.len() {
+    if whole && n != n_bases {
         return Err(backend_error(format!(
-            "{n} scalars for {} bases in a {}",
-            bases.len(),
+            "{n} scalars for {n_bases} bases in a {}",
             C::MSM
         )));
     }
-    if ones.is_some_and(|o| o.len() * 32 < bases.len().next_multiple_of(1024)) {
+    if ones.is_some_and(|o| o.len() * 32 < n_bases.next_multiple_of(1024)) {
         return Err(backend_error("a bitmap shorter than its bases"));
     }
     let ptr = |s: Option<&[u32]>| s.map_or(std::ptr::null(), <[u32]>::as_ptr);
@@ -300,6 +304,7 @@ pub(super) fn msm<C: Curve>(
         }
         None if !whole => Err(backend_error("split scalars need resident bases")),
         None => {
+            let bases = host_bases.expect("checked above: no resident bases, so host ones");
             let mut out = C::Raw::default();
             // SAFETY: `bases` holds n points (checked), paired one to one
             // with the n scalars in `list` or at `d_scalars`, which the

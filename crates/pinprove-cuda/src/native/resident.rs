@@ -13,6 +13,8 @@ use super::msm::{Curve, G1, G2};
 /// One query's bases in device memory.
 pub(super) struct Resident {
     pub(super) handle: *mut c_void,
+    /// How many bases it holds.
+    pub(super) len: usize,
     g2: bool,
 }
 
@@ -53,7 +55,11 @@ pub(super) fn resident<C: Curve>(device: c_int, bases: &[C::Affine]) -> Result<R
         unsafe { C::upload(&mut handle, device, bases.as_ptr(), bases.len()) },
         C::UPLOAD,
     )?;
-    Ok(Resident { handle, g2: C::G2 })
+    Ok(Resident {
+        handle,
+        len: bases.len(),
+        g2: C::G2,
+    })
 }
 
 impl ResidentSrs {
@@ -76,10 +82,11 @@ impl ResidentSrs {
     }
 }
 
-/// An SRS is known by its file, or by where its points live.
-pub(super) fn srs_key(srs: &Srs) -> Option<PathBuf> {
+/// An SRS is known by its file, or (made in memory) by its id: both stay
+/// when its host points are released.
+pub(super) fn srs_key(srs: &Srs) -> PathBuf {
     srs.stats()
         .path
         .clone()
-        .or_else(|| srs.points().map(|p| PathBuf::from(format!("mem:{:p}", p.h().as_ptr()))))
+        .unwrap_or_else(|| PathBuf::from(format!("mem:{}", srs.id())))
 }

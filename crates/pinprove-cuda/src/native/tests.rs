@@ -120,9 +120,10 @@ fn msms_split_by_value_equal_the_plain_sums() {
     let threads = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
     let sum = |m: Result<Msm<G1>, ProveError>| m.and_then(|mut m| m.sum(&threads));
     let sum2 = |m: Result<Msm<G2>, ProveError>| m.and_then(|mut m| m.sum(&threads));
-    // Both queued before either is waited for.
-    let mut q1 = msm::<G1>(0, &g1_affine, Some(&r1), MsmScalars::Query(&split.l, aux), None).unwrap();
-    let mut q2 = msm::<G2>(0, &g2_affine, Some(&r2), MsmScalars::Query(&split.b, aux), None).unwrap();
+    // Both queued before either is waited for; resident bases need no host
+    // copy.
+    let mut q1 = msm::<G1>(0, None, Some(&r1), MsmScalars::Query(&split.l, aux), None).unwrap();
+    let mut q2 = msm::<G2>(0, None, Some(&r2), MsmScalars::Query(&split.b, aux), None).unwrap();
     let got2 = q2.sum(&threads).unwrap();
     let got1 = q1.sum(&threads).unwrap();
     assert_eq!(got1, want1);
@@ -135,14 +136,14 @@ fn msms_split_by_value_equal_the_plain_sums() {
     let aux: &[Scalar] = &w.aux;
     let got1 = sum(msm::<G1>(
         0,
-        &g1_affine,
+        Some(&g1_affine[..]),
         Some(&r1),
         MsmScalars::Query(&dense.l, aux),
         None,
     ));
     let got2 = sum2(msm::<G2>(
         0,
-        &g2_affine,
+        Some(&g2_affine[..]),
         Some(&r2),
         MsmScalars::Query(&dense.b, aux),
         None,
@@ -154,7 +155,7 @@ fn msms_split_by_value_equal_the_plain_sums() {
     assert_eq!(
         sum(msm::<G1>(
             0,
-            &g1_affine,
+            Some(&g1_affine[..]),
             Some(&r1),
             MsmScalars::Query(&dense.l, aux),
             None
@@ -163,15 +164,30 @@ fn msms_split_by_value_equal_the_plain_sums() {
         want1
     );
     assert_eq!(
-        sum(msm::<G1>(0, &g1_affine, None, MsmScalars::Query(&dense.l, aux), None)).unwrap(),
+        sum(msm::<G1>(
+            0,
+            Some(&g1_affine[..]),
+            None,
+            MsmScalars::Query(&dense.l, aux),
+            None
+        ))
+        .unwrap(),
         want1
     );
     assert_eq!(
-        sum2(msm::<G2>(0, &g2_affine, None, MsmScalars::Query(&dense.b, aux), None)).unwrap(),
+        sum2(msm::<G2>(
+            0,
+            Some(&g2_affine[..]),
+            None,
+            MsmScalars::Query(&dense.b, aux),
+            None
+        ))
+        .unwrap(),
         want2
     );
-    // Split scalars need bases on the device.
-    assert!(msm::<G1>(0, &g1_affine, None, MsmScalars::Query(&split.l, aux), None).is_err());
+    // Split scalars need bases on the device, and some bases are needed.
+    assert!(msm::<G1>(0, Some(&g1_affine[..]), None, MsmScalars::Query(&split.l, aux), None).is_err());
+    assert!(msm::<G1>(0, None, None, MsmScalars::Query(&dense.l, aux), None).is_err());
     let _ = rng.r#gen::<u8>();
 }
 

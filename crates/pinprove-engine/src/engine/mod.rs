@@ -20,7 +20,7 @@ mod synthesis;
 
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -55,8 +55,10 @@ pub struct Device {
 /// Engine settings.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
-    /// Threads that synthesize partitions. How many run at once is decided
-    /// by the memory budget, and by `max_concurrent_syntheses`.
+    /// Partitions below High priority prepared (admitted, synthesized) at
+    /// once at most; two more threads are kept for High and Critical ones,
+    /// which therefore never wait for a worker. How many synthesize at once
+    /// is decided by the memory budget, and by `max_concurrent_syntheses`.
     pub synthesis_workers: usize,
     /// An optional cap on simultaneous syntheses, to limit CPU contention.
     pub max_concurrent_syntheses: Option<usize>,
@@ -70,6 +72,11 @@ pub struct EngineConfig {
     pub timeline_capacity: usize,
     /// Finished jobs kept for status and late waiters.
     pub finished_jobs_kept: usize,
+    /// Bytes of the memory budget that only High and Critical partitions
+    /// may use, so that a WinningPoSt is admitted at once even while
+    /// sealing work has taken the rest. `None`: the smaller of 2 GiB and a
+    /// sixteenth of the budget.
+    pub priority_reserve: Option<u64>,
 }
 
 /// Threads the engine never exceeds for any one kind of worker: a
@@ -86,6 +93,7 @@ impl Default for EngineConfig {
             hints_dir: None,
             timeline_capacity: 100_000,
             finished_jobs_kept: 1000,
+            priority_reserve: None,
         }
     }
 }
@@ -112,6 +120,10 @@ impl Engine {
             return Err(e);
         }
         let budget = Arc::clone(pool.budget());
+        let reserve = config
+            .priority_reserve
+            .unwrap_or_else(|| (2u64 << 30).min(budget.total() / 16));
+        budget.set_reserve(reserve, crate::Priority::High.rank());
         let backends: Vec<Arc<dyn Backend>> = devices.iter().map(|d| Arc::clone(&d.backend)).collect();
         let srs = SrsRegistry::new(
             Arc::clone(&pool),
@@ -167,6 +179,8 @@ impl Engine {
             queue_cv: Condvar::new(),
             synth_running: Mutex::new(0),
             synth_cv: Condvar::new(),
+            admitting: AtomicUsize::new(0),
+            normal_busy: AtomicUsize::new(0),
             jobs: Mutex::new(HashMap::new()),
             finished: Mutex::new(VecDeque::new()),
             finalize: unbounded(),
@@ -181,7 +195,7 @@ impl Engine {
             inner: Arc::clone(&inner),
             threads: Vec::new(),
         };
-        for w in 0..inner.config.synthesis_workers.max(1) {
+        for w in 0..inner.config.synthesis_workers.max(1) + synthesis::URGENT_WORKERS {
             engine.spawn(format!("synth-{w}"), move |i| i.synthesis_worker(w))?;
         }
         for (d, slot) in inner.devices.iter().enumerate() {
@@ -223,6 +237,20 @@ impl Engine {
         self.inner.srs.register(circuit_id, SrsSource::Synthetic(shape));
     }
 
+    /// Host bytes one partition of `circuit_id` is admitted with: its
+    /// vectors, densities and what the backends add (from its capacity hint,
+    /// or from its parameters before the first synthesis).
+    pub fn working_set(&self, circuit_id: &str) -> Result<u64, EngineError> {
+        self.inner.working_set(circuit_id)
+    }
+
+    /// The shape of a circuit type as its registered parameters give it
+    /// (the domain, inputs and aux; the exact constraint count is learned
+    /// at its first synthesis).
+    pub fn circuit_shape(&self, circuit_id: &str) -> Result<pinprove_groth16::CapacityHint, EngineError> {
+        self.inner.srs.shape(circuit_id)
+    }
+
     /// Loads a circuit type's parameters before proofs arrive. Returns
     /// whether they were already loaded, and the load time.
     pub fn preload_srs(&self, circuit_id: &str) -> Result<(bool, Duration), EngineError> {
@@ -259,11 +287,9 @@ impl Engine {
         let needed = inner
             .working_set(&spec.circuit_id)?
             .saturating_add(inner.srs.load_estimate(&spec.circuit_id)?);
-        if needed > inner.budget.total() {
-            return Err(EngineError::TooLarge {
-                needed,
-                total: inner.budget.total(),
-            });
+        let limit = inner.budget.limit_for(spec.priority.rank());
+        if needed > limit {
+            return Err(EngineError::TooLarge { needed, total: limit });
         }
         let id = JobId(inner.next_job.fetch_add(1, Ordering::Relaxed));
         let job = Arc::new(JobCtl::new(id, spec.circuit_id.clone(), spec.priority, n));

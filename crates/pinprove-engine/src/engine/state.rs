@@ -367,6 +367,11 @@ pub(crate) struct Inner {
     pub(super) queue_cv: Condvar,
     pub(super) synth_running: Mutex<usize>,
     pub(super) synth_cv: Condvar,
+    /// Partitions below High priority taken from the queue and waiting for
+    /// their admission (see `take_pending`).
+    pub(super) admitting: AtomicUsize,
+    /// Partitions below High priority taken and not yet handed to a device.
+    pub(super) normal_busy: AtomicUsize,
     pub(super) jobs: Mutex<HashMap<JobId, Arc<JobCtl>>>,
     pub(super) finished: Mutex<VecDeque<JobId>>,
     pub(super) finalize: (Sender<Started>, Receiver<Started>),

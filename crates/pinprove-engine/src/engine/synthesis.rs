@@ -3,6 +3,7 @@
 //! handed to a device.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::SendTimeoutError;
@@ -11,7 +12,7 @@ use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
 
 use super::state::{InFlight, Inner, Pending, Synthesized, Ticket, catch};
-use crate::job::{PartitionTimings, SynthesisContext};
+use crate::job::{PartitionTimings, Priority, SynthesisContext};
 use crate::srs::Acquired;
 use crate::{EngineError, Phase};
 
@@ -19,11 +20,25 @@ impl Inner {
     /// Host bytes one partition of `circuit_id` needs while in flight: its
     /// vectors (as the pool rounds them), densities, and what the backends
     /// add. From the capacity hint, or from the parameters' shape before the
-    /// first synthesis.
+    /// first synthesis. A hint that is implausible, or that disagrees with
+    /// the parameters (other inputs or aux, more constraints than their
+    /// domain), is discarded and relearned: a tampered hints file must not
+    /// turn every later submission away.
     pub(super) fn working_set(&self, circuit_id: &str) -> Result<u64, EngineError> {
-        let shape = match self.hints.get(circuit_id) {
+        let budget = self.pool.budget().total();
+        let params = self.srs.shape(circuit_id);
+        let hint = pinprove_groth16::plausible_hint(&self.hints, circuit_id, self.layout, budget).filter(|h| {
+            let Ok(p) = &params else { return true };
+            let agrees = h.inputs == p.inputs && h.aux == p.aux && h.constraints <= p.constraints;
+            if !agrees {
+                tracing::warn!(circuit = circuit_id, hint = ?h, parameters = ?p, "capacity hint disagrees with the parameters; discarded and relearned");
+                self.hints.forget(circuit_id);
+            }
+            agrees
+        });
+        let shape = match hint {
             Some(h) => h,
-            None => self.srs.shape(circuit_id)?,
+            None => params?,
         };
         let n = match self.layout {
             AbcLayout::Exact => shape.constraints,
@@ -47,21 +62,49 @@ impl Inner {
 
     /// The next partition by priority, counted in flight from here on;
     /// `None` once the engine shuts down.
-    fn take_pending(&self) -> Option<(Pending, Ticket)> {
+    ///
+    /// Workers stay free for urgent (High, Critical) partitions: a partition
+    /// below High is taken only while fewer than `synthesis_workers` such
+    /// partitions are being prepared (the engine runs [`URGENT_WORKERS`]
+    /// more threads than that) and fewer than [`ADMITTING_LIMIT`] wait for
+    /// their admission; the others stay in the queue, where an urgent
+    /// partition overtakes them.
+    fn take_pending(&self) -> Option<(Pending, Ticket, Taken<'_>)> {
         let mut q = self.queue_lock();
         loop {
             if self.shutting_down() {
                 return None;
             }
-            if let Some(p) = q.pop() {
+            let urgent = match q.peek() {
+                Some(p) => p.priority.is_urgent(),
+                None => false,
+            };
+            let room = urgent
+                || (self.admitting.load(Ordering::Acquire) < ADMITTING_LIMIT
+                    && self.normal_busy.load(Ordering::Acquire) < self.config.synthesis_workers.max(1));
+            if !q.is_empty() && room {
+                let p = q.pop().expect("peeked");
+                if !urgent {
+                    self.admitting.fetch_add(1, Ordering::AcqRel);
+                    self.normal_busy.fetch_add(1, Ordering::AcqRel);
+                }
                 let ticket = self.gauges.ticket(&p.job, p.index);
-                return Some((p, ticket));
+                let taken = Taken {
+                    inner: self,
+                    admitting: !urgent,
+                    busy: !urgent,
+                };
+                return Some((p, ticket, taken));
             }
             q = self.queue_cv.wait(q).recover();
         }
     }
 
-    fn synthesis_slot(&self) -> Option<SynthSlot<'_>> {
+    /// A slot of the synthesis cap; urgent partitions go around it.
+    fn synthesis_slot(&self, priority: Priority) -> Option<SynthSlot<'_>> {
+        if priority.is_urgent() {
+            return None;
+        }
         let cap = self.config.max_concurrent_syntheses?;
         let mut n = self.synth_running.lock().recover();
         while *n >= cap.max(1) && !self.shutting_down() {
@@ -73,13 +116,14 @@ impl Inner {
 
     pub(super) fn synthesis_worker(&self, w: usize) {
         let lane = format!("synth-{w}");
-        while let Some((p, ticket)) = self.take_pending() {
+        while let Some((p, ticket, mut taken)) = self.take_pending() {
             let (job, index) = (Arc::clone(&p.job), p.index);
-            match catch(|| self.prepare(p, ticket, &lane)) {
+            match catch(|| self.prepare(p, ticket, &mut taken, &lane)) {
                 Ok(Some(item)) => self.hand_off(item),
                 Ok(None) => {}
                 Err(msg) => self.panicked(&job, format!("partition {index}: panicked while being prepared: {msg}")),
             }
+            drop(taken);
         }
     }
 
@@ -99,7 +143,7 @@ impl Inner {
 
     /// Admits, loads parameters for, and synthesizes one partition, then
     /// routes it to a device. `None` when the job stopped or this failed it.
-    fn prepare(&self, mut p: Pending, ticket: Ticket, lane: &str) -> Option<Synthesized> {
+    fn prepare(&self, mut p: Pending, ticket: Ticket, taken: &mut Taken<'_>, lane: &str) -> Option<Synthesized> {
         p.wait = tracing::Span::none();
         let span = p.span.clone();
         let job = Arc::clone(&p.job);
@@ -119,14 +163,16 @@ impl Inner {
         // memory while holding part of what it needs.
         let t = Instant::now();
         let admission = tracing::info_span!(parent: &span, Phase::Admission.name()).entered();
-        let slot = self.synthesis_slot();
+        let slot = self.synthesis_slot(p.priority);
         let mut srs_part = 0;
         let (mut funds, srs, load) = loop {
             let admitted = self.working_set(&job.circuit_id).and_then(|ws| {
                 if srs_part == 0 && !self.srs.is_loaded(&job.circuit_id) {
                     srs_part = self.srs.load_estimate(&job.circuit_id)?;
                 }
-                Ok(self.budget.acquire_blocking(ws.saturating_add(srs_part))?)
+                Ok(self
+                    .budget
+                    .acquire_blocking_ranked(ws.saturating_add(srs_part), p.priority.rank())?)
             });
             let mut funds = match admitted {
                 Ok(f) => f,
@@ -152,6 +198,7 @@ impl Inner {
             }
         };
         drop(admission);
+        taken.admitted();
         timings.budget_wait = t.elapsed().saturating_sub(load);
         timings.srs_load = load;
         self.metrics.observe(Phase::Admission, timings.budget_wait);
@@ -246,6 +293,47 @@ impl Inner {
             .map(|d| format!("{}: {}", d.name, d.lost().unwrap_or_default()))
             .collect();
         EngineError::DevicesLost(why.join("; "))
+    }
+}
+
+/// Partitions below High priority waiting for admission at once.
+const ADMITTING_LIMIT: usize = 2;
+
+/// Synthesis threads beyond `synthesis_workers`, so that an urgent partition
+/// finds one even when every other is busy with background work.
+pub(super) const URGENT_WORKERS: usize = 2;
+
+/// A partition below High priority, counted as waiting for admission until
+/// [`admitted`](Taken::admitted) and as being prepared until dropped (urgent
+/// ones are not counted).
+struct Taken<'a> {
+    inner: &'a Inner,
+    admitting: bool,
+    busy: bool,
+}
+
+impl Taken<'_> {
+    fn admitted(&mut self) {
+        if std::mem::take(&mut self.admitting) {
+            self.give_back(|i| &i.admitting);
+        }
+    }
+
+    fn give_back(&self, counter: impl Fn(&Inner) -> &std::sync::atomic::AtomicUsize) {
+        // Under the queue lock: a worker checking the counts cannot miss the
+        // wakeup.
+        let _q = self.inner.queue_lock();
+        counter(self.inner).fetch_sub(1, Ordering::AcqRel);
+        self.inner.queue_cv.notify_all();
+    }
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        self.admitted();
+        if std::mem::take(&mut self.busy) {
+            self.give_back(|i| &i.normal_busy);
+        }
     }
 }
 

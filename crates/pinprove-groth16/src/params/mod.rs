@@ -211,6 +211,9 @@ impl SrsPoints {
 /// unless read header-only for a backend that loads points itself — the
 /// decoded query points.
 pub struct Srs {
+    /// Unique in the process: what an SRS is known by once its points are
+    /// gone (see [`Srs::release_points`]).
+    id: u64,
     vk: VerifyingKey,
     lengths: QueryLengths,
     points: Option<SrsPoints>,
@@ -246,6 +249,12 @@ impl Layout {
             b_g2: n(4),
         }
     }
+}
+
+/// A fresh [`Srs::id`].
+fn next_srs_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Srs {
@@ -299,6 +308,7 @@ impl Srs {
         let src = Source::open(path)?;
         let (vk, layout) = Self::layout(&src)?;
         Ok(Srs {
+            id: next_srs_id(),
             vk,
             lengths: layout.lengths(),
             points: None,
@@ -328,6 +338,7 @@ impl Srs {
             }
         }
         Ok(Srs {
+            id: next_srs_id(),
             vk,
             lengths: layout.lengths(),
             points: None,
@@ -389,6 +400,7 @@ impl Srs {
         .iter()
         .sum();
         Ok(Srs {
+            id: next_srs_id(),
             vk,
             lengths: layout.lengths(),
             points: Some(SrsPoints { h, l, a, b_g1, b_g2 }),
@@ -406,6 +418,7 @@ impl Srs {
     /// `shape`, without points (what a header read gives for a file).
     pub fn synthetic_header(shape: &CircuitShape) -> Result<Srs, ParamsError> {
         Ok(Srs {
+            id: next_srs_id(),
             vk: synthetic::verifying_key(shape.inputs),
             lengths: shape.lengths()?,
             points: None,
@@ -451,6 +464,7 @@ impl Srs {
             "synthetic parameters made in memory"
         );
         Ok(Srs {
+            id: next_srs_id(),
             vk: synthetic::verifying_key(shape.inputs),
             lengths,
             points: Some(SrsPoints { h, l, a, b_g1, b_g2 }),
@@ -484,6 +498,27 @@ impl Srs {
             p.b_g1.discard();
             p.b_g2.discard();
         }
+    }
+
+    /// Frees the decoded points at once and keeps the rest (verifying key,
+    /// lengths, statistics): for a backend that holds its own copy of the
+    /// bases (in device memory), so that host memory need not keep them.
+    pub fn release_points(&mut self) -> u64 {
+        let bytes = self.stats.memory_bytes;
+        if let Some(p) = self.points.take() {
+            p.h.discard();
+            p.l.discard();
+            p.a.discard();
+            p.b_g1.discard();
+            p.b_g2.discard();
+        }
+        self.stats.memory_bytes = 0;
+        bytes
+    }
+
+    /// Unique in this process: two loads of one file are two SRSs.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// The decoded points; `None` when read header-only.

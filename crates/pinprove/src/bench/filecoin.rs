@@ -31,6 +31,13 @@ pub struct FilecoinArgs {
     /// Measure pinprove alone.
     #[arg(long)]
     no_compare: bool,
+    /// Synthetic inputs and parameters of the real shape instead of a
+    /// sealed sample sector: any sector size (32GiB above all), proofs that
+    /// do not verify; no comparison with filecoin-proofs.
+    #[arg(long)]
+    synthetic_inputs: bool,
+    #[command(flatten)]
+    synthetic: super::filecoin_synthetic::SyntheticArgs,
     #[command(flatten)]
     output: Output,
 }
@@ -79,10 +86,17 @@ fn request(sector: &mut SampleSector, kind: ProofKind, work: &std::path::Path) -
 }
 
 pub fn run(args: &FilecoinArgs) -> Result<()> {
+    if args.synthetic_inputs {
+        let report = super::filecoin_synthetic::measure(args.kind, args.sector_size, args.backend, &args.synthetic)?;
+        return args
+            .output
+            .emit(&report, super::filecoin_synthetic::print)
+            .context("reporting");
+    }
     ensure!(args.reps > 0, "--reps must be positive");
     ensure!(
         args.sector_size < 32 << 30,
-        "bench filecoin seals a sample sector: use a test size (2KiB, 8MiB, 512MiB)"
+        "bench filecoin seals a sample sector: use a test size (2KiB, 8MiB, 512MiB), or --synthetic-inputs"
     );
     let work = std::env::temp_dir().join(format!("pinprove-bench-filecoin-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);

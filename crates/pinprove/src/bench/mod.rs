@@ -4,6 +4,7 @@ use anyhow::Result;
 use clap::Subcommand;
 
 mod filecoin;
+mod filecoin_synthetic;
 mod gpu;
 mod h2d;
 #[cfg(feature = "cuda")]

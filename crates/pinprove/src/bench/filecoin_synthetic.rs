@@ -1,0 +1,507 @@
+//! `pinprove bench filecoin --synthetic-inputs`: a Filecoin kind at any
+//! sector size (32 GiB above all) through the engine, from synthetic inputs
+//! and synthetic parameters made in memory. The real storage-proofs
+//! circuits run at full size, so shapes and timings are production's; the
+//! proofs do not verify, and the report says so.
+//!
+//! Measured, in order: one partition synthesized alone (its shape,
+//! densities and aux values); a first proof (cold pool); then a stream of
+//! proofs submitted at once (seconds per proof, proofs per hour, peak RSS,
+//! GPU utilization while partitions waited), optionally with a WinningPoSt
+//! submitted into the stream.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+#[cfg(feature = "cuda")]
+use pinprove_engine::assembly::BuiltBackend;
+use pinprove_engine::assembly::{Stack, StackConfig};
+use pinprove_engine::timeline::Span;
+use pinprove_engine::timeline::analysis::Utilization;
+use pinprove_engine::{EngineConfig, JobOutcome, PartitionResult, Phase, SynthesisContext};
+use pinprove_filecoin::synthetic;
+use pinprove_filecoin::{FilecoinOptions, FilecoinProver, ParamCache, ProofKind, Submission};
+use pinprove_groth16::Scalar;
+use pinprove_mem::{BudgetConfig, sys};
+use serde::Serialize;
+
+#[cfg(feature = "cuda")]
+use crate::report::gbps;
+use crate::report::{Host, NVML_LAG, bytes, dur, median};
+
+/// What `--synthetic-inputs` takes beyond the kind and size.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SyntheticArgs {
+    /// Proofs submitted at once after the first (0: the first alone).
+    #[arg(long, default_value_t = 2)]
+    pub stream: usize,
+    /// Also submit a WinningPoSt of the same sector size into the stream,
+    /// once its first partitions are on the device, and time it.
+    #[arg(long)]
+    pub winning_during: bool,
+    /// Cap on partitions synthesizing at once (default: what the budget admits).
+    #[arg(long)]
+    pub max_concurrent_syntheses: Option<usize>,
+    /// Synthesis workers (default: the engine's).
+    #[arg(long)]
+    pub synthesis_workers: Option<usize>,
+    /// Memory budget: "auto" or a size such as 100GiB.
+    #[arg(long, default_value = "auto")]
+    pub budget: BudgetConfig,
+    /// Stop after one partition synthesized alone (its shape, densities and
+    /// values): what a machine without a GPU can measure at 32 GiB.
+    #[arg(long)]
+    pub profile_only: bool,
+    /// Write the stream's timeline as an SVG chart here.
+    #[arg(long)]
+    pub timeline: Option<PathBuf>,
+}
+
+/// One partition, synthesized alone.
+#[derive(Serialize)]
+pub struct PartitionProfile {
+    constraints: usize,
+    inputs: usize,
+    aux: usize,
+    /// Aux variables A uses, inputs and aux variables B uses.
+    a_aux_density: usize,
+    b_input_density: usize,
+    b_aux_density: usize,
+    /// Shares of the aux values: 0, 1, below 2^64 (else), the rest.
+    aux_zero: f64,
+    aux_one: f64,
+    aux_small: f64,
+    aux_large: f64,
+    abc_bytes: u64,
+    aux_bytes: u64,
+    synthesis_alone_s: f64,
+}
+
+/// The GPU's phases of the last partition proved (native backend).
+#[derive(Serialize)]
+pub struct DevicePhases {
+    upload_s: f64,
+    upload_gbps: f64,
+    /// NTTs and the quotient.
+    h_s: f64,
+    /// Each MSM: name, seconds, bases, bases per second, bases through
+    /// Pippenger (the rest had 0, 1 or small scalars).
+    msm: Vec<(String, f64, usize, f64, usize)>,
+    device_s: f64,
+    preparation_s: f64,
+}
+
+#[derive(Serialize)]
+pub struct SyntheticReport {
+    benchmark: &'static str,
+    host: Host,
+    kind: &'static str,
+    sector_size: u64,
+    circuit: String,
+    backend: &'static str,
+    /// Always true: the proofs do not verify.
+    synthetic: bool,
+    request_s: f64,
+    /// Counting the parameters' shape from the blank circuit.
+    register_s: f64,
+    /// Making the synthetic parameters in memory (and uploading them).
+    params_s: f64,
+    params_bytes: u64,
+    budget_bytes: u64,
+    partition: PartitionProfile,
+    /// Absent with `--profile-only`.
+    proving: Option<Proving>,
+}
+
+/// Proofs through the engine: the first (cold pool), then a stream.
+#[derive(Serialize)]
+pub struct Proving {
+    partitions: usize,
+    first_proof_s: f64,
+    first_proof_synthesis_median_s: f64,
+    first_proof_device: Option<DevicePhases>,
+    stream: usize,
+    stream_wall_s: f64,
+    seconds_per_proof: f64,
+    proofs_per_hour: f64,
+    stream_synthesis_median_s: f64,
+    stream_synthesis_max_s: f64,
+    stream_admission_median_s: f64,
+    stream_handoff_median_s: f64,
+    device_busy_fraction: f64,
+    gpu_utilization_percent: Option<f64>,
+    backlog_s: f64,
+    gpu_utilization_backlog_percent: Option<f64>,
+    winning_during_s: Option<f64>,
+    peak_rss_bytes: Option<u64>,
+    pool_fresh_bytes: u64,
+    pool_alloc_s: f64,
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+fn median_of(results: &[PartitionResult], phase: Phase) -> f64 {
+    let mut v: Vec<Duration> = results.iter().map(|r| r.timings.get(phase)).collect();
+    if v.is_empty() { 0.0 } else { secs(median(&mut v)) }
+}
+
+/// Shares of aux values that are 0, 1, other values below 2^64, the rest.
+fn value_classes(aux: &[Scalar]) -> [f64; 4] {
+    use rayon::prelude::*;
+    let counts = aux
+        .par_iter()
+        .fold(
+            || [0usize; 4],
+            |mut c, v| {
+                let b = v.to_bytes_le();
+                let small = b[8..].iter().all(|&x| x == 0);
+                let low = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+                c[match (small, low) {
+                    (true, 0) => 0,
+                    (true, 1) => 1,
+                    (true, _) => 2,
+                    (false, _) => 3,
+                }] += 1;
+                c
+            },
+        )
+        .reduce(|| [0; 4], |a, b| [a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3]]);
+    let n = aux.len().max(1) as f64;
+    counts.map(|c| c as f64 / n)
+}
+
+#[cfg(feature = "cuda")]
+fn device_phases(stack: &Stack) -> Option<DevicePhases> {
+    let p = stack.backends.iter().find_map(|b| match b {
+        BuiltBackend::Native(n) => n.last_phases(),
+        _ => None,
+    })?;
+    let msm = p
+        .msm
+        .iter()
+        .zip(pinprove_cuda::NativePhases::MSM_NAMES)
+        .zip(p.pippenger_points)
+        .map(|(((t, n), name), pip)| {
+            let rate = if t.is_zero() { 0.0 } else { *n as f64 / secs(*t) };
+            (name.to_string(), secs(*t), *n, rate, pip)
+        })
+        .collect();
+    Some(DevicePhases {
+        upload_s: secs(p.upload),
+        upload_gbps: gbps(p.abc_bytes, p.upload),
+        h_s: secs(p.h),
+        msm,
+        device_s: secs(p.device()),
+        preparation_s: secs(p.preparation),
+    })
+}
+
+/// Without the `cuda` feature there is no device to report on.
+#[cfg(not(feature = "cuda"))]
+fn device_phases(_: &Stack) -> Option<DevicePhases> {
+    None
+}
+
+/// Waits for a submission and checks it completed (its proof cannot
+/// verify: `finish` does not try).
+fn completed(prover: &FilecoinProver, sub: &Submission) -> Result<Vec<PartitionResult>> {
+    match prover.engine().wait(sub.job, None)? {
+        JobOutcome::Completed(r) => Ok(r),
+        other => bail!("{} job {} ended {other:?}", sub.kind, sub.job),
+    }
+}
+
+pub fn measure(
+    kind: ProofKind,
+    sector_size: u64,
+    backend: pinprove_engine::assembly::BackendKind,
+    args: &SyntheticArgs,
+) -> Result<SyntheticReport> {
+    let t = Instant::now();
+    let req = synthetic::request(kind, sector_size, 1)?;
+    let request_s = secs(t.elapsed());
+    eprintln!(
+        "synthetic {kind} request for {} made in {:.1} s",
+        bytes(sector_size),
+        request_s
+    );
+
+    let stack = Stack::build(&StackConfig {
+        backend,
+        budget: args.budget.clone(),
+        ..StackConfig::default()
+    })?;
+    let backend_name = stack.devices[0].backend.name();
+    let defaults = EngineConfig::default();
+    let engine = stack.engine(EngineConfig {
+        synthesis_workers: args.synthesis_workers.unwrap_or(defaults.synthesis_workers),
+        max_concurrent_syntheses: args.max_concurrent_syntheses,
+        ..defaults
+    })?;
+    let prover = FilecoinProver::new(
+        Arc::new(engine),
+        ParamCache::from_env(),
+        FilecoinOptions {
+            synthetic_inputs: true,
+            ..FilecoinOptions::default()
+        },
+    );
+    let engine = Arc::clone(prover.engine());
+    let circuit = pinprove_filecoin::kind::circuit_id(kind, sector_size)?;
+    let t = Instant::now();
+    prover.register(&circuit)?;
+    let register_s = secs(t.elapsed());
+    let (_, params_load) = engine.preload_srs(&circuit)?;
+    let params_bytes = engine
+        .status()
+        .srs
+        .iter()
+        .find(|s| s.circuit_id == circuit)
+        .map_or(0, |s| s.bytes);
+    eprintln!(
+        "{circuit}: shape counted in {register_s:.1} s, synthetic parameters ({}) made in {}",
+        bytes(params_bytes),
+        dur(params_load)
+    );
+
+    // One partition alone, outside the engine.
+    let partition = {
+        let mut parts = prover.prepare(&req)?.into_partitions();
+        ensure!(!parts.is_empty(), "the request has no partitions");
+        let part = parts.swap_remove(0);
+        drop(parts);
+        let hint = engine.circuit_shape(&circuit)?;
+        let funds = stack
+            .budget
+            .acquire_blocking(hint.abc_bytes() + hint.assignment_bytes())
+            .context("memory for one partition")?;
+        let layout = stack.devices[0].backend.capabilities().abc_layout;
+        let t = Instant::now();
+        let (asg, _) = part.synthesize(SynthesisContext {
+            circuit_id: &circuit,
+            pool: &stack.pool,
+            hints: engine.hints(),
+            layout,
+            funds,
+            shape: Some(hint),
+        })?;
+        let alone = t.elapsed();
+        let [zero, one, small, large] = value_classes(asg.aux());
+        PartitionProfile {
+            constraints: asg.num_constraints(),
+            inputs: asg.num_inputs(),
+            aux: asg.num_aux(),
+            a_aux_density: asg.a_aux_density().total(),
+            b_input_density: asg.b_input_density().total(),
+            b_aux_density: asg.b_aux_density().total(),
+            aux_zero: zero,
+            aux_one: one,
+            aux_small: small,
+            aux_large: large,
+            abc_bytes: 3 * 32 * asg.num_constraints() as u64,
+            aux_bytes: 32 * asg.num_aux() as u64,
+            synthesis_alone_s: secs(alone),
+        }
+    };
+    eprintln!(
+        "one partition alone: {} constraints, synthesized in {:.1} s",
+        partition.constraints, partition.synthesis_alone_s
+    );
+
+    let report = |proving| SyntheticReport {
+        benchmark: "filecoin-synthetic",
+        host: Host::detect(),
+        kind: kind.name(),
+        sector_size,
+        circuit: circuit.clone(),
+        backend: backend_name,
+        synthetic: true,
+        request_s,
+        register_s,
+        params_s: secs(params_load),
+        params_bytes,
+        budget_bytes: stack.budget.total(),
+        partition,
+        proving,
+    };
+    if args.profile_only {
+        return Ok(report(None));
+    }
+
+    // The first proof, on a cold pool.
+    let pool_before = stack.pool.stats();
+    let t = Instant::now();
+    let first = completed(&prover, &prover.submit(&req)?)?;
+    let first_proof_s = secs(t.elapsed());
+    let first_proof_device = device_phases(&stack);
+    let partitions = first.len();
+    eprintln!("first proof: {partitions} partitions in {first_proof_s:.1} s");
+
+    // A stream of proofs submitted at once (and a WinningPoSt into it).
+    let _ = sys::reset_peak_rss();
+    let winning = if args.winning_during {
+        let w = synthetic::request(ProofKind::WinningPoSt, sector_size, 2)?;
+        prover.register(&pinprove_filecoin::kind::circuit_id(
+            ProofKind::WinningPoSt,
+            sector_size,
+        )?)?;
+        Some(prover.prepare(&w)?)
+    } else {
+        None
+    };
+    let started = Instant::now();
+    let subs = (0..args.stream)
+        .map(|_| prover.submit(&req))
+        .collect::<Result<Vec<_>, _>>()?;
+    let winning_s = match winning {
+        Some(w) => {
+            // Into the stream: once its partitions are being proved.
+            while engine.status().devices.iter().all(|d| d.in_flight == 0)
+                && started.elapsed() < Duration::from_secs(600)
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let t = Instant::now();
+            let sub = prover.submit_prepared(w)?;
+            completed(&prover, &sub)?;
+            let s = secs(t.elapsed());
+            eprintln!("WinningPoSt submitted into the stream: done in {s:.2} s");
+            Some(s)
+        }
+        None => None,
+    };
+    let measured: HashSet<String> = subs.iter().map(|s| format!("{}/", s.job)).collect();
+    let mut results = Vec::new();
+    for s in &subs {
+        results.extend(completed(&prover, s)?);
+    }
+    let wall = started.elapsed();
+    let peak = sys::peak_rss_bytes();
+    let pool_after = stack.pool.stats();
+    let spans: Vec<Span> = engine
+        .timeline()
+        .spans()
+        .into_iter()
+        .filter(|s| measured.iter().any(|m| s.label.starts_with(m.as_str())))
+        .collect();
+    let u = Utilization::of(&spans, &engine.timeline().samples(), NVML_LAG);
+    if let Some(p) = &args.timeline {
+        std::fs::write(p, engine.timeline().svg()).with_context(|| format!("writing {}", p.display()))?;
+    }
+    let mut synth: Vec<Duration> = results.iter().map(|r| r.timings.get(Phase::Synthesis)).collect();
+    let n = args.stream.max(1) as f64;
+    Ok(report(Some(Proving {
+        partitions,
+        first_proof_s,
+        first_proof_synthesis_median_s: median_of(&first, Phase::Synthesis),
+        first_proof_device,
+        stream: args.stream,
+        stream_wall_s: secs(wall),
+        seconds_per_proof: secs(wall) / n,
+        proofs_per_hour: if args.stream == 0 { 0.0 } else { n / secs(wall) * 3600.0 },
+        stream_synthesis_median_s: if synth.is_empty() {
+            0.0
+        } else {
+            secs(median(&mut synth))
+        },
+        stream_synthesis_max_s: synth.iter().max().map_or(0.0, |d| secs(*d)),
+        stream_admission_median_s: median_of(&results, Phase::Admission),
+        stream_handoff_median_s: median_of(&results, Phase::HandoffWait),
+        device_busy_fraction: u.device_busy,
+        gpu_utilization_percent: u.gpu_percent,
+        backlog_s: secs(u.backlog),
+        gpu_utilization_backlog_percent: u.backlog_gpu_percent,
+        winning_during_s: winning_s,
+        peak_rss_bytes: peak,
+        pool_fresh_bytes: pool_after.allocated_bytes.saturating_sub(pool_before.allocated_bytes),
+        pool_alloc_s: secs(pool_after.alloc_time.saturating_sub(pool_before.alloc_time)),
+    })))
+}
+
+pub fn print(r: &SyntheticReport) {
+    let p = &r.partition;
+    println!(
+        "pinprove bench filecoin (synthetic inputs and parameters: the proofs do not verify) — {}",
+        r.host.summary()
+    );
+    println!(
+        "{} on the {} backend: request made in {:.1} s, shape counted in {:.1} s, parameters ({}) made in {:.1} s; budget {}",
+        r.circuit,
+        r.backend,
+        r.request_s,
+        r.register_s,
+        bytes(r.params_bytes),
+        r.params_s,
+        bytes(r.budget_bytes)
+    );
+    println!(
+        "  one partition: {} constraints, {} inputs, {} aux; densities A aux {}, B inputs {}, B aux {}; \
+         aux values 0 {:.1}%, 1 {:.1}%, small {:.1}%, other {:.1}%; a/b/c {}, aux {}; synthesized alone in {:.1} s",
+        p.constraints,
+        p.inputs,
+        p.aux,
+        p.a_aux_density,
+        p.b_input_density,
+        p.b_aux_density,
+        100.0 * p.aux_zero,
+        100.0 * p.aux_one,
+        100.0 * p.aux_small,
+        100.0 * p.aux_large,
+        bytes(p.abc_bytes),
+        bytes(p.aux_bytes),
+        p.synthesis_alone_s
+    );
+    let Some(r) = &r.proving else { return };
+    println!(
+        "  first proof: {} partitions in {:.1} s (synthesis median {:.1} s per partition)",
+        r.partitions, r.first_proof_s, r.first_proof_synthesis_median_s
+    );
+    if let Some(d) = &r.first_proof_device {
+        println!(
+            "  GPU, last partition: upload {:.3} s ({:.1} GB/s), h {:.3} s, device {:.3} s, preparation {:.3} s",
+            d.upload_s, d.upload_gbps, d.h_s, d.device_s, d.preparation_s
+        );
+        for (name, t, n, rate, pip) in &d.msm {
+            println!(
+                "    MSM {name}: {t:.3} s, {n} bases ({:.0} M/s), {pip} through Pippenger",
+                rate / 1e6
+            );
+        }
+    }
+    if r.stream > 0 {
+        println!(
+            "  stream of {}: {:.1} s, {:.1} s per proof, {:.1} proofs per hour; synthesis median {:.1} s, max {:.1} s; \
+             admission wait median {:.1} s, wait for the device median {:.1} s",
+            r.stream,
+            r.stream_wall_s,
+            r.seconds_per_proof,
+            r.proofs_per_hour,
+            r.stream_synthesis_median_s,
+            r.stream_synthesis_max_s,
+            r.stream_admission_median_s,
+            r.stream_handoff_median_s
+        );
+        println!(
+            "  device busy {:.1}%, GPU utilization {}; partitions waited for the device {:.1} s, GPU utilization then {}",
+            100.0 * r.device_busy_fraction,
+            r.gpu_utilization_percent.map_or("n/a".into(), |g| format!("{g:.1}%")),
+            r.backlog_s,
+            r.gpu_utilization_backlog_percent
+                .map_or("n/a".into(), |g| format!("{g:.1}%"))
+        );
+    }
+    if let Some(w) = r.winning_during_s {
+        println!("  a WinningPoSt submitted into the stream: {w:.2} s");
+    }
+    println!(
+        "  memory: peak RSS {}, pool grew by {} in {:.1} s of pinning",
+        r.peak_rss_bytes.map_or("?".into(), bytes),
+        bytes(r.pool_fresh_bytes),
+        r.pool_alloc_s
+    );
+}
