@@ -628,6 +628,65 @@ fn a_critical_job_is_admitted_at_once_while_background_work_holds_the_memory() {
 }
 
 #[test]
+fn a_critical_partition_is_started_next_on_a_busy_device() {
+    // One device worker, slow starts: background partitions pile up before
+    // the device. A critical partition synthesized then is the next one the
+    // device starts.
+    let dir = temp_dir("critical-handoff");
+    let (pool, acct) = pool_with(1 << 30);
+    let c = BenchCircuit::new(300, WitnessMix::Bits).unwrap();
+    let params = synthetic_params(&c, &dir);
+    let engine = test_engine(
+        &pool,
+        EngineConfig {
+            synthesis_workers: 3,
+            workers_per_device: Some(1),
+            ..EngineConfig::default()
+        },
+        300,
+        0,
+        0,
+    );
+    engine.register_srs(&c.id(), &params);
+    let background = engine
+        .submit(spec(&c.id(), Priority::Normal, (0..6).map(|_| slow(&c, 0)).collect()))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while engine
+        .status()
+        .partitions
+        .iter()
+        .filter(|p| p.phase == Phase::HandoffWait)
+        .count()
+        < 3
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the background partitions never queued for the device"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+    let critical = engine
+        .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 0)]))
+        .unwrap();
+    for id in [critical, background] {
+        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
+        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    }
+    let starts: Vec<String> = engine
+        .timeline()
+        .spans()
+        .into_iter()
+        .filter(|s| s.name == Phase::Start)
+        .map(|s| s.label)
+        .collect();
+    let at = starts.iter().position(|l| *l == format!("{critical}/0")).unwrap();
+    assert!(at <= 1, "the critical partition was started {at}th: {starts:?}");
+    assert_idle(&engine, &pool, &acct, "handoff");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn shutting_down_ends_unfinished_jobs() {
     let dir = temp_dir("shutdown");
     let (pool, _) = pool_with(1 << 30);

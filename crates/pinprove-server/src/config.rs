@@ -8,6 +8,7 @@
 //!
 //! [memory]
 //! budget = "auto"                    # or a size: "96GiB"
+//! urgent_reserve = "auto"            # kept for WindowPoSt/WinningPoSt; auto: min(2 GiB, budget/16)
 //!
 //! [gpu]
 //! backend = "auto"                   # auto, cpu, native, supraseal
@@ -80,6 +81,52 @@ pub struct MemoryConfig {
     /// The memory budget: "auto" (usable memory less a margin) or a size.
     #[serde(serialize_with = "display", deserialize_with = "parsed")]
     pub budget: BudgetConfig,
+    /// Bytes of the budget only WindowPoSt and WinningPoSt (High and
+    /// Critical priority) may use, so that they are admitted at once while
+    /// sealing work holds the rest: "auto" (the smaller of 2 GiB and a
+    /// sixteenth of the budget) or a size ("0" turns it off).
+    #[serde(serialize_with = "display", deserialize_with = "parsed")]
+    pub urgent_reserve: ReserveSize,
+}
+
+/// A size that may be left to the engine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReserveSize {
+    /// The engine's default.
+    #[default]
+    Auto,
+    /// This many bytes.
+    Bytes(u64),
+}
+
+impl ReserveSize {
+    /// The bytes, `None` for the engine's default.
+    pub fn bytes(self) -> Option<u64> {
+        match self {
+            ReserveSize::Auto => None,
+            ReserveSize::Bytes(n) => Some(n),
+        }
+    }
+}
+
+impl std::str::FromStr for ReserveSize {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim().eq_ignore_ascii_case("auto") {
+            return Ok(ReserveSize::Auto);
+        }
+        pinprove_mem::parse_bytes(s).map(ReserveSize::Bytes)
+    }
+}
+
+impl std::fmt::Display for ReserveSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReserveSize::Auto => f.write_str("auto"),
+            ReserveSize::Bytes(n) => write!(f, "{n}"),
+        }
+    }
 }
 
 /// `[gpu]`
@@ -310,6 +357,11 @@ mod tests {
     fn values_are_checked() {
         let c = Config::parse("[memory]\nbudget = \"96GiB\"\n[gpu]\ndevices = \"0,1\"\nbackend = \"cpu\"\n").unwrap();
         assert_eq!(c.memory.budget, BudgetConfig::Fixed(96 << 30));
+        assert_eq!(c.memory.urgent_reserve, ReserveSize::Auto);
+        let r = Config::parse("[memory]\nurgent_reserve = \"4GiB\"\n").unwrap();
+        assert_eq!(r.memory.urgent_reserve, ReserveSize::Bytes(4 << 30));
+        assert_eq!(Config::parse(&r.to_toml()).unwrap(), r);
+        assert!(Config::parse("[memory]\nurgent_reserve = \"much\"\n").is_err());
         assert_eq!(c.gpu.devices, DeviceSelection::Ordinals(vec![0, 1]));
         assert_eq!(c.gpu.backend, BackendKind::Cpu);
         for bad in [

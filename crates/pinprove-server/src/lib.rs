@@ -155,6 +155,7 @@ impl Daemon {
             max_concurrent_syntheses: config.synthesis.max_concurrent,
             workers_per_device: config.gpu.workers_per_device,
             hints_dir: Some(config.hints.dir.clone()),
+            priority_reserve: config.memory.urgent_reserve.bytes(),
             ..defaults
         })?;
         let prover = Arc::new(FilecoinProver::new(

@@ -19,10 +19,10 @@ impl Inner {
         let dev = &self.devices[d];
         let lane = format!("{}-worker-{w}", dev.name);
         loop {
-            let item = match dev.handoff.1.recv_timeout(Duration::from_millis(100)) {
-                Ok(item) => item,
-                Err(RecvTimeoutError::Timeout) if !self.shutting_down() => continue,
-                Err(_) => return,
+            let item = match dev.handoff.pop(Duration::from_millis(100)) {
+                Some(item) => item,
+                None if !self.shutting_down() => continue,
+                None => return,
             };
             let (job, index) = (Arc::clone(&item.flight.job), item.flight.index);
             if let Err(msg) = catch(|| self.start_one(d, &lane, item)) {
@@ -111,8 +111,7 @@ impl Inner {
                     "the device was lost; the partition moves");
                 item.flight.ticket.route(to);
                 self.metrics.partitions_rerouted.fetch_add(1, Ordering::Relaxed);
-                // Dropped (with its counts) only if the engine is gone.
-                let _ = dev.handoff.0.send(item);
+                dev.handoff.push_now(item);
             }
             Err(e) => {
                 drop(item);

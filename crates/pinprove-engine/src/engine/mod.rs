@@ -13,6 +13,7 @@
 //! on (its memory comes back as the unwinding drops it) and keeps serving.
 
 mod device;
+mod handoff;
 mod outcome;
 mod state;
 mod status;
@@ -25,7 +26,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, unbounded};
+use crossbeam_channel::unbounded;
 use ff::Field;
 use pinprove_groth16::synthetic::CircuitShape;
 use pinprove_groth16::{AbcLayout, Backend, CapacityHints, LostDevice, Scalar};
@@ -158,7 +159,7 @@ impl Engine {
                     workers,
                     // One partition ready per worker keeps it fed without
                     // holding more synthesized memory than that.
-                    handoff: bounded(workers),
+                    handoff: handoff::Handoff::new(workers),
                     busy_nanos: AtomicU64::new(0),
                     current_job: Mutex::new(None),
                     lost: LostDevice::default(),

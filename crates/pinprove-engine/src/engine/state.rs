@@ -340,7 +340,7 @@ pub(super) struct DeviceSlot {
     pub(super) name: String,
     pub(super) backend: Arc<dyn Backend>,
     pub(super) workers: usize,
-    pub(super) handoff: (Sender<Synthesized>, Receiver<Synthesized>),
+    pub(super) handoff: super::handoff::Handoff,
     pub(super) busy_nanos: AtomicU64,
     pub(super) current_job: Mutex<Option<JobId>>,
     /// The error that lost the device, as the engine saw it.

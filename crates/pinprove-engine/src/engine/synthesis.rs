@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::SendTimeoutError;
 use pinprove_groth16::{AbcLayout, Srs, domain::domain_size};
 use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
@@ -131,12 +130,12 @@ impl Inner {
     /// ticket and memory given back) if the engine shuts down meanwhile.
     fn hand_off(&self, mut item: Synthesized) {
         let d = item.flight.ticket.device().expect("routed");
-        let tx = &self.devices[d].handoff.0;
+        let handoff = &self.devices[d].handoff;
         loop {
-            match tx.send_timeout(item, Duration::from_millis(100)) {
+            match handoff.push(item, Duration::from_millis(100)) {
                 Ok(()) => return,
-                Err(SendTimeoutError::Timeout(back)) if !self.shutting_down() => item = back,
-                Err(_) => return,
+                Err(_) if self.shutting_down() => return,
+                Err(back) => item = back,
             }
         }
     }

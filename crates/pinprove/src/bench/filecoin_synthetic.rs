@@ -346,10 +346,11 @@ pub fn measure(
     let _ = sys::reset_peak_rss();
     let winning = if args.winning_during {
         let w = synthetic::request(ProofKind::WinningPoSt, sector_size, 2)?;
-        prover.register(&pinprove_filecoin::kind::circuit_id(
-            ProofKind::WinningPoSt,
-            sector_size,
-        )?)?;
+        let id = pinprove_filecoin::kind::circuit_id(ProofKind::WinningPoSt, sector_size)?;
+        prover.register(&id)?;
+        // Its parameters are loaded, as a daemon preloads them: what is timed
+        // is the proof among the stream's partitions.
+        engine.preload_srs(&id)?;
         Some(prover.prepare(&w)?)
     } else {
         None

@@ -1,0 +1,109 @@
+//! The hand-off from synthesis to one device's workers: bounded, so that a
+//! device does not collect more synthesized memory than it can start on,
+//! and by priority, so that an urgent partition is started next even when
+//! background partitions are waiting already (and is never held back by the
+//! bound).
+
+use std::collections::BinaryHeap;
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use pinprove_mem::sync::Recover;
+
+use super::state::Synthesized;
+use crate::Priority;
+
+struct Entry {
+    priority: Priority,
+    seq: u64,
+    item: Synthesized,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        (self.priority, self.seq) == (other.priority, other.seq)
+    }
+}
+
+impl Eq for Entry {}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Entry {
+    /// Higher priority first; within a priority, earlier first.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.priority.cmp(&other.priority).then(other.seq.cmp(&self.seq))
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    entries: BinaryHeap<Entry>,
+    next_seq: u64,
+}
+
+pub(super) struct Handoff {
+    queue: Mutex<Queue>,
+    capacity: usize,
+    /// Signalled when an entry is taken (room for a waiting sender).
+    room: Condvar,
+    /// Signalled when an entry arrives.
+    ready: Condvar,
+}
+
+impl Handoff {
+    /// A hand-off holding up to `capacity` partitions below High priority.
+    pub(super) fn new(capacity: usize) -> Handoff {
+        Handoff {
+            queue: Mutex::new(Queue::default()),
+            capacity: capacity.max(1),
+            room: Condvar::new(),
+            ready: Condvar::new(),
+        }
+    }
+
+    /// Queues `item`. A partition below High priority waits for room, for
+    /// at most `patience` at a time; `Err` gives it back when it is still
+    /// waiting (so that the caller can check whether to go on).
+    pub(super) fn push(&self, item: Synthesized, patience: Duration) -> Result<(), Synthesized> {
+        let priority = item.flight.job.priority;
+        let mut q = self.queue.lock().recover();
+        if !priority.is_urgent() && q.entries.len() >= self.capacity {
+            q = self.room.wait_timeout(q, patience).recover().0;
+            if q.entries.len() >= self.capacity {
+                return Err(item);
+            }
+        }
+        let seq = q.next_seq;
+        q.next_seq += 1;
+        q.entries.push(Entry { priority, seq, item });
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    /// Queues `item` without waiting for room (a partition moved from a lost
+    /// device: it holds its memory already).
+    pub(super) fn push_now(&self, item: Synthesized) {
+        let priority = item.flight.job.priority;
+        let mut q = self.queue.lock().recover();
+        let seq = q.next_seq;
+        q.next_seq += 1;
+        q.entries.push(Entry { priority, seq, item });
+        self.ready.notify_one();
+    }
+
+    /// The most urgent partition waiting, if one arrives within `timeout`.
+    pub(super) fn pop(&self, timeout: Duration) -> Option<Synthesized> {
+        let mut q = self.queue.lock().recover();
+        if q.entries.is_empty() {
+            q = self.ready.wait_timeout(q, timeout).recover().0;
+        }
+        let e = q.entries.pop()?;
+        self.room.notify_one();
+        Some(e.item)
+    }
+}
