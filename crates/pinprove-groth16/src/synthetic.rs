@@ -2,8 +2,9 @@
 //!
 //! A real setup for 2^24 constraints takes hours; benchmarks of large
 //! circuits only need parameters of the right shape whose points are valid
-//! curve points. These are the multiples (i+1)·G of the generators, written
-//! in bellperson's format. Proofs made with them do not verify (the points
+//! curve points. These are the multiples (i+1)·G of the generators (from
+//! 2^24 points on, repeating; see `G1_PERIOD`), written in bellperson's
+//! format. Proofs made with them do not verify (the points
 //! share no toxic waste); timings are real.
 
 use std::io::{self, Write};
@@ -169,6 +170,15 @@ impl CircuitShape {
 const CHUNK: usize = 1 << 14;
 const BATCH: usize = 64 * CHUNK;
 
+/// Synthetic points repeat with these periods: point i of a query is
+/// ((i mod period) + 1)·G. Computing a point costs microseconds, so a
+/// 32 GiB PoRep's 460 M points would take minutes; repeating keeps that to
+/// seconds, and the MSMs still see as many points (the bases are data to
+/// them; a repeated base only changes results, which do not verify anyway).
+/// Multiples of `BATCH`, so that no written batch crosses a period.
+const G1_PERIOD: usize = 1 << 24;
+const G2_PERIOD: usize = 1 << 22;
+
 /// The encodings of (first+1)·G … (first+n)·G.
 fn multiples<G>(first: usize, n: usize) -> Vec<u8>
 where
@@ -193,9 +203,9 @@ fn section(w: &mut impl Write, n: usize, g2: bool) -> io::Result<()> {
     while done < n {
         let k = (n - done).min(BATCH);
         w.write_all(&if g2 {
-            multiples::<G2Projective>(done, k)
+            multiples::<G2Projective>(done % G2_PERIOD, k)
         } else {
-            multiples::<G1Projective>(done, k)
+            multiples::<G1Projective>(done % G1_PERIOD, k)
         })?;
         done += k;
     }
@@ -266,6 +276,16 @@ where
     });
 }
 
+/// Copies `v[..period]` over the rest of `v`, again and again.
+fn repeat<T: Copy + Send + Sync>(v: &mut [T], period: usize) {
+    if period == 0 || v.len() <= period {
+        return;
+    }
+    let (head, tail) = v.split_at_mut(period);
+    tail.par_chunks_mut(period)
+        .for_each(|c| c.copy_from_slice(&head[..c.len()]));
+}
+
 /// `n` synthetic G1 points in a pool buffer (paid out of `funds` when given).
 pub(crate) fn g1_points(
     n: usize,
@@ -274,7 +294,9 @@ pub(crate) fn g1_points(
 ) -> Result<PinnedVec<blst_p1_affine>, ParamsError> {
     let mut v = PinnedVec::with_capacity_charged(n, pool, funds)?;
     v.try_resize(n, blst_p1_affine::default())?;
-    fill::<G1Projective, _>(0, &mut v, |a: &G1Affine| *a.as_ref());
+    let period = n.min(G1_PERIOD);
+    fill::<G1Projective, _>(0, &mut v[..period], |a: &G1Affine| *a.as_ref());
+    repeat(&mut v, period);
     Ok(v)
 }
 
@@ -286,7 +308,9 @@ pub(crate) fn g2_points(
 ) -> Result<PinnedVec<blst_p2_affine>, ParamsError> {
     let mut v = PinnedVec::with_capacity_charged(n, pool, funds)?;
     v.try_resize(n, blst_p2_affine::default())?;
-    fill::<G2Projective, _>(0, &mut v, |a: &G2Affine| *a.as_ref());
+    let period = n.min(G2_PERIOD);
+    fill::<G2Projective, _>(0, &mut v[..period], |a: &G2Affine| *a.as_ref());
+    repeat(&mut v, period);
     Ok(v)
 }
 

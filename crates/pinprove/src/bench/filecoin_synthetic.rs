@@ -51,6 +51,10 @@ pub struct SyntheticArgs {
     /// Memory budget: "auto" or a size such as 100GiB.
     #[arg(long, default_value = "auto")]
     pub budget: BudgetConfig,
+    /// Do not synthesize one partition alone first (its profile is
+    /// omitted): saves a synthesis's time where the profile is known.
+    #[arg(long)]
+    pub skip_alone: bool,
     /// Stop after one partition synthesized alone (its shape, densities and
     /// values): what a machine without a GPU can measure at 32 GiB.
     #[arg(long)]
@@ -111,7 +115,8 @@ pub struct SyntheticReport {
     params_s: f64,
     params_bytes: u64,
     budget_bytes: u64,
-    partition: PartitionProfile,
+    /// Absent with `--skip-alone`.
+    partition: Option<PartitionProfile>,
     /// Absent with `--profile-only`.
     proving: Option<Proving>,
 }
@@ -123,6 +128,7 @@ pub struct Proving {
     first_proof_s: f64,
     first_proof_synthesis_median_s: f64,
     first_proof_device: Option<DevicePhases>,
+    first_proof_peak_rss_bytes: Option<u64>,
     stream: usize,
     stream_wall_s: f64,
     seconds_per_proof: f64,
@@ -207,6 +213,21 @@ fn device_phases(_: &Stack) -> Option<DevicePhases> {
     None
 }
 
+/// Submits the prepared WinningPoSt once partitions submitted since
+/// `started` are on a device, and times it to its end.
+fn winning_into(prover: &FilecoinProver, w: pinprove_filecoin::PreparedProof, started: Instant) -> Result<f64> {
+    let engine = prover.engine();
+    while engine.status().devices.iter().all(|d| d.in_flight == 0) && started.elapsed() < Duration::from_secs(1200) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let t = Instant::now();
+    let sub = prover.submit_prepared(w)?;
+    completed(prover, &sub)?;
+    let s = secs(t.elapsed());
+    eprintln!("a WinningPoSt submitted while other partitions were being proved: done in {s:.2} s");
+    Ok(s)
+}
+
 /// Waits for a submission and checks it completed (its proof cannot
 /// verify: `finish` does not try).
 fn completed(prover: &FilecoinProver, sub: &Submission) -> Result<Vec<PartitionResult>> {
@@ -270,7 +291,11 @@ pub fn measure(
     );
 
     // One partition alone, outside the engine.
-    let partition = {
+    ensure!(
+        !(args.skip_alone && args.profile_only),
+        "--profile-only measures the partition --skip-alone skips"
+    );
+    let partition = (!args.skip_alone).then(|| -> Result<PartitionProfile> {
         let mut parts = prover.prepare(&req)?.into_partitions();
         ensure!(!parts.is_empty(), "the request has no partitions");
         let part = parts.swap_remove(0);
@@ -292,7 +317,7 @@ pub fn measure(
         })?;
         let alone = t.elapsed();
         let [zero, one, small, large] = value_classes(asg.aux());
-        PartitionProfile {
+        Ok(PartitionProfile {
             constraints: asg.num_constraints(),
             inputs: asg.num_inputs(),
             aux: asg.num_aux(),
@@ -306,12 +331,19 @@ pub fn measure(
             abc_bytes: 3 * 32 * asg.num_constraints() as u64,
             aux_bytes: 32 * asg.num_aux() as u64,
             synthesis_alone_s: secs(alone),
-        }
-    };
-    eprintln!(
-        "one partition alone: {} constraints, synthesized in {:.1} s",
-        partition.constraints, partition.synthesis_alone_s
-    );
+        })
+    });
+    let partition = partition.transpose()?;
+    if let Some(p) = &partition {
+        eprintln!(
+            "one partition alone: {} constraints, synthesized in {:.1} s; aux values 0 {:.1}%, 1 {:.1}%, small {:.1}%",
+            p.constraints,
+            p.synthesis_alone_s,
+            100.0 * p.aux_zero,
+            100.0 * p.aux_one,
+            100.0 * p.aux_small
+        );
+    }
 
     let report = |proving| SyntheticReport {
         benchmark: "filecoin-synthetic",
@@ -333,49 +365,65 @@ pub fn measure(
         return Ok(report(None));
     }
 
-    // The first proof, on a cold pool.
-    let pool_before = stack.pool.stats();
-    let t = Instant::now();
-    let first = completed(&prover, &prover.submit(&req)?)?;
-    let first_proof_s = secs(t.elapsed());
-    let first_proof_device = device_phases(&stack);
-    let partitions = first.len();
-    eprintln!("first proof: {partitions} partitions in {first_proof_s:.1} s");
-
-    // A stream of proofs submitted at once (and a WinningPoSt into it).
-    let _ = sys::reset_peak_rss();
-    let winning = if args.winning_during {
+    // A WinningPoSt to submit among the partitions of the last proofs
+    // measured: the stream's, or the first proof's when there is no stream.
+    let mut winning = if args.winning_during {
         let w = synthetic::request(ProofKind::WinningPoSt, sector_size, 2)?;
         let id = pinprove_filecoin::kind::circuit_id(ProofKind::WinningPoSt, sector_size)?;
         prover.register(&id)?;
         // Its parameters are loaded, as a daemon preloads them: what is timed
-        // is the proof among the stream's partitions.
+        // is the proof among the other partitions.
         engine.preload_srs(&id)?;
         Some(prover.prepare(&w)?)
     } else {
         None
     };
+
+    // The first proof, on a cold pool.
+    let _ = sys::reset_peak_rss();
+    let pool_before = stack.pool.stats();
+    let t = Instant::now();
+    let first_sub = prover.submit(&req)?;
+    let mut winning_s = None;
+    if args.stream == 0
+        && let Some(w) = winning.take()
+    {
+        winning_s = Some(winning_into(&prover, w, t)?);
+    }
+    let first = completed(&prover, &first_sub)?;
+    let first_proof_s = secs(t.elapsed());
+    let first_proof_peak = sys::peak_rss_bytes();
+    let first_proof_device = device_phases(&stack);
+    let partitions = first.len();
+    eprintln!(
+        "first proof: {partitions} partitions in {first_proof_s:.1} s (synthesis median {:.1} s); peak RSS so far {}",
+        median_of(&first, Phase::Synthesis),
+        sys::peak_rss_bytes().map_or("?".into(), bytes)
+    );
+    if let Some(d) = &first_proof_device {
+        eprintln!(
+            "  GPU, last partition: upload {:.3} s ({:.1} GB/s), h {:.3} s, device {:.3} s, preparation {:.3} s, MSMs {:?}",
+            d.upload_s,
+            d.upload_gbps,
+            d.h_s,
+            d.device_s,
+            d.preparation_s,
+            d.msm
+                .iter()
+                .map(|m| (m.0.as_str(), (m.1 * 1000.0).round() / 1000.0))
+                .collect::<Vec<_>>()
+        );
+    }
+
+    // A stream of proofs submitted at once (and a WinningPoSt into it).
+    let _ = sys::reset_peak_rss();
     let started = Instant::now();
     let subs = (0..args.stream)
         .map(|_| prover.submit(&req))
         .collect::<Result<Vec<_>, _>>()?;
-    let winning_s = match winning {
-        Some(w) => {
-            // Into the stream: once its partitions are being proved.
-            while engine.status().devices.iter().all(|d| d.in_flight == 0)
-                && started.elapsed() < Duration::from_secs(600)
-            {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let t = Instant::now();
-            let sub = prover.submit_prepared(w)?;
-            completed(&prover, &sub)?;
-            let s = secs(t.elapsed());
-            eprintln!("WinningPoSt submitted into the stream: done in {s:.2} s");
-            Some(s)
-        }
-        None => None,
-    };
+    if let Some(w) = winning.take() {
+        winning_s = Some(winning_into(&prover, w, started)?);
+    }
     let measured: HashSet<String> = subs.iter().map(|s| format!("{}/", s.job)).collect();
     let mut results = Vec::new();
     for s in &subs {
@@ -401,6 +449,7 @@ pub fn measure(
         first_proof_s,
         first_proof_synthesis_median_s: median_of(&first, Phase::Synthesis),
         first_proof_device,
+        first_proof_peak_rss_bytes: first_proof_peak,
         stream: args.stream,
         stream_wall_s: secs(wall),
         seconds_per_proof: secs(wall) / n,
@@ -425,7 +474,6 @@ pub fn measure(
 }
 
 pub fn print(r: &SyntheticReport) {
-    let p = &r.partition;
     println!(
         "pinprove bench filecoin (synthetic inputs and parameters: the proofs do not verify) — {}",
         r.host.summary()
@@ -440,27 +488,32 @@ pub fn print(r: &SyntheticReport) {
         r.params_s,
         bytes(r.budget_bytes)
     );
-    println!(
-        "  one partition: {} constraints, {} inputs, {} aux; densities A aux {}, B inputs {}, B aux {}; \
+    if let Some(p) = &r.partition {
+        println!(
+            "  one partition: {} constraints, {} inputs, {} aux; densities A aux {}, B inputs {}, B aux {}; \
          aux values 0 {:.1}%, 1 {:.1}%, small {:.1}%, other {:.1}%; a/b/c {}, aux {}; synthesized alone in {:.1} s",
-        p.constraints,
-        p.inputs,
-        p.aux,
-        p.a_aux_density,
-        p.b_input_density,
-        p.b_aux_density,
-        100.0 * p.aux_zero,
-        100.0 * p.aux_one,
-        100.0 * p.aux_small,
-        100.0 * p.aux_large,
-        bytes(p.abc_bytes),
-        bytes(p.aux_bytes),
-        p.synthesis_alone_s
-    );
+            p.constraints,
+            p.inputs,
+            p.aux,
+            p.a_aux_density,
+            p.b_input_density,
+            p.b_aux_density,
+            100.0 * p.aux_zero,
+            100.0 * p.aux_one,
+            100.0 * p.aux_small,
+            100.0 * p.aux_large,
+            bytes(p.abc_bytes),
+            bytes(p.aux_bytes),
+            p.synthesis_alone_s
+        );
+    }
     let Some(r) = &r.proving else { return };
     println!(
-        "  first proof: {} partitions in {:.1} s (synthesis median {:.1} s per partition)",
-        r.partitions, r.first_proof_s, r.first_proof_synthesis_median_s
+        "  first proof: {} partitions in {:.1} s (synthesis median {:.1} s per partition), peak RSS {}",
+        r.partitions,
+        r.first_proof_s,
+        r.first_proof_synthesis_median_s,
+        r.first_proof_peak_rss_bytes.map_or("?".into(), bytes)
     );
     if let Some(d) = &r.first_proof_device {
         println!(
@@ -497,7 +550,7 @@ pub fn print(r: &SyntheticReport) {
         );
     }
     if let Some(w) = r.winning_during_s {
-        println!("  a WinningPoSt submitted into the stream: {w:.2} s");
+        println!("  a WinningPoSt submitted while other partitions were proved: {w:.2} s");
     }
     println!(
         "  memory: peak RSS {}, pool grew by {} in {:.1} s of pinning",
