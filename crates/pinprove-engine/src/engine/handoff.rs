@@ -67,22 +67,22 @@ impl Handoff {
     }
 
     /// Queues `item`. A partition below High priority waits for room, for
-    /// at most `patience` at a time; `Err` gives it back when it is still
-    /// waiting (so that the caller can check whether to go on).
-    pub(super) fn push(&self, item: Synthesized, patience: Duration) -> Result<(), Synthesized> {
+    /// at most `patience`; it is given back when there was none (so that the
+    /// caller can check whether to go on waiting).
+    pub(super) fn push(&self, item: Synthesized, patience: Duration) -> Option<Synthesized> {
         let priority = item.flight.job.priority;
         let mut q = self.queue.lock().recover();
         if !priority.is_urgent() && q.entries.len() >= self.capacity {
             q = self.room.wait_timeout(q, patience).recover().0;
             if q.entries.len() >= self.capacity {
-                return Err(item);
+                return Some(item);
             }
         }
         let seq = q.next_seq;
         q.next_seq += 1;
         q.entries.push(Entry { priority, seq, item });
         self.ready.notify_one();
-        Ok(())
+        None
     }
 
     /// Queues `item` without waiting for room (a partition moved from a lost

@@ -133,9 +133,9 @@ impl Inner {
         let handoff = &self.devices[d].handoff;
         loop {
             match handoff.push(item, Duration::from_millis(100)) {
-                Ok(()) => return,
-                Err(_) if self.shutting_down() => return,
-                Err(back) => item = back,
+                None => return,
+                Some(_) if self.shutting_down() => return,
+                Some(back) => item = back,
             }
         }
     }
