@@ -158,6 +158,20 @@ pub(crate) fn render(metrics: &Metrics, s: &EngineStatus) -> String {
     );
     gauge(
         o,
+        "pinprove_pool_warm_bytes",
+        "Pool bytes prepared ahead of demand that the warm sets ask for.",
+        "",
+        s.pool_warm as f64,
+    );
+    gauge(
+        o,
+        "pinprove_pool_warm_ready_bytes",
+        "Of the warm sets' bytes, those held now.",
+        "",
+        s.pool_warm_ready as f64,
+    );
+    gauge(
+        o,
         "pinprove_pool_checked_out_bytes",
         "Pool buffers in use.",
         "",

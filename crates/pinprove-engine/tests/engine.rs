@@ -687,6 +687,56 @@ fn a_critical_partition_is_started_next_on_a_busy_device() {
 }
 
 #[test]
+fn preloading_warms_the_pool_for_a_stream_of_the_circuit() {
+    // After a preload, the pool holds (in the background, out of spare
+    // budget) the buffers of as many partitions as run at once; a job of
+    // that many partitions then pins nothing new.
+    let dir = temp_dir("warm");
+    let (pool, acct) = pool_with(1 << 30);
+    let c = BenchCircuit::new(3000, WitnessMix::Bits).unwrap();
+    let params = synthetic_params(&c, &dir);
+    let engine = test_engine(
+        &pool,
+        EngineConfig {
+            synthesis_workers: 3,
+            ..EngineConfig::default()
+        },
+        0,
+        0,
+        0,
+    );
+    engine.register_srs(&c.id(), &params);
+    engine.preload_srs(&c.id()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = engine.status();
+        if s.pool_warm > 0 && s.pool_warm_ready == s.pool_warm {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the pool was never warmed: {s:?}");
+        thread::sleep(Duration::from_millis(10));
+    }
+    // Three partitions' a, b, c, inputs and aux.
+    assert_eq!(pool.stats().idle_buffers, 15);
+    let fresh = pool.stats().fresh_allocations;
+    let id = engine
+        .submit(spec(&c.id(), Priority::Normal, (0..3).map(|_| slow(&c, 50)).collect()))
+        .unwrap();
+    let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
+    assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    assert_eq!(
+        pool.stats().fresh_allocations,
+        fresh,
+        "every buffer came from the warm set"
+    );
+    // The idle timeout does not take a warm set.
+    pool.trim_idle_older_than(Duration::ZERO);
+    assert_eq!(pool.stats().idle_buffers, 15);
+    assert_idle(&engine, &pool, &acct, "warm");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn shutting_down_ends_unfinished_jobs() {
     let dir = temp_dir("shutdown");
     let (pool, _) = pool_with(1 << 30);

@@ -45,6 +45,21 @@ fn corrupted_inputs_of_every_kind_are_clear_failures_and_the_engine_keeps_servin
         &r,
         "the request says StackedDrg32GiBV1_1, but the C1 output is of a StackedDrg2KiBV1_1 sector",
     );
+    // Non-interactive PoRep (a SnarkPack aggregate) is refused as such.
+    let c1 = String::from_utf8(sector.c1.clone()).unwrap();
+    assert!(
+        c1.contains("\"StackedDrg2KiBV1_1\""),
+        "the C1 output names its seal proof"
+    );
+    let mut r = good.clone();
+    r.vanilla_proof = c1
+        .replace(
+            "\"StackedDrg2KiBV1_1\"",
+            "\"StackedDrg2KiBV1_2_Feat_NonInteractivePoRep\"",
+        )
+        .into_bytes();
+    r.registered_proof = 15;
+    refused(&prover, "porep: non-interactive", &r, "is non-interactive PoRep");
     let mut r = good.clone();
     r.sector_size = 8 << 20;
     refused(

@@ -336,6 +336,13 @@ impl MemoryBudget {
         })
     }
 
+    /// Reserves `bytes` only out of memory nobody holds: no evictor is asked
+    /// and nothing queued is overtaken. For work that is worth doing only
+    /// with spare memory (preparing buffers ahead of demand).
+    pub fn try_acquire_spare(self: &Arc<Self>, bytes: u64) -> Option<Reservation> {
+        self.grant_now(bytes, Rank::NORMAL)
+    }
+
     /// Reserves `bytes`, blocking the thread until they are granted. For
     /// threads outside an async runtime (synthesis workers).
     pub fn acquire_blocking(self: &Arc<Self>, bytes: u64) -> Result<Reservation> {

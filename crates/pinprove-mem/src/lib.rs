@@ -37,7 +37,7 @@ pub mod cuda;
 pub use alloc::{HeapAllocator, HostAllocator, HostMemory, MemoryKind};
 pub use budget::{BudgetConfig, BudgetStats, Evictor, MemoryBudget, Rank, Reservation, parse_bytes};
 pub use error::{Error, ErrorChain};
-pub use pool::{PinnedPool, PoolBuffer, PoolConfig, PoolStats, UseFence};
+pub use pool::{PinnedPool, PoolBuffer, PoolConfig, PoolStats, UseFence, WarmReport};
 pub use vec::PinnedVec;
 
 use std::sync::{Arc, OnceLock};

@@ -12,6 +12,11 @@
 //! itself as an [`Evictor`] of its idle buffers. While other requests are
 //! waiting for memory, returned buffers are freed rather than kept idle.
 //!
+//! A warm set ([`PinnedPool::keep_warm`]) names buffers the pool prepares
+//! ahead of demand, out of spare budget, and keeps idle past the idle
+//! timeout, so that the first work of a kind does not wait for pinning; the
+//! budget can still evict them when admitted work needs the memory.
+//!
 //! A returned buffer can carry a [`UseFence`] — for example a CUDA event
 //! recorded after the copy that reads it — and is reused only after the
 //! fence has completed, never when the copy is merely enqueued.
@@ -52,6 +57,17 @@ impl Default for PoolConfig {
     }
 }
 
+/// What [`PinnedPool::keep_warm`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WarmReport {
+    /// Bytes of the set asked for.
+    pub wanted_bytes: u64,
+    /// Bytes allocated now (the rest was held already, or is missing).
+    pub allocated_bytes: u64,
+    /// Bytes the budget could not spare.
+    pub missing_bytes: u64,
+}
+
 /// Something that completes when the device work using a buffer is done.
 ///
 /// Attach one with [`PoolBuffer::set_use_fence`] before dropping a buffer that
@@ -79,6 +95,10 @@ pub struct PoolStats {
     pub fenced_bytes: u64,
     /// Number of idle buffers.
     pub idle_buffers: usize,
+    /// Bytes the warm sets ask the pool to hold (idle or in use).
+    pub warm_bytes: u64,
+    /// Of those, bytes the pool holds now.
+    pub warm_ready_bytes: u64,
     /// Number of checked-out buffers.
     pub checked_out_buffers: usize,
     /// Checkouts served by an idle buffer.
@@ -122,9 +142,41 @@ struct State {
     allocated: u64,
     checked_out: u64,
     checked_out_buffers: usize,
+    /// Buffers held per size, idle, fenced or checked out.
+    held: BTreeMap<usize, usize>,
+    /// Warm sets by name: buffers per size.
+    warm: BTreeMap<String, BTreeMap<usize, usize>>,
 }
 
 impl State {
+    /// Buffers per size all warm sets together ask for.
+    fn warm_counts(&self) -> BTreeMap<usize, usize> {
+        let mut all = BTreeMap::new();
+        for set in self.warm.values() {
+            for (&size, &n) in set {
+                *all.entry(size).or_insert(0) += n;
+            }
+        }
+        all
+    }
+
+    /// The warm sets' bytes, and how many of them are held now.
+    fn warm_bytes(&self) -> (u64, u64) {
+        self.warm_counts().iter().fold((0, 0), |(want, have), (&size, &n)| {
+            let held = self.held.get(&size).copied().unwrap_or(0).min(n);
+            (want + (size * n) as u64, have + (size * held) as u64)
+        })
+    }
+
+    fn forget_block(&mut self, len: usize) {
+        if let Some(n) = self.held.get_mut(&len) {
+            *n -= 1;
+            if *n == 0 {
+                self.held.remove(&len);
+            }
+        }
+    }
+
     fn idle_bytes(&self) -> u64 {
         self.idle.keys().map(|(len, _)| *len as u64).sum()
     }
@@ -314,6 +366,7 @@ impl PinnedPool {
                 let key = *key;
                 let idle = s.idle.remove(&key).expect("key just read");
                 freed += key.0 as u64;
+                s.forget_block(key.0);
                 victims.push(idle.block);
             }
             s.allocated -= freed;
@@ -337,23 +390,98 @@ impl PinnedPool {
         self.trim_idle_older_than(timeout)
     }
 
-    /// Frees buffers idle for longer than `age`. Returns the bytes freed.
+    /// Frees buffers idle for longer than `age`, except those the warm sets
+    /// keep. Returns the bytes freed.
     pub fn trim_idle_older_than(&self, age: Duration) -> u64 {
         let victims = {
             let mut s = self.lock();
             s.collect_fenced();
             let now = Instant::now();
+            let warm = s.warm_counts();
+            // Per size, how many buffers may go: those beyond the warm sets.
+            let mut spare: BTreeMap<usize, usize> = s
+                .held
+                .iter()
+                .map(|(&size, &n)| (size, n.saturating_sub(warm.get(&size).copied().unwrap_or(0))))
+                .collect();
             let old: Vec<(usize, u64)> = s
                 .idle
                 .iter()
                 .filter(|(_, i)| now.duration_since(i.since) >= age)
                 .map(|(k, _)| *k)
+                .filter(|(len, _)| match spare.get_mut(len) {
+                    Some(n) if *n > 0 => {
+                        *n -= 1;
+                        true
+                    }
+                    _ => false,
+                })
                 .collect();
             let victims: Vec<Block> = old.iter().map(|k| s.idle.remove(k).expect("listed").block).collect();
+            for (len, _) in &old {
+                s.forget_block(*len);
+            }
             s.allocated -= old.iter().map(|(len, _)| *len as u64).sum::<u64>();
             victims
         };
         self.free(victims)
+    }
+
+    /// Keeps the buffers of `sizes` (requests in bytes, rounded as
+    /// checkouts are) ready under `name`, replacing what `name` asked for
+    /// before: missing buffers are allocated now, out of spare budget only
+    /// (nothing is evicted and nobody waiting is overtaken), and held idle
+    /// past the idle timeout. Buffers in use count as held. Call it from a
+    /// thread that may wait: pinning takes long. Returns what was asked, made
+    /// and left missing.
+    pub fn keep_warm(self: &Arc<Self>, name: &str, sizes: &[usize]) -> Result<WarmReport> {
+        let mut set: BTreeMap<usize, usize> = BTreeMap::new();
+        for &b in sizes {
+            *set.entry(self.rounded_size(b)?).or_insert(0) += 1;
+        }
+        let wanted: u64 = set.iter().map(|(&size, &n)| (size * n) as u64).sum();
+        let missing: Vec<usize> = {
+            let mut s = self.lock();
+            if set.is_empty() {
+                s.warm.remove(name);
+            } else {
+                s.warm.insert(name.to_string(), set);
+            }
+            let warm = s.warm_counts();
+            warm.iter()
+                .flat_map(|(&size, &n)| {
+                    let held = s.held.get(&size).copied().unwrap_or(0);
+                    std::iter::repeat_n(size, n.saturating_sub(held))
+                })
+                .collect()
+        };
+        let mut report = WarmReport {
+            wanted_bytes: wanted,
+            ..WarmReport::default()
+        };
+        for size in missing {
+            let Some(coverage) = self.budget.try_acquire_spare(size as u64) else {
+                report.missing_bytes += size as u64;
+                continue;
+            };
+            let buffer = self.allocate(size, coverage)?;
+            report.allocated_bytes += size as u64;
+            // Straight to the idle set.
+            drop(buffer);
+        }
+        if report.missing_bytes > 0 {
+            tracing::info!(
+                set = name,
+                missing = report.missing_bytes,
+                "warm set only partly allocated: the budget has no more to spare"
+            );
+        }
+        Ok(report)
+    }
+
+    /// Drops the warm set `name`: its buffers age out like any idle one.
+    pub fn stop_warm(&self, name: &str) {
+        self.lock().warm.remove(name);
     }
 
     /// A snapshot of the counters.
@@ -368,6 +496,8 @@ impl PinnedPool {
             checked_out_bytes: s.checked_out,
             fenced_bytes: s.fenced.iter().map(|f| f.block.mem.len() as u64).sum(),
             idle_buffers: s.idle.len(),
+            warm_bytes: s.warm_bytes().0,
+            warm_ready_bytes: s.warm_bytes().1,
             checked_out_buffers: s.checked_out_buffers,
             reuse_hits: c.reuse_hits.load(Ordering::Relaxed),
             fresh_allocations: c.fresh_allocations.load(Ordering::Relaxed),
@@ -434,6 +564,7 @@ impl PinnedPool {
         };
         let mut s = self.lock();
         s.allocated += size as u64;
+        *s.held.entry(size).or_insert(0) += 1;
         s.checked_out += size as u64;
         s.checked_out_buffers += 1;
         drop(s);
@@ -455,6 +586,7 @@ impl PinnedPool {
             _ if pressure => {
                 // Not worth keeping, or others are waiting for memory.
                 s.allocated -= len;
+                s.forget_block(len as usize);
                 drop(s);
                 self.free(vec![block]);
             }

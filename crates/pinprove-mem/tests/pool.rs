@@ -318,3 +318,59 @@ fn concurrent_checkouts_keep_the_books_straight() {
     pool.clear_idle();
     assert_eq!(budget.used(), 0);
 }
+
+#[test]
+fn a_warm_set_is_made_from_spare_memory_kept_past_the_timeout_and_evictable() {
+    let (budget, pool) = pool(40 * M);
+    // Two 8 MiB and one 4 MiB buffer, ahead of demand.
+    let sizes = [8 * MIB, 8 * MIB, 4 * MIB];
+    let r = pool.keep_warm("circuit", &sizes).unwrap();
+    assert_eq!(
+        (r.wanted_bytes, r.allocated_bytes, r.missing_bytes),
+        (20 * M, 20 * M, 0)
+    );
+    let s = pool.stats();
+    assert_eq!(
+        (s.idle_bytes, s.warm_bytes, s.warm_ready_bytes),
+        (20 * M, 20 * M, 20 * M)
+    );
+    assert_eq!(budget.used(), 20 * M, "covered by the budget");
+    // Asking again makes nothing new.
+    assert_eq!(pool.keep_warm("circuit", &sizes).unwrap().allocated_bytes, 0);
+    // The idle timeout does not take them; other idle buffers it does.
+    drop(pool.try_checkout(MIB).unwrap());
+    assert_eq!(pool.trim_idle_older_than(Duration::ZERO), M);
+    assert_eq!(pool.stats().idle_bytes, 20 * M);
+    // Work of that shape finds them: no fresh allocation.
+    let fresh = pool.stats().fresh_allocations;
+    let (a, b, c) = (
+        pool.try_checkout(8 * MIB).unwrap(),
+        pool.try_checkout(8 * MIB - 100).unwrap(),
+        pool.try_checkout(4 * MIB).unwrap(),
+    );
+    assert_eq!(pool.stats().fresh_allocations, fresh);
+    // Buffers in use count as held: nothing more is made for the set.
+    assert_eq!(pool.keep_warm("circuit", &sizes).unwrap().allocated_bytes, 0);
+    drop((a, b, c));
+    // Admitted work that needs the memory evicts them (largest first, as
+    // much as it lacks).
+    let big = budget.try_acquire(36 * M).unwrap();
+    assert_eq!(pool.stats().idle_bytes, 4 * M);
+    // Only spare memory is used: with the budget taken, the set stays short.
+    let r = pool.keep_warm("circuit", &sizes).unwrap();
+    assert_eq!((r.allocated_bytes, r.missing_bytes), (0, 16 * M));
+    assert_eq!(pool.stats().warm_ready_bytes, 4 * M);
+    assert_eq!(budget.used(), 40 * M);
+    drop(big);
+    // A second set adds to the first (and any set tops up all of them);
+    // dropping a set lets its buffers age out.
+    let r = pool.keep_warm("other", &[8 * MIB]).unwrap();
+    assert_eq!((r.wanted_bytes, r.allocated_bytes), (8 * M, 24 * M));
+    assert_eq!(pool.keep_warm("circuit", &sizes).unwrap().allocated_bytes, 0);
+    assert_eq!(pool.stats().warm_bytes, 28 * M);
+    pool.stop_warm("other");
+    pool.stop_warm("circuit");
+    assert_eq!(pool.stats().warm_bytes, 0);
+    assert_eq!(pool.trim_idle_older_than(Duration::ZERO), 28 * M);
+    assert_eq!(budget.used(), 0);
+}

@@ -9,6 +9,7 @@
 //! [memory]
 //! budget = "auto"                    # or a size: "96GiB"
 //! urgent_reserve = "auto"            # kept for WindowPoSt/WinningPoSt; auto: min(2 GiB, budget/16)
+//! warm_partitions = 3                # buffers prepared per preloaded circuit; default: what the budget admits
 //!
 //! [gpu]
 //! backend = "auto"                   # auto, cpu, native, supraseal
@@ -87,6 +88,10 @@ pub struct MemoryConfig {
     /// sixteenth of the budget) or a size ("0" turns it off).
     #[serde(serialize_with = "display", deserialize_with = "parsed")]
     pub urgent_reserve: ReserveSize,
+    /// For each preloaded circuit, the partitions whose pinned buffers are
+    /// prepared before proofs arrive (0: none; default: as many as the
+    /// budget admits at once, at most the synthesis workers).
+    pub warm_partitions: Option<usize>,
 }
 
 /// A size that may be left to the engine.

@@ -156,6 +156,7 @@ impl Daemon {
             workers_per_device: config.gpu.workers_per_device,
             hints_dir: Some(config.hints.dir.clone()),
             priority_reserve: config.memory.urgent_reserve.bytes(),
+            warm_partitions: config.memory.warm_partitions,
             ..defaults
         })?;
         let prover = Arc::new(FilecoinProver::new(

@@ -10,39 +10,11 @@ use std::time::Duration;
 
 use pinprove_mem::sync::Recover;
 
-use super::state::Synthesized;
-use crate::Priority;
-
-struct Entry {
-    priority: Priority,
-    seq: u64,
-    item: Synthesized,
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        (self.priority, self.seq) == (other.priority, other.seq)
-    }
-}
-
-impl Eq for Entry {}
-
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Entry {
-    /// Higher priority first; within a priority, earlier first.
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.priority.cmp(&other.priority).then(other.seq.cmp(&self.seq))
-    }
-}
+use super::state::{Queued, Synthesized};
 
 #[derive(Default)]
 struct Queue {
-    entries: BinaryHeap<Entry>,
+    entries: BinaryHeap<Queued<Synthesized>>,
     next_seq: u64,
 }
 
@@ -78,21 +50,25 @@ impl Handoff {
                 return Some(item);
             }
         }
-        let seq = q.next_seq;
-        q.next_seq += 1;
-        q.entries.push(Entry { priority, seq, item });
-        self.ready.notify_one();
+        self.enqueue(&mut q, item);
         None
     }
 
     /// Queues `item` without waiting for room (a partition moved from a lost
     /// device: it holds its memory already).
     pub(super) fn push_now(&self, item: Synthesized) {
-        let priority = item.flight.job.priority;
         let mut q = self.queue.lock().recover();
+        self.enqueue(&mut q, item);
+    }
+
+    fn enqueue(&self, q: &mut Queue, item: Synthesized) {
         let seq = q.next_seq;
         q.next_seq += 1;
-        q.entries.push(Entry { priority, seq, item });
+        q.entries.push(Queued {
+            priority: item.flight.job.priority,
+            seq,
+            item,
+        });
         self.ready.notify_one();
     }
 

@@ -35,7 +35,7 @@ use pinprove_mem::sync::Recover;
 use rand_core::OsRng;
 
 pub use self::outcome::JobFuture;
-use self::state::{DeviceSlot, Gauges, Inner, JobCtl, Pending, supervise};
+use self::state::{DeviceSlot, Gauges, Inner, JobCtl, Pending, Queued, supervise};
 pub use self::status::{DeviceStatus, EngineStatus, GpuReading, PartitionStatus, QueueStatus};
 use crate::job::{JobId, JobOutcome, JobSpec, JobStatus};
 use crate::metrics::Metrics;
@@ -78,6 +78,11 @@ pub struct EngineConfig {
     /// sealing work has taken the rest. `None`: the smaller of 2 GiB and a
     /// sixteenth of the budget.
     pub priority_reserve: Option<u64>,
+    /// Partitions whose pool buffers (a, b, c, inputs, aux) are prepared
+    /// ahead of demand when a circuit's parameters are preloaded, out of
+    /// spare budget, in the background. `None`: as many as the budget admits
+    /// at once, at most `synthesis_workers`; `Some(0)` turns it off.
+    pub warm_partitions: Option<usize>,
 }
 
 /// Threads the engine never exceeds for any one kind of worker: a
@@ -95,6 +100,7 @@ impl Default for EngineConfig {
             timeline_capacity: 100_000,
             finished_jobs_kept: 1000,
             priority_reserve: None,
+            warm_partitions: None,
         }
     }
 }
@@ -255,7 +261,11 @@ impl Engine {
     /// Loads a circuit type's parameters before proofs arrive. Returns
     /// whether they were already loaded, and the load time.
     pub fn preload_srs(&self, circuit_id: &str) -> Result<(bool, Duration), EngineError> {
-        self.inner.srs.preload(circuit_id)
+        let loaded = self.inner.srs.preload(circuit_id)?;
+        // What a stream of this circuit will ask the pool for, ready before
+        // it arrives.
+        self.inner.warm(circuit_id)?;
+        Ok(loaded)
     }
 
     /// Drops a circuit type's parameters; returns the bytes freed, if loaded.
@@ -303,16 +313,18 @@ impl Engine {
             for (index, (partition, rs)) in spec.partitions.into_iter().zip(randomness).enumerate() {
                 let span = tracing::info_span!("partition", job = %id, index, circuit = %spec.circuit_id);
                 let wait = tracing::info_span!(parent: &span, Phase::QueueWait.name());
-                q.push(Pending {
+                q.push(Queued {
                     priority: spec.priority,
                     seq: inner.next_seq.fetch_add(1, Ordering::Relaxed),
-                    job: Arc::clone(&job),
-                    index,
-                    partition,
-                    randomness: rs,
-                    enqueued: Instant::now(),
-                    span,
-                    wait,
+                    item: Pending {
+                        job: Arc::clone(&job),
+                        index,
+                        partition,
+                        randomness: rs,
+                        enqueued: Instant::now(),
+                        span,
+                        wait,
+                    },
                 });
             }
         }

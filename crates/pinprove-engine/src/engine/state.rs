@@ -118,10 +118,34 @@ impl JobCtl {
     }
 }
 
-/// A partition waiting in the priority queue.
-pub(super) struct Pending {
+/// An entry of a priority queue (partitions waiting for synthesis, or for
+/// a device): higher priority first; within a priority, earlier first.
+pub(super) struct Queued<T> {
     pub(super) priority: Priority,
+    /// Arrival order.
     pub(super) seq: u64,
+    pub(super) item: T,
+}
+
+impl<T> PartialEq for Queued<T> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.priority, self.seq) == (other.priority, other.seq)
+    }
+}
+impl<T> Eq for Queued<T> {}
+impl<T> PartialOrd for Queued<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T> Ord for Queued<T> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.priority.cmp(&other.priority).then(other.seq.cmp(&self.seq))
+    }
+}
+
+/// A partition waiting in the priority queue (its job's priority orders it).
+pub(super) struct Pending {
     pub(super) job: Arc<JobCtl>,
     pub(super) index: usize,
     pub(super) partition: Box<dyn Partition>,
@@ -131,24 +155,6 @@ pub(super) struct Pending {
     pub(super) span: tracing::Span,
     /// The `queue_wait` span, closed when a synthesis worker takes it.
     pub(super) wait: tracing::Span,
-}
-
-impl PartialEq for Pending {
-    fn eq(&self, other: &Self) -> bool {
-        (self.priority, self.seq) == (other.priority, other.seq)
-    }
-}
-impl Eq for Pending {}
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Pending {
-    /// Higher priority first; within a priority, earlier first.
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.priority.cmp(&other.priority).then(other.seq.cmp(&self.seq))
-    }
 }
 
 /// Where a partition out of the queue is now.
@@ -363,7 +369,7 @@ pub(crate) struct Inner {
     pub(super) devices: Vec<DeviceSlot>,
     pub(super) gauges: Arc<Gauges>,
     pub(super) layout: AbcLayout,
-    pub(super) queue: Mutex<BinaryHeap<Pending>>,
+    pub(super) queue: Mutex<BinaryHeap<Queued<Pending>>>,
     pub(super) queue_cv: Condvar,
     pub(super) synth_running: Mutex<usize>,
     pub(super) synth_cv: Condvar,
@@ -386,7 +392,7 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    pub(super) fn queue_lock(&self) -> MutexGuard<'_, BinaryHeap<Pending>> {
+    pub(super) fn queue_lock(&self) -> MutexGuard<'_, BinaryHeap<Queued<Pending>>> {
         self.queue.lock().recover()
     }
 
@@ -417,7 +423,10 @@ impl Inner {
 
     pub(super) fn drop_queued(&self, id: JobId) {
         let mut q = self.queue_lock();
-        let kept: Vec<Pending> = std::mem::take(&mut *q).into_iter().filter(|p| p.job.id != id).collect();
+        let kept: Vec<Queued<Pending>> = std::mem::take(&mut *q)
+            .into_iter()
+            .filter(|p| p.item.job.id != id)
+            .collect();
         *q = kept.into_iter().collect();
     }
 

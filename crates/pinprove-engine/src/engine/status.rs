@@ -97,6 +97,11 @@ pub struct EngineStatus {
     pub budget_used: u64,
     /// Pool bytes idle.
     pub pool_idle: u64,
+    /// Pool bytes the warm sets ask for (buffers prepared ahead of demand
+    /// for preloaded circuits).
+    pub pool_warm: u64,
+    /// Of those, bytes held now.
+    pub pool_warm_ready: u64,
     /// Pool bytes checked out.
     pub pool_checked_out: u64,
     /// Pool buffers allocated since start (each pins fresh memory: seconds
@@ -117,7 +122,7 @@ impl Inner {
     pub(super) fn status(&self) -> EngineStatus {
         let mut by_circuit: HashMap<String, QueueStatus> = HashMap::new();
         for p in self.queue_lock().iter() {
-            queue(&mut by_circuit, &p.job.circuit_id).pending += 1;
+            queue(&mut by_circuit, &p.item.job.circuit_id).pending += 1;
         }
         for (k, n) in self.gauges.in_progress() {
             queue(&mut by_circuit, &k).in_progress += n;
@@ -165,6 +170,8 @@ impl Inner {
             budget_total: self.budget.total(),
             budget_used: self.budget.used(),
             pool_idle: pool.idle_bytes,
+            pool_warm: pool.warm_bytes,
+            pool_warm_ready: pool.warm_ready_bytes,
             pool_checked_out: pool.checked_out_bytes,
             pool_fresh_allocations: pool.fresh_allocations,
             pool_alloc_time: pool.alloc_time,

@@ -24,6 +24,34 @@ impl Inner {
     /// domain), is discarded and relearned: a tampered hints file must not
     /// turn every later submission away.
     pub(super) fn working_set(&self, circuit_id: &str) -> Result<u64, EngineError> {
+        let (shape, n) = self.partition_shape(circuit_id)?;
+        let vec = |elems: usize| self.pool.rounded_size(elems.saturating_mul(32)).unwrap_or(usize::MAX) as u64;
+        let densities = (shape.inputs.saturating_add(shape.aux.saturating_mul(2)) / 8 + 64) as u64;
+        let extra = self
+            .devices
+            .iter()
+            .map(|d| d.backend.extra_working_set(&shape))
+            .max()
+            .unwrap_or(0);
+        Ok(vec(n)
+            .saturating_mul(3)
+            .saturating_add(vec(shape.inputs))
+            .saturating_add(vec(shape.aux))
+            .saturating_add(densities)
+            .saturating_add(extra))
+    }
+
+    /// The pool buffers one partition of `circuit_id` synthesizes into, in
+    /// bytes: a, b, c, inputs and aux (what a warm set prepares).
+    pub(super) fn partition_buffers(&self, circuit_id: &str) -> Result<[usize; 5], EngineError> {
+        let (shape, n) = self.partition_shape(circuit_id)?;
+        let bytes = |elems: usize| elems.saturating_mul(32);
+        Ok([bytes(n), bytes(n), bytes(n), bytes(shape.inputs), bytes(shape.aux)])
+    }
+
+    /// A partition's shape (see `working_set`) and the length of its a, b
+    /// and c under the engine's layout.
+    fn partition_shape(&self, circuit_id: &str) -> Result<(pinprove_groth16::CapacityHint, usize), EngineError> {
         let budget = self.pool.budget().total();
         let params = self.srs.shape(circuit_id);
         let hint = pinprove_groth16::plausible_hint(&self.hints, circuit_id, self.layout, budget).filter(|h| {
@@ -43,20 +71,41 @@ impl Inner {
             AbcLayout::Exact => shape.constraints,
             AbcLayout::PaddedToDomain => domain_size(shape.constraints)?,
         };
-        let vec = |elems: usize| self.pool.rounded_size(elems.saturating_mul(32)).unwrap_or(usize::MAX) as u64;
-        let densities = (shape.inputs.saturating_add(shape.aux.saturating_mul(2)) / 8 + 64) as u64;
-        let extra = self
-            .devices
-            .iter()
-            .map(|d| d.backend.extra_working_set(&shape))
-            .max()
-            .unwrap_or(0);
-        Ok(vec(n)
-            .saturating_mul(3)
-            .saturating_add(vec(shape.inputs))
-            .saturating_add(vec(shape.aux))
-            .saturating_add(densities)
-            .saturating_add(extra))
+        Ok((shape, n))
+    }
+
+    /// Prepares, in the background and out of spare budget, the pool
+    /// buffers a steady stream of `circuit_id` needs: those of as many
+    /// partitions as the budget admits at once (at most `synthesis_workers`),
+    /// or `warm_partitions`. They stay ready past the pool's idle timeout
+    /// until the engine ends (the budget still evicts them for admitted
+    /// work).
+    pub(super) fn warm(&self, circuit_id: &str) -> Result<(), EngineError> {
+        let buffers = self.partition_buffers(circuit_id)?;
+        let partitions = match self.config.warm_partitions {
+            Some(n) => n,
+            None => {
+                let ws = self.working_set(circuit_id)?.max(1);
+                let fit = self.budget.limit_for(Priority::Normal.rank()) / ws;
+                (fit as usize).min(self.config.synthesis_workers.max(1))
+            }
+        };
+        let sizes: Vec<usize> = (0..partitions).flat_map(|_| buffers).filter(|&b| b > 0).collect();
+        let (pool, name) = (Arc::clone(&self.pool), circuit_id.to_string());
+        let spawned = std::thread::Builder::new().name("pool-warm".into()).spawn(move || {
+            let started = Instant::now();
+            match pool.keep_warm(&name, &sizes) {
+                Ok(r) => {
+                    tracing::info!(circuit = %name, partitions, wanted = r.wanted_bytes, allocated = r.allocated_bytes,
+                    missing = r.missing_bytes, ms = started.elapsed().as_millis() as u64, "pool warmed for a circuit")
+                }
+                Err(e) => tracing::warn!(circuit = %name, "warming the pool failed: {}", ErrorChain(&e)),
+            }
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(circuit = circuit_id, "could not start warming the pool: {e}");
+        }
+        Ok(())
     }
 
     /// The next partition by priority, counted in flight from here on;
@@ -82,7 +131,7 @@ impl Inner {
                 || (self.admitting.load(Ordering::Acquire) < ADMITTING_LIMIT
                     && self.normal_busy.load(Ordering::Acquire) < self.config.synthesis_workers.max(1));
             if !q.is_empty() && room {
-                let p = q.pop().expect("peeked");
+                let p = q.pop().expect("peeked").item;
                 if !urgent {
                     self.admitting.fetch_add(1, Ordering::AcqRel);
                     self.normal_busy.fetch_add(1, Ordering::AcqRel);
@@ -162,7 +211,7 @@ impl Inner {
         // memory while holding part of what it needs.
         let t = Instant::now();
         let admission = tracing::info_span!(parent: &span, Phase::Admission.name()).entered();
-        let slot = self.synthesis_slot(p.priority);
+        let slot = self.synthesis_slot(job.priority);
         let mut srs_part = 0;
         let (mut funds, srs, load) = loop {
             let admitted = self.working_set(&job.circuit_id).and_then(|ws| {
@@ -171,7 +220,7 @@ impl Inner {
                 }
                 Ok(self
                     .budget
-                    .acquire_blocking_ranked(ws.saturating_add(srs_part), p.priority.rank())?)
+                    .acquire_blocking_ranked(ws.saturating_add(srs_part), job.priority.rank())?)
             });
             let mut funds = match admitted {
                 Ok(f) => f,

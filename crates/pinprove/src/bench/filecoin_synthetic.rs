@@ -277,13 +277,30 @@ pub fn measure(
     let t = Instant::now();
     prover.register(&circuit)?;
     let register_s = secs(t.elapsed());
-    let (_, params_load) = engine.preload_srs(&circuit)?;
-    let params_bytes = engine
+    // A profile needs only the parameters' shape: no points (they would not
+    // fit beside a 32 GiB partition on a small machine).
+    let (_, params_load) = if args.profile_only {
+        (false, Duration::ZERO)
+    } else {
+        engine.preload_srs(&circuit)?
+    };
+    // Host bytes, or (when every device holds the bases and the host points
+    // were freed) the devices' copy: this is the only SRS loaded yet.
+    let host = engine
         .status()
         .srs
         .iter()
         .find(|s| s.circuit_id == circuit)
         .map_or(0, |s| s.bytes);
+    let device: u64 = stack
+        .devices
+        .iter()
+        .flat_map(|d| d.backend.resident_srs())
+        .filter(|r| r.place == "device")
+        .map(|r| r.bytes)
+        .max()
+        .unwrap_or(0);
+    let params_bytes = host.max(device);
     eprintln!(
         "{circuit}: shape counted in {register_s:.1} s, synthetic parameters ({}) made in {}",
         bytes(params_bytes),
