@@ -188,6 +188,7 @@ impl Engine {
             synth_cv: Condvar::new(),
             admitting: AtomicUsize::new(0),
             normal_busy: AtomicUsize::new(0),
+            warming: Arc::new(AtomicUsize::new(0)),
             jobs: Mutex::new(HashMap::new()),
             finished: Mutex::new(VecDeque::new()),
             finalize: unbounded(),
@@ -419,13 +420,14 @@ impl Engine {
         &self.inner.hints
     }
 
-    /// Waits until no partition is queued or in flight (or `timeout`
-    /// passes); returns whether the engine is quiet.
+    /// Waits until no partition is queued or in flight and the pool is not
+    /// being warmed (or `timeout` passes); returns whether the engine is
+    /// quiet.
     pub fn wait_quiet(&self, timeout: Duration) -> bool {
         let inner = &self.inner;
-        inner
-            .gauges
-            .wait_quiet(Instant::now() + timeout, || inner.queue_lock().is_empty())
+        inner.gauges.wait_quiet(Instant::now() + timeout, || {
+            inner.queue_lock().is_empty() && inner.warming.load(Ordering::Acquire) == 0
+        })
     }
 }
 

@@ -378,6 +378,8 @@ pub(crate) struct Inner {
     pub(super) admitting: AtomicUsize,
     /// Partitions below High priority taken and not yet handed to a device.
     pub(super) normal_busy: AtomicUsize,
+    /// Pool warm-ups running in the background.
+    pub(super) warming: Arc<AtomicUsize>,
     pub(super) jobs: Mutex<HashMap<JobId, Arc<JobCtl>>>,
     pub(super) finished: Mutex<VecDeque<JobId>>,
     pub(super) finalize: (Sender<Started>, Receiver<Started>),

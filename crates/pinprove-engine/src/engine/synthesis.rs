@@ -92,7 +92,10 @@ impl Inner {
         };
         let sizes: Vec<usize> = (0..partitions).flat_map(|_| buffers).filter(|&b| b > 0).collect();
         let (pool, name) = (Arc::clone(&self.pool), circuit_id.to_string());
+        let warming = Arc::clone(&self.warming);
+        warming.fetch_add(1, Ordering::AcqRel);
         let spawned = std::thread::Builder::new().name("pool-warm".into()).spawn(move || {
+            let _done = Counted(warming);
             let started = Instant::now();
             match pool.keep_warm(&name, &sizes) {
                 Ok(r) => {
@@ -103,6 +106,7 @@ impl Inner {
             }
         });
         if let Err(e) = spawned {
+            self.warming.fetch_sub(1, Ordering::AcqRel);
             tracing::warn!(circuit = circuit_id, "could not start warming the pool: {e}");
         }
         Ok(())
@@ -341,6 +345,15 @@ impl Inner {
             .map(|d| format!("{}: {}", d.name, d.lost().unwrap_or_default()))
             .collect();
         EngineError::DevicesLost(why.join("; "))
+    }
+}
+
+/// Counts one down when dropped (a background task that ended, however).
+struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
