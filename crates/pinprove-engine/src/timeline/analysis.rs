@@ -46,6 +46,19 @@ pub struct Utilization {
 }
 
 impl Utilization {
+    /// The utilization of the partitions of `jobs` in `timeline` (other
+    /// jobs' spans left out), with GPU samples whose averaging period is
+    /// `lag`.
+    pub fn of_jobs(timeline: &super::Timeline, jobs: &[crate::JobId], lag: Duration) -> Utilization {
+        let prefixes: Vec<String> = jobs.iter().map(|j| format!("{j}/")).collect();
+        let spans: Vec<Span> = timeline
+            .spans()
+            .into_iter()
+            .filter(|s| prefixes.iter().any(|p| s.label.starts_with(p.as_str())))
+            .collect();
+        Utilization::of(&spans, &timeline.samples(), lag)
+    }
+
     /// The utilization of the partitions in `spans` (which should hold one
     /// run's spans only), with GPU samples whose averaging period is `lag`.
     pub fn of(spans: &[Span], samples: &[CounterSample], lag: Duration) -> Utilization {

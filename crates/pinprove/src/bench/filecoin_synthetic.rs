@@ -10,7 +10,6 @@
 //! GPU utilization while partitions waited), optionally with a WinningPoSt
 //! submitted into the stream.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +18,6 @@ use anyhow::{Context, Result, bail, ensure};
 #[cfg(feature = "cuda")]
 use pinprove_engine::assembly::BuiltBackend;
 use pinprove_engine::assembly::{Stack, StackConfig};
-use pinprove_engine::timeline::Span;
 use pinprove_engine::timeline::analysis::Utilization;
 use pinprove_engine::{EngineConfig, JobOutcome, PartitionResult, Phase, SynthesisContext};
 use pinprove_filecoin::synthetic;
@@ -441,7 +439,6 @@ pub fn measure(
     if let Some(w) = winning.take() {
         winning_s = Some(winning_into(&prover, w, started)?);
     }
-    let measured: HashSet<String> = subs.iter().map(|s| format!("{}/", s.job)).collect();
     let mut results = Vec::new();
     for s in &subs {
         results.extend(completed(&prover, s)?);
@@ -449,13 +446,8 @@ pub fn measure(
     let wall = started.elapsed();
     let peak = sys::peak_rss_bytes();
     let pool_after = stack.pool.stats();
-    let spans: Vec<Span> = engine
-        .timeline()
-        .spans()
-        .into_iter()
-        .filter(|s| measured.iter().any(|m| s.label.starts_with(m.as_str())))
-        .collect();
-    let u = Utilization::of(&spans, &engine.timeline().samples(), NVML_LAG);
+    let jobs: Vec<_> = subs.iter().map(|s| s.job).collect();
+    let u = Utilization::of_jobs(engine.timeline(), &jobs, NVML_LAG);
     if let Some(p) = &args.timeline {
         std::fs::write(p, engine.timeline().svg()).with_context(|| format!("writing {}", p.display()))?;
     }

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use clap::Args;
 use pinprove_engine::assembly::{BackendKind, DeviceSelection, Stack, StackConfig};
-use pinprove_engine::timeline::Span;
 use pinprove_engine::timeline::analysis::Utilization;
 use pinprove_engine::{
     EngineConfig, JobOutcome, JobSpec, PartitionResult, Phase, Priority, circuit_partition_with_inputs,
@@ -172,7 +171,6 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
 
     let started = Instant::now();
     let ids = (0..args.jobs).map(submit).collect::<Result<Vec<_>, _>>()?;
-    let measured: std::collections::HashSet<String> = ids.iter().map(|j| format!("{j}/")).collect();
     let mut results: Vec<PartitionResult> = Vec::new();
     for job in ids.iter().copied() {
         match engine.wait(job, None)? {
@@ -203,13 +201,7 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
     };
 
     // The measured jobs' spans only.
-    let spans: Vec<Span> = engine
-        .timeline()
-        .spans()
-        .into_iter()
-        .filter(|s| measured.iter().any(|m| s.label.starts_with(m.as_str())))
-        .collect();
-    let u = Utilization::of(&spans, &engine.timeline().samples(), NVML_LAG);
+    let u = Utilization::of_jobs(engine.timeline(), &ids, NVML_LAG);
     let phases: BTreeMap<String, f64> = Phase::ALL
         .into_iter()
         .map(|phase| {
