@@ -409,11 +409,21 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
     Ok(Prepared { l, a, b })
 }
 
-/// Host bytes [`prepare`] takes for a witness of this shape at most: a
-/// scalar and an index for each of the three queries' assignments (a small
-/// value and its index take less).
-pub(crate) fn working_set(inputs: usize, aux: usize) -> u64 {
-    3 * (32 + 4) * (inputs + aux) as u64
+/// Host bytes [`prepare`] takes at most for queries L, A and B over
+/// `bases` bases each, as `pool` rounds its buffers: a scalar and an index
+/// per base (a small value and its index take less; a zero or one takes
+/// neither), and a bitmap of ones.
+pub(crate) fn working_set(pool: &PinnedPool, bases: [usize; 3]) -> u64 {
+    let rounded = |bytes: usize| pool.rounded_size(bytes).unwrap_or(usize::MAX) as u64;
+    bases
+        .iter()
+        .map(|&n| {
+            let bitmap = n.div_ceil(BITMAP_BLOCK) * (BITMAP_BLOCK / 8);
+            rounded(n.saturating_mul(32))
+                .saturating_add(rounded(n.saturating_mul(4)))
+                .saturating_add(rounded(bitmap))
+        })
+        .fold(0u64, u64::saturating_add)
 }
 
 #[cfg(test)]
@@ -576,6 +586,22 @@ mod tests {
         let mut w = witness(&pool, 10, 5_000, 0.0, 0.0);
         let p = prepare(&mut w, &pool, Mode::Split).unwrap();
         assert!(p.l.scalars.is_none() && p.l.idx.is_none() && p.l.ones.is_none());
+    }
+
+    #[test]
+    fn the_working_set_bounds_what_preparation_takes() {
+        // What the engine admits for the native backend (from the queries'
+        // lengths) covers the pool buffers `prepare` checks out, whatever
+        // the witness: all listed, all bits, mixed, with small values.
+        let pool = pool();
+        for (seed, share, small) in [(20, 0.0, 0.0), (21, 1.0, 0.0), (22, 0.5, 0.3), (23, 0.02, 0.9)] {
+            let mut w = witness(&pool, seed, CHUNK * 3 + 5, share, small);
+            let before = pool.stats().checked_out_bytes;
+            let p = prepare(&mut w, &pool, Mode::Split).unwrap();
+            let taken = pool.stats().checked_out_bytes - before;
+            let bound = working_set(&pool, [p.l.bases, p.a.bases, p.b.bases]);
+            assert!(taken <= bound, "seed {seed}: {taken} bytes taken, {bound} admitted");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use pinprove_groth16::synthetic::CircuitShape;
-use pinprove_groth16::{Backend, CapacityHint, Srs, Validation};
+use pinprove_groth16::{Backend, CapacityHint, QueryLengths, Srs, Validation};
 use pinprove_mem::{Evictor, MemoryBudget, PinnedPool, Reservation};
 use serde::Serialize;
 
@@ -142,6 +142,15 @@ impl SrsRegistry {
         }
         let header = self.source(circuit_id)?.header()?;
         Ok(shape_of(&header))
+    }
+
+    /// The query lengths of the parameters of `circuit_id` (from the loaded
+    /// SRS, or from its header).
+    pub fn lengths(&self, circuit_id: &str) -> Result<QueryLengths, EngineError> {
+        if let Some(e) = self.loaded().get(circuit_id) {
+            return Ok(*e.srs.lengths());
+        }
+        Ok(*self.source(circuit_id)?.header()?.lengths())
     }
 
     /// Whether the SRS of `circuit_id` is loaded now.

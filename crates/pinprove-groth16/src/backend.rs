@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::{AbcLayout, CapacityHint, Proof, ProveError, ProvingAssignment, Scalar, Srs};
+use crate::{AbcLayout, CapacityHint, Proof, ProveError, ProvingAssignment, QueryLengths, Scalar, Srs};
 
 /// One or more synthesized circuits sharing one SRS, with the blinding
 /// factors (r, s) of each proof.
@@ -57,8 +57,10 @@ pub trait Backend: Send + Sync {
 
     /// Host bytes a job of this shape needs beyond what synthesis holds
     /// (a/b/c and the assignments), for admission by the memory budget.
-    fn extra_working_set(&self, shape: &CapacityHint) -> u64 {
-        let _ = shape;
+    /// `queries`, when known, are the parameters' query lengths: the bases
+    /// each MSM runs over, which bound what a backend prepares for them.
+    fn extra_working_set(&self, shape: &CapacityHint, queries: Option<&QueryLengths>) -> u64 {
+        let _ = (shape, queries);
         0
     }
 

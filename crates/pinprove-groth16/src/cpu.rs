@@ -13,8 +13,8 @@ use crate::domain::{Domain, bit_reverse_index, domain_size};
 use crate::msm::{ScalarBytes, g1_msm, g2_msm};
 use crate::params::SrsPoints;
 use crate::{
-    AbcLayout, Backend, Capabilities, CapacityHint, Density, Proof, ProveError, ProvingJob, Scalar, Srs, StartedProof,
-    Witness,
+    AbcLayout, Backend, Capabilities, CapacityHint, Density, Proof, ProveError, ProvingJob, QueryLengths, Scalar, Srs,
+    StartedProof, Witness,
 };
 
 /// Groth16 on the CPU: multithreaded radix-2 FFTs for h, blst's Pippenger
@@ -48,7 +48,7 @@ impl Backend for CpuBackend {
         }
     }
 
-    fn extra_working_set(&self, shape: &CapacityHint) -> u64 {
+    fn extra_working_set(&self, shape: &CapacityHint, _: Option<&QueryLengths>) -> u64 {
         let m = domain_size(shape.constraints).map_or(u64::MAX / 64, |m| m as u64);
         // h's scalars, the twiddle table (ω^j for j < m/2), and the gathered
         // scalars of the A and B MSMs (at most one per variable each).

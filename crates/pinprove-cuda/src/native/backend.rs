@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use blstrs::Scalar;
 use pinprove_groth16::domain::domain_size;
 use pinprove_groth16::{
-    AbcLayout, Backend, Capabilities, CapacityHint, LostDevice, ProveError, ProvingJob, Srs, StartedProof, check_job,
+    AbcLayout, Backend, Capabilities, CapacityHint, LostDevice, ProveError, ProvingJob, QueryLengths, Srs,
+    StartedProof, check_job,
 };
 use pinprove_mem::PinnedPool;
 use pinprove_mem::cuda::{EventFence, PooledEvent};
@@ -136,10 +137,15 @@ impl Backend for NativeBackend {
         }
     }
 
-    fn extra_working_set(&self, shape: &CapacityHint) -> u64 {
-        // The prepared L, A and B scalars and their base indices (h stays on
-        // the device).
-        split::working_set(shape.inputs, shape.aux)
+    fn extra_working_set(&self, shape: &CapacityHint, queries: Option<&QueryLengths>) -> u64 {
+        // The prepared L, A and B scalars, their base indices and bitmaps (h
+        // stays on the device), over each query's bases; without the
+        // parameters' lengths, every variable in each.
+        let bases = match queries {
+            Some(q) => [q.l, q.a, q.b_g1],
+            None => [shape.inputs.saturating_add(shape.aux); 3],
+        };
+        split::working_set(&self.pool, bases)
     }
 
     fn prepare_srs(&self, srs: &Srs) -> Result<u64, ProveError> {

@@ -27,10 +27,11 @@ impl Inner {
         let (shape, n) = self.partition_shape(circuit_id)?;
         let vec = |elems: usize| self.pool.rounded_size(elems.saturating_mul(32)).unwrap_or(usize::MAX) as u64;
         let densities = (shape.inputs.saturating_add(shape.aux.saturating_mul(2)) / 8 + 64) as u64;
+        let queries = self.srs.lengths(circuit_id).ok();
         let extra = self
             .devices
             .iter()
-            .map(|d| d.backend.extra_working_set(&shape))
+            .map(|d| d.backend.extra_working_set(&shape, queries.as_ref()))
             .max()
             .unwrap_or(0);
         Ok(vec(n)

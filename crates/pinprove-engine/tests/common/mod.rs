@@ -139,7 +139,7 @@ impl Backend for TestBackend {
             needs_srs_points: false,
         }
     }
-    fn extra_working_set(&self, _: &pinprove_groth16::CapacityHint) -> u64 {
+    fn extra_working_set(&self, _: &pinprove_groth16::CapacityHint, _: Option<&pinprove_groth16::QueryLengths>) -> u64 {
         self.pool.rounded_size(self.scratch).unwrap() as u64
     }
     fn holds_srs(&self, _: &Srs) -> bool {
@@ -351,7 +351,7 @@ impl Backend for Chaos {
             needs_srs_points: false,
         }
     }
-    fn extra_working_set(&self, _: &pinprove_groth16::CapacityHint) -> u64 {
+    fn extra_working_set(&self, _: &pinprove_groth16::CapacityHint, _: Option<&pinprove_groth16::QueryLengths>) -> u64 {
         self.pool.rounded_size(64 << 10).unwrap() as u64
     }
     fn start(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
