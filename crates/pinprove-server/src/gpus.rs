@@ -1,5 +1,5 @@
-//! The host's GPUs as status reports them: name and memory per CUDA
-//! ordinal (GPU builds; none otherwise).
+//! The GPUs the daemon proves on, as status reports them: name and memory
+//! per CUDA ordinal (GPU builds with a GPU backend; none otherwise).
 
 /// One GPU now.
 pub(crate) struct GpuView {
@@ -11,19 +11,47 @@ pub(crate) struct GpuView {
 
 /// What was found at start.
 pub(crate) struct Gpus {
+    /// With their CUDA ordinals.
     #[cfg(feature = "cuda")]
-    found: Vec<pinprove_cuda::Gpu>,
+    found: Vec<(usize, pinprove_cuda::Gpu)>,
     #[cfg(feature = "cuda")]
     nvml: Option<pinprove_cuda::Nvml>,
 }
 
 impl Gpus {
-    pub(crate) fn discover() -> Gpus {
+    /// The GPUs of `selection` (the configured devices).
+    pub(crate) fn discover(selection: &pinprove_engine::assembly::DeviceSelection) -> Gpus {
+        #[cfg(feature = "cuda")]
+        {
+            use pinprove_engine::assembly::DeviceSelection;
+            let all = pinprove_cuda::gpus().unwrap_or_default();
+            let found = all
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| match selection {
+                    DeviceSelection::All => true,
+                    DeviceSelection::Ordinals(o) => o.contains(i),
+                })
+                .collect();
+            Gpus {
+                found,
+                nvml: pinprove_cuda::Nvml::load().ok(),
+            }
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = selection;
+            Gpus {}
+        }
+    }
+
+    /// No GPU (the daemon proves on the CPU).
+    pub(crate) fn none() -> Gpus {
         #[cfg(feature = "cuda")]
         {
             Gpus {
-                found: pinprove_cuda::gpus().unwrap_or_default(),
-                nvml: pinprove_cuda::Nvml::load().ok(),
+                found: Vec::new(),
+                nvml: None,
             }
         }
         #[cfg(not(feature = "cuda"))]
@@ -37,7 +65,6 @@ impl Gpus {
         {
             self.found
                 .iter()
-                .enumerate()
                 .map(|(i, g)| {
                     let free = self
                         .nvml
@@ -49,7 +76,7 @@ impl Gpus {
                         })
                         .map_or(0, |(_, free)| free);
                     GpuView {
-                        ordinal: i as u32,
+                        ordinal: *i as u32,
                         name: g.device.name.clone(),
                         total: g.device.total_memory,
                         free,

@@ -137,7 +137,8 @@ impl Daemon {
             native,
             ..StackConfig::default()
         })?;
-        if stack.backend.is_gpu() {
+        let stack_is_gpu = stack.backend.is_gpu();
+        if stack_is_gpu {
             tracing::info!(backend = %stack.backend, gpus = stack.devices.len(), "proving on the GPU");
         } else {
             tracing::info!(
@@ -187,7 +188,11 @@ impl Daemon {
         let service = Arc::new(service::Service {
             jobs: Arc::clone(&jobs),
             started: Instant::now(),
-            gpus: Arc::new(gpus::Gpus::discover()),
+            gpus: Arc::new(if stack_is_gpu {
+                gpus::Gpus::discover(&config.gpu.devices)
+            } else {
+                gpus::Gpus::none()
+            }),
         });
         let token = match &config.auth_token_file {
             Some(path) => {
