@@ -137,20 +137,17 @@ impl SrsRegistry {
     /// header (without loading points): what admission estimates a first
     /// partition's working set from.
     pub fn shape(&self, circuit_id: &str) -> Result<CapacityHint, EngineError> {
-        if let Some(e) = self.loaded().get(circuit_id) {
-            return Ok(shape_of(&e.srs));
-        }
-        let header = self.source(circuit_id)?.header()?;
-        Ok(shape_of(&header))
+        Ok(self.shape_and_lengths(circuit_id)?.0)
     }
 
-    /// The query lengths of the parameters of `circuit_id` (from the loaded
-    /// SRS, or from its header).
-    pub fn lengths(&self, circuit_id: &str) -> Result<QueryLengths, EngineError> {
+    /// [`shape`](Self::shape) and the parameters' query lengths, from the
+    /// loaded SRS or from one read of its header.
+    pub fn shape_and_lengths(&self, circuit_id: &str) -> Result<(CapacityHint, QueryLengths), EngineError> {
         if let Some(e) = self.loaded().get(circuit_id) {
-            return Ok(*e.srs.lengths());
+            return Ok((shape_of(&e.srs), *e.srs.lengths()));
         }
-        Ok(*self.source(circuit_id)?.header()?.lengths())
+        let header = self.source(circuit_id)?.header()?;
+        Ok((shape_of(&header), *header.lengths()))
     }
 
     /// Whether the SRS of `circuit_id` is loaded now.
@@ -225,7 +222,7 @@ impl SrsRegistry {
         }
         let source = self.source(circuit_id)?;
         let started = Instant::now();
-        let srs = if self.needs_points() {
+        let mut srs = if self.needs_points() {
             source.load(&self.pool, funds.as_deref_mut())?
         } else {
             source.header()?
@@ -262,7 +259,6 @@ impl SrsRegistry {
         // Every live device holds its own copy of the bases (in device
         // memory): the host points are not read again, and for the largest
         // circuits they are tens of GiB the partitions can use instead.
-        let mut srs = srs;
         let live: Vec<_> = self.backends.iter().filter(|b| b.lost().is_none()).collect();
         if srs.points().is_some() && !live.is_empty() && live.iter().all(|b| !b.needs_host_points(&srs)) {
             let freed = srs.release_points();

@@ -488,6 +488,7 @@ impl PinnedPool {
     pub fn stats(&self) -> PoolStats {
         let mut s = self.lock();
         s.collect_fenced();
+        let (warm_bytes, warm_ready_bytes) = s.warm_bytes();
         let c = &self.counters;
         PoolStats {
             kind: self.allocator.kind(),
@@ -496,8 +497,8 @@ impl PinnedPool {
             checked_out_bytes: s.checked_out,
             fenced_bytes: s.fenced.iter().map(|f| f.block.mem.len() as u64).sum(),
             idle_buffers: s.idle.len(),
-            warm_bytes: s.warm_bytes().0,
-            warm_ready_bytes: s.warm_bytes().1,
+            warm_bytes,
+            warm_ready_bytes,
             checked_out_buffers: s.checked_out_buffers,
             reuse_hits: c.reuse_hits.load(Ordering::Relaxed),
             fresh_allocations: c.fresh_allocations.load(Ordering::Relaxed),

@@ -153,13 +153,13 @@ impl Backend for NativeBackend {
         if self.config.srs_placement == SrsPlacement::Host {
             return Ok(0);
         }
-        let key = srs_key(srs);
         let Some(points) = srs.points() else {
             return Ok(0);
         };
-        if self.lock().contains_key(&key) {
+        if self.is_resident(srs) {
             return Ok(0);
         }
+        let key = srs_key(srs);
         let uploaded = {
             let _device = self.device.lock().recover();
             self.lost.note(ResidentSrs::upload(points, self.ordinal()))
@@ -192,12 +192,12 @@ impl Backend for NativeBackend {
     }
 
     fn holds_srs(&self, srs: &Srs) -> bool {
-        self.config.srs_placement == SrsPlacement::Host || self.lock().contains_key(&srs_key(srs))
+        self.config.srs_placement == SrsPlacement::Host || self.is_resident(srs)
     }
 
     fn needs_host_points(&self, srs: &Srs) -> bool {
         // Streamed bases are read from the host; resident ones are not.
-        self.config.srs_placement == SrsPlacement::Host || !self.lock().contains_key(&srs_key(srs))
+        self.config.srs_placement == SrsPlacement::Host || !self.is_resident(srs)
     }
 
     fn lost(&self) -> Option<String> {
@@ -211,6 +211,11 @@ impl Backend for NativeBackend {
 }
 
 impl NativeBackend {
+    /// Whether `srs`'s bases are on this device.
+    fn is_resident(&self, srs: &Srs) -> bool {
+        self.lock().contains_key(&srs_key(srs))
+    }
+
     /// `start` on a device not known lost.
     fn queue(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
         let n = check_job(&job)?;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use pinprove_groth16::{AbcLayout, Srs, domain::domain_size};
+use pinprove_groth16::{AbcLayout, QueryLengths, Srs, domain::domain_size};
 use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
 
@@ -24,10 +24,9 @@ impl Inner {
     /// domain), is discarded and relearned: a tampered hints file must not
     /// turn every later submission away.
     pub(super) fn working_set(&self, circuit_id: &str) -> Result<u64, EngineError> {
-        let (shape, n) = self.partition_shape(circuit_id)?;
+        let (shape, n, queries) = self.partition_shape(circuit_id)?;
         let vec = |elems: usize| self.pool.rounded_size(elems.saturating_mul(32)).unwrap_or(usize::MAX) as u64;
         let densities = (shape.inputs.saturating_add(shape.aux.saturating_mul(2)) / 8 + 64) as u64;
-        let queries = self.srs.lengths(circuit_id).ok();
         let extra = self
             .devices
             .iter()
@@ -45,16 +44,22 @@ impl Inner {
     /// The pool buffers one partition of `circuit_id` synthesizes into, in
     /// bytes: a, b, c, inputs and aux (what a warm set prepares).
     pub(super) fn partition_buffers(&self, circuit_id: &str) -> Result<[usize; 5], EngineError> {
-        let (shape, n) = self.partition_shape(circuit_id)?;
+        let (shape, n, _) = self.partition_shape(circuit_id)?;
         let bytes = |elems: usize| elems.saturating_mul(32);
         Ok([bytes(n), bytes(n), bytes(n), bytes(shape.inputs), bytes(shape.aux)])
     }
 
-    /// A partition's shape (see `working_set`) and the length of its a, b
-    /// and c under the engine's layout.
-    fn partition_shape(&self, circuit_id: &str) -> Result<(pinprove_groth16::CapacityHint, usize), EngineError> {
+    /// A partition's shape (see `working_set`), the length of its a, b and
+    /// c under the engine's layout, and its parameters' query lengths when
+    /// they are registered (one header read gives both).
+    fn partition_shape(
+        &self,
+        circuit_id: &str,
+    ) -> Result<(pinprove_groth16::CapacityHint, usize, Option<QueryLengths>), EngineError> {
         let budget = self.pool.budget().total();
-        let params = self.srs.shape(circuit_id);
+        let header = self.srs.shape_and_lengths(circuit_id);
+        let queries = header.as_ref().ok().map(|(_, q)| *q);
+        let params = header.map(|(shape, _)| shape);
         let hint = pinprove_groth16::plausible_hint(&self.hints, circuit_id, self.layout, budget).filter(|h| {
             let Ok(p) = &params else { return true };
             let agrees = h.inputs == p.inputs && h.aux == p.aux && h.constraints <= p.constraints;
@@ -72,7 +77,7 @@ impl Inner {
             AbcLayout::Exact => shape.constraints,
             AbcLayout::PaddedToDomain => domain_size(shape.constraints)?,
         };
-        Ok((shape, n))
+        Ok((shape, n, queries))
     }
 
     /// Prepares, in the background and out of spare budget, the pool
