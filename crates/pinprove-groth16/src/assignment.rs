@@ -87,6 +87,31 @@ impl ProvingAssignment {
         })
     }
 
+    /// An assignment whose a/b/c were evaluated elsewhere (from a circuit's
+    /// recorded matrices), with the densities recorded with them: what the
+    /// classic synthesis of the same witness produces.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn from_evaluated(
+        [a, b, c]: [PinnedVec<Scalar>; 3],
+        input: PinnedVec<Scalar>,
+        aux: PinnedVec<Scalar>,
+        [a_aux_density, b_input_density, b_aux_density]: [Density; 3],
+        working_set: Option<Reservation>,
+    ) -> Self {
+        ProvingAssignment {
+            a: Some(a),
+            b: Some(b),
+            c: Some(c),
+            input,
+            aux,
+            a_aux_density,
+            b_input_density,
+            b_aux_density,
+            error: None,
+            working_set,
+        }
+    }
+
     pub(crate) fn set_working_set(&mut self, r: Reservation) {
         self.working_set = Some(r);
     }

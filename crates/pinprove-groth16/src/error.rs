@@ -142,6 +142,140 @@ pub enum ProveError {
     },
 }
 
+/// Why a pre-compiled circuit (its recorded R1CS matrices) could not be
+/// made, read, or used for a synthesis.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PrecompiledError {
+    /// The recording file could not be created, opened, read or written.
+    #[error("recording file {path}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: io::Error,
+    },
+    /// The file does not start with a recording's magic bytes.
+    #[error("{path} is not a circuit recording")]
+    NotARecording {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file was written in another format version.
+    #[error("circuit recording {path} has format version {found}; this build reads version {supported}")]
+    Version {
+        /// The file.
+        path: PathBuf,
+        /// The version in the file.
+        found: u32,
+        /// The version this build reads and writes.
+        supported: u32,
+    },
+    /// The file ends before what its header announces.
+    #[error("circuit recording {path} is truncated: {needed} bytes expected, {available} present")]
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// Bytes the header announces (header included).
+        needed: u64,
+        /// Bytes in the file.
+        available: u64,
+    },
+    /// Bytes follow what the header announces.
+    #[error("circuit recording {path} has {extra} unexpected trailing bytes")]
+    TrailingBytes {
+        /// The file.
+        path: PathBuf,
+        /// How many.
+        extra: u64,
+    },
+    /// A checksum does not match: the file was damaged.
+    #[error(
+        "circuit recording {path}: the {part} checksum does not match (stored {stored:#010x}, computed {computed:#010x})"
+    )]
+    Checksum {
+        /// The file.
+        path: PathBuf,
+        /// "header" or "body".
+        part: &'static str,
+        /// The checksum in the file.
+        stored: u32,
+        /// The checksum of the bytes read.
+        computed: u32,
+    },
+    /// The checksums match but the content is not a valid recording (an
+    /// index out of range, a non-canonical coefficient, sizes beyond the
+    /// format's).
+    #[error("circuit recording {path} is invalid: {why}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// The circuit uses more distinct coefficients than the format's 16-bit
+    /// coefficient ids can name.
+    #[error("the circuit uses more than {limit} distinct coefficients")]
+    TooManyCoefficients {
+        /// The most a recording holds.
+        limit: usize,
+    },
+    /// The circuit has more variables or non-zero entries than the format's
+    /// indices can hold.
+    #[error("the circuit has more {what} than a recording holds ({limit})")]
+    TooLarge {
+        /// What overflowed.
+        what: &'static str,
+        /// The most a recording holds.
+        limit: u64,
+    },
+    /// A constraint names a variable that was not allocated before it (the
+    /// classic synthesis fails on it as well).
+    #[error("constraint {constraint} refers to a variable that was never allocated before it")]
+    UnknownVariable {
+        /// The constraint's row.
+        constraint: usize,
+    },
+    /// The circuit's witness-only synthesis did not produce the recorded
+    /// shape: its constraints depend on the witness, or the recording is of
+    /// another circuit. Callers fall back to the classic synthesis, which
+    /// is always right.
+    #[error("the circuit does not match its recording: {what} recorded {recorded}, synthesized {found}")]
+    ShapeMismatch {
+        /// What differs.
+        what: &'static str,
+        /// What the recording has.
+        recorded: usize,
+        /// What this synthesis produced.
+        found: usize,
+    },
+    /// The circuit's synthesis failed, memory could not be had, or the
+    /// circuit is too large for an evaluation domain.
+    #[error("synthesis failed")]
+    Prove(#[from] ProveError),
+}
+
+impl PrecompiledError {
+    /// Whether the circuit did not match its recording: the case where a
+    /// caller falls back to the classic synthesis.
+    pub fn is_mismatch(&self) -> bool {
+        matches!(self, PrecompiledError::ShapeMismatch { .. })
+    }
+}
+
+impl From<SynthesisError> for PrecompiledError {
+    fn from(e: SynthesisError) -> Self {
+        PrecompiledError::Prove(ProveError::Synthesis(e))
+    }
+}
+
+impl From<pinprove_mem::Error> for PrecompiledError {
+    fn from(e: pinprove_mem::Error) -> Self {
+        PrecompiledError::Prove(ProveError::Memory(e))
+    }
+}
+
 impl ProveError {
     /// The kind of device failure, when this is one.
     pub fn device_fault(&self) -> Option<DeviceFault> {
