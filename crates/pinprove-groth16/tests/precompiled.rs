@@ -1,0 +1,288 @@
+//! A circuit synthesized from its recording (witness only, a/b/c from the
+//! recorded matrices) gives the classic assignment field by field, and the
+//! same proofs.
+
+mod common;
+
+use std::sync::Arc;
+
+use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
+use blstrs::Scalar;
+use common::*;
+use ff::Field;
+use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
+use pinprove_groth16::precompiled::{Recording, record, synthesize_precompiled};
+use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
+use pinprove_groth16::{
+    AbcLayout, Backend, CapacityHints, CpuBackend, PrecompiledError, Proof, ProvingAssignment, ProvingJob, Srs,
+    Validation, synthesize,
+};
+use pinprove_mem::PinnedPool;
+
+fn same(classic: &ProvingAssignment, pre: &ProvingAssignment, what: &str) {
+    assert_eq!(classic.num_constraints(), pre.num_constraints(), "{what}: constraints");
+    assert_eq!(classic.a(), pre.a(), "{what}: a");
+    assert_eq!(classic.b(), pre.b(), "{what}: b");
+    assert_eq!(classic.c(), pre.c(), "{what}: c");
+    assert_eq!(classic.inputs(), pre.inputs(), "{what}: inputs");
+    assert_eq!(classic.aux(), pre.aux(), "{what}: aux");
+    assert_eq!(classic.a_aux_density(), pre.a_aux_density(), "{what}: A aux density");
+    assert_eq!(
+        classic.b_input_density(),
+        pre.b_input_density(),
+        "{what}: B input density"
+    );
+    assert_eq!(classic.b_aux_density(), pre.b_aux_density(), "{what}: B aux density");
+}
+
+fn classic<C: Circuit<Scalar>>(c: C, id: &str, pool: &Arc<PinnedPool>, layout: AbcLayout) -> ProvingAssignment {
+    synthesize(c, id, pool, &CapacityHints::in_memory(), layout, None)
+        .unwrap()
+        .0
+}
+
+fn prove(pool: &Arc<PinnedPool>, srs: &Arc<Srs>, asg: ProvingAssignment, r: Scalar, s: Scalar) -> Proof {
+    let job = ProvingJob {
+        srs: Arc::clone(srs),
+        assignments: vec![asg],
+        randomness: vec![(r, s)],
+    };
+    CpuBackend::new(Arc::clone(pool)).prove(job).unwrap().pop().unwrap()
+}
+
+/// Parameters of the right shape without a setup (proofs do not verify,
+/// but two ways of proving must still agree byte for byte).
+fn synthetic_srs(asg: &ProvingAssignment, pool: &Arc<PinnedPool>) -> Arc<Srs> {
+    let mut bytes = Vec::new();
+    write_synthetic_params(&CircuitShape::of(asg), &mut bytes).unwrap();
+    Arc::new(Srs::from_bytes(&bytes, pool, Validation::OnCurve).unwrap())
+}
+
+#[test]
+fn bench_circuits_synthesize_from_their_recording_as_classically() {
+    let pool = pool();
+    for mix in [WitnessMix::Random, WitnessMix::Bits] {
+        for n in [1 << 10, 3000] {
+            // Recorded from one witness, used for another.
+            let recorded = BenchCircuit::new(n, mix).unwrap();
+            let rec = record(recorded.clone(), &recorded.id()).unwrap();
+            assert_eq!(rec.num_constraints(), n);
+            let circuit = recorded.with_seed(7);
+            for layout in [AbcLayout::Exact, AbcLayout::PaddedToDomain] {
+                let what = format!("{mix} {n} {layout:?}");
+                let want = classic(circuit.clone(), &circuit.id(), &pool, layout);
+                let (got, _) = synthesize_precompiled(circuit.clone(), &rec, &pool, layout, None).unwrap();
+                same(&want, &got, &what);
+                let room = got.abc_capacity();
+                match layout {
+                    AbcLayout::Exact => assert!(room >= n, "{what}: {room}"),
+                    AbcLayout::PaddedToDomain => assert!(room >= n.next_power_of_two(), "{what}: {room}"),
+                }
+                assert_eq!(got.spills(), 0, "{what}: sized exactly from the recording");
+            }
+        }
+    }
+    assert_eq!(pool.stats().checked_out_bytes, 0, "everything went back to the pool");
+}
+
+#[test]
+fn bench_circuit_proofs_from_a_recording_are_the_classic_proofs() {
+    let pool = pool();
+    let (r, s) = (Scalar::from(1234u64), Scalar::from(5678u64));
+    for mix in [WitnessMix::Random, WitnessMix::Bits] {
+        let c = BenchCircuit::new(1 << 10, mix).unwrap();
+        let rec = record(c.clone(), &c.id()).unwrap();
+        let circuit = c.with_seed(3);
+        let want = classic(circuit.clone(), &circuit.id(), &pool, AbcLayout::PaddedToDomain);
+        let srs = synthetic_srs(&want, &pool);
+        let (got, _) = synthesize_precompiled(circuit, &rec, &pool, AbcLayout::PaddedToDomain, None).unwrap();
+        let (p1, p2) = (prove(&pool, &srs, want, r, s), prove(&pool, &srs, got, r, s));
+        assert_eq!(p1.to_bytes(), p2.to_bytes(), "{mix}");
+    }
+}
+
+/// Public inputs allocated between aux variables, variables used only in
+/// C, ONE and an input in B, a term that cancels to zero, coefficients
+/// other than ±1. Values are `None` in its blank form.
+#[derive(Clone)]
+struct Mixed {
+    x: Option<u64>,
+}
+
+impl Circuit<Scalar> for Mixed {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let val = |f: fn(Scalar) -> Scalar| {
+            let x = self.x;
+            move || x.map(|x| f(Scalar::from(x))).ok_or(SynthesisError::AssignmentMissing)
+        };
+        let a = cs.alloc(|| "a", val(|x| x))?;
+        let x_in = cs.alloc_input(|| "x", val(|x| x))?;
+        let sq = cs.alloc(|| "a^2", val(|x| x.square()))?;
+        let y_in = cs.alloc_input(|| "y = a^2", val(|x| x.square()))?;
+        // 7·a·(a + 2·ONE) = c_only, c_only appears in C alone.
+        let c_only = cs.alloc(|| "c only", val(|x| Scalar::from(7u64) * x * (x + Scalar::from(2u64))))?;
+        let bits: Vec<_> = (0..3)
+            .map(|k| {
+                let x = self.x;
+                cs.alloc(
+                    || "bit",
+                    move || {
+                        x.map(|x| Scalar::from((x >> k) & 1))
+                            .ok_or(SynthesisError::AssignmentMissing)
+                    },
+                )
+            })
+            .collect::<Result<_, _>>()?;
+        let z_in = cs.alloc_input(|| "z = x", val(|x| x))?;
+        cs.enforce(|| "a = x", |lc| lc + a, |lc| lc + CS::one(), |lc| lc + x_in);
+        cs.enforce(|| "sq", |lc| lc + a, |lc| lc + x_in, |lc| lc + sq);
+        cs.enforce(|| "y", |lc| lc + y_in + sq - sq, |lc| lc + CS::one(), |lc| lc + sq);
+        cs.enforce(
+            || "c only",
+            |lc| lc + (Scalar::from(7u64), a) + (Scalar::from(3u64), sq) - (Scalar::from(3u64), sq),
+            |lc| lc + a + (Scalar::from(2u64), CS::one()),
+            |lc| lc + c_only,
+        );
+        for &b in &bits {
+            cs.enforce(|| "boolean", |lc| lc + b, |lc| lc + CS::one() - b, |lc| lc);
+        }
+        // The low bits of x recomposed, times ONE, against z − x + (x mod 8).
+        cs.enforce(
+            || "bits",
+            |lc| lc + bits[0] + (Scalar::from(2u64), bits[1]) + (Scalar::from(4u64), bits[2]),
+            |lc| lc + z_in - x_in + CS::one(),
+            |lc| lc + bits[0] + (Scalar::from(2u64), bits[1]) + (Scalar::from(4u64), bits[2]),
+        );
+        let after = cs.alloc(|| "after the inputs", val(|x| x + Scalar::ONE))?;
+        cs.enforce(
+            || "after",
+            |lc| lc + x_in + CS::one(),
+            |lc| lc + CS::one(),
+            |lc| lc + after,
+        );
+        Ok(())
+    }
+}
+
+#[test]
+fn a_hand_written_circuit_proves_the_same_from_its_blank_recording() {
+    let pool = pool();
+    let rec = record(Mixed { x: None }, "mixed").unwrap();
+    assert_eq!((rec.num_inputs(), rec.num_aux()), (4, 7));
+    // The cancelled terms are not in the matrices: sq in A of "y" and "c
+    // only".
+    assert_eq!(
+        rec.a_aux_density().iter_ones().collect::<Vec<_>>(),
+        vec![0, 3, 4, 5],
+        "a and the bits in A; sq only with coefficients that cancel"
+    );
+    assert!(
+        rec.b_aux_density().get(0) && !rec.b_aux_density().get(2),
+        "a in B; c_only not"
+    );
+    assert_eq!(
+        rec.b_input_density().iter_ones().collect::<Vec<_>>(),
+        vec![0, 1, 3],
+        "ONE, x and z in B"
+    );
+    let circuit = Mixed { x: Some(13) };
+    for layout in [AbcLayout::Exact, AbcLayout::PaddedToDomain] {
+        let want = classic(circuit.clone(), "mixed", &pool, layout);
+        let (got, _) = synthesize_precompiled(circuit.clone(), &rec, &pool, layout, None).unwrap();
+        same(&want, &got, &format!("{layout:?}"));
+    }
+
+    // Through a file, then proved: bellperson's proof, and it verifies.
+    let dir = std::env::temp_dir().join(format!("pinprove-precompiled-mixed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("mixed.r1cs");
+    rec.save(&path).unwrap();
+    let rec = Recording::load(&path).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let (params, srs) = params(Mixed { x: None }, &pool, 5);
+    let (r, s) = (Scalar::from(21u64), Scalar::from(34u64));
+    let want = classic(circuit.clone(), "mixed", &pool, AbcLayout::PaddedToDomain);
+    let (got, _) = synthesize_precompiled(circuit.clone(), &rec, &pool, AbcLayout::PaddedToDomain, None).unwrap();
+    let (p1, p2) = (prove(&pool, &srs, want, r, s), prove(&pool, &srs, got, r, s));
+    assert_eq!(p1.to_bytes(), p2.to_bytes());
+    assert_eq!(p2.to_bytes().to_vec(), reference_proof(circuit, &params, r, s));
+    let inputs = [13u64, 169, 13].map(Scalar::from);
+    assert!(verifies(&params, &p2, &inputs));
+}
+
+/// As many constraints (and aux variables) as its witness says.
+struct Varying {
+    constraints: usize,
+    aux: usize,
+}
+
+impl Circuit<Scalar> for Varying {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let vars: Vec<_> = (0..self.aux)
+            .map(|_| cs.alloc(|| "v", || Ok(Scalar::ONE)))
+            .collect::<Result<_, _>>()?;
+        for k in 0..self.constraints {
+            let v = vars[k % vars.len()];
+            cs.enforce(|| "c", |lc| lc + v, |lc| lc + CS::one(), |lc| lc + v);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_circuit_whose_shape_depends_on_its_witness_is_a_mismatch() {
+    let pool = pool();
+    let rec = record(
+        Varying {
+            constraints: 10,
+            aux: 4,
+        },
+        "varying",
+    )
+    .unwrap();
+    let ok = synthesize_precompiled(
+        Varying {
+            constraints: 10,
+            aux: 4,
+        },
+        &rec,
+        &pool,
+        AbcLayout::Exact,
+        None,
+    );
+    assert!(ok.is_ok());
+    drop(ok);
+    for (constraints, aux, what) in [
+        (11, 4, "constraints"),
+        (9, 4, "constraints"),
+        (10, 5, "aux variables"),
+        (10, 3, "aux variables"),
+    ] {
+        let e = synthesize_precompiled(Varying { constraints, aux }, &rec, &pool, AbcLayout::Exact, None)
+            .err()
+            .expect("a mismatch");
+        assert!(e.is_mismatch(), "{e:?}");
+        assert!(
+            matches!(e, PrecompiledError::ShapeMismatch { what: w, .. } if w == what),
+            "{constraints} {aux}: {e:?}"
+        );
+    }
+    // A recording of another circuit.
+    let e = synthesize_precompiled(Mixed { x: Some(1) }, &rec, &pool, AbcLayout::Exact, None)
+        .err()
+        .expect("a mismatch");
+    assert!(e.is_mismatch(), "{e:?}");
+    // The circuit's own failure is not a mismatch.
+    let e = synthesize_precompiled(
+        Mixed { x: None },
+        &record(Mixed { x: None }, "m").unwrap(),
+        &pool,
+        AbcLayout::Exact,
+        None,
+    )
+    .err()
+    .expect("no witness");
+    assert!(!e.is_mismatch(), "{e:?}");
+    assert_eq!(pool.stats().checked_out_bytes, 0);
+}
