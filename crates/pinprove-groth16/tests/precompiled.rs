@@ -260,8 +260,7 @@ fn a_circuit_whose_shape_depends_on_its_witness_is_a_mismatch() {
         (10, 3, "aux variables"),
     ] {
         let e = synthesize_precompiled(Varying { constraints, aux }, &rec, &pool, AbcLayout::Exact, None)
-            .err()
-            .expect("a mismatch");
+            .expect_err("a mismatch");
         assert!(e.is_mismatch(), "{e:?}");
         assert!(
             matches!(e, PrecompiledError::ShapeMismatch { what: w, .. } if w == what),
@@ -269,9 +268,7 @@ fn a_circuit_whose_shape_depends_on_its_witness_is_a_mismatch() {
         );
     }
     // A recording of another circuit.
-    let e = synthesize_precompiled(Mixed { x: Some(1) }, &rec, &pool, AbcLayout::Exact, None)
-        .err()
-        .expect("a mismatch");
+    let e = synthesize_precompiled(Mixed { x: Some(1) }, &rec, &pool, AbcLayout::Exact, None).expect_err("a mismatch");
     assert!(e.is_mismatch(), "{e:?}");
     // The circuit's own failure is not a mismatch.
     let e = synthesize_precompiled(
@@ -281,8 +278,86 @@ fn a_circuit_whose_shape_depends_on_its_witness_is_a_mismatch() {
         AbcLayout::Exact,
         None,
     )
-    .err()
-    .expect("no witness");
+    .expect_err("no witness");
     assert!(!e.is_mismatch(), "{e:?}");
     assert_eq!(pool.stats().checked_out_bytes, 0);
+}
+
+#[test]
+fn buffers_are_paid_for_out_of_the_jobs_reservation() {
+    let pool = pool();
+    let c = BenchCircuit::new(2000, WitnessMix::Bits).unwrap();
+    let rec = record(c.clone(), &c.id()).unwrap();
+    let granted = 4 << 20;
+    let funds = pool.budget().try_acquire(granted).unwrap();
+    let (mut asg, _) = synthesize_precompiled(c, &rec, &pool, AbcLayout::PaddedToDomain, Some(funds)).unwrap();
+    let left = asg
+        .working_set_mut()
+        .expect("the rest stays with the assignment")
+        .bytes();
+    assert!(left < granted, "the vectors were charged: {left}");
+    assert!(
+        left + asg.held_bytes() >= granted - (1 << 20),
+        "charged about what it holds: {left} + {}",
+        asg.held_bytes()
+    );
+    drop(asg);
+    assert_eq!(pool.stats().checked_out_bytes, 0);
+}
+
+/// Prints what the classic and the pre-compiled synthesis take on a 2^18
+/// bench circuit of each mix (run with `--ignored --nocapture`; timings are
+/// printed, never asserted, and mean little outside a release build).
+#[test]
+#[ignore]
+fn measure_precompiled_against_classic_synthesis() {
+    use std::time::{Duration, Instant};
+    let pool = pool();
+    let threads = rayon::current_num_threads();
+    for mix in [WitnessMix::Random, WitnessMix::Bits] {
+        let c = BenchCircuit::new(1 << 18, mix).unwrap();
+        let hints = CapacityHints::in_memory();
+        // The first synthesis learns the hint; the second is what a proof pays.
+        drop(synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::PaddedToDomain, None).unwrap());
+        let t = Instant::now();
+        let rec = record(c.clone(), &c.id()).unwrap();
+        let recording = t.elapsed();
+        let (want, _) = synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::PaddedToDomain, None).unwrap();
+        let (got, _) = synthesize_precompiled(c.clone(), &rec, &pool, AbcLayout::PaddedToDomain, None).unwrap();
+        same(&want, &got, mix.as_str());
+        drop((want, got));
+        // The best of five of each, alternating, with warm pool buffers.
+        let (mut classic, mut witness, mut evaluation) = (Duration::MAX, Duration::MAX, Duration::MAX);
+        for _ in 0..5 {
+            let t = Instant::now();
+            let (asg, _) = synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::PaddedToDomain, None).unwrap();
+            classic = classic.min(t.elapsed());
+            drop(asg);
+            let (asg, stats) = synthesize_precompiled(c.clone(), &rec, &pool, AbcLayout::PaddedToDomain, None).unwrap();
+            (witness, evaluation) = (witness.min(stats.witness), evaluation.min(stats.evaluation));
+            drop(asg);
+        }
+        let dir = std::env::temp_dir().join(format!("pinprove-precompiled-measure-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.r1cs");
+        let t = Instant::now();
+        rec.save(&path).unwrap();
+        let save = t.elapsed();
+        let file_bytes = std::fs::metadata(&path).unwrap().len();
+        let t = Instant::now();
+        let back = Recording::load(&path).unwrap();
+        let load = t.elapsed();
+        assert_eq!(back, rec);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let s = rec.stats();
+        println!(
+            "{mix} 2^18 on {threads} threads: classic {classic:?}; recording {recording:?} \
+             (nnz {:?}, {} coefficients, {:.1} MiB in memory, file {:.1} MiB, save {save:?}, load {load:?}); \
+             pre-compiled: witness {witness:?} + evaluation {evaluation:?}",
+            s.nnz,
+            s.coefficients,
+            s.bytes as f64 / (1 << 20) as f64,
+            file_bytes as f64 / (1 << 20) as f64,
+        );
+    }
 }
