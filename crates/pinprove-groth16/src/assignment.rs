@@ -90,7 +90,6 @@ impl ProvingAssignment {
     /// An assignment whose a/b/c were evaluated elsewhere (from a circuit's
     /// recorded matrices), with the densities recorded with them: what the
     /// classic synthesis of the same witness produces.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn from_evaluated(
         [a, b, c]: [PinnedVec<Scalar>; 3],
         input: PinnedVec<Scalar>,

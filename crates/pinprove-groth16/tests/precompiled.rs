@@ -361,3 +361,90 @@ fn measure_precompiled_against_classic_synthesis() {
         );
     }
 }
+
+/// One step of a random circuit.
+#[derive(Clone, Debug)]
+enum Op {
+    Aux(u64),
+    Input(u64),
+    /// Terms of A, B and C: (which variable among those allocated so far,
+    /// which coefficient).
+    Enforce([Vec<(usize, usize)>; 3]),
+}
+
+/// A circuit of random steps: any interleaving of inputs and aux
+/// variables, repeated and cancelling terms, zero coefficients.
+#[derive(Clone, Debug)]
+struct Random(Vec<Op>);
+
+impl Circuit<Scalar> for Random {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let coeffs = [
+            Scalar::ONE,
+            -Scalar::ONE,
+            Scalar::ZERO,
+            Scalar::from(2u64),
+            -Scalar::from(2u64),
+            Scalar::from(u64::MAX),
+        ];
+        let mut vars = vec![CS::one()];
+        for op in self.0 {
+            match op {
+                Op::Aux(v) => vars.push(cs.alloc(|| "aux", || Ok(Scalar::from(v)))?),
+                Op::Input(v) => vars.push(cs.alloc_input(|| "input", || Ok(Scalar::from(v)))?),
+                Op::Enforce(terms) => {
+                    let lc = |t: &Vec<(usize, usize)>| {
+                        t.iter()
+                            .fold(bellpepper_core::LinearCombination::zero(), |lc, &(v, k)| {
+                                lc + (coeffs[k % coeffs.len()], vars[v % vars.len()])
+                            })
+                    };
+                    let [a, b, c] = [lc(&terms[0]), lc(&terms[1]), lc(&terms[2])];
+                    cs.enforce(|| "random", |_| a, |_| b, |_| c);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn random_circuit() -> impl proptest::strategy::Strategy<Value = Random> {
+    use proptest::prelude::*;
+    let terms = || proptest::collection::vec((0usize..64, 0usize..6), 0..6);
+    let op = prop_oneof![
+        3 => any::<u64>().prop_map(Op::Aux),
+        1 => any::<u64>().prop_map(Op::Input),
+        4 => (terms(), terms(), terms()).prop_map(|(a, b, c)| Op::Enforce([a, b, c])),
+    ];
+    proptest::collection::vec(op, 0..40).prop_map(Random)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(64),
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    /// Any circuit synthesizes from its recording (made with another
+    /// witness) to its classic assignment.
+    #[test]
+    fn random_circuits_synthesize_from_their_recording_as_classically(circuit in random_circuit()) {
+        let pool = pool();
+        // The recording sees other values: only the structure may matter.
+        let other = Random(
+            circuit
+                .0
+                .iter()
+                .map(|op| match op {
+                    Op::Aux(v) => Op::Aux(v.wrapping_add(1)),
+                    Op::Input(v) => Op::Input(v ^ 5),
+                    e => e.clone(),
+                })
+                .collect(),
+        );
+        let rec = record(other, "random").unwrap();
+        let want = classic(circuit.clone(), "random", &pool, AbcLayout::Exact);
+        let (got, _) = synthesize_precompiled(circuit, &rec, &pool, AbcLayout::Exact, None).unwrap();
+        same(&want, &got, "random");
+    }
+}
