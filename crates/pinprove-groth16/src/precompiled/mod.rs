@@ -3,8 +3,8 @@
 //!
 //! A circuit has the same constraints for every witness, yet the classic
 //! synthesis ([`synthesize`](crate::synthesize)) builds every constraint's
-//! linear combinations again for each proof, only to evaluate them once:
-//! for hash-heavy circuits that is most of the synthesis time. Here
+//! linear combinations again for each proof, only to evaluate them once
+//! and drop them. Here
 //! [`record`] runs one synthesis that keeps the matrices A, B and C (in
 //! compressed sparse rows, with 32-bit columns and 16-bit ids into a table
 //! of distinct coefficients) and the query densities; later proofs run
@@ -34,11 +34,10 @@
 //! (bits); from the recording 24 ms witness + 7 ms evaluation (random) and
 //! 12 ms + 8 ms (bits). The recordings take 11–12 MiB (about 1 M non-zero
 //! entries; 2 and 65 distinct coefficients), as files too, and 73 ms to
-//! record. The bench circuit computes its witness up front in parallel, so
-//! real circuits, whose witness is computed inside `alloc`, gain less in
-//! proportion from the parallel evaluation and more from skipping the
-//! linear combinations (`measure_precompiled_against_classic_synthesis`,
-//! an ignored test, prints these).
+//! record (`measure_precompiled_against_classic_synthesis`, an ignored
+//! test, prints these). The bench circuit computes its witness up front in
+//! parallel; Filecoin's circuits compute theirs inside `alloc`, one value
+//! at a time, and were not measured here.
 //!
 //! A circuit whose constraints depend on its witness cannot be pre-compiled:
 //! the witness-only synthesis compares its counts of constraints, inputs
