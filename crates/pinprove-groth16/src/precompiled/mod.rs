@@ -11,8 +11,9 @@
 //! [`synthesize_witness`], whose `enforce` never calls its closures (no
 //! linear combination is built), and [`evaluate`] computes a = A·w, b = B·w,
 //! c = C·w in parallel into pool buffers. [`synthesize_precompiled`] does
-//! both and returns the [`ProvingAssignment`] the classic synthesis would
-//! have produced, field by field, so every backend proves from it unchanged.
+//! both and returns the [`ProvingAssignment`](crate::ProvingAssignment)
+//! the classic synthesis would have produced, field by field, so every
+//! backend proves from it unchanged.
 //!
 //! The evaluation is a sparse matrix-vector product over a witness that a
 //! GPU will hold anyway: the intended next step keeps the matrices resident
