@@ -32,13 +32,6 @@ pub use native::{NativeBackend, NativeConfig, NativePhases, PlacementReport, Srs
 #[cfg(feature = "cuda")]
 pub use nvml::Nvml;
 #[cfg(feature = "cuda")]
-pub use pinprove_mem::cuda::{CudaError, CudaPinnedAllocator, EventFence};
+pub use pinprove_mem::cuda::{CudaError, CudaPinnedAllocator, CudaRegisteredAllocator, EventFence, pinned_allocator};
 #[cfg(feature = "cuda")]
 pub use supraseal::SuprasealBackend;
-
-/// The pool allocator for GPU work: CUDA pinned memory, or an error saying
-/// why it is not available here.
-#[cfg(feature = "cuda")]
-pub fn pinned_allocator() -> Result<std::sync::Arc<dyn pinprove_mem::HostAllocator>, CudaError> {
-    Ok(std::sync::Arc::new(CudaPinnedAllocator::new()?))
-}

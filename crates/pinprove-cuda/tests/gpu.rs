@@ -19,7 +19,7 @@ use rand_chacha::ChaCha8Rng;
 
 /// The pinned pool, or `None` (with a message) where no GPU is usable.
 fn gpu_pool(test: &str) -> Option<Arc<PinnedPool>> {
-    match pinprove_cuda::pinned_allocator() {
+    match pinprove_cuda::pinned_allocator(pinprove_mem::PinMethod::default()) {
         Ok(a) => Some(PinnedPool::new(
             a,
             MemoryBudget::new(32 << 30),

@@ -29,7 +29,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use pinprove_groth16::{Backend, CpuBackend, ProveError};
-use pinprove_mem::{BudgetConfig, HeapAllocator, HostAllocator, MemoryBudget, PinnedPool, PoolConfig};
+use pinprove_mem::{BudgetConfig, HeapAllocator, HostAllocator, MemoryBudget, PinMethod, PinnedPool, PoolConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::{Device, Engine, EngineConfig, EngineError};
@@ -199,6 +199,8 @@ pub struct StackConfig {
     pub devices: DeviceSelection,
     /// What pool buffers are made of.
     pub memory: PoolMemory,
+    /// How pinned pool buffers are page-locked.
+    pub pinning: PinMethod,
     /// The pool's settings.
     pub pool: PoolConfig,
     /// The native backend's settings.
@@ -320,7 +322,7 @@ impl Stack {
             (PoolMemory::Auto, k) if k.is_gpu() => PoolMemory::Pinned,
             (m, _) => m,
         };
-        let pool = pool(&budget, memory, config.pool.clone())?;
+        let pool = pool(&budget, memory, config.pinning, config.pool.clone())?;
         let mut devices = Vec::new();
         let mut backends = Vec::new();
         for ordinal in ordinals {
@@ -402,27 +404,29 @@ fn gpu_ordinals(kind: BackendKind, selection: &DeviceSelection) -> Result<Vec<us
     Ok(ordinals)
 }
 
-/// A pool over `budget` whose buffers are of `memory`.
+/// A pool over `budget` whose buffers are of `memory` (pinned ones locked
+/// by `pinning`).
 pub fn pool(
     budget: &Arc<MemoryBudget>,
     memory: PoolMemory,
+    pinning: PinMethod,
     config: PoolConfig,
 ) -> Result<Arc<PinnedPool>, AssemblyError> {
     let allocator: Arc<dyn HostAllocator> = match memory {
-        PoolMemory::Auto => pinprove_mem::default_allocator(),
+        PoolMemory::Auto => pinned(pinning).unwrap_or_else(|_| pinprove_mem::default_allocator()),
         PoolMemory::Heap => Arc::new(HeapAllocator::default()),
-        PoolMemory::Pinned => pinned()?,
+        PoolMemory::Pinned => pinned(pinning)?,
     };
     Ok(PinnedPool::new(allocator, Arc::clone(budget), config))
 }
 
 #[cfg(feature = "cuda")]
-fn pinned() -> Result<Arc<dyn HostAllocator>, AssemblyError> {
-    pinprove_cuda::pinned_allocator().map_err(|e| AssemblyError::Pinned(e.to_string()))
+fn pinned(pinning: PinMethod) -> Result<Arc<dyn HostAllocator>, AssemblyError> {
+    pinprove_cuda::pinned_allocator(pinning).map_err(|e| AssemblyError::Pinned(e.to_string()))
 }
 
 #[cfg(not(feature = "cuda"))]
-fn pinned() -> Result<Arc<dyn HostAllocator>, AssemblyError> {
+fn pinned(_: PinMethod) -> Result<Arc<dyn HostAllocator>, AssemblyError> {
     Err(AssemblyError::Pinned(
         "this build has no GPU support (the `cuda` feature)".into(),
     ))

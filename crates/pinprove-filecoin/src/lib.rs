@@ -52,6 +52,7 @@ mod prover;
 pub mod reference;
 mod request;
 pub mod sample;
+pub mod shapes;
 mod snap;
 pub mod synthetic;
 

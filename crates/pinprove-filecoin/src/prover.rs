@@ -55,7 +55,7 @@ pub(crate) fn guarded<T>(
 }
 
 /// Settings of the Filecoin front.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct FilecoinOptions {
     /// Verify every proof before it is returned (default): a proof that does
     /// not verify is a failed job, never a result.
@@ -64,6 +64,9 @@ pub struct FilecoinOptions {
     /// production size): their vanilla proofs are not checked and their
     /// proofs not verified, since neither can pass. Never for real work.
     pub synthetic_inputs: bool,
+    /// Where the shapes counted for synthetic parameters persist (none:
+    /// counted in every process).
+    pub shape_cache: Option<crate::shapes::ShapeCache>,
 }
 
 impl Default for FilecoinOptions {
@@ -71,6 +74,7 @@ impl Default for FilecoinOptions {
         FilecoinOptions {
             verify: true,
             synthetic_inputs: false,
+            shape_cache: None,
         }
     }
 }
@@ -195,10 +199,20 @@ impl FilecoinProver {
         }
         let id = circuit.circuit_id.clone();
         let params = if self.options.synthetic_inputs {
-            let shape = circuit.blank.shape().map_err(|source| FilecoinError::Parameters {
-                circuit_id: id.clone(),
-                source,
-            })?;
+            let cached = self.options.shape_cache.as_ref().and_then(|c| c.get(&id));
+            let shape = match cached {
+                Some(shape) => shape,
+                None => {
+                    let shape = circuit.blank.shape().map_err(|source| FilecoinError::Parameters {
+                        circuit_id: id.clone(),
+                        source,
+                    })?;
+                    if let Some(c) = &self.options.shape_cache {
+                        c.record(&id, shape);
+                    }
+                    shape
+                }
+            };
             tracing::info!(circuit = %id, ?shape, "synthetic parameters registered (proofs will not verify)");
             self.engine.register_synthetic_srs(&id, shape);
             None

@@ -23,7 +23,7 @@ use crate::domain::domain_size;
 use crate::{ParamsError, ProvingAssignment, QueryLengths, Scalar, VerifyingKey};
 
 /// What a circuit needs from its parameters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CircuitShape {
     /// Public inputs, ONE included.
     pub inputs: usize,

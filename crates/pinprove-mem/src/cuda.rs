@@ -288,6 +288,76 @@ unsafe impl HostAllocator for CudaPinnedAllocator {
     }
 }
 
+/// Page-locked host memory made by [`PinMethod::Register`](crate::PinMethod::Register): mapped and
+/// faulted in like [`HeapAllocator`](crate::HeapAllocator) memory, then
+/// registered (portable) with the driver until it is freed.
+#[derive(Debug)]
+pub struct CudaRegisteredAllocator {
+    heap: crate::HeapAllocator,
+}
+
+impl CudaRegisteredAllocator {
+    /// Succeeds when a driver and at least one device are usable.
+    pub fn new() -> Result<Self, CudaError> {
+        CudaPinnedAllocator::new()?;
+        Ok(CudaRegisteredAllocator {
+            heap: crate::HeapAllocator::new(true),
+        })
+    }
+}
+
+// SAFETY: the memory is a fresh mapping from `HeapAllocator` (page-aligned,
+// at least `len` bytes, usable from any thread), locked by cudaHostRegister
+// before it is handed out; `deallocate` unlocks it before the mapping goes.
+unsafe impl HostAllocator for CudaRegisteredAllocator {
+    fn kind(&self) -> MemoryKind {
+        MemoryKind::CudaPinned
+    }
+
+    fn allocate(&self, len: usize) -> Result<NonNull<u8>> {
+        let p = self.heap.allocate(len)?;
+        // SAFETY: `p` maps `len` bytes (rounded up to a page) that nothing
+        // else refers to yet.
+        let rc = unsafe {
+            cudaHostRegister(
+                p.as_ptr().cast(),
+                len.next_multiple_of(crate::alloc::PAGE),
+                HOST_REGISTER_PORTABLE,
+            )
+        };
+        if let Err(e) = check(rc, "cudaHostRegister") {
+            // SAFETY: `p` came from this heap allocator with `len`.
+            unsafe { self.heap.deallocate(p, len) };
+            return Err(Error::CudaAlloc {
+                bytes: len,
+                message: e.to_string(),
+            });
+        }
+        Ok(p)
+    }
+
+    unsafe fn deallocate(&self, ptr: NonNull<u8>, len: usize) {
+        // SAFETY: the caller passes a pointer this allocator registered.
+        let rc = unsafe { cudaHostUnregister(ptr.as_ptr().cast()) };
+        if let Err(e) = check(rc, "cudaHostUnregister") {
+            // Unmapping memory the driver may still use would be worse than
+            // leaking it.
+            tracing::error!("{e}; leaking {len} bytes");
+            return;
+        }
+        // SAFETY: mapped by `self.heap` with `len`, and no longer registered.
+        unsafe { self.heap.deallocate(ptr, len) };
+    }
+}
+
+/// A pinned-memory allocator of `method`, or why there is none here.
+pub fn pinned_allocator(method: crate::PinMethod) -> Result<std::sync::Arc<dyn HostAllocator>, CudaError> {
+    Ok(match method {
+        crate::PinMethod::HostAlloc => std::sync::Arc::new(CudaPinnedAllocator::new()?),
+        crate::PinMethod::Register => std::sync::Arc::new(CudaRegisteredAllocator::new()?),
+    })
+}
+
 /// A device allocation, freed on drop.
 pub struct DeviceBuffer {
     ptr: NonNull<c_void>,

@@ -34,10 +34,10 @@ mod vec;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 
-pub use alloc::{HeapAllocator, HostAllocator, HostMemory, MemoryKind};
+pub use alloc::{HeapAllocator, HostAllocator, HostMemory, MemoryKind, PinMethod};
 pub use budget::{BudgetConfig, BudgetStats, Evictor, MemoryBudget, Rank, Reservation, parse_bytes};
 pub use error::{Error, ErrorChain};
-pub use pool::{PinnedPool, PoolBuffer, PoolConfig, PoolStats, UseFence, WarmReport};
+pub use pool::{PinnedPool, PoolBuffer, PoolConfig, PoolStats, UseFence, WarmReport, mark_device_lane};
 pub use vec::PinnedVec;
 
 use std::sync::{Arc, OnceLock};
@@ -54,10 +54,10 @@ pub fn default_allocator() -> Arc<dyn HostAllocator> {
 
 #[cfg(feature = "cuda")]
 fn choose_allocator() -> Arc<dyn HostAllocator> {
-    match cuda::CudaPinnedAllocator::new() {
+    match cuda::pinned_allocator(PinMethod::default()) {
         Ok(a) => {
-            tracing::info!("pool buffers use CUDA pinned host memory");
-            Arc::new(a)
+            tracing::info!(pinning = %PinMethod::default(), "pool buffers use CUDA pinned host memory");
+            a
         }
         Err(e) => {
             tracing::warn!("no usable CUDA device ({e}); pool buffers fall back to pageable heap memory");

@@ -21,6 +21,7 @@
 //! recorded after the copy that reads it — and is reused only after the
 //! fence has completed, never when the copy is merely enqueued.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -107,6 +108,11 @@ pub struct PoolStats {
     pub fresh_allocations: u64,
     /// Time spent in the allocator.
     pub alloc_time: Duration,
+    /// Of the fresh allocations, those made on a thread marked with
+    /// [`mark_device_lane`] (a device waited for them).
+    pub lane_allocations: u64,
+    /// Time spent in those.
+    pub lane_alloc_time: Duration,
     /// Buffers freed (shrink, idle timeout, eviction, pressure).
     pub freed_buffers: u64,
     /// Bytes freed.
@@ -202,11 +208,24 @@ impl State {
     }
 }
 
+thread_local! {
+    static DEVICE_LANE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the calling thread as one a device waits for (a device worker, a
+/// backend's preparation thread): fresh allocations made on it are counted
+/// apart in [`PoolStats::lane_allocations`], since pinning there idles the GPU.
+pub fn mark_device_lane() {
+    DEVICE_LANE.with(|c| c.set(true));
+}
+
 #[derive(Default)]
 struct Counters {
     reuse_hits: AtomicU64,
     fresh_allocations: AtomicU64,
     alloc_nanos: AtomicU64,
+    lane_allocations: AtomicU64,
+    lane_alloc_nanos: AtomicU64,
     freed_buffers: AtomicU64,
     freed_bytes: AtomicU64,
     spills: AtomicU64,
@@ -503,6 +522,8 @@ impl PinnedPool {
             reuse_hits: c.reuse_hits.load(Ordering::Relaxed),
             fresh_allocations: c.fresh_allocations.load(Ordering::Relaxed),
             alloc_time: Duration::from_nanos(c.alloc_nanos.load(Ordering::Relaxed)),
+            lane_allocations: c.lane_allocations.load(Ordering::Relaxed),
+            lane_alloc_time: Duration::from_nanos(c.lane_alloc_nanos.load(Ordering::Relaxed)),
             freed_buffers: c.freed_buffers.load(Ordering::Relaxed),
             freed_bytes: c.freed_bytes.load(Ordering::Relaxed),
             spills: c.spills.load(Ordering::Relaxed),
@@ -557,6 +578,11 @@ impl PinnedPool {
         let nanos = started.elapsed().as_nanos() as u64;
         self.counters.alloc_nanos.fetch_add(nanos, Ordering::Relaxed);
         self.counters.fresh_allocations.fetch_add(1, Ordering::Relaxed);
+        if DEVICE_LANE.with(Cell::get) {
+            self.counters.lane_allocations.fetch_add(1, Ordering::Relaxed);
+            self.counters.lane_alloc_nanos.fetch_add(nanos, Ordering::Relaxed);
+            tracing::debug!(bytes = size, ms = nanos / 1_000_000, "fresh pinning on a device lane");
+        }
         tracing::debug!(bytes = size, kind = %self.allocator.kind(), ms = nanos / 1_000_000, "pool allocated a buffer");
         let block = Block {
             mem,

@@ -374,3 +374,26 @@ fn a_warm_set_is_made_from_spare_memory_kept_past_the_timeout_and_evictable() {
     assert_eq!(pool.trim_idle_older_than(Duration::ZERO), 28 * M);
     assert_eq!(budget.used(), 0);
 }
+
+#[test]
+fn fresh_allocations_on_a_device_lane_are_counted_apart() {
+    let (_budget, pool) = pool(64 * M);
+    let other = pool.try_checkout(2 * MIB).unwrap();
+    let on_lane = {
+        let pool = Arc::clone(&pool);
+        thread::spawn(move || {
+            pinprove_mem::mark_device_lane();
+            let fresh = pool.try_checkout(4 * MIB).unwrap();
+            drop(fresh);
+            // Served by the idle buffer: no allocation at all.
+            pool.try_checkout(4 * MIB).unwrap()
+        })
+        .join()
+        .unwrap()
+    };
+    let s = pool.stats();
+    assert_eq!(s.fresh_allocations, 2);
+    assert_eq!(s.lane_allocations, 1, "only the lane thread's fresh buffer");
+    assert!(s.lane_alloc_time <= s.alloc_time);
+    drop((other, on_lane));
+}

@@ -10,6 +10,7 @@
 //! budget = "auto"                    # or a size: "96GiB"
 //! urgent_reserve = "auto"            # kept for WindowPoSt/WinningPoSt; auto: min(2 GiB, budget/16)
 //! warm_partitions = 3                # buffers prepared per preloaded circuit; default: what the budget admits
+//! pinning = "register"               # how pool buffers are page-locked: register or host-alloc
 //!
 //! [gpu]
 //! backend = "auto"                   # auto, cpu, native, supraseal
@@ -92,6 +93,11 @@ pub struct MemoryConfig {
     /// prepared before proofs arrive (0: none; default: as many as the
     /// budget admits at once, at most the synthesis workers).
     pub warm_partitions: Option<usize>,
+    /// How pinned pool buffers are page-locked: "host-alloc"
+    /// (`cudaHostAlloc`) or "register" (huge-page memory faulted in first,
+    /// then `cudaHostRegister`: stalls other CUDA calls for less time).
+    #[serde(serialize_with = "display", deserialize_with = "parsed")]
+    pub pinning: pinprove_mem::PinMethod,
 }
 
 /// A size that may be left to the engine.

@@ -135,6 +135,7 @@ impl Daemon {
             budget: config.memory.budget.clone(),
             devices: config.gpu.devices.clone(),
             native,
+            pinning: config.memory.pinning,
             ..StackConfig::default()
         })?;
         let stack_is_gpu = stack.backend.is_gpu();

@@ -36,6 +36,15 @@ pub enum ParamsKind {
     Synthetic,
 }
 
+/// `$XDG_CACHE_HOME/pinprove`, else `~/.cache/pinprove`.
+pub fn pinprove_cache_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("pinprove")
+}
+
 /// The cache of built-in circuits' parameters.
 pub struct ParamsCache {
     dir: PathBuf,
@@ -51,11 +60,7 @@ impl ParamsCache {
 
     /// `$XDG_CACHE_HOME/pinprove/params`, else `~/.cache/pinprove/params`.
     pub fn default_dir() -> PathBuf {
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .unwrap_or_else(std::env::temp_dir);
-        base.join("pinprove").join("params")
+        pinprove_cache_dir().join("params")
     }
 
     /// Where the parameters of `circuit` of `kind` are kept.
@@ -106,7 +111,7 @@ pub fn params_file(
 /// returns the file's size.
 pub fn write_synthetic(circuit: &BenchCircuit, out: &Path) -> Result<u64> {
     let budget = MemoryBudget::from_config(&BudgetConfig::default());
-    let pool = assembly::pool(&budget, PoolMemory::Heap, PoolConfig::default())?;
+    let pool = assembly::pool(&budget, PoolMemory::Heap, Default::default(), PoolConfig::default())?;
     let hints = CapacityHints::in_memory();
     let (asg, _) = synthesize(circuit.clone(), &circuit.id(), &pool, &hints, AbcLayout::Exact, None)?;
     let shape = CircuitShape::of(&asg);

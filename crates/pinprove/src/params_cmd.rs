@@ -100,7 +100,7 @@ fn info(args: &InfoArgs) -> Result<()> {
         Check::Subgroup => Validation::Subgroup,
     };
     let budget = MemoryBudget::from_config(&BudgetConfig::default());
-    let pool = assembly::pool(&budget, PoolMemory::Auto, PoolConfig::default())?;
+    let pool = assembly::pool(&budget, PoolMemory::Auto, Default::default(), PoolConfig::default())?;
     let srs =
         Srs::read_file(&args.file, &pool, validation).with_context(|| format!("checking {}", args.file.display()))?;
     let s = srs.stats();

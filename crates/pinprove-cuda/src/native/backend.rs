@@ -79,6 +79,8 @@ impl NativeBackend {
         let threads = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("pinprove-native-{i}"))
+            // A device worker waits for these threads' preparation.
+            .start_handler(|_| pinprove_mem::mark_device_lane())
             .build()
             .map_err(|e| backend_error(format!("starting the backend's threads: {e}")))?;
         Ok(NativeBackend {

@@ -16,6 +16,7 @@ use crate::job::{JobOutcome, PartitionResult};
 
 impl Inner {
     pub(super) fn device_worker(&self, d: usize, w: usize) {
+        pinprove_mem::mark_device_lane();
         let dev = &self.devices[d];
         let lane = format!("{}-worker-{w}", dev.name);
         loop {

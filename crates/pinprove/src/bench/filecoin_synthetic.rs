@@ -20,6 +20,7 @@ use pinprove_engine::assembly::BuiltBackend;
 use pinprove_engine::assembly::{Stack, StackConfig};
 use pinprove_engine::timeline::analysis::Utilization;
 use pinprove_engine::{EngineConfig, JobOutcome, PartitionResult, Phase, SynthesisContext};
+use pinprove_filecoin::shapes::ShapeCache;
 use pinprove_filecoin::synthetic;
 use pinprove_filecoin::{FilecoinOptions, FilecoinProver, ParamCache, ProofKind, Submission};
 use pinprove_groth16::Scalar;
@@ -49,6 +50,9 @@ pub struct SyntheticArgs {
     /// Memory budget: "auto" or a size such as 100GiB.
     #[arg(long, default_value = "auto")]
     pub budget: BudgetConfig,
+    /// How pinned pool buffers are page-locked: host-alloc or register.
+    #[arg(long, default_value_t = pinprove_mem::PinMethod::default())]
+    pub pinning: pinprove_mem::PinMethod,
     /// Do not synthesize one partition alone first (its profile is
     /// omitted): saves a synthesis's time where the profile is known.
     #[arg(long)]
@@ -60,6 +64,10 @@ pub struct SyntheticArgs {
     /// Write the stream's timeline as an SVG chart here.
     #[arg(long)]
     pub timeline: Option<PathBuf>,
+    /// Where counted circuit shapes persist (default: pinprove's cache
+    /// directory), so that a circuit's shape is counted once per machine.
+    #[arg(long)]
+    pub shape_cache: Option<PathBuf>,
 }
 
 /// One partition, synthesized alone.
@@ -253,6 +261,7 @@ pub fn measure(
     let stack = Stack::build(&StackConfig {
         backend,
         budget: args.budget.clone(),
+        pinning: args.pinning,
         ..StackConfig::default()
     })?;
     let backend_name = stack.devices[0].backend.name();
@@ -267,6 +276,11 @@ pub fn measure(
         ParamCache::from_env(),
         FilecoinOptions {
             synthetic_inputs: true,
+            shape_cache: Some(ShapeCache::new(
+                args.shape_cache
+                    .clone()
+                    .unwrap_or_else(crate::params_cache::pinprove_cache_dir),
+            )),
             ..FilecoinOptions::default()
         },
     );

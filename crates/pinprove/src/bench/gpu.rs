@@ -486,8 +486,8 @@ mod imp {
         );
         let cache = ParamsCache::new(args.params_dir.as_deref());
         let budget = MemoryBudget::from_config(&BudgetConfig::default());
-        let pinned = assembly::pool(&budget, PoolMemory::Pinned, PoolConfig::default())?;
-        let heap = assembly::pool(&budget, PoolMemory::Heap, PoolConfig::default())?;
+        let pinned = assembly::pool(&budget, PoolMemory::Pinned, Default::default(), PoolConfig::default())?;
+        let heap = assembly::pool(&budget, PoolMemory::Heap, Default::default(), PoolConfig::default())?;
         let built = gpu_backend(args.backend, &pinned)?;
         let backend_arc = built.as_dyn();
         let backend = backend_arc.as_ref();

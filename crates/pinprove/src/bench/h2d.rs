@@ -105,15 +105,20 @@ mod gpu {
             .collect();
         let max = *sizes.iter().max().expect("at least one size");
         let budget = MemoryBudget::new(4 * max as u64 + GIB as u64);
-        let pool = assembly::pool(
-            &budget,
-            PoolMemory::Pinned,
-            PoolConfig {
-                idle_timeout: None,
-                ..PoolConfig::default()
-            },
-        )
-        .context("CUDA pinned memory is unavailable")?;
+        let pool_of = |pinning| {
+            assembly::pool(
+                &budget,
+                PoolMemory::Pinned,
+                pinning,
+                PoolConfig {
+                    idle_timeout: None,
+                    ..PoolConfig::default()
+                },
+            )
+            .context("CUDA pinned memory is unavailable")
+        };
+        let pool = pool_of(pinprove_mem::PinMethod::HostAlloc)?;
+        let registered = pool_of(pinprove_mem::PinMethod::Register)?;
         let stream = Stream::new()?;
         let mut device_buf = DeviceBuffer::new(max).context("device buffer for the uploads")?;
 
@@ -172,6 +177,19 @@ mod gpu {
                     let t = Instant::now();
                     pool.clear_idle();
                     cost("cudaFreeHost", t.elapsed());
+                }
+                {
+                    // Huge-page mmap faulted in by this thread, then
+                    // cudaHostRegister: the pool's other way to pin.
+                    let t = Instant::now();
+                    let mut v = PinnedVec::<u8>::with_capacity_in(size, &registered)?;
+                    cost("mmap + cudaHostRegister (pool, fresh)", t.elapsed());
+                    v.resize(size, 0x96);
+                    measure("pool buffer (registered)", &v)?;
+                    drop(v);
+                    let t = Instant::now();
+                    registered.clear_idle();
+                    cost("cudaHostUnregister + munmap", t.elapsed());
                 }
                 {
                     let mut heap = vec![0x3cu8; size];

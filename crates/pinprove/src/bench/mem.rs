@@ -106,7 +106,7 @@ pub fn run(args: &MemArgs) -> Result<()> {
         pinprove_engine::MAX_THREADS
     );
     let budget = MemoryBudget::new(total);
-    let pool = assembly::pool(&budget, PoolMemory::Auto, PoolConfig::default())?;
+    let pool = assembly::pool(&budget, PoolMemory::Auto, Default::default(), PoolConfig::default())?;
 
     let (push, extend) = push_and_extend(args, &pool)?;
     let with_cap = push

@@ -12,7 +12,7 @@ use pinprove_engine::timeline::analysis::Utilization;
 use pinprove_engine::{
     EngineConfig, JobOutcome, JobSpec, PartitionResult, Phase, Priority, circuit_partition_with_inputs,
 };
-use pinprove_mem::{BudgetConfig, sys};
+use pinprove_mem::{BudgetConfig, PinMethod, sys};
 use serde::Serialize;
 
 use crate::builtin::CircuitArgs;
@@ -45,6 +45,14 @@ pub struct PipelineArgs {
     /// Synthesis workers (default: the engine's).
     #[arg(long)]
     synthesis_workers: Option<usize>,
+    /// How pinned pool buffers are page-locked: host-alloc or register.
+    #[arg(long, default_value_t = PinMethod::default())]
+    pinning: PinMethod,
+    /// Before the measured jobs, time a one-partition job right after the
+    /// parameters were loaded and the pool warmed (the circuit type's first
+    /// proof), then a second one (a warm proof).
+    #[arg(long)]
+    first_proof: bool,
     /// Memory budget: "auto" or a size such as 96GiB.
     #[arg(long, default_value = "auto")]
     budget: BudgetConfig,
@@ -100,12 +108,25 @@ struct PipelineReport {
     /// Median per phase, keyed `<phase>_s`.
     phases: BTreeMap<String, f64>,
     budget_bytes: u64,
+    pinning: String,
+    /// Preloading the parameters, and then warming the pool (0 when the
+    /// warm set was made before the load returned).
+    preload_s: f64,
+    pool_warm_s: f64,
+    /// One-partition jobs timed after the warm-up (`--first-proof`): the
+    /// circuit type's first proof, then a second one.
+    first_proof_s: Option<f64>,
+    warm_proof_s: Option<f64>,
     warmup_jobs: usize,
     /// The pinned pool over the measured run: checkouts served by an idle buffer,
     /// buffers newly allocated (and the time spent allocating), freed.
     pool_reuse_hits: u64,
     pool_fresh_allocations: u64,
     pool_alloc_s: f64,
+    /// Of those, the ones made on a thread a device waits for (a device
+    /// worker or the backend's preparation threads), and their time.
+    pool_lane_allocations: u64,
+    pool_lane_alloc_s: f64,
     pool_freed_buffers: u64,
     peak_rss_bytes: Option<u64>,
     synthetic_params: bool,
@@ -129,6 +150,7 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         backend: args.backend,
         budget: args.budget.clone(),
         devices: args.devices.clone(),
+        pinning: args.pinning,
         ..StackConfig::default()
     })?;
     let (budget, pool) = (Arc::clone(&stack.budget), Arc::clone(&stack.pool));
@@ -140,7 +162,18 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
     }
     let engine = stack.engine(config)?;
     engine.register_srs(&id, &path);
+    let t = Instant::now();
     engine.preload_srs(&id).context("loading the parameters")?;
+    let preload_s = t.elapsed().as_secs_f64();
+    // The pool warms in the background after a preload, as in a daemon
+    // whose parameters are preloaded at start; measure from when it is done.
+    let t = Instant::now();
+    ensure!(
+        engine.wait_quiet(Duration::from_secs(600)),
+        "the pool was still warming after 10 minutes"
+    );
+    let pool_warm_s = t.elapsed().as_secs_f64();
+    eprintln!("parameters loaded in {preload_s:.1} s, pool warmed in {pool_warm_s:.1} s more");
 
     let submit = |j: usize| {
         let parts = (0..args.partitions)
@@ -156,6 +189,32 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
             partitions: parts,
             randomness: None,
         })
+    };
+    let one = |seed: usize| -> Result<f64> {
+        let t = Instant::now();
+        let parts = vec![{
+            let c = circuit.clone().with_seed(seed as u64);
+            let inputs = c.public_inputs();
+            circuit_partition_with_inputs(c, inputs)
+        }];
+        let job = engine.submit(JobSpec {
+            circuit_id: id.clone(),
+            priority: Priority::Normal,
+            partitions: parts,
+            randomness: None,
+        })?;
+        match engine.wait(job, None)? {
+            JobOutcome::Completed(_) => Ok(t.elapsed().as_secs_f64()),
+            other => bail!("one-partition job {job} ended {other:?}"),
+        }
+    };
+    let (first_proof_s, warm_proof_s) = if args.first_proof {
+        let first = one(1_000_000)?;
+        let warm = one(1_000_001)?;
+        eprintln!("first proof of the circuit type {first:.3} s, the next {warm:.3} s");
+        (Some(first), Some(warm))
+    } else {
+        (None, None)
     };
     let warmup = (0..args.warmup_jobs)
         .map(|j| submit(args.jobs + j))
@@ -237,8 +296,18 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         gpu_utilization_backlog_samples: u.backlog_gpu_samples,
         phases,
         budget_bytes: budget.total(),
+        pinning: args.pinning.to_string(),
+        preload_s,
+        pool_warm_s,
+        first_proof_s,
+        warm_proof_s,
         warmup_jobs: args.warmup_jobs,
         pool_reuse_hits: pool_after.reuse_hits - pool_before.reuse_hits,
+        pool_lane_allocations: pool_after.lane_allocations - pool_before.lane_allocations,
+        pool_lane_alloc_s: pool_after
+            .lane_alloc_time
+            .saturating_sub(pool_before.lane_alloc_time)
+            .as_secs_f64(),
         pool_fresh_allocations: pool_after.fresh_allocations - pool_before.fresh_allocations,
         pool_alloc_s: pool_after
             .alloc_time
@@ -297,14 +366,27 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         println!("  medians: {}", medians.join(", "));
         println!(
             "  peak RSS {} against a budget of {}; pool: {} checkouts reused a buffer, {} allocated one ({} allocating), \
-             {} buffers freed",
+             {} buffers freed; pinning by {}: {} allocations ({}) on threads a device waited for",
             r.peak_rss_bytes.map(bytes).unwrap_or_else(|| "?".into()),
             bytes(r.budget_bytes),
             r.pool_reuse_hits,
             r.pool_fresh_allocations,
             d(r.pool_alloc_s),
-            r.pool_freed_buffers
+            r.pool_freed_buffers,
+            r.pinning,
+            r.pool_lane_allocations,
+            d(r.pool_lane_alloc_s)
         );
+        if let (Some(first), Some(warm)) = (r.first_proof_s, r.warm_proof_s) {
+            println!(
+                "  after the preload ({}) and the pool warming ({}): first proof {}, the next {} ({:.2}×)",
+                d(r.preload_s),
+                d(r.pool_warm_s),
+                d(first),
+                d(warm),
+                first / warm
+            );
+        }
         if r.synthetic_params {
             println!("  synthetic parameters: timings are real, the proofs do not verify and were not checked");
         } else {

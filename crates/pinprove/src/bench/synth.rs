@@ -55,7 +55,7 @@ pub fn run(args: &SynthArgs) -> Result<()> {
     let circuit = args.circuit.build()?;
     let id = circuit.id();
     let budget = MemoryBudget::from_config(&BudgetConfig::default());
-    let pool = assembly::pool(&budget, PoolMemory::Auto, PoolConfig::default())?;
+    let pool = assembly::pool(&budget, PoolMemory::Auto, Default::default(), PoolConfig::default())?;
     let hints = CapacityHints::in_memory();
     type Run<'a> = Box<dyn Fn() -> Result<(u32, u64)> + 'a>;
     let variants: Vec<(&'static str, Run)> = vec![
