@@ -84,6 +84,29 @@ pub(crate) struct Prepared {
     pub b: QueryScalars,
 }
 
+impl Prepared {
+    /// Bytes of each pool buffer the preparation holds, in a fixed order
+    /// (absent buffers are 0): what a proof of the same circuit type will
+    /// ask the pool for again.
+    pub fn buffer_bytes(&self) -> Vec<usize> {
+        fn bytes<T: Copy>(v: &Option<PinnedVec<T>>) -> usize {
+            v.as_ref().map_or(0, |v| v.capacity() * std::mem::size_of::<T>())
+        }
+        [&self.l, &self.a, &self.b]
+            .iter()
+            .flat_map(|q| {
+                [
+                    bytes(&q.scalars),
+                    bytes(&q.idx),
+                    bytes(&q.ones),
+                    bytes(&q.small_idx),
+                    bytes(&q.small_values),
+                ]
+            })
+            .collect()
+    }
+}
+
 #[derive(Clone, Copy, Default)]
 struct Tally {
     selected: [usize; 3],

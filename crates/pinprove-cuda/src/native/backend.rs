@@ -44,6 +44,9 @@ pub struct NativeBackend {
     threads: Arc<rayon::ThreadPool>,
     /// Set by the first error that leaves the device unusable.
     lost: LostDevice,
+    /// Per SRS, the preparation buffer sizes the pool keeps warm (see
+    /// [`keep_preparation_warm`](Self::keep_preparation_warm)).
+    prep_warm: Mutex<HashMap<PathBuf, Vec<usize>>>,
 }
 
 impl NativeBackend {
@@ -92,6 +95,7 @@ impl NativeBackend {
             events: Events::new(),
             last_phases: Arc::new(Mutex::new(None)),
             lost: LostDevice::default(),
+            prep_warm: Mutex::new(HashMap::new()),
         })
     }
 
@@ -114,6 +118,65 @@ impl NativeBackend {
                 device_bytes: r.bytes,
             })
             .collect()
+    }
+
+    /// Has the pool keep, in the background, the preparation buffers of as
+    /// many proofs as can be in flight on this device, at the sizes `sizes`
+    /// (a proof's [`Prepared::buffer_bytes`](split::Prepared::buffer_bytes)),
+    /// unless buffers at least that large are kept already. Their sizes
+    /// depend on the witness, so they are learned from the circuit type's
+    /// first proof; later proofs then find them idle instead of pinning
+    /// fresh memory while the device waits.
+    fn keep_preparation_warm(&self, key: &PathBuf, sizes: Vec<usize>) {
+        let classes: Vec<usize> = sizes
+            .iter()
+            .map(|&b| {
+                if b == 0 {
+                    0
+                } else {
+                    self.pool.rounded_size(b).unwrap_or(b)
+                }
+            })
+            .collect();
+        let wanted = {
+            let mut warm = self.prep_warm.lock().recover();
+            let old = warm.get(key);
+            if old.is_some_and(|o| o.len() == classes.len() && o.iter().zip(&classes).all(|(o, n)| n <= o)) {
+                return;
+            }
+            // Never shrink what is kept: sizes vary a little between witnesses.
+            let merged: Vec<usize> = match old {
+                Some(o) if o.len() == classes.len() => o.iter().zip(&classes).map(|(o, n)| *o.max(n)).collect(),
+                _ => classes,
+            };
+            warm.insert(key.clone(), merged.clone());
+            merged
+        };
+        let sets = self.config.queue_depth + self.config.workers_per_device;
+        let all: Vec<usize> = wanted
+            .iter()
+            .copied()
+            .filter(|&b| b > 0)
+            .cycle()
+            .take(wanted.iter().filter(|&&b| b > 0).count() * sets)
+            .collect();
+        let pool = Arc::clone(&self.pool);
+        let name = prep_warm_name(self.config.device, key);
+        let spawned = std::thread::Builder::new()
+            .name("native-prep-warm".into())
+            .spawn(move || match pool.keep_warm(&name, &all) {
+                Ok(r) => tracing::debug!(
+                    set = %name,
+                    wanted = r.wanted_bytes,
+                    allocated = r.allocated_bytes,
+                    missing = r.missing_bytes,
+                    "preparation buffers kept warm"
+                ),
+                Err(e) => tracing::warn!(set = %name, "keeping preparation buffers warm failed: {e}"),
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start a thread to keep preparation buffers warm: {e}");
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<PathBuf, Arc<ResidentSrs>>> {
@@ -179,7 +242,11 @@ impl Backend for NativeBackend {
     }
 
     fn evict_srs(&self, srs: &Srs) {
-        self.lock().remove(&srs_key(srs));
+        let key = srs_key(srs);
+        self.lock().remove(&key);
+        if self.prep_warm.lock().recover().remove(&key).is_some() {
+            self.pool.stop_warm(&prep_warm_name(self.config.device, &key));
+        }
     }
 
     fn resident_srs(&self) -> Vec<pinprove_groth16::ResidentSrs> {
@@ -259,6 +326,7 @@ impl NativeBackend {
             }
             let mode = if resident.is_some() { Mode::Split } else { Mode::Dense };
             let prep = self.threads.install(|| split::prepare(&mut w, &self.pool, mode))?;
+            self.keep_preparation_warm(&key, prep.buffer_bytes());
             let q = |i: usize| resident.as_deref().map(|r| &r.queries[i]);
             // Events belong to the device current when they are created, and
             // are recorded on this device's streams.
@@ -411,4 +479,9 @@ impl std::fmt::Debug for NativeBackend {
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
+}
+
+/// The pool's name for the preparation buffers kept warm for an SRS.
+fn prep_warm_name(device: usize, key: &std::path::Path) -> String {
+    format!("native-prep:gpu{device}:{}", key.display())
 }

@@ -231,7 +231,10 @@ fn prove_bytes(
 /// (pinning goes through the same, now unusable, CUDA context).
 fn lost(r: &Result<Vec<u8>, ProveError>) -> bool {
     match r {
-        Err(ProveError::Memory(e)) => e.to_string().contains("cudaHostAlloc"),
+        Err(ProveError::Memory(e)) => {
+            let e = e.to_string();
+            e.contains("cudaHostAlloc") || e.contains("cudaHostRegister")
+        }
         Err(e) => e.device_fault() == Some(pinprove_groth16::DeviceFault::Lost),
         Ok(_) => false,
     }
@@ -385,4 +388,69 @@ fn h_on_the_device_matches_the_cpu_and_survives_running_out_of_memory() {
     };
     assert!(NativeBackend::with_config(pool, config).is_err());
     assert!(HJob::begin(4096, abc_ref, 10, &up, &ev.marks).is_err());
+}
+
+#[test]
+fn later_proofs_of_a_circuit_type_find_their_preparation_buffers_warm() {
+    use pinprove_groth16::Validation;
+    use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
+    use rand::SeedableRng;
+
+    if !have_gpu("later_proofs_of_a_circuit_type_find_their_preparation_buffers_warm") {
+        return;
+    }
+    let pool = PinnedPool::new(
+        pinprove_mem::cuda::pinned_allocator(pinprove_mem::PinMethod::default()).unwrap(),
+        pinprove_mem::MemoryBudget::new(4 << 30),
+        pinprove_mem::PoolConfig {
+            idle_timeout: None,
+            ..pinprove_mem::PoolConfig::default()
+        },
+    );
+    // Random values: every base is listed, so the lists are large.
+    let c = BenchCircuit::new(1 << 12, WitnessMix::Random).unwrap();
+    let params = bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
+        c.clone(),
+        &mut rand_chacha::ChaCha8Rng::seed_from_u64(5),
+    )
+    .unwrap();
+    let mut bytes = Vec::new();
+    params.write(&mut bytes).unwrap();
+    let srs = Arc::new(Srs::from_bytes(&bytes, &pool, Validation::OnCurve).unwrap());
+    let gpu = NativeBackend::new(Arc::clone(&pool)).unwrap();
+    gpu.prepare_srs(&srs).unwrap();
+
+    let first = prove_bytes(&gpu, &pool, &srs, &c).unwrap();
+    assert!(
+        pool.stats().lane_allocations > 0,
+        "the first proof pinned its lists on a lane"
+    );
+    // Kept warm in the background, for every proof that can be in flight.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = pool.stats();
+        if s.warm_bytes > 0 && s.warm_ready_bytes >= s.warm_bytes {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "warm set not made: {s:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let before = pool.stats().lane_allocations;
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..3 {
+                    assert_eq!(prove_bytes(&gpu, &pool, &srs, &c).unwrap(), first);
+                }
+            });
+        }
+    });
+    assert_eq!(
+        pool.stats().lane_allocations,
+        before,
+        "later proofs pinned nothing while the device waited"
+    );
+    // Evicting the SRS lets the pool forget the set.
+    gpu.evict_srs(&srs);
+    assert_eq!(pool.stats().warm_bytes, 0);
 }
