@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bellpepper_core::Circuit;
+use pinprove_groth16::precompiled::{Recording, WitnessValues, record, synthesize_witness};
 use pinprove_groth16::{
-    AbcLayout, CapacityHint, CapacityHints, Proof, ProveError, ProvingAssignment, Scalar, SynthesisStats,
-    synthesize_parts, synthesize_sized,
+    AbcLayout, CapacityHint, CapacityHints, PrecompiledError, Proof, ProveError, ProvingAssignment, Scalar,
+    SynthesisStats, synthesize_parts, synthesize_sized,
 };
 use pinprove_mem::{PinnedPool, Reservation};
 use serde::Serialize;
@@ -132,11 +133,57 @@ pub trait Partition: Send + 'static {
     fn public_inputs(&self) -> Option<Vec<Scalar>> {
         None
     }
+
+    /// A copy of the circuit, when the partition can make one. With
+    /// [`EngineConfig::precompiled`](crate::EngineConfig::precompiled) on,
+    /// the engine records one such copy's constraints in the background and
+    /// synthesizes later partitions of the circuit type from copies, witness
+    /// only; the partition itself stays untouched for the classic synthesis
+    /// should its copy not match the recording. `None` (the default): the
+    /// partition is always synthesized classically.
+    fn fresh_circuit(&self) -> Option<Box<dyn FreshCircuit>> {
+        None
+    }
 }
+
+/// A circuit the engine can record or synthesize from a recording (see
+/// [`Partition::fresh_circuit`]); every `bellpepper-core` circuit is one.
+pub trait FreshCircuit: Send {
+    /// Records the circuit's R1CS (see [`pinprove_groth16::precompiled::record`]).
+    fn record(self: Box<Self>, circuit_id: &str) -> Result<Recording, PrecompiledError>;
+
+    /// Synthesizes the witness only, checked against `recording`'s shape
+    /// (see [`pinprove_groth16::precompiled::synthesize_witness`]).
+    fn synthesize_witness(
+        self: Box<Self>,
+        recording: &Recording,
+        pool: &Arc<PinnedPool>,
+        funds: Option<&mut Reservation>,
+    ) -> Result<WitnessValues, PrecompiledError>;
+}
+
+impl<C: Circuit<Scalar> + Send> FreshCircuit for C {
+    fn record(self: Box<Self>, circuit_id: &str) -> Result<Recording, PrecompiledError> {
+        record(*self, circuit_id)
+    }
+
+    fn synthesize_witness(
+        self: Box<Self>,
+        recording: &Recording,
+        pool: &Arc<PinnedPool>,
+        funds: Option<&mut Reservation>,
+    ) -> Result<WitnessValues, PrecompiledError> {
+        synthesize_witness(*self, recording, pool, funds)
+    }
+}
+
+type CopyCircuit<C> = fn(&C) -> Box<dyn FreshCircuit>;
 
 struct CircuitPartition<C> {
     circuit: C,
     inputs: Option<Vec<Scalar>>,
+    /// Copies the circuit; only where the constructor knew it can be.
+    copy: Option<CopyCircuit<C>>,
 }
 
 impl<C: Circuit<Scalar> + Send + 'static> Partition for CircuitPartition<C> {
@@ -150,11 +197,19 @@ impl<C: Circuit<Scalar> + Send + 'static> Partition for CircuitPartition<C> {
     fn public_inputs(&self) -> Option<Vec<Scalar>> {
         self.inputs.clone()
     }
+
+    fn fresh_circuit(&self) -> Option<Box<dyn FreshCircuit>> {
+        self.copy.map(|copy| copy(&self.circuit))
+    }
 }
 
 /// A partition made of any `bellpepper-core` circuit.
 pub fn circuit_partition<C: Circuit<Scalar> + Send + 'static>(circuit: C) -> Box<dyn Partition> {
-    Box::new(CircuitPartition { circuit, inputs: None })
+    Box::new(CircuitPartition {
+        circuit,
+        inputs: None,
+        copy: None,
+    })
 }
 
 /// A partition whose public inputs are known up front (reported back with
@@ -166,7 +221,37 @@ pub fn circuit_partition_with_inputs<C: Circuit<Scalar> + Send + 'static>(
     Box::new(CircuitPartition {
         circuit,
         inputs: Some(inputs),
+        copy: None,
     })
+}
+
+/// Like [`circuit_partition`], for a circuit that can be copied: the
+/// engine may then pre-compile its circuit type (see
+/// [`Partition::fresh_circuit`]). A separate constructor because some
+/// circuits (Filecoin's SnapDeals circuit) cannot be cloned.
+pub fn precompilable_partition<C: Circuit<Scalar> + Clone + Send + 'static>(circuit: C) -> Box<dyn Partition> {
+    Box::new(CircuitPartition {
+        circuit,
+        inputs: None,
+        copy: Some(copy_circuit::<C>),
+    })
+}
+
+/// Like [`circuit_partition_with_inputs`], for a circuit that can be copied
+/// (see [`precompilable_partition`]).
+pub fn precompilable_partition_with_inputs<C: Circuit<Scalar> + Clone + Send + 'static>(
+    circuit: C,
+    inputs: Vec<Scalar>,
+) -> Box<dyn Partition> {
+    Box::new(CircuitPartition {
+        circuit,
+        inputs: Some(inputs),
+        copy: Some(copy_circuit::<C>),
+    })
+}
+
+fn copy_circuit<C: Circuit<Scalar> + Clone + Send + 'static>(c: &C) -> Box<dyn FreshCircuit> {
+    Box::new(c.clone())
 }
 
 /// A job: partitions of one circuit type, proved with that type's SRS.

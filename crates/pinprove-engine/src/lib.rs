@@ -69,12 +69,13 @@ mod srs;
 pub mod timeline;
 
 pub use engine::{
-    Device, DeviceStatus, Engine, EngineConfig, EngineStatus, GpuReading, JobFuture, MAX_THREADS, PartitionStatus,
-    QueueStatus,
+    CircuitSynthesis, Device, DeviceStatus, Engine, EngineConfig, EngineStatus, GpuReading, JobFuture, MAX_THREADS,
+    PartitionStatus, QueueStatus, SynthesisMode,
 };
 pub use job::{
-    JobId, JobOutcome, JobSpec, JobState, JobStatus, Partition, PartitionResult, PartitionTimings, Priority,
-    SynthesisContext, circuit_partition, circuit_partition_with_inputs,
+    FreshCircuit, JobId, JobOutcome, JobSpec, JobState, JobStatus, Partition, PartitionResult, PartitionTimings,
+    Priority, SynthesisContext, circuit_partition, circuit_partition_with_inputs, precompilable_partition,
+    precompilable_partition_with_inputs,
 };
 pub use phase::Phase;
 pub use srs::{SrsInfo, SrsRegistry, SrsSource};

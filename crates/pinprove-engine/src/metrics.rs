@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use pinprove_mem::sync::Recover;
 
-use crate::{EngineStatus, Phase};
+use crate::{EngineStatus, Phase, SynthesisMode};
 
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS: [f64; 14] = [
@@ -227,6 +227,58 @@ pub(crate) fn render(metrics: &Metrics, s: &EngineStatus) -> String {
             srs.bytes as f64,
         );
     }
+    for (name, help, v) in [
+        (
+            "pinprove_recordings_made_total",
+            "Circuit recordings made (pre-compiled synthesis).",
+            s.recordings_made,
+        ),
+        (
+            "pinprove_recordings_loaded_total",
+            "Circuit recordings loaded from the hints directory.",
+            s.recordings_loaded,
+        ),
+        (
+            "pinprove_precompiled_fallbacks_total",
+            "Partitions synthesized classically because their recording did not serve.",
+            s.precompiled_fallbacks,
+        ),
+    ] {
+        counter(o, name, help, v as f64);
+    }
+    for c in &s.synthesis {
+        let l = label("circuit", &c.circuit_id);
+        for mode in SynthesisMode::ALL {
+            gauge(
+                o,
+                "pinprove_synthesis_mode",
+                "1 for the way a circuit type is synthesized now (classic, recording, precompiled, classic_only).",
+                &format!("{l},{}", label("mode", mode.as_str())),
+                f64::from(u8::from(c.mode == mode)),
+            );
+        }
+        gauge(
+            o,
+            "pinprove_recording_bytes",
+            "Budget bytes a circuit type's recording holds.",
+            &l,
+            c.recording_bytes as f64,
+        );
+        labelled_counter(
+            o,
+            "pinprove_precompiled_partitions_total",
+            "Partitions synthesized from their circuit's recording.",
+            &l,
+            c.precompiled_partitions as f64,
+        );
+        labelled_counter(
+            o,
+            "pinprove_classic_partitions_total",
+            "Partitions synthesized classically.",
+            &l,
+            c.classic_partitions as f64,
+        );
+    }
     for g in &s.gpus {
         let l = label("gpu", &g.gpu.to_string());
         gauge(
@@ -272,6 +324,14 @@ fn label(name: &str, value: &str) -> String {
 /// Appends a counter (one series, no labels).
 fn counter(out: &mut String, name: &str, help: &str, v: f64) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+}
+
+/// Appends one series of a counter with labels.
+fn labelled_counter(out: &mut String, name: &str, help: &str, labels: &str, v: f64) {
+    if !out.contains(&format!("# TYPE {name} counter")) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    }
+    let _ = writeln!(out, "{name}{{{labels}}} {v}");
 }
 
 /// Appends a gauge.

@@ -20,6 +20,7 @@
 //! [synthesis]
 //! workers = 16                       # default: one per CPU
 //! max_concurrent = 8                 # default: as many as the memory budget admits
+//! precompiled = false                # record circuits' R1CS, then synthesize witnesses only
 //!
 //! [filecoin]
 //! parameter_cache = "/var/tmp/filecoin-proof-parameters"
@@ -27,7 +28,7 @@
 //! verify = true
 //!
 //! [hints]
-//! dir = "/var/cache/pinprove/hints"
+//! dir = "/var/cache/pinprove/hints"  # capacity hints, and circuit recordings when precompiled
 //!
 //! [jobs]
 //! keep_results = 1000
@@ -162,6 +163,12 @@ pub struct SynthesisConfig {
     pub workers: Option<usize>,
     /// At most this many syntheses at once (default: as the budget admits).
     pub max_concurrent: Option<usize>,
+    /// Pre-compiled circuits (default off): each circuit type's R1CS is
+    /// recorded after its first proof (kept in `[hints] dir`, counted in
+    /// the memory budget) and later proofs synthesize only the witness.
+    /// Off by default because a, b and c are then computed on the CPU,
+    /// which takes back part of the gain until that runs on the GPU.
+    pub precompiled: bool,
 }
 
 /// `[filecoin]`
@@ -375,11 +382,16 @@ mod tests {
         assert!(Config::parse("[memory]\nurgent_reserve = \"much\"\n").is_err());
         assert_eq!(c.gpu.devices, DeviceSelection::Ordinals(vec![0, 1]));
         assert_eq!(c.gpu.backend, BackendKind::Cpu);
+        assert!(!c.synthesis.precompiled, "off unless asked for");
+        let p = Config::parse("[synthesis]\nprecompiled = true\n").unwrap();
+        assert!(p.synthesis.precompiled);
+        assert_eq!(Config::parse(&p.to_toml()).unwrap(), p);
         for bad in [
             "[memory]\nbudget = \"lots\"",
             "[gpu]\nbackend = \"tpu\"",
             "[synthesis]\nworkers = 0",
             "[synthesis]\nworkers = 100000",
+            "[synthesis]\nprecompiled = \"yes\"",
             "[filecoin]\npreload = [\"porep-3g\"]",
             "listen = \"\"",
         ] {

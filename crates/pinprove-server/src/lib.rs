@@ -159,6 +159,7 @@ impl Daemon {
             hints_dir: Some(config.hints.dir.clone()),
             priority_reserve: config.memory.urgent_reserve.bytes(),
             warm_partitions: config.memory.warm_partitions,
+            precompiled: config.synthesis.precompiled,
             ..defaults
         })?;
         let prover = Arc::new(FilecoinProver::new(

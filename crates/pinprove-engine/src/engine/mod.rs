@@ -8,6 +8,7 @@
 //! * [`device`] — the backend's two steps, and the background threads.
 //! * [`outcome`] — awaiting a job from async code.
 //! * [`status`] — snapshots for status pages and metrics.
+//! * [`precompiled`] — circuit types' recordings, and synthesis from them.
 //!
 //! Every thread turns a panic into the failure of the job it was working
 //! on (its memory comes back as the unwinding drops it) and keeps serving.
@@ -15,6 +16,7 @@
 mod device;
 mod handoff;
 mod outcome;
+mod precompiled;
 mod state;
 mod status;
 mod synthesis;
@@ -35,6 +37,7 @@ use pinprove_mem::sync::Recover;
 use rand_core::OsRng;
 
 pub use self::outcome::JobFuture;
+pub use self::precompiled::{CircuitSynthesis, SynthesisMode};
 use self::state::{DeviceSlot, Gauges, Inner, JobCtl, Pending, Queued, supervise};
 pub use self::status::{DeviceStatus, EngineStatus, GpuReading, PartitionStatus, QueueStatus};
 use crate::job::{JobId, JobOutcome, JobSpec, JobStatus};
@@ -83,6 +86,16 @@ pub struct EngineConfig {
     /// spare budget, in the background. `None`: as many as the budget admits
     /// at once, at most `synthesis_workers`; `Some(0)` turns it off.
     pub warm_partitions: Option<usize>,
+    /// Pre-compiled circuits: a circuit type's R1CS is recorded in the
+    /// background after its first partition (kept in `hints_dir` when set,
+    /// paid for out of the memory budget), and later partitions synthesize
+    /// only their witness and compute a, b and c from the recorded
+    /// matrices. A circuit whose shape turns out to depend on its witness
+    /// falls back to the classic synthesis, for good. Off by default: a, b
+    /// and c are computed on the CPU for now, which takes back part of what
+    /// skipping the linear combinations gains; evaluating them on the GPU
+    /// is what is meant to make this pay.
+    pub precompiled: bool,
 }
 
 /// Threads the engine never exceeds for any one kind of worker: a
@@ -101,6 +114,7 @@ impl Default for EngineConfig {
             finished_jobs_kept: 1000,
             priority_reserve: None,
             warm_partitions: None,
+            precompiled: false,
         }
     }
 }
@@ -172,6 +186,8 @@ impl Engine {
                 }
             })
             .collect();
+        let precompiled =
+            precompiled::Precompiler::new(config.precompiled, config.hints_dir.clone(), Arc::clone(&budget));
         let inner = Arc::new(Inner {
             timeline: Timeline::new(config.timeline_capacity),
             gauges: Gauges::new(slots.len()),
@@ -189,6 +205,7 @@ impl Engine {
             admitting: AtomicUsize::new(0),
             normal_busy: AtomicUsize::new(0),
             warming: Arc::new(AtomicUsize::new(0)),
+            precompiled,
             jobs: Mutex::new(HashMap::new()),
             finished: Mutex::new(VecDeque::new()),
             finalize: unbounded(),
@@ -420,13 +437,15 @@ impl Engine {
         &self.inner.hints
     }
 
-    /// Waits until no partition is queued or in flight and the pool is not
-    /// being warmed (or `timeout` passes); returns whether the engine is
-    /// quiet.
+    /// Waits until no partition is queued or in flight, the pool is not
+    /// being warmed and no circuit is being recorded (or `timeout` passes);
+    /// returns whether the engine is quiet.
     pub fn wait_quiet(&self, timeout: Duration) -> bool {
         let inner = &self.inner;
         inner.gauges.wait_quiet(Instant::now() + timeout, || {
-            inner.queue_lock().is_empty() && inner.warming.load(Ordering::Acquire) == 0
+            inner.queue_lock().is_empty()
+                && inner.warming.load(Ordering::Acquire) == 0
+                && inner.precompiled.running.load(Ordering::Acquire) == 0
         })
     }
 }

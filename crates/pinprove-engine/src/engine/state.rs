@@ -380,6 +380,8 @@ pub(crate) struct Inner {
     pub(super) normal_busy: AtomicUsize,
     /// Pool warm-ups running in the background.
     pub(super) warming: Arc<AtomicUsize>,
+    /// Circuit types' recordings (pre-compiled synthesis).
+    pub(super) precompiled: Arc<super::precompiled::Precompiler>,
     pub(super) jobs: Mutex<HashMap<JobId, Arc<JobCtl>>>,
     pub(super) finished: Mutex<VecDeque<JobId>>,
     pub(super) finalize: (Sender<Started>, Receiver<Started>),

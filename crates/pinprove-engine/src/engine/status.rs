@@ -8,6 +8,7 @@ use pinprove_groth16::ResidentSrs;
 use pinprove_mem::sync::Recover;
 use serde::Serialize;
 
+use super::precompiled::CircuitSynthesis;
 use super::state::{DeviceSlot, Inner};
 use crate::Phase;
 use crate::job::JobId;
@@ -89,6 +90,16 @@ pub struct EngineStatus {
     pub partitions: Vec<PartitionStatus>,
     /// Registered and loaded parameters.
     pub srs: Vec<SrsInfo>,
+    /// How each circuit type seen so far is synthesized (classic or from a
+    /// recording, see [`EngineConfig::precompiled`](crate::EngineConfig::precompiled)).
+    pub synthesis: Vec<CircuitSynthesis>,
+    /// Circuit recordings made since start.
+    pub recordings_made: u64,
+    /// Circuit recordings loaded from the hints directory since start.
+    pub recordings_loaded: u64,
+    /// Partitions that could not be synthesized from their recording and
+    /// were synthesized classically instead, since start.
+    pub precompiled_fallbacks: u64,
     /// NVML readings per GPU.
     pub gpus: Vec<GpuReading>,
     /// Budget total and use.
@@ -161,11 +172,16 @@ impl Inner {
         let mut gpus: Vec<GpuReading> = self.gpu_readings.lock().recover().values().copied().collect();
         gpus.sort_by_key(|g| g.gpu);
         let pool = self.pool.stats();
+        let [recordings_made, recordings_loaded, precompiled_fallbacks] = self.precompiled.counters();
         EngineStatus {
             queues,
             devices,
             partitions,
             srs: self.srs.status(),
+            synthesis: self.precompiled.status(),
+            recordings_made,
+            recordings_loaded,
+            precompiled_fallbacks,
             gpus,
             budget_total: self.budget.total(),
             budget_used: self.budget.used(),

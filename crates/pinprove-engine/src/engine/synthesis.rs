@@ -275,12 +275,12 @@ impl Inner {
         };
         let partition = p.partition;
         let synthesized = tracing::info_span!(parent: &span, Phase::Synthesis.name())
-            .in_scope(|| catch(move || partition.synthesize(ctx)));
+            .in_scope(|| catch(move || self.synthesize_partition(partition, ctx)));
         drop(slot);
         timings.synthesis = t.elapsed();
         self.metrics.observe(Phase::Synthesis, timings.synthesis);
         self.timeline.record(lane, Phase::Synthesis, t, label);
-        let (assignment, _stats) = match synthesized {
+        let assignment = match synthesized {
             Ok(Ok(x)) => x,
             Ok(Err(e)) => {
                 self.fail(&job, format!("partition {} synthesis: {}", p.index, ErrorChain(&e)));
@@ -355,7 +355,7 @@ impl Inner {
 }
 
 /// Counts one down when dropped (a background task that ended, however).
-struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+pub(super) struct Counted(pub(super) Arc<std::sync::atomic::AtomicUsize>);
 
 impl Drop for Counted {
     fn drop(&mut self) {

@@ -244,8 +244,8 @@ pub fn test_engine(
 
 /// Checks the engine is back at its idle values: nothing queued or in
 /// flight, no pool buffer checked out, the budget holding only the pool's
-/// idle buffers and the backends' SRS copies, and the accountant (the
-/// allocator's own count) agreeing with the pool.
+/// idle buffers, the backends' SRS copies and circuit recordings, and the
+/// accountant (the allocator's own count) agreeing with the pool.
 pub fn assert_idle(engine: &Engine, pool: &PinnedPool, acct: &Accountant, what: &str) {
     assert!(
         engine.wait_quiet(Duration::from_secs(30)),
@@ -266,9 +266,11 @@ pub fn assert_idle(engine: &Engine, pool: &PinnedPool, acct: &Accountant, what: 
     let s = pool.stats();
     assert_eq!(s.checked_out_bytes, 0, "{what}: buffers still out");
     let srs: u64 = status.srs.iter().map(|i| i.bytes).sum();
+    // Circuit recordings are held (and paid for) for the engine's life.
+    let recordings: u64 = status.synthesis.iter().map(|c| c.recording_bytes).sum();
     assert_eq!(
         pool.budget().used(),
-        s.allocated_bytes + srs,
+        s.allocated_bytes + srs + recordings,
         "{what}: reservations still held"
     );
     assert_eq!(

@@ -1,0 +1,474 @@
+//! Pre-compiled circuits in the engine (see
+//! [`EngineConfig::precompiled`](crate::EngineConfig::precompiled)): which
+//! circuit types have a recording of their R1CS, making and loading those
+//! recordings in the background, and synthesizing partitions from them.
+//!
+//! A circuit type moves through these states:
+//!
+//! * classic — nothing recorded yet; its first partition that can copy its
+//!   circuit ([`Partition::fresh_circuit`]) is synthesized classically and
+//!   starts a background thread that loads the recording from the hints
+//!   directory or records the copy;
+//! * recording — that thread runs; partitions are synthesized classically;
+//! * precompiled — partitions are synthesized from the recording, witness
+//!   only, from a copy of their circuit: the partition itself is left
+//!   untouched, so a copy that does not match the recording falls back to
+//!   the classic synthesis of the partition and the job never notices;
+//! * classic only — a partition did not match (its shape depends on its
+//!   witness) or the circuit cannot be recorded: classic for the life of
+//!   the engine, and the recording file is deleted.
+//!
+//! A recording is paid for out of the memory budget for as long as it is
+//! held; when the budget cannot give it, the circuit type stays classic and
+//! is tried again a minute later.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pinprove_groth16::precompiled::{Recording, evaluate};
+use pinprove_groth16::{PrecompiledError, ProveError, ProvingAssignment};
+use pinprove_mem::sync::Recover;
+use pinprove_mem::{ErrorChain, MemoryBudget, Reservation};
+use serde::Serialize;
+
+use super::state::{Inner, catch};
+use super::synthesis::Counted;
+use crate::job::{FreshCircuit, Partition, SynthesisContext};
+
+/// How long a circuit type whose recording the budget could not hold waits
+/// before it is tried again.
+const RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// How a circuit type's partitions are synthesized now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SynthesisMode {
+    /// Classically: no recording (yet, or the partitions cannot make one).
+    Classic,
+    /// Classically while a recording is made or loaded in the background.
+    Recording,
+    /// From the recording, witness only.
+    Precompiled,
+    /// Classically for the life of the engine: the circuit did not match
+    /// its recording, or could not be recorded.
+    ClassicOnly,
+}
+
+impl SynthesisMode {
+    /// Every mode, for metrics that list them all.
+    pub const ALL: [SynthesisMode; 4] = [
+        SynthesisMode::Classic,
+        SynthesisMode::Recording,
+        SynthesisMode::Precompiled,
+        SynthesisMode::ClassicOnly,
+    ];
+
+    /// Lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SynthesisMode::Classic => "classic",
+            SynthesisMode::Recording => "recording",
+            SynthesisMode::Precompiled => "precompiled",
+            SynthesisMode::ClassicOnly => "classic_only",
+        }
+    }
+}
+
+/// How one circuit type is synthesized, for status pages and metrics.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CircuitSynthesis {
+    /// The circuit type.
+    pub circuit_id: String,
+    /// Its mode now.
+    pub mode: SynthesisMode,
+    /// Budget bytes its recording holds (0 without one).
+    pub recording_bytes: u64,
+    /// Partitions synthesized from the recording since start.
+    pub precompiled_partitions: u64,
+    /// Partitions synthesized classically since start.
+    pub classic_partitions: u64,
+}
+
+/// A recording and the budget reservation paying for it.
+pub(super) struct Held {
+    recording: Recording,
+    funds: Reservation,
+}
+
+enum State {
+    Classic,
+    RetryAfter(Instant),
+    Recording,
+    Ready(Arc<Held>),
+    ClassicOnly,
+}
+
+struct Entry {
+    state: State,
+    precompiled: u64,
+    classic: u64,
+}
+
+/// What a background load or recording came to.
+enum Made {
+    Ready(Box<Held>),
+    Retry,
+    Never,
+}
+
+/// The engine's recordings, per circuit type.
+pub(super) struct Precompiler {
+    enabled: bool,
+    dir: Option<PathBuf>,
+    budget: Arc<MemoryBudget>,
+    circuits: Mutex<HashMap<String, Entry>>,
+    /// Background loads and recordings running (`wait_quiet` waits for
+    /// them).
+    pub(super) running: Arc<AtomicUsize>,
+    made: AtomicU64,
+    loaded: AtomicU64,
+    fallbacks: AtomicU64,
+}
+
+impl Precompiler {
+    pub(super) fn new(enabled: bool, dir: Option<PathBuf>, budget: Arc<MemoryBudget>) -> Arc<Precompiler> {
+        Arc::new(Precompiler {
+            enabled,
+            dir,
+            budget,
+            circuits: Mutex::new(HashMap::new()),
+            running: Arc::new(AtomicUsize::new(0)),
+            made: AtomicU64::new(0),
+            loaded: AtomicU64::new(0),
+            fallbacks: AtomicU64::new(0),
+        })
+    }
+
+    /// The recording to synthesize a partition of `circuit_id` from, if
+    /// there is one; otherwise the partition is synthesized classically,
+    /// and a recording is started from it when none was tried yet.
+    /// `estimate` gives the bytes reserved while recording.
+    fn plan(
+        self: &Arc<Self>,
+        circuit_id: &str,
+        partition: &dyn Partition,
+        estimate: impl FnOnce() -> u64,
+    ) -> Option<Arc<Held>> {
+        {
+            let mut circuits = self.circuits.lock().recover();
+            let entry = circuits.entry(circuit_id.to_string()).or_insert(Entry {
+                state: State::Classic,
+                precompiled: 0,
+                classic: 0,
+            });
+            if !self.enabled {
+                return None;
+            }
+            match &entry.state {
+                State::Ready(held) => return Some(Arc::clone(held)),
+                State::Classic => {}
+                State::RetryAfter(t) if Instant::now() >= *t => {}
+                _ => return None,
+            }
+            entry.state = State::Recording;
+        }
+        // Copied outside the lock: a large circuit takes a while to clone.
+        match partition.fresh_circuit() {
+            Some(fresh) => self.spawn(circuit_id, fresh, estimate()),
+            None => self.set(circuit_id, State::Classic),
+        }
+        None
+    }
+
+    fn set(&self, circuit_id: &str, state: State) {
+        if let Some(e) = self.circuits.lock().recover().get_mut(circuit_id) {
+            e.state = state;
+        }
+    }
+
+    fn spawn(self: &Arc<Self>, circuit_id: &str, fresh: Box<dyn FreshCircuit>, estimate: u64) {
+        let (this, id) = (Arc::clone(self), circuit_id.to_string());
+        self.running.fetch_add(1, Ordering::AcqRel);
+        let done = Counted(Arc::clone(&self.running));
+        let spawned = std::thread::Builder::new().name("precompile".into()).spawn(move || {
+            let _done = done;
+            let made = catch(|| this.load_or_record(&id, fresh, estimate)).unwrap_or_else(|msg| {
+                tracing::warn!(circuit = %id, "recording the circuit panicked: {msg}; it stays classic");
+                Made::Never
+            });
+            this.set(
+                &id,
+                match made {
+                    Made::Ready(held) => State::Ready(Arc::from(held)),
+                    Made::Retry => State::RetryAfter(Instant::now() + RETRY_AFTER),
+                    Made::Never => State::ClassicOnly,
+                },
+            );
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(circuit = circuit_id, "could not start recording the circuit: {e}");
+            self.set(circuit_id, State::RetryAfter(Instant::now() + RETRY_AFTER));
+        }
+    }
+
+    /// Loads `circuit_id`'s recording from the hints directory, or records
+    /// `fresh` (and saves it there).
+    fn load_or_record(&self, circuit_id: &str, fresh: Box<dyn FreshCircuit>, estimate: u64) -> Made {
+        let path = self.dir.as_deref().map(|d| d.join(file_name(circuit_id)));
+        if let Some(path) = &path
+            && let Ok(meta) = std::fs::metadata(path)
+        {
+            match self.load(circuit_id, path, meta.len()) {
+                Ok(Some(held)) => return Made::Ready(Box::new(held)),
+                Ok(None) => return Made::Retry,
+                Err(why) => {
+                    tracing::warn!(circuit = circuit_id, path = %path.display(), "{why}; recording the circuit anew");
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+        }
+        let started = Instant::now();
+        let Some(funds) = self.reserve(circuit_id, estimate) else {
+            return Made::Retry;
+        };
+        let recording = match fresh.record(circuit_id) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(
+                    circuit = circuit_id,
+                    "the circuit cannot be recorded: {}; it stays classic",
+                    ErrorChain(&e)
+                );
+                return Made::Never;
+            }
+        };
+        let Some(held) = self.hold(recording, funds) else {
+            return Made::Retry;
+        };
+        self.made.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            circuit = circuit_id,
+            bytes = held.funds.bytes(),
+            ms = started.elapsed().as_millis() as u64,
+            "circuit recorded; its next partitions synthesize from the recording"
+        );
+        if let Some(path) = &path {
+            let saved = path
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .map_err(|source| PrecompiledError::Io {
+                    path: path.clone(),
+                    source,
+                })
+                .and_then(|()| held.recording.save(path));
+            if let Err(e) = saved {
+                tracing::warn!(
+                    circuit = circuit_id,
+                    "the recording is kept in memory only: {}",
+                    ErrorChain(&e)
+                );
+            }
+        }
+        Made::Ready(Box::new(held))
+    }
+
+    /// A recording file: `Ok(None)` when the budget cannot hold it now, an
+    /// error (to be logged) when the file is unusable.
+    fn load(&self, circuit_id: &str, path: &Path, file_bytes: u64) -> Result<Option<Held>, String> {
+        let Some(funds) = self.reserve(circuit_id, file_bytes) else {
+            return Ok(None);
+        };
+        let recording = Recording::load(path).map_err(|e| format!("unusable recording: {}", ErrorChain(&e)))?;
+        if recording.circuit_id() != circuit_id {
+            return Err(format!("the recording is of circuit {:?}", recording.circuit_id()));
+        }
+        let Some(held) = self.hold(recording, funds) else {
+            return Ok(None);
+        };
+        self.loaded.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(circuit = circuit_id, path = %path.display(), bytes = held.funds.bytes(), "circuit recording loaded");
+        Ok(Some(held))
+    }
+
+    fn reserve(&self, circuit_id: &str, bytes: u64) -> Option<Reservation> {
+        self.budget
+            .try_acquire(bytes)
+            .inspect_err(|e| {
+                tracing::info!(
+                    circuit = circuit_id,
+                    bytes,
+                    "no budget for a circuit recording now ({e}); classic synthesis"
+                )
+            })
+            .ok()
+    }
+
+    /// The recording with `funds` trimmed or topped up to its size.
+    fn hold(&self, recording: Recording, mut funds: Reservation) -> Option<Held> {
+        let bytes = recording.stats().bytes;
+        if bytes > funds.bytes() {
+            let more = self.reserve(recording.circuit_id(), bytes - funds.bytes())?;
+            funds.merge(more).ok()?;
+        } else {
+            funds.release(funds.bytes() - bytes);
+        }
+        Some(Held { recording, funds })
+    }
+
+    /// A partition of `circuit_id` could not be synthesized from the
+    /// recording: classic only from now on, unless memory was the reason.
+    fn failed(&self, circuit_id: &str, e: &PrecompiledError) {
+        self.fallbacks.fetch_add(1, Ordering::Relaxed);
+        if matches!(e, PrecompiledError::Prove(ProveError::Memory(_))) {
+            tracing::warn!(
+                circuit = circuit_id,
+                "synthesis from the recording ran out of memory ({}); this partition is synthesized classically",
+                ErrorChain(e)
+            );
+            return;
+        }
+        tracing::warn!(
+            circuit = circuit_id,
+            "{}; the circuit is synthesized classically from now on",
+            ErrorChain(e)
+        );
+        self.set(circuit_id, State::ClassicOnly);
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_file(dir.join(file_name(circuit_id)));
+        }
+    }
+
+    fn count(&self, circuit_id: &str, precompiled: bool) {
+        if let Some(e) = self.circuits.lock().recover().get_mut(circuit_id) {
+            *if precompiled {
+                &mut e.precompiled
+            } else {
+                &mut e.classic
+            } += 1;
+        }
+    }
+
+    /// Per circuit type, by id.
+    pub(super) fn status(&self) -> Vec<CircuitSynthesis> {
+        let circuits = self.circuits.lock().recover();
+        let mut out: Vec<CircuitSynthesis> = circuits
+            .iter()
+            .map(|(id, e)| {
+                let (mode, recording_bytes) = match &e.state {
+                    State::Classic | State::RetryAfter(_) => (SynthesisMode::Classic, 0),
+                    State::Recording => (SynthesisMode::Recording, 0),
+                    State::Ready(h) => (SynthesisMode::Precompiled, h.funds.bytes()),
+                    State::ClassicOnly => (SynthesisMode::ClassicOnly, 0),
+                };
+                CircuitSynthesis {
+                    circuit_id: id.clone(),
+                    mode,
+                    recording_bytes,
+                    precompiled_partitions: e.precompiled,
+                    classic_partitions: e.classic,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.circuit_id.cmp(&b.circuit_id));
+        out
+    }
+
+    /// Recordings made, loaded from files, and partitions that fell back
+    /// to the classic synthesis, since start.
+    pub(super) fn counters(&self) -> [u64; 3] {
+        [&self.made, &self.loaded, &self.fallbacks].map(|c| c.load(Ordering::Relaxed))
+    }
+}
+
+impl Inner {
+    /// Synthesizes a partition as its circuit type's mode says: from the
+    /// recording, falling back to the classic synthesis of the untouched
+    /// partition, or classically.
+    pub(super) fn synthesize_partition(
+        &self,
+        partition: Box<dyn Partition>,
+        mut ctx: SynthesisContext<'_>,
+    ) -> Result<ProvingAssignment, ProveError> {
+        let id = ctx.circuit_id;
+        let estimate = || {
+            // Matrices of a few entries a row take about what a, b and c do.
+            self.partition_buffers(id)
+                .map_or(0, |b| b[..3].iter().sum::<usize>() as u64)
+        };
+        let held = self.precompiled.plan(id, &*partition, estimate);
+        if let Some(held) = held
+            && let Some(fresh) = partition.fresh_circuit()
+        {
+            let started = Instant::now();
+            let mut funds = std::mem::replace(&mut ctx.funds, Reservation::empty(&self.budget));
+            let rec = &held.recording;
+            let attempt = match fresh.synthesize_witness(rec, ctx.pool, Some(&mut funds)) {
+                Ok(witness) => {
+                    let witness_time = started.elapsed();
+                    evaluate(rec, witness, ctx.pool, ctx.layout, Some(funds)).inspect(|_| {
+                        tracing::debug!(
+                            circuit = id,
+                            witness_ms = witness_time.as_millis() as u64,
+                            evaluation_ms = (started.elapsed() - witness_time).as_millis() as u64,
+                            "synthesized from the recording"
+                        );
+                    })
+                }
+                Err(e) => {
+                    // Whatever the witness took went back to the pool; the
+                    // rest of the admission pays for the classic synthesis.
+                    ctx.funds = funds;
+                    Err(e)
+                }
+            };
+            match attempt {
+                Ok(asg) => {
+                    self.precompiled.count(id, true);
+                    return Ok(asg);
+                }
+                Err(e) => self.precompiled.failed(id, &e),
+            }
+        }
+        self.precompiled.count(id, false);
+        partition.synthesize(ctx).map(|(asg, _)| asg)
+    }
+}
+
+/// The recording file of a circuit type: its id made safe for a file name,
+/// and a hash of the id so that ids differing only in unsafe characters do
+/// not share a file.
+fn file_name(circuit_id: &str) -> String {
+    let safe: String = circuit_id
+        .chars()
+        .take(100)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    // FNV-1a: stable across builds and platforms, unlike the std hasher.
+    let hash = circuit_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("precompiled-{safe}-{hash:016x}.r1cs")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::file_name;
+
+    #[test]
+    fn file_names_are_safe_and_distinct() {
+        let a = file_name("porep-32g/../x y");
+        assert!(a.starts_with("precompiled-porep-32g_.._x_y-"), "{a}");
+        assert!(!a.contains('/'));
+        assert_ne!(file_name("a b"), file_name("a_b"));
+        assert_eq!(file_name("wpost"), file_name("wpost"));
+    }
+}

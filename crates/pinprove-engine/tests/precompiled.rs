@@ -1,0 +1,363 @@
+//! Pre-compiled circuits in the engine: after a circuit type's first job
+//! its partitions synthesize from a recording, with the same proofs; the
+//! recording persists in the hints directory; damaged or stale recordings
+//! and witness-dependent circuits fall back to the classic synthesis.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
+use blstrs::{Bls12, Scalar};
+use common::*;
+use ff::Field;
+use pinprove_engine::{
+    CircuitSynthesis, Device, Engine, EngineConfig, JobOutcome, JobSpec, PartitionResult, Priority, SynthesisMode,
+    precompilable_partition, precompilable_partition_with_inputs,
+};
+use pinprove_groth16::CpuBackend;
+use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
+use pinprove_groth16::precompiled::record;
+use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
+use pinprove_mem::PinnedPool;
+
+fn cpu_engine(pool: &Arc<PinnedPool>, precompiled: bool, hints_dir: Option<&Path>) -> Engine {
+    Engine::new(
+        EngineConfig {
+            synthesis_workers: 2,
+            hints_dir: hints_dir.map(Path::to_path_buf),
+            precompiled,
+            ..EngineConfig::default()
+        },
+        vec![Device {
+            name: "cpu".into(),
+            backend: Arc::new(CpuBackend::new(Arc::clone(pool))),
+        }],
+        Arc::clone(pool),
+    )
+    .unwrap()
+}
+
+/// Fixed blinding factors, so two engines' proofs can be compared.
+fn rs(seed: u64) -> (Scalar, Scalar) {
+    (Scalar::from(seed + 11), Scalar::from(seed + 1_000_003))
+}
+
+/// Proves partitions of `shape` with these seeds; waits until the engine
+/// is quiet (a recording it started is done).
+fn prove(engine: &Engine, shape: &BenchCircuit, seeds: &[u64]) -> Vec<PartitionResult> {
+    let partitions = seeds
+        .iter()
+        .map(|&s| {
+            let c = shape.clone().with_seed(s);
+            let inputs = c.public_inputs();
+            precompilable_partition_with_inputs(c, inputs)
+        })
+        .collect();
+    let id = engine
+        .submit(JobSpec {
+            circuit_id: shape.id(),
+            priority: Priority::Normal,
+            partitions,
+            randomness: Some(seeds.iter().map(|&s| rs(s)).collect()),
+        })
+        .unwrap();
+    let outcome = engine.wait(id, Some(Duration::from_secs(120))).unwrap();
+    assert!(engine.wait_quiet(Duration::from_secs(60)));
+    match outcome {
+        JobOutcome::Completed(r) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn synthesis_of(engine: &Engine, id: &str) -> CircuitSynthesis {
+    let status = engine.status();
+    status
+        .synthesis
+        .into_iter()
+        .find(|c| c.circuit_id == id)
+        .unwrap_or_else(|| panic!("{id} not in the status"))
+}
+
+fn verify(vk: &bellperson::groth16::VerifyingKey<Bls12>, shape: &BenchCircuit, seeds: &[u64], r: &[PartitionResult]) {
+    let pvk = bellperson::groth16::prepare_verifying_key(vk);
+    for (&s, r) in seeds.iter().zip(r) {
+        let proof = bellperson::groth16::Proof::<Bls12>::read(&r.proof.to_bytes()[..]).unwrap();
+        let inputs = shape.clone().with_seed(s).public_inputs();
+        assert!(
+            bellperson::groth16::verify_proof(&pvk, &proof, &inputs).unwrap(),
+            "seed {s}"
+        );
+    }
+}
+
+/// Back at idle values once the CPU backend's host copy of the parameters
+/// (pool buffers it keeps checked out) is evicted; a recording stays.
+fn idle(engine: &Engine, shape: &BenchCircuit, pool: &PinnedPool, acct: &Accountant, what: &str) {
+    assert!(engine.wait_quiet(Duration::from_secs(30)), "{what}");
+    assert!(engine.evict_srs(&shape.id()).is_some(), "{what}");
+    assert_idle(engine, pool, acct, what);
+}
+
+fn recording_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "r1cs"))
+        .collect()
+}
+
+#[test]
+fn later_jobs_synthesize_from_the_recording_with_the_same_proofs() {
+    let dir = temp_dir("precompiled-same");
+    for (mix, n) in [(WitnessMix::Random, 1 << 10), (WitnessMix::Bits, 1500)] {
+        let shape = BenchCircuit::new(n, mix).unwrap();
+        let (params, vk) = real_params(&shape, &dir);
+        let (pool, acct) = pool_with(2 << 30);
+        let (classic_pool, classic_acct) = pool_with(2 << 30);
+        let engine = cpu_engine(&pool, true, None);
+        let classic = cpu_engine(&classic_pool, false, None);
+        engine.register_srs(&shape.id(), &params);
+        classic.register_srs(&shape.id(), &params);
+
+        prove(&engine, &shape, &[1]);
+        let s = synthesis_of(&engine, &shape.id());
+        assert_eq!(s.mode, SynthesisMode::Precompiled, "{mix}: {s:?}");
+        assert_eq!((s.classic_partitions, s.precompiled_partitions), (1, 0), "{mix}");
+        assert!(s.recording_bytes > 0);
+        assert_eq!(engine.status().recordings_made, 1);
+
+        let seeds = [3, 4, 5];
+        let pre = prove(&engine, &shape, &seeds);
+        let s = synthesis_of(&engine, &shape.id());
+        assert_eq!((s.classic_partitions, s.precompiled_partitions), (1, 3), "{mix}");
+        let want = prove(&classic, &shape, &seeds);
+        for (p, (a, b)) in pre.iter().zip(&want).enumerate() {
+            assert_eq!(a.proof.to_bytes(), b.proof.to_bytes(), "{mix}: partition {p}");
+        }
+        verify(&vk, &shape, &seeds, &pre);
+        assert_eq!(
+            synthesis_of(&classic, &shape.id()).mode,
+            SynthesisMode::Classic,
+            "off by default"
+        );
+        let text = engine.metrics_text();
+        let circuit = format!("circuit=\"{}\"", shape.id());
+        assert!(
+            text.contains(&format!("pinprove_synthesis_mode{{{circuit},mode=\"precompiled\"}} 1")),
+            "{text}"
+        );
+        assert!(text.contains(&format!("pinprove_precompiled_partitions_total{{{circuit}}} 3")));
+        assert!(text.contains("pinprove_recordings_made_total 1"));
+        idle(&engine, &shape, &pool, &acct, "precompiled");
+        idle(&classic, &shape, &classic_pool, &classic_acct, "classic");
+        // Dropping the engine gives the recording's budget back.
+        drop(engine);
+        assert_eq!(pool.budget().used(), pool.stats().allocated_bytes);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_persisted_recording_is_used_by_a_fresh_engine_and_a_damaged_one_is_made_again() {
+    let dir = temp_dir("precompiled-persist");
+    let hints = dir.join("hints");
+    let shape = BenchCircuit::new(1 << 10, WitnessMix::Bits).unwrap();
+    let params = synthetic_params(&shape, &dir);
+    let (pool, acct) = pool_with(2 << 30);
+    let run = |what: &str| {
+        let engine = cpu_engine(&pool, true, Some(&hints));
+        engine.register_srs(&shape.id(), &params);
+        prove(&engine, &shape, &[1]);
+        prove(&engine, &shape, &[2, 3]);
+        let s = synthesis_of(&engine, &shape.id());
+        assert_eq!(s.mode, SynthesisMode::Precompiled, "{what}");
+        assert_eq!(s.precompiled_partitions, 2, "{what}");
+        let status = engine.status();
+        idle(&engine, &shape, &pool, &acct, what);
+        (status.recordings_made, status.recordings_loaded)
+    };
+    assert_eq!(run("first engine"), (1, 0));
+    let files = recording_files(&hints);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("precompiled-bench-"), "{name}");
+    assert_eq!(run("second engine"), (0, 1), "loaded, not recorded again");
+
+    let mut bytes = std::fs::read(&files[0]).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x5a;
+    std::fs::write(&files[0], &bytes).unwrap();
+    assert_eq!(run("damaged file"), (1, 0), "recorded anew");
+    assert_eq!(run("file made again"), (0, 1));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_stale_recording_falls_back_to_the_classic_synthesis_with_valid_proofs() {
+    let dir = temp_dir("precompiled-stale");
+    let hints = dir.join("hints");
+    let shape = BenchCircuit::new(1 << 10, WitnessMix::Random).unwrap();
+    let (params, vk) = real_params(&shape, &dir);
+    let (pool, acct) = pool_with(2 << 30);
+    // A recording of another shape under this circuit id (the circuit
+    // changed, its id did not).
+    let first = cpu_engine(&pool, true, Some(&hints));
+    first.register_srs(&shape.id(), &params);
+    prove(&first, &shape, &[1]);
+    idle(&first, &shape, &pool, &acct, "first");
+    drop(first);
+    let file = recording_files(&hints).pop().unwrap();
+    let other = BenchCircuit::new(900, WitnessMix::Random).unwrap();
+    record(other, &shape.id()).unwrap().save(&file).unwrap();
+
+    let engine = cpu_engine(&pool, true, Some(&hints));
+    engine.register_srs(&shape.id(), &params);
+    prove(&engine, &shape, &[2]);
+    assert_eq!(synthesis_of(&engine, &shape.id()).mode, SynthesisMode::Precompiled);
+    let seeds = [3, 4];
+    let results = prove(&engine, &shape, &seeds);
+    verify(&vk, &shape, &seeds, &results);
+    let s = synthesis_of(&engine, &shape.id());
+    assert_eq!(s.mode, SynthesisMode::ClassicOnly, "{s:?}");
+    assert_eq!((s.precompiled_partitions, s.classic_partitions), (0, 3));
+    assert!(engine.status().precompiled_fallbacks >= 1);
+    assert!(recording_files(&hints).is_empty(), "the stale file is deleted");
+    // Classic for good: never recorded again.
+    prove(&engine, &shape, &[5]);
+    assert_eq!(engine.status().recordings_made, 0);
+    assert_eq!(synthesis_of(&engine, &shape.id()).mode, SynthesisMode::ClassicOnly);
+    idle(&engine, &shape, &pool, &acct, "stale");
+    drop(engine);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A circuit with one more constraint for odd seeds than for even ones (of
+/// variables used already, so that one set of parameters fits both).
+#[derive(Clone)]
+struct Wobbly {
+    seed: u64,
+}
+
+impl Circuit<Scalar> for Wobbly {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let x = Scalar::from(self.seed + 2);
+        let input = cs.alloc_input(|| "x", || Ok(x))?;
+        let mut prev = (input, x);
+        for i in 0..40 {
+            let sq = prev.1.square();
+            let v = cs.alloc(|| format!("sq {i}"), || Ok(sq))?;
+            cs.enforce(
+                || format!("square {i}"),
+                |lc| lc + prev.0,
+                |lc| lc + prev.0,
+                |lc| lc + v,
+            );
+            prev = (v, sq);
+            if i == 0 && self.seed % 2 == 1 {
+                cs.enforce(|| "again", |lc| lc + input, |lc| lc + input, |lc| lc + v);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_circuit_whose_shape_depends_on_its_witness_stays_classic() {
+    let dir = temp_dir("precompiled-wobbly");
+    let params = dir.join("wobbly.params");
+    let (asg, _) = pinprove_groth16::synthesize(
+        Wobbly { seed: 0 },
+        "wobbly",
+        &pool_with(1 << 30).0,
+        &pinprove_groth16::CapacityHints::in_memory(),
+        pinprove_groth16::AbcLayout::Exact,
+        None,
+    )
+    .unwrap();
+    let mut bytes = Vec::new();
+    write_synthetic_params(&CircuitShape::of(&asg), &mut bytes).unwrap();
+    std::fs::write(&params, bytes).unwrap();
+    let (pool, acct) = pool_with(1 << 30);
+    // The test backend checks the assignments, not their parameters: both
+    // shapes prove.
+    let engine = test_engine(
+        &pool,
+        EngineConfig {
+            synthesis_workers: 2,
+            precompiled: true,
+            ..EngineConfig::default()
+        },
+        0,
+        0,
+        0,
+    );
+    let id = "wobbly";
+    engine.register_srs(id, &params);
+    let job = |seeds: &[u64]| {
+        let parts = seeds
+            .iter()
+            .map(|&seed| precompilable_partition(Wobbly { seed }))
+            .collect();
+        let job = engine.submit(spec(id, Priority::Normal, parts)).unwrap();
+        let out = engine.wait(job, Some(Duration::from_secs(60))).unwrap();
+        assert!(engine.wait_quiet(Duration::from_secs(30)));
+        match out {
+            JobOutcome::Completed(r) => assert_eq!(r.len(), seeds.len()),
+            other => panic!("{other:?}"),
+        }
+    };
+    job(&[0]);
+    assert_eq!(synthesis_of(&engine, id).mode, SynthesisMode::Precompiled);
+    job(&[2, 1, 4]);
+    let s = synthesis_of(&engine, id);
+    assert_eq!(s.mode, SynthesisMode::ClassicOnly, "{s:?}");
+    assert_eq!(s.precompiled_partitions + s.classic_partitions, 4);
+    job(&[6]);
+    assert_eq!(synthesis_of(&engine, id).classic_partitions, s.classic_partitions + 1);
+    assert_idle(&engine, &pool, &acct, "wobbly");
+    drop(engine);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn partitions_that_cannot_copy_their_circuit_are_never_recorded() {
+    let dir = temp_dir("precompiled-nocopy");
+    let shape = BenchCircuit::new(300, WitnessMix::Bits).unwrap();
+    let params = synthetic_params(&shape, &dir);
+    let (pool, acct) = pool_with(1 << 30);
+    let engine = test_engine(
+        &pool,
+        EngineConfig {
+            precompiled: true,
+            ..EngineConfig::default()
+        },
+        0,
+        0,
+        0,
+    );
+    engine.register_srs(&shape.id(), &params);
+    for seed in 0..2 {
+        let c = shape.clone().with_seed(seed);
+        let job = engine
+            .submit(spec(
+                &shape.id(),
+                Priority::Normal,
+                vec![pinprove_engine::circuit_partition(c)],
+            ))
+            .unwrap();
+        assert!(matches!(
+            engine.wait(job, Some(Duration::from_secs(60))).unwrap(),
+            JobOutcome::Completed(_)
+        ));
+        assert!(engine.wait_quiet(Duration::from_secs(30)));
+    }
+    let s = synthesis_of(&engine, &shape.id());
+    assert_eq!((s.mode, s.classic_partitions), (SynthesisMode::Classic, 2));
+    assert_eq!(engine.status().recordings_made, 0);
+    assert_idle(&engine, &pool, &acct, "no copy");
+    drop(engine);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
