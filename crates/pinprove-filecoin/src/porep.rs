@@ -14,7 +14,7 @@ use filecoin_proofs::{
 };
 use filecoin_proofs_api::seal::{SealCommitPhase1Output, VanillaSealProof};
 use filecoin_proofs_api::{ApiFeature, RegisteredSealProof};
-use pinprove_engine::circuit_partition_with_inputs;
+use pinprove_engine::precompilable_partition_with_inputs;
 use serde::Deserialize;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::MerkleTreeTrait;
@@ -230,7 +230,7 @@ where
             .map_err(|e| bad(KIND, format!("partition {k}: {e:#}")))?;
         let public = StackedCompound::<Tree, DefaultPieceHasher>::generate_public_inputs(&pub_in, &pp, Some(k))
             .map_err(|e| bad(KIND, format!("partition {k}'s public inputs: {e:#}")))?;
-        parts.push(circuit_partition_with_inputs(circuit, public.clone()));
+        parts.push(precompilable_partition_with_inputs(circuit, public.clone()));
         inputs.push(public);
     }
     Ok(Prepared {

@@ -377,10 +377,13 @@ pub fn check_idle(engine: &pinprove_engine::Engine, timeout: std::time::Duration
             pool.checked_out_bytes
         ));
     }
+    // Circuit recordings (pre-compiled mode) are paid for as long as the
+    // engine keeps them.
+    let recordings: u64 = status.synthesis.iter().map(|c| c.recording_bytes).sum();
     let used = engine.pool().budget().used();
-    if used != pool.allocated_bytes {
+    if used != pool.allocated_bytes + recordings {
         return Err(format!(
-            "the budget holds {used} bytes, the pool's buffers {}",
+            "the budget holds {used} bytes, the pool's buffers {} and circuit recordings {recordings}",
             pool.allocated_bytes
         ));
     }

@@ -11,7 +11,7 @@
 use filecoin_hashers::Domain;
 use filecoin_proofs::SectorUpdateConfig;
 use filecoin_proofs_api::RegisteredUpdateProof;
-use pinprove_engine::circuit_partition_with_inputs;
+use pinprove_engine::precompilable_partition_with_inputs;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::parameter_cache::CacheableParameters;
@@ -122,7 +122,7 @@ where
             .map_err(|e| bad(KIND, format!("partition {k}: {e:#}")))?;
         let public = EmptySectorUpdateCompound::<Tree>::generate_public_inputs(&pub_in, &pp, Some(k))
             .map_err(|e| bad(KIND, format!("partition {k}'s public inputs: {e:#}")))?;
-        parts.push(circuit_partition_with_inputs(circuit, public.clone()));
+        parts.push(precompilable_partition_with_inputs(UpdateCircuit(circuit), public.clone()));
         inputs.push(public);
     }
     Ok(Prepared {
@@ -192,4 +192,35 @@ pub(crate) fn circuit_params(sector_bytes: u64) -> Result<CircuitParams, Filecoi
         circuit_of::<Tree>(public_params::<Tree>(bytes, partitions)?, bytes)
     }
     with_tree!(sector_bytes, of, sector_bytes, partitions)
+}
+
+/// The update circuit, copyable: storage-proofs gives it no `Clone` (its
+/// parts have one), and the engine records and synthesizes pre-compiled
+/// circuits from copies.
+struct UpdateCircuit<Tree: MerkleTreeTrait<Hasher = TreeRHasher>>(EmptySectorUpdateCircuit<Tree>);
+
+impl<Tree: MerkleTreeTrait<Hasher = TreeRHasher>> Clone for UpdateCircuit<Tree> {
+    fn clone(&self) -> Self {
+        UpdateCircuit(EmptySectorUpdateCircuit {
+            pub_params: self.0.pub_params.clone(),
+            pub_inputs: self.0.pub_inputs.clone(),
+            // Field by field: the derived Clone asks for a Clone tree type.
+            priv_inputs: storage_proofs_update::circuit::PrivateInputs {
+                comm_c: self.0.priv_inputs.comm_c,
+                root_r_old: self.0.priv_inputs.root_r_old,
+                root_r_new: self.0.priv_inputs.root_r_new,
+                apex_leafs: self.0.priv_inputs.apex_leafs.clone(),
+                challenge_proofs: self.0.priv_inputs.challenge_proofs.clone(),
+            },
+        })
+    }
+}
+
+impl<Tree: MerkleTreeTrait<Hasher = TreeRHasher>> bellperson::Circuit<blstrs::Scalar> for UpdateCircuit<Tree> {
+    fn synthesize<CS: bellperson::ConstraintSystem<blstrs::Scalar>>(
+        self,
+        cs: &mut CS,
+    ) -> Result<(), bellperson::SynthesisError> {
+        self.0.synthesize(cs)
+    }
 }

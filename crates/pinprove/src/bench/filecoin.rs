@@ -31,6 +31,11 @@ pub struct FilecoinArgs {
     /// Measure pinprove alone.
     #[arg(long)]
     no_compare: bool,
+    /// Also measure pinprove with pre-compiled synthesis (witness only,
+    /// a/b/c evaluated from the circuit's recorded R1CS) on the same inputs:
+    /// its warm-up proof records the circuit, the timed ones use it.
+    #[arg(long)]
+    precompiled: bool,
     /// Synthetic inputs and parameters of the real shape instead of a
     /// sealed sample sector: any sector size (32GiB above all), proofs that
     /// do not verify; no comparison with filecoin-proofs.
@@ -64,6 +69,81 @@ struct FilecoinReport {
     filecoin_proofs_total_s: Option<f64>,
     /// filecoin-proofs' median over pinprove's.
     speedup: Option<f64>,
+    /// With `--precompiled`: the same medians with pre-compiled synthesis,
+    /// and how many of its partitions really ran pre-compiled.
+    precompiled: Option<PrecompiledRun>,
+}
+
+#[derive(Serialize)]
+struct PrecompiledRun {
+    total_s: f64,
+    synthesis_per_partition_s: f64,
+    proving_per_partition_s: f64,
+    partitions_precompiled: u64,
+    partitions_timed: usize,
+    recording_bytes: u64,
+}
+
+/// Medians of `reps` timed proofs (after one warm-up) with one prover.
+struct Timed {
+    total: Duration,
+    synthesis: Duration,
+    proving: Duration,
+    verification: Option<Duration>,
+    partitions: usize,
+    params_load: Duration,
+}
+
+fn time_pinprove(args: &FilecoinArgs, req: &ProofRequest, circuit: &str, precompiled: bool) -> Result<(Timed, FilecoinProver)> {
+    let stack = Stack::build(&StackConfig {
+        backend: args.backend,
+        ..StackConfig::default()
+    })?;
+    let engine = stack.engine(EngineConfig {
+        precompiled,
+        ..EngineConfig::default()
+    })?;
+    let prover = FilecoinProver::new(
+        std::sync::Arc::new(engine),
+        ParamCache::from_env(),
+        FilecoinOptions::default(),
+    );
+    prover.register(circuit)?;
+    let (_, params_load) = prover.engine().preload_srs(circuit)?;
+    let (mut totals, mut synth, mut proving, mut verify) = (vec![], vec![], vec![], vec![]);
+    let mut partitions = 0;
+    for rep in 0..=args.reps {
+        let t = Instant::now();
+        let proved = prover.prove(req)?;
+        let wall = t.elapsed();
+        partitions = proved.partitions.len();
+        if rep == 0 {
+            // Warm-up: learns the capacity hint, fills the pool, records
+            // the circuit when pre-compiled (in the background).
+            ensure!(
+                prover.engine().wait_quiet(Duration::from_secs(3600)),
+                "the engine did not settle after the warm-up proof"
+            );
+            continue;
+        }
+        totals.push(wall);
+        for p in &proved.partitions {
+            synth.push(p.get(Phase::Synthesis));
+            proving.push(p.get(Phase::Start) + p.get(Phase::Finish));
+        }
+        verify.extend(proved.verification);
+    }
+    Ok((
+        Timed {
+            total: median(&mut totals),
+            synthesis: median(&mut synth),
+            proving: median(&mut proving),
+            verification: (!verify.is_empty()).then(|| median(&mut verify)),
+            partitions,
+            params_load,
+        },
+        prover,
+    ))
 }
 
 /// The request of `kind` for a sample sector.
@@ -109,38 +189,10 @@ pub fn run(args: &FilecoinArgs) -> Result<()> {
 fn measure(args: &FilecoinArgs, work: &std::path::Path) -> Result<FilecoinReport> {
     let mut sector = SampleSector::seal(&work.join("sector"), args.sector_size, 1, 1000, 1)?;
     let req = request(&mut sector, args.kind, work)?;
-    let stack = Stack::build(&StackConfig {
-        backend: args.backend,
-        ..StackConfig::default()
-    })?;
-    let backend = stack.devices[0].backend.name();
-    let engine = stack.engine(EngineConfig::default())?;
-    let prover = FilecoinProver::new(
-        std::sync::Arc::new(engine),
-        ParamCache::from_env(),
-        FilecoinOptions::default(),
-    );
     let circuit = pinprove_filecoin::kind::circuit_id(args.kind, args.sector_size)?;
-    prover.register(&circuit)?;
-    let (_, params_load) = prover.engine().preload_srs(&circuit)?;
-
-    let (mut totals, mut synth, mut proving, mut verify) = (vec![], vec![], vec![], vec![]);
-    let mut partitions = 0;
-    for rep in 0..=args.reps {
-        let t = Instant::now();
-        let proved = prover.prove(&req)?;
-        let wall = t.elapsed();
-        partitions = proved.partitions.len();
-        if rep == 0 {
-            continue; // warm-up: learns the capacity hint, fills the pool
-        }
-        totals.push(wall);
-        for p in &proved.partitions {
-            synth.push(p.get(Phase::Synthesis));
-            proving.push(p.get(Phase::Start) + p.get(Phase::Finish));
-        }
-        verify.extend(proved.verification);
-    }
+    let (ours, prover) = time_pinprove(args, &req, &circuit, false)?;
+    let backend = prover.engine().status().devices.first().map_or("?", |d| d.backend);
+    let partitions = ours.partitions;
     let constraints = prover.engine().hints().get(&circuit).map_or(0, |h| h.constraints);
 
     let theirs = if args.no_compare {
@@ -160,7 +212,23 @@ fn measure(args: &FilecoinArgs, work: &std::path::Path) -> Result<FilecoinReport
         }
         Some(median(&mut times).as_secs_f64())
     };
-    let ours = median(&mut totals).as_secs_f64();
+    let precompiled = if args.precompiled {
+        let (t, p) = time_pinprove(args, &req, &circuit, true)?;
+        let status = p.engine().status();
+        let c = status.synthesis.iter().find(|c| c.circuit_id == circuit);
+        Some(PrecompiledRun {
+            total_s: t.total.as_secs_f64(),
+            synthesis_per_partition_s: t.synthesis.as_secs_f64(),
+            proving_per_partition_s: t.proving.as_secs_f64(),
+            partitions_precompiled: c.map_or(0, |c| c.precompiled_partitions),
+            partitions_timed: t.partitions * args.reps,
+            recording_bytes: c.map_or(0, |c| c.recording_bytes),
+        })
+    } else {
+        None
+    };
+    let params_load = ours.params_load;
+    let ours_total = ours.total.as_secs_f64();
     Ok(FilecoinReport {
         benchmark: "filecoin",
         host: Host::detect(),
@@ -172,16 +240,13 @@ fn measure(args: &FilecoinArgs, work: &std::path::Path) -> Result<FilecoinReport
         constraints_per_partition: constraints,
         reps: args.reps,
         params_load_s: params_load.as_secs_f64(),
-        pinprove_total_s: ours,
-        pinprove_synthesis_per_partition_s: median(&mut synth).as_secs_f64(),
-        pinprove_proving_per_partition_s: median(&mut proving).as_secs_f64(),
-        pinprove_verification_s: if verify.is_empty() {
-            0.0
-        } else {
-            median(&mut verify).as_secs_f64()
-        },
+        pinprove_total_s: ours_total,
+        pinprove_synthesis_per_partition_s: ours.synthesis.as_secs_f64(),
+        pinprove_proving_per_partition_s: ours.proving.as_secs_f64(),
+        pinprove_verification_s: ours.verification.map_or(0.0, |v| v.as_secs_f64()),
         filecoin_proofs_total_s: theirs,
-        speedup: theirs.map(|t| t / ours),
+        speedup: theirs.map(|t| t / ours_total),
+        precompiled,
     })
 }
 
@@ -206,5 +271,18 @@ fn print(r: &FilecoinReport) {
     );
     if let (Some(t), Some(x)) = (r.filecoin_proofs_total_s, r.speedup) {
         println!("  filecoin-proofs: {} per proof; pinprove is {x:.2}× as fast", d(t));
+    }
+    if let Some(p) = &r.precompiled {
+        println!(
+            "  pinprove pre-compiled: {} per proof (per partition: synthesis {}, {:.2}× the classic one's speed; proving {}); \
+             {} of {} timed partitions ran pre-compiled; recording {}",
+            d(p.total_s),
+            d(p.synthesis_per_partition_s),
+            r.pinprove_synthesis_per_partition_s / p.synthesis_per_partition_s,
+            d(p.proving_per_partition_s),
+            p.partitions_precompiled,
+            p.partitions_timed,
+            crate::report::bytes(p.recording_bytes)
+        );
     }
 }

@@ -1,0 +1,85 @@
+//! Pre-compiled synthesis of Filecoin circuits at 2 KiB: after a circuit
+//! type's first proof the engine records its R1CS and synthesizes later
+//! partitions witness-only; their proofs must verify with filecoin-proofs.
+//! PoSt stays classic (its sector groups synthesize in parallel, which was
+//! faster than pre-compiled synthesis on one thread).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use pinprove_engine::assembly::{BackendKind, Stack, StackConfig};
+use pinprove_engine::{EngineConfig, SynthesisMode};
+use pinprove_filecoin::sample::SampleSector;
+use pinprove_filecoin::{FilecoinOptions, FilecoinProver, ParamCache};
+use pinprove_mem::BudgetConfig;
+
+fn precompiling_prover() -> FilecoinProver {
+    let stack = Stack::build(&StackConfig {
+        backend: BackendKind::Cpu,
+        budget: BudgetConfig::Fixed(16 << 30),
+        ..StackConfig::default()
+    })
+    .unwrap();
+    let engine = stack
+        .engine(EngineConfig {
+            synthesis_workers: 2,
+            precompiled: true,
+            ..EngineConfig::default()
+        })
+        .unwrap();
+    FilecoinProver::new(Arc::new(engine), ParamCache::from_env(), FilecoinOptions::default())
+}
+
+/// The circuit type's mode and its partitions synthesized pre-compiled.
+fn mode(prover: &FilecoinProver, circuit: &str) -> (SynthesisMode, u64) {
+    assert!(prover.engine().wait_quiet(Duration::from_secs(120)), "recording did not finish");
+    let status = prover.engine().status();
+    let c = status
+        .synthesis
+        .iter()
+        .find(|c| c.circuit_id == circuit)
+        .unwrap_or_else(|| panic!("{circuit} not in {:?}", status.synthesis));
+    (c.mode, c.precompiled_partitions)
+}
+
+#[test]
+fn porep_and_snap_deals_prove_precompiled_and_verify_and_post_stays_classic() {
+    let dir = temp_dir("precompiled");
+    let mut sector = SampleSector::seal(&dir.join("sector"), 2048, 11, 1000, 5).unwrap();
+    let prover = precompiling_prover();
+
+    let porep = sector.porep_request();
+    let classic = prover.prove(&porep).unwrap();
+    assert!(sector.verify_seal(&classic.proof).unwrap());
+    assert_eq!(mode(&prover, "porep-2k"), (SynthesisMode::Precompiled, 0));
+    let precompiled = prover.prove(&porep).unwrap();
+    assert_eq!(mode(&prover, "porep-2k"), (SynthesisMode::Precompiled, 1));
+    assert!(
+        sector.verify_seal(&precompiled.proof).unwrap(),
+        "verify_seal accepts the pre-compiled PoRep"
+    );
+
+    let randomness = sector.randomness();
+    let winning = sector.winning_post_request(randomness).unwrap();
+    let first = prover.prove(&winning).unwrap();
+    assert!(sector.verify_winning_post(randomness, &first.proof).unwrap());
+    let again = prover.prove(&winning).unwrap();
+    assert_eq!(mode(&prover, "winning-2k"), (SynthesisMode::Classic, 0));
+    assert!(sector.verify_winning_post(randomness, &again.proof).unwrap());
+
+    let snap = sector.snap_update(&dir.join("update")).unwrap();
+    let first = prover.prove(&snap).unwrap();
+    assert!(SampleSector::verify_update(&snap, &first.proof).unwrap());
+    let again = prover.prove(&snap).unwrap();
+    assert_eq!(mode(&prover, "snap-2k"), (SynthesisMode::Precompiled, 1));
+    assert!(
+        SampleSector::verify_update(&snap, &again.proof).unwrap(),
+        "filecoin-proofs accepts the pre-compiled SnapDeals update"
+    );
+
+    assert_idle(prover.engine(), "precompiled");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
