@@ -122,7 +122,10 @@ where
             .map_err(|e| bad(KIND, format!("partition {k}: {e:#}")))?;
         let public = EmptySectorUpdateCompound::<Tree>::generate_public_inputs(&pub_in, &pp, Some(k))
             .map_err(|e| bad(KIND, format!("partition {k}'s public inputs: {e:#}")))?;
-        parts.push(precompilable_partition_with_inputs(UpdateCircuit(circuit), public.clone()));
+        parts.push(precompilable_partition_with_inputs(
+            UpdateCircuit(circuit),
+            public.clone(),
+        ));
         inputs.push(public);
     }
     Ok(Prepared {

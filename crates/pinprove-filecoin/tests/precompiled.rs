@@ -35,7 +35,10 @@ fn precompiling_prover() -> FilecoinProver {
 
 /// The circuit type's mode and its partitions synthesized pre-compiled.
 fn mode(prover: &FilecoinProver, circuit: &str) -> (SynthesisMode, u64) {
-    assert!(prover.engine().wait_quiet(Duration::from_secs(120)), "recording did not finish");
+    assert!(
+        prover.engine().wait_quiet(Duration::from_secs(120)),
+        "recording did not finish"
+    );
     let status = prover.engine().status();
     let c = status
         .synthesis

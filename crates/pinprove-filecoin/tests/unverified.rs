@@ -12,8 +12,7 @@ use pinprove_engine::{EngineConfig, JobOutcome};
 use pinprove_filecoin::sample::SampleSector;
 use pinprove_filecoin::{FilecoinError, FilecoinOptions, FilecoinProver, ParamCache};
 use pinprove_groth16::{
-    Backend, CapacityHint, Capabilities, Proof, ProveError, ProvingJob, QueryLengths, ResidentSrs, Srs,
-    StartedProof,
+    Backend, Capabilities, CapacityHint, Proof, ProveError, ProvingJob, QueryLengths, ResidentSrs, Srs, StartedProof,
 };
 use pinprove_mem::BudgetConfig;
 

@@ -445,8 +445,17 @@ fn later_proofs_of_a_circuit_type_find_their_preparation_buffers_warm() {
     // engine does after a preload (a/b/c share a size class with the
     // lists here, so without it the syntheses would take the lists').
     let h = hints.get(&c.id()).expect("a hint after one synthesis");
-    let per_proof = [32 * h.constraints, 32 * h.constraints, 32 * h.constraints, 32 * h.aux, 32 * h.inputs];
-    let synthesis_set = pool.keep_warm("test-synthesis", &per_proof.repeat(2)).unwrap().wanted_bytes;
+    let per_proof = [
+        32 * h.constraints,
+        32 * h.constraints,
+        32 * h.constraints,
+        32 * h.aux,
+        32 * h.inputs,
+    ];
+    let synthesis_set = pool
+        .keep_warm("test-synthesis", &per_proof.repeat(2))
+        .unwrap()
+        .wanted_bytes;
     // The preparation's are kept warm in the background, for every proof
     // that can be in flight.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);

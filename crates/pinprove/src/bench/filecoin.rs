@@ -94,7 +94,12 @@ struct Timed {
     params_load: Duration,
 }
 
-fn time_pinprove(args: &FilecoinArgs, req: &ProofRequest, circuit: &str, precompiled: bool) -> Result<(Timed, FilecoinProver)> {
+fn time_pinprove(
+    args: &FilecoinArgs,
+    req: &ProofRequest,
+    circuit: &str,
+    precompiled: bool,
+) -> Result<(Timed, FilecoinProver)> {
     let stack = Stack::build(&StackConfig {
         backend: args.backend,
         ..StackConfig::default()
