@@ -361,3 +361,35 @@ fn partitions_that_cannot_copy_their_circuit_are_never_recorded() {
     drop(engine);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_recording_gives_its_memory_back_when_work_needs_it() {
+    let dir = temp_dir("precompiled-evict");
+    let shape = BenchCircuit::new(1 << 10, WitnessMix::Random).unwrap();
+    let params = synthetic_params(&shape, &dir);
+    let (pool, _acct) = pool_with(1 << 30);
+    let engine = cpu_engine(&pool, true, None);
+    engine.register_srs(&shape.id(), &params);
+    prove(&engine, &shape, &[1]);
+    let held = synthesis_of(&engine, &shape.id()).recording_bytes;
+    assert!(held > 0, "recorded");
+
+    // More than is free without the recording: before, such a request
+    // waited forever, since nothing could evict a recording.
+    pool.clear_idle();
+    let budget = pool.budget();
+    // All a normal request may have, less what others hold (the
+    // parameters): only with the recording's bytes does it fit.
+    let limit = budget.limit_for(pinprove_mem::Rank::NORMAL);
+    let want = limit - (budget.used() - held);
+    assert!(want > limit - budget.used(), "needs the recording's memory");
+    let taken = budget.try_acquire(want).expect("the recording was evicted for it");
+    let s = synthesis_of(&engine, &shape.id());
+    assert_eq!((s.mode, s.recording_bytes), (SynthesisMode::Classic, 0), "{s:?}");
+    drop(taken);
+    // The engine goes on (classically until the recording is made again).
+    prove(&engine, &shape, &[2]);
+    drop(engine);
+    assert_eq!(pool.budget().used(), pool.stats().allocated_bytes);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

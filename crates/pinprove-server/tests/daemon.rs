@@ -545,7 +545,22 @@ async fn shutdown_lets_the_proof_in_flight_finish_and_takes_no_more() {
             prove(&mut c, s).await
         })
     };
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Shut down once the daemon holds the job (not after a fixed time: on a
+    // busy machine decoding the request can take longer than any sleep).
+    let mut c = client::connect(&addr, None).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let s = c.get_status(pb::GetStatusRequest {}).await.unwrap().into_inner();
+        if s.queues
+            .iter()
+            .any(|q| q.proof_kind == "snap" && q.pending + q.in_progress == 1)
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the job never arrived: {:?}", s.queues);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(c);
     let stopping = tokio::spawn(daemon.shutdown());
     tokio::time::sleep(Duration::from_millis(300)).await;
     // New work is refused while draining.

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use pinprove_groth16::precompiled::{Recording, evaluate};
 use pinprove_groth16::{PrecompiledError, ProveError, ProvingAssignment};
 use pinprove_mem::sync::Recover;
-use pinprove_mem::{ErrorChain, MemoryBudget, Reservation};
+use pinprove_mem::{ErrorChain, Evictor, MemoryBudget, Reservation};
 use serde::Serialize;
 
 use super::state::{Inner, catch};
@@ -135,16 +135,21 @@ pub(super) struct Precompiler {
 
 impl Precompiler {
     pub(super) fn new(enabled: bool, dir: Option<PathBuf>, budget: Arc<MemoryBudget>) -> Arc<Precompiler> {
-        Arc::new(Precompiler {
+        let p = Arc::new(Precompiler {
             enabled,
             dir,
-            budget,
+            budget: Arc::clone(&budget),
             circuits: Mutex::new(HashMap::new()),
             running: Arc::new(AtomicUsize::new(0)),
             made: AtomicU64::new(0),
             loaded: AtomicU64::new(0),
             fallbacks: AtomicU64::new(0),
-        })
+        });
+        // After idle pool buffers, before parameters: a recording is made
+        // again from its file (or the next partition) more cheaply than
+        // parameters are loaded, and work waiting for memory comes first.
+        budget.register_evictor(Arc::downgrade(&p) as std::sync::Weak<dyn Evictor>, 50);
+        p
     }
 
     /// The recording to synthesize a partition of `circuit_id` from, if
@@ -293,17 +298,19 @@ impl Precompiler {
         Ok(Some(held))
     }
 
+    /// Spare budget only: a recording is optional, so it neither evicts
+    /// what others use (parameters, warm buffers) nor overtakes anyone
+    /// waiting for memory.
     fn reserve(&self, circuit_id: &str, bytes: u64) -> Option<Reservation> {
-        self.budget
-            .try_acquire(bytes)
-            .inspect_err(|e| {
-                tracing::info!(
-                    circuit = circuit_id,
-                    bytes,
-                    "no budget for a circuit recording now ({e}); classic synthesis"
-                )
-            })
-            .ok()
+        let r = self.budget.try_acquire_spare(bytes);
+        if r.is_none() {
+            tracing::info!(
+                circuit = circuit_id,
+                bytes,
+                "no spare budget for a circuit recording now; classic synthesis"
+            );
+        }
+        r
     }
 
     /// The recording with `funds` trimmed or topped up to its size.
@@ -319,13 +326,15 @@ impl Precompiler {
     }
 
     /// A partition of `circuit_id` could not be synthesized from the
-    /// recording: classic only from now on, unless memory was the reason.
+    /// recording: classic only from now on when the circuit does not match
+    /// its recording; otherwise (memory, or the circuit's own synthesis
+    /// failing on this witness) only this partition falls back.
     fn failed(&self, circuit_id: &str, e: &PrecompiledError) {
         self.fallbacks.fetch_add(1, Ordering::Relaxed);
-        if matches!(e, PrecompiledError::Prove(ProveError::Memory(_))) {
+        if !e.is_mismatch() {
             tracing::warn!(
                 circuit = circuit_id,
-                "synthesis from the recording ran out of memory ({}); this partition is synthesized classically",
+                "synthesis from the recording failed ({}); this partition is synthesized classically",
                 ErrorChain(e)
             );
             return;
@@ -383,6 +392,44 @@ impl Precompiler {
     }
 }
 
+impl Evictor for Precompiler {
+    fn name(&self) -> &str {
+        "circuit recordings"
+    }
+
+    /// Drops recordings no partition is synthesizing from; their circuit
+    /// types load them again (spare memory permitting) a minute later.
+    fn evict(&self, bytes: u64) -> u64 {
+        let victims: Vec<Arc<Held>> = {
+            let mut circuits = self.circuits.lock().recover();
+            let mut freed = 0;
+            let mut victims = Vec::new();
+            for e in circuits.values_mut() {
+                if freed >= bytes {
+                    break;
+                }
+                if !matches!(&e.state, State::Ready(h) if Arc::strong_count(h) == 1) {
+                    continue;
+                }
+                if let State::Ready(h) =
+                    std::mem::replace(&mut e.state, State::RetryAfter(Instant::now() + RETRY_AFTER))
+                {
+                    freed += h.funds.bytes();
+                    victims.push(h);
+                }
+            }
+            victims
+        };
+        let freed = victims.iter().map(|h| h.funds.bytes()).sum();
+        if freed > 0 {
+            tracing::info!(bytes = freed, "circuit recordings dropped for memory; reloaded later");
+        }
+        // Dropped outside the lock: their reservations go back to the budget.
+        drop(victims);
+        freed
+    }
+}
+
 impl Inner {
     /// Synthesizes a partition as its circuit type's mode says: from the
     /// recording, falling back to the classic synthesis of the untouched
@@ -408,7 +455,14 @@ impl Inner {
             let attempt = match fresh.synthesize_witness(rec, ctx.pool, Some(&mut funds)) {
                 Ok(witness) => {
                     let witness_time = started.elapsed();
-                    evaluate(rec, witness, ctx.pool, ctx.layout, Some(funds)).inspect(|_| {
+                    let mut left = Some(funds);
+                    let evaluated = evaluate(rec, witness, ctx.pool, ctx.layout, &mut left);
+                    if let Some(funds) = left {
+                        // Evaluation failed: the admission pays for the
+                        // classic synthesis instead.
+                        ctx.funds = funds;
+                    }
+                    evaluated.inspect(|_| {
                         tracing::debug!(
                             circuit = id,
                             witness_ms = witness_time.as_millis() as u64,

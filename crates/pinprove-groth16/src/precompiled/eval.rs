@@ -43,14 +43,15 @@ fn dot(m: &Matrix, r: usize, coefficients: &[Scalar], inputs: &[Scalar], aux: &[
 /// out for `layout` (a/b/c of one entry per constraint, with room for the
 /// whole domain under [`AbcLayout::PaddedToDomain`]), with the recorded
 /// densities: the assignment the classic synthesis of the same witness
-/// produces. The buffers are paid for out of `funds` when given, and what
-/// is left of it stays with the assignment.
+/// produces. The buffers are paid for out of `funds` when given; on success
+/// what is left of it moves to the assignment, on failure it stays with the
+/// caller (who may still synthesize the partition classically with it).
 pub fn evaluate(
     recording: &Recording,
     witness: WitnessValues,
     pool: &Arc<PinnedPool>,
     layout: AbcLayout,
-    mut funds: Option<Reservation>,
+    funds: &mut Option<Reservation>,
 ) -> Result<ProvingAssignment, PrecompiledError> {
     let WitnessValues { inputs, aux } = witness;
     for (what, recorded, found) in [
@@ -96,7 +97,7 @@ pub fn evaluate(
         inputs,
         aux,
         densities,
-        funds,
+        funds.take(),
     ))
 }
 
@@ -124,7 +125,7 @@ pub fn synthesize_precompiled<C: Circuit<Scalar>>(
     })?;
     let witness_time = started.elapsed();
     let evaluated = Instant::now();
-    let asg = evaluate(recording, witness, pool, layout, funds)?;
+    let asg = evaluate(recording, witness, pool, layout, &mut funds)?;
     let stats = PrecompiledStats {
         witness: witness_time,
         evaluation: evaluated.elapsed(),

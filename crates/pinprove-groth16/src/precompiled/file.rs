@@ -327,6 +327,16 @@ impl Recording {
                 extra: available - needed,
             });
         }
+        // The variable counts are not sizes of the body: bound them by it
+        // (one row per input; an aux variable appears in some row, with
+        // slack for unused ones), so that a crafted header cannot make the
+        // densities below huge.
+        let nnz = nnz_a.saturating_add(nnz_b).saturating_add(nnz_c);
+        if inputs == 0 || inputs > rows || aux > rows.saturating_add(nnz) {
+            return Err(invalid(format!(
+                "{inputs} inputs and {aux} aux variables for {rows} rows and {nnz} entries"
+            )));
+        }
         // Each size is at most the file's length, which fits in memory's
         // address space if the file could be written.
         let size = |n: u64| usize::try_from(n).map_err(|_| invalid(format!("{n} elements do not fit this machine")));

@@ -42,10 +42,16 @@ impl Rows {
                 *c + num_inputs
             };
         }
+        // Grown by pushes: give back the slack (up to half of each vector),
+        // so that what the budget is charged for is what is held.
+        let (mut row_ptr, mut coeff_ids) = (self.row_ptr, self.coeff_ids);
+        row_ptr.shrink_to_fit();
+        cols.shrink_to_fit();
+        coeff_ids.shrink_to_fit();
         Matrix {
-            row_ptr: self.row_ptr,
+            row_ptr,
             cols,
-            coeff_ids: self.coeff_ids,
+            coeff_ids,
         }
     }
 }
