@@ -196,7 +196,7 @@ fn a_persisted_recording_is_used_by_a_fresh_engine_and_a_damaged_one_is_made_aga
 }
 
 #[test]
-fn a_stale_recording_falls_back_to_the_classic_synthesis_with_valid_proofs() {
+fn a_stale_recording_is_refused_against_the_parameters_and_made_again() {
     let dir = temp_dir("precompiled-stale");
     let hints = dir.join("hints");
     let shape = BenchCircuit::new(1 << 10, WitnessMix::Random).unwrap();
@@ -216,21 +216,27 @@ fn a_stale_recording_falls_back_to_the_classic_synthesis_with_valid_proofs() {
     let engine = cpu_engine(&pool, true, Some(&hints));
     engine.register_srs(&shape.id(), &params);
     prove(&engine, &shape, &[2]);
+    // The file does not match the parameters' queries: not loaded, made
+    // again from this circuit and saved over it.
+    let status = engine.status();
+    assert_eq!((status.recordings_loaded, status.recordings_made), (0, 1));
     assert_eq!(synthesis_of(&engine, &shape.id()).mode, SynthesisMode::Precompiled);
     let seeds = [3, 4];
     let results = prove(&engine, &shape, &seeds);
     verify(&vk, &shape, &seeds, &results);
     let s = synthesis_of(&engine, &shape.id());
-    assert_eq!(s.mode, SynthesisMode::ClassicOnly, "{s:?}");
-    assert_eq!((s.precompiled_partitions, s.classic_partitions), (0, 3));
-    assert!(engine.status().precompiled_fallbacks >= 1);
-    assert!(recording_files(&hints).is_empty(), "the stale file is deleted");
-    // Classic for good: never recorded again.
-    prove(&engine, &shape, &[5]);
-    assert_eq!(engine.status().recordings_made, 0);
-    assert_eq!(synthesis_of(&engine, &shape.id()).mode, SynthesisMode::ClassicOnly);
+    assert_eq!((s.precompiled_partitions, s.classic_partitions), (2, 1), "{s:?}");
+    assert_eq!(engine.status().precompiled_fallbacks, 0);
     idle(&engine, &shape, &pool, &acct, "stale");
     drop(engine);
+
+    // The file written now is this circuit's: a later engine loads it.
+    let again = cpu_engine(&pool, true, Some(&hints));
+    again.register_srs(&shape.id(), &params);
+    prove(&again, &shape, &[5]);
+    let status = again.status();
+    assert_eq!((status.recordings_loaded, status.recordings_made), (1, 0));
+    drop(again);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

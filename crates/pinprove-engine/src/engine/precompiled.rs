@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pinprove_groth16::precompiled::{Recording, evaluate};
-use pinprove_groth16::{PrecompiledError, ProveError, ProvingAssignment};
+use pinprove_groth16::{PrecompiledError, ProveError, ProvingAssignment, QueryLengths};
 use pinprove_mem::sync::Recover;
 use pinprove_mem::{ErrorChain, Evictor, MemoryBudget, Reservation};
 use serde::Serialize;
@@ -155,12 +155,15 @@ impl Precompiler {
     /// The recording to synthesize a partition of `circuit_id` from, if
     /// there is one; otherwise the partition is synthesized classically,
     /// and a recording is started from it when none was tried yet.
-    /// `estimate` gives the bytes reserved while recording.
+    /// `estimate` gives the bytes reserved while recording, `lengths` the
+    /// query lengths of the circuit type's parameters, which a recording
+    /// must match.
     fn plan(
         self: &Arc<Self>,
         circuit_id: &str,
         partition: &dyn Partition,
         estimate: impl FnOnce() -> u64,
+        lengths: impl FnOnce() -> Option<QueryLengths>,
     ) -> Option<Arc<Held>> {
         {
             let mut circuits = self.circuits.lock().recover();
@@ -182,7 +185,7 @@ impl Precompiler {
         }
         // Copied outside the lock: a large circuit takes a while to clone.
         match partition.fresh_circuit() {
-            Some(fresh) => self.spawn(circuit_id, fresh, estimate()),
+            Some(fresh) => self.spawn(circuit_id, fresh, estimate(), lengths()),
             None => self.set(circuit_id, State::Classic),
         }
         None
@@ -194,13 +197,19 @@ impl Precompiler {
         }
     }
 
-    fn spawn(self: &Arc<Self>, circuit_id: &str, fresh: Box<dyn FreshCircuit>, estimate: u64) {
+    fn spawn(
+        self: &Arc<Self>,
+        circuit_id: &str,
+        fresh: Box<dyn FreshCircuit>,
+        estimate: u64,
+        lengths: Option<QueryLengths>,
+    ) {
         let (this, id) = (Arc::clone(self), circuit_id.to_string());
         self.running.fetch_add(1, Ordering::AcqRel);
         let done = Counted(Arc::clone(&self.running));
         let spawned = std::thread::Builder::new().name("precompile".into()).spawn(move || {
             let _done = done;
-            let made = catch(|| this.load_or_record(&id, fresh, estimate)).unwrap_or_else(|msg| {
+            let made = catch(|| this.load_or_record(&id, fresh, estimate, lengths)).unwrap_or_else(|msg| {
                 tracing::warn!(circuit = %id, "recording the circuit panicked: {msg}; it stays classic");
                 Made::Never
             });
@@ -221,12 +230,18 @@ impl Precompiler {
 
     /// Loads `circuit_id`'s recording from the hints directory, or records
     /// `fresh` (and saves it there).
-    fn load_or_record(&self, circuit_id: &str, fresh: Box<dyn FreshCircuit>, estimate: u64) -> Made {
+    fn load_or_record(
+        &self,
+        circuit_id: &str,
+        fresh: Box<dyn FreshCircuit>,
+        estimate: u64,
+        lengths: Option<QueryLengths>,
+    ) -> Made {
         let path = self.dir.as_deref().map(|d| d.join(file_name(circuit_id)));
         if let Some(path) = &path
             && let Ok(meta) = std::fs::metadata(path)
         {
-            match self.load(circuit_id, path, meta.len()) {
+            match self.load(circuit_id, path, meta.len(), lengths.as_ref()) {
                 Ok(Some(held)) => return Made::Ready(Box::new(held)),
                 Ok(None) => return Made::Retry,
                 Err(why) => {
@@ -240,7 +255,13 @@ impl Precompiler {
             return Made::Retry;
         };
         let recording = match fresh.record(circuit_id) {
-            Ok(r) => r,
+            Ok(r) => match lengths.as_ref().map(|l| fits(&r, l)) {
+                Some(Err(why)) => {
+                    tracing::warn!(circuit = circuit_id, "the recorded circuit {why}; it stays classic");
+                    return Made::Never;
+                }
+                _ => r,
+            },
             Err(e) => {
                 tracing::warn!(
                     circuit = circuit_id,
@@ -282,13 +303,22 @@ impl Precompiler {
 
     /// A recording file: `Ok(None)` when the budget cannot hold it now, an
     /// error (to be logged) when the file is unusable.
-    fn load(&self, circuit_id: &str, path: &Path, file_bytes: u64) -> Result<Option<Held>, String> {
+    fn load(
+        &self,
+        circuit_id: &str,
+        path: &Path,
+        file_bytes: u64,
+        lengths: Option<&QueryLengths>,
+    ) -> Result<Option<Held>, String> {
         let Some(funds) = self.reserve(circuit_id, file_bytes) else {
             return Ok(None);
         };
         let recording = Recording::load(path).map_err(|e| format!("unusable recording: {}", ErrorChain(&e)))?;
         if recording.circuit_id() != circuit_id {
             return Err(format!("the recording is of circuit {:?}", recording.circuit_id()));
+        }
+        if let Some(l) = lengths {
+            fits(&recording, l).map_err(|why| format!("the recording {why}"))?;
         }
         let Some(held) = self.hold(recording, funds) else {
             return Ok(None);
@@ -445,7 +475,8 @@ impl Inner {
             self.partition_buffers(id)
                 .map_or(0, |b| b[..3].iter().sum::<usize>() as u64)
         };
-        let held = self.precompiled.plan(id, &*partition, estimate);
+        let lengths = || self.srs.shape_and_lengths(id).ok().map(|(_, l)| l);
+        let held = self.precompiled.plan(id, &*partition, estimate, lengths);
         if let Some(held) = held
             && let Some(fresh) = partition.fresh_circuit()
         {
@@ -488,6 +519,27 @@ impl Inner {
         }
         self.precompiled.count(id, false);
         partition.synthesize(ctx).map(|(asg, _)| asg)
+    }
+}
+
+/// Whether `recording` is a circuit the parameters with query `lengths`
+/// prove: a recording made by another version of the circuit, or of
+/// another circuit under the same id, would make every proof fail.
+fn fits(recording: &Recording, lengths: &QueryLengths) -> Result<(), String> {
+    let domain = pinprove_groth16::domain::domain_size(recording.num_constraints()).map_err(|e| e.to_string())?;
+    let found = QueryLengths {
+        h: domain - 1,
+        l: recording.num_aux(),
+        a: recording.num_inputs() + recording.a_aux_density().total(),
+        b_g1: recording.b_input_density().total() + recording.b_aux_density().total(),
+        b_g2: recording.b_input_density().total() + recording.b_aux_density().total(),
+    };
+    if found == *lengths {
+        Ok(())
+    } else {
+        Err(format!(
+            "does not match its parameters (queries {found:?}, parameters {lengths:?})"
+        ))
     }
 }
 
