@@ -90,7 +90,7 @@ impl Prepared {
     /// ask the pool for again.
     pub fn buffer_bytes(&self) -> Vec<usize> {
         fn bytes<T: Copy>(v: &Option<PinnedVec<T>>) -> usize {
-            v.as_ref().map_or(0, |v| v.capacity() * std::mem::size_of::<T>())
+            v.as_ref().map_or(0, |v| v.buffer_bytes() as usize)
         }
         [&self.l, &self.a, &self.b]
             .iter()

@@ -127,38 +127,27 @@ impl NativeBackend {
     /// depend on the witness, so they are learned from the circuit type's
     /// first proof; later proofs then find them idle instead of pinning
     /// fresh memory while the device waits.
-    fn keep_preparation_warm(&self, key: &PathBuf, sizes: Vec<usize>) {
-        let classes: Vec<usize> = sizes
-            .iter()
-            .map(|&b| {
-                if b == 0 {
-                    0
-                } else {
-                    self.pool.rounded_size(b).unwrap_or(b)
-                }
-            })
-            .collect();
+    fn keep_preparation_warm(&self, key: &std::path::Path, sizes: Vec<usize>) {
         let wanted = {
             let mut warm = self.prep_warm.lock().recover();
-            let old = warm.get(key);
-            if old.is_some_and(|o| o.len() == classes.len() && o.iter().zip(&classes).all(|(o, n)| n <= o)) {
-                return;
+            let kept = warm.entry(key.to_path_buf()).or_default();
+            if kept.len() == sizes.len() {
+                if kept.iter().zip(&sizes).all(|(k, s)| s <= k) {
+                    return;
+                }
+                // Never shrink what is kept: sizes vary a little between
+                // witnesses.
+                for (k, s) in kept.iter_mut().zip(&sizes) {
+                    *k = (*k).max(*s);
+                }
+            } else {
+                *kept = sizes;
             }
-            // Never shrink what is kept: sizes vary a little between witnesses.
-            let merged: Vec<usize> = match old {
-                Some(o) if o.len() == classes.len() => o.iter().zip(&classes).map(|(o, n)| *o.max(n)).collect(),
-                _ => classes,
-            };
-            warm.insert(key.clone(), merged.clone());
-            merged
+            kept.clone()
         };
         let sets = self.config.queue_depth + self.config.workers_per_device;
-        let all: Vec<usize> = wanted
-            .iter()
-            .copied()
-            .filter(|&b| b > 0)
-            .cycle()
-            .take(wanted.iter().filter(|&&b| b > 0).count() * sets)
+        let all: Vec<usize> = (0..sets)
+            .flat_map(|_| wanted.iter().copied().filter(|&b| b > 0))
             .collect();
         let pool = Arc::clone(&self.pool);
         let name = prep_warm_name(self.config.device, key);

@@ -199,6 +199,9 @@ fn measure(args: &FilecoinArgs, work: &std::path::Path) -> Result<FilecoinReport
     let backend = prover.engine().status().devices.first().map_or("?", |d| d.backend);
     let partitions = ours.partitions;
     let constraints = prover.engine().hints().get(&circuit).map_or(0, |h| h.constraints);
+    // Its parameters and pool go before filecoin-proofs' prover or a second
+    // engine takes the machine's memory.
+    drop(prover);
 
     let theirs = if args.no_compare {
         None

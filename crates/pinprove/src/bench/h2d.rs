@@ -167,29 +167,33 @@ mod gpu {
                     let heap = vec![0x5au8; size];
                     measure("pageable heap", &heap)?;
                 }
-                {
+                // The pool's two ways to pin: cudaHostAlloc, and huge-page
+                // memory faulted in by this thread, then cudaHostRegister.
+                for (pool, fill, pin, upload, free) in [
+                    (
+                        &pool,
+                        0xa5,
+                        "cudaHostAlloc (pool, fresh)",
+                        "pool buffer (cudaHostAlloc)",
+                        "cudaFreeHost",
+                    ),
+                    (
+                        &registered,
+                        0x96,
+                        "mmap + cudaHostRegister (pool, fresh)",
+                        "pool buffer (registered)",
+                        "cudaHostUnregister + munmap",
+                    ),
+                ] {
                     let t = Instant::now();
-                    let mut v = PinnedVec::<u8>::with_capacity_in(size, &pool)?;
-                    cost("cudaHostAlloc (pool, fresh)", t.elapsed());
-                    v.resize(size, 0xa5);
-                    measure("pool buffer (cudaHostAlloc)", &v)?;
+                    let mut v = PinnedVec::<u8>::with_capacity_in(size, pool)?;
+                    cost(pin, t.elapsed());
+                    v.resize(size, fill);
+                    measure(upload, &v)?;
                     drop(v);
                     let t = Instant::now();
                     pool.clear_idle();
-                    cost("cudaFreeHost", t.elapsed());
-                }
-                {
-                    // Huge-page mmap faulted in by this thread, then
-                    // cudaHostRegister: the pool's other way to pin.
-                    let t = Instant::now();
-                    let mut v = PinnedVec::<u8>::with_capacity_in(size, &registered)?;
-                    cost("mmap + cudaHostRegister (pool, fresh)", t.elapsed());
-                    v.resize(size, 0x96);
-                    measure("pool buffer (registered)", &v)?;
-                    drop(v);
-                    let t = Instant::now();
-                    registered.clear_idle();
-                    cost("cudaHostUnregister + munmap", t.elapsed());
+                    cost(free, t.elapsed());
                 }
                 {
                     let mut heap = vec![0x3cu8; size];

@@ -175,10 +175,12 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
     let pool_warm_s = t.elapsed().as_secs_f64();
     eprintln!("parameters loaded in {preload_s:.1} s, pool warmed in {pool_warm_s:.1} s more");
 
-    let submit = |j: usize| {
-        let parts = (0..args.partitions)
-            .map(|p| {
-                let c = circuit.clone().with_seed((j * 1000 + p) as u64);
+    // A job of one partition per seed.
+    let submit_seeds = |seeds: Vec<usize>| {
+        let parts = seeds
+            .into_iter()
+            .map(|seed| {
+                let c = circuit.clone().with_seed(seed as u64);
                 let inputs = c.public_inputs();
                 circuit_partition_with_inputs(c, inputs)
             })
@@ -190,19 +192,10 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
             randomness: None,
         })
     };
+    let submit = |j: usize| submit_seeds((0..args.partitions).map(|p| j * 1000 + p).collect());
     let one = |seed: usize| -> Result<f64> {
         let t = Instant::now();
-        let parts = vec![{
-            let c = circuit.clone().with_seed(seed as u64);
-            let inputs = c.public_inputs();
-            circuit_partition_with_inputs(c, inputs)
-        }];
-        let job = engine.submit(JobSpec {
-            circuit_id: id.clone(),
-            priority: Priority::Normal,
-            partitions: parts,
-            randomness: None,
-        })?;
+        let job = submit_seeds(vec![seed])?;
         match engine.wait(job, None)? {
             JobOutcome::Completed(_) => Ok(t.elapsed().as_secs_f64()),
             other => bail!("one-partition job {job} ended {other:?}"),
