@@ -30,6 +30,7 @@
 
 #include "gpu_for.cuh"
 #include "lane.cuh"
+#include "spmv.cuh"
 
 namespace {
 
@@ -86,6 +87,39 @@ struct h_job_t {
     fr_t* vec(int k) { return abc + k * m; }
 };
 
+// Queues, on the compute stream, the transforms of a, b and c (n
+// evaluations each in the job's memory, or arriving there: when `arrived`
+// is not null, vector k is there once arrived[k] completes) and the
+// quotient; records the job's readiness event and `done` after h.
+void queue_transforms(h_job_t& job, const gpu_t& gpu, size_t n, uint32_t lg_m, cudaEvent_t const* arrived,
+                      cudaEvent_t done)
+{
+    pinprove::lane_t& lane = job.lane;
+    size_t m = job.m;
+    for (int k = 0; k < 3; k++) {
+        fr_t* d = job.vec(k);
+        // The wait also orders the compute stream after the allocation.
+        if (arrived != nullptr)
+            CUDA_OK(cudaStreamWaitEvent(lane.compute, arrived[k], 0));
+        if (n < m)
+            CUDA_OK(cudaMemsetAsync(d + n, 0, (m - n) * sizeof(fr_t), lane.compute));
+        // Evaluations -> coefficients (bit-reversed) -> coset evaluations
+        // (natural order): no separate bit-reversal pass.
+        NTT::Base_dev_ptr(lane.compute, d, lg_m, NTT::InputOutputOrder::NR, NTT::Direction::inverse,
+                          NTT::Type::standard);
+        NTT::Base_dev_ptr(lane.compute, d, lg_m, NTT::InputOutputOrder::RN, NTT::Direction::forward,
+                          NTT::Type::coset);
+    }
+    quotient_on_coset<<<gpu.sm_count() * 4, 256, 0, lane.compute>>>(job.vec(0), job.vec(1), job.vec(2), m,
+                                                                    z_on_coset_inverse(lg_m));
+    CUDA_OK(cudaGetLastError());
+    NTT::Base_dev_ptr(lane.compute, job.vec(0), lg_m, NTT::InputOutputOrder::NN, NTT::Direction::inverse,
+                      NTT::Type::coset);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaEventRecord(job.ready, lane.compute));
+    CUDA_OK(cudaEventRecord(done, lane.compute));
+}
+
 } // namespace
 
 // Queues h for one proof on `device`'s lane: uploads of a, b and c (n
@@ -126,31 +160,81 @@ extern "C" RustError::by_value pinprove_h_begin(void** out, int device, const fr
         }
         CUDA_OK(cudaEventRecord(marks[1], lane.copy));
         CUDA_OK(cudaEventRecord(marks[2], lane.compute));
-        for (int k = 0; k < 3; k++) {
-            fr_t* d = job->vec(k);
-            // The wait also orders the compute stream after the allocation.
-            CUDA_OK(cudaStreamWaitEvent(lane.compute, uploaded[k], 0));
-            if (n < m)
-                CUDA_OK(cudaMemsetAsync(d + n, 0, (m - n) * sizeof(fr_t), lane.compute));
-            // Evaluations -> coefficients (bit-reversed) -> coset evaluations
-            // (natural order): no separate bit-reversal pass.
-            NTT::Base_dev_ptr(lane.compute, d, lg_m, NTT::InputOutputOrder::NR, NTT::Direction::inverse,
-                              NTT::Type::standard);
-            NTT::Base_dev_ptr(lane.compute, d, lg_m, NTT::InputOutputOrder::RN, NTT::Direction::forward,
-                              NTT::Type::coset);
-        }
-        quotient_on_coset<<<gpu.sm_count() * 4, 256, 0, lane.compute>>>(job->vec(0), job->vec(1), job->vec(2), m,
-                                                                         z_on_coset_inverse(lg_m));
-        CUDA_OK(cudaGetLastError());
-        NTT::Base_dev_ptr(lane.compute, job->vec(0), lg_m, NTT::InputOutputOrder::NN, NTT::Direction::inverse,
-                          NTT::Type::coset);
-        CUDA_OK(cudaGetLastError());
-        CUDA_OK(cudaEventRecord(job->ready, lane.compute));
-        CUDA_OK(cudaEventRecord(marks[3], lane.compute));
+        queue_transforms(*job, gpu, n, lg_m, uploaded, marks[3]);
         job->queued = true;
     } catch (const cuda_error& e) {
         job.reset(); // waits for whatever was queued
         (void)cudaGetLastError(); // an allocation failure is not sticky: clear it
+        return RustError{e.code(), e.what()};
+    } catch (const std::bad_alloc&) {
+        job.reset();
+        return RustError{cudaErrorMemoryAllocation, "host memory for an h job"};
+    }
+    *out = job.release();
+    return RustError{cudaSuccess};
+}
+
+// As pinprove_h_begin, for a pre-compiled circuit: `matrices` (from
+// pinprove_matrices_upload, on the device that runs the job) give a, b and
+// c from the witness, which is uploaded instead of them: the n_inputs
+// inputs then the n_aux aux values (host memory, pinned for full-speed
+// copies; valid until the job's work is done). Marks as there, with [1]
+// after the witness's copy; `evaluated` is recorded on the compute stream
+// once a, b and c are computed.
+extern "C" RustError::by_value pinprove_h_begin_precompiled(void** out, const void* matrices, const fr_t* inputs,
+                                                            size_t n_inputs, const fr_t* aux, size_t n_aux,
+                                                            uint32_t lg_m, cudaEvent_t const marks[4],
+                                                            cudaEvent_t evaluated)
+{
+    *out = nullptr;
+    const auto& mats = *static_cast<const pinprove::matrices_t*>(matrices);
+    if (lg_m == 0 || lg_m > 40)
+        return RustError{cudaErrorInvalidValue, "h: domain size out of range"};
+    size_t m = (size_t)1 << lg_m;
+    if (mats.rows > m)
+        return RustError{cudaErrorInvalidValue, "h: the circuit's constraints exceed the domain"};
+    if (n_inputs + n_aux != mats.vars)
+        return RustError{cudaErrorInvalidValue, "h: the witness does not have the recorded number of variables"};
+    std::unique_ptr<h_job_t> job;
+    fr_t* w = nullptr;
+    pinprove::lane_t* lane = nullptr;
+    try {
+        const gpu_t& gpu = gpu_for(mats.device);
+        lane = &pinprove::lane(mats.device);
+        job.reset(new h_job_t{*lane, m});
+        job->abc = pinprove::alloc_async<fr_t>(3 * m, lane->copy);
+        w = pinprove::alloc_async<fr_t>(mats.vars, lane->copy);
+        CUDA_OK(cudaEventCreateWithFlags(&job->ready, cudaEventDisableTiming));
+        CUDA_OK(cudaEventRecord(marks[0], lane->copy));
+        const fr_t* host[2] = {inputs, aux};
+        size_t len[2] = {n_inputs, n_aux};
+        fr_t* dst = w;
+        for (int k = 0; k < 2; k++) {
+            for (size_t off = 0; off < len[k]; off += UPLOAD_CHUNK) {
+                size_t l = std::min(UPLOAD_CHUNK, len[k] - off);
+                CUDA_OK(cudaMemcpyAsync(dst + off, host[k] + off, l * sizeof(fr_t), cudaMemcpyHostToDevice,
+                                        lane->copy));
+            }
+            dst += len[k];
+        }
+        CUDA_OK(cudaEventRecord(marks[1], lane->copy));
+        CUDA_OK(cudaEventRecord(marks[2], lane->compute));
+        pinprove::order(lane->compute, lane->copy);
+        fr_t* const abc[3] = {job->vec(0), job->vec(1), job->vec(2)};
+        pinprove::queue_spmv(mats, w, abc, lane->compute, gpu);
+        CUDA_OK(cudaEventRecord(evaluated, lane->compute));
+        fr_t* used = w;
+        w = nullptr;
+        CUDA_OK(cudaFreeAsync(used, lane->compute));
+        queue_transforms(*job, gpu, mats.rows, lg_m, nullptr, marks[3]);
+        job->queued = true;
+    } catch (const cuda_error& e) {
+        if (w != nullptr) {
+            lane->sync();
+            (void)cudaFreeAsync(w, lane->compute);
+        }
+        job.reset();
+        (void)cudaGetLastError();
         return RustError{e.code(), e.what()};
     } catch (const std::bad_alloc&) {
         job.reset();

@@ -21,7 +21,7 @@ use blstrs::{G1Affine, G2Affine, Scalar};
 use group::prime::PrimeCurveAffine;
 use pinprove_groth16::{
     AbcLayout, Backend, Capabilities, Proof, ProveError, ProvingAssignment, ProvingJob, Srs, StartedProof, Validation,
-    check_job,
+    check_job, precompiled,
 };
 use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
@@ -177,6 +177,8 @@ impl Backend for SuprasealBackend {
             abc_layout: AbcLayout::Exact,
             uses_device: true,
             needs_srs_points: false,
+
+            evaluates_recordings: false,
         }
     }
 
@@ -217,6 +219,9 @@ impl Backend for SuprasealBackend {
             .clone()
             .ok_or_else(|| backend_error("needs parameters read from a file (it loads the points itself)"))?;
         let loaded = self.srs(&path)?;
+        for asg in &mut job.assignments {
+            precompiled::evaluate_pending(asg, AbcLayout::Exact)?;
+        }
         let provers = job.assignments.iter().map(assignment).collect::<Result<Vec<_>, _>>()?;
         let (r_s, s_s): (Vec<Scalar>, Vec<Scalar>) = job.randomness.iter().copied().unzip();
         let mut raw = vec![RawProof::default(); provers.len()];

@@ -10,7 +10,8 @@ use ff::Field;
 use pinprove_cuda::{NativeBackend, NativeConfig, SrsPlacement, SuprasealBackend};
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::{
-    AbcLayout, Backend, CapacityHints, CpuBackend, Proof, ProveError, ProvingJob, Srs, Validation, synthesize,
+    AbcLayout, Backend, CapacityHints, CpuBackend, Proof, ProveError, ProvingAssignment, ProvingJob, Srs, Validation,
+    synthesize,
 };
 use pinprove_mem::cuda::{self, DeviceBuffer, Stream};
 use pinprove_mem::{MemoryBudget, PinnedPool, PinnedVec, PoolConfig};
@@ -286,4 +287,150 @@ fn supraseal_errors_are_values() {
     assert!(matches!(err, ProveError::Backend { .. }), "{err}");
     // A missing file.
     assert!(gpu.load_srs(std::path::Path::new("/nonexistent.params")).is_err());
+}
+
+/// Public inputs allocated between aux variables, a variable used only in
+/// C, coefficients other than ±1, a term that cancels: the column order and
+/// the rows a recording must reproduce exactly.
+#[derive(Clone)]
+struct Interleaved {
+    x: u64,
+}
+
+impl bellpepper_core::Circuit<Scalar> for Interleaved {
+    fn synthesize<CS: bellpepper_core::ConstraintSystem<Scalar>>(
+        self,
+        cs: &mut CS,
+    ) -> Result<(), bellpepper_core::SynthesisError> {
+        let x = Scalar::from(self.x);
+        let a = cs.alloc(|| "a", || Ok(x))?;
+        let x_in = cs.alloc_input(|| "x", || Ok(x))?;
+        let mut prev = a;
+        let mut val = x;
+        for i in 0..600u64 {
+            // val' = val·(val + i) — a chain, with an input every 100 steps
+            // and a C-only variable beside it.
+            let next = val * (val + Scalar::from(i));
+            let v = cs.alloc(|| "step", || Ok(next))?;
+            cs.enforce(
+                || "step",
+                |lc| lc + prev + (Scalar::from(3u64), a) - (Scalar::from(3u64), a),
+                |lc| lc + prev + (Scalar::from(i), CS::one()),
+                |lc| lc + v,
+            );
+            if i % 100 == 0 {
+                let c_only = cs.alloc(|| "c only", || Ok(next.double()))?;
+                let pub_v = cs.alloc_input(|| "step in", || Ok(next))?;
+                cs.enforce(
+                    || "c only",
+                    |lc| lc + (Scalar::from(2u64), v),
+                    |lc| lc + CS::one(),
+                    |lc| lc + c_only,
+                );
+                cs.enforce(|| "public", |lc| lc + pub_v, |lc| lc + CS::one(), |lc| lc + v);
+            }
+            prev = v;
+            val = next;
+        }
+        cs.enforce(|| "x", |lc| lc + x_in, |lc| lc + CS::one(), |lc| lc + a);
+        Ok(())
+    }
+}
+
+#[test]
+fn native_proofs_from_device_computed_a_b_c_equal_the_classic_proofs() {
+    use pinprove_groth16::precompiled::{defer, record, synthesize_witness};
+    use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
+    let Some(pool) = gpu_pool("native_proofs_from_device_computed_a_b_c_equal_the_classic_proofs") else {
+        return;
+    };
+    let gpu = NativeBackend::new(Arc::clone(&pool)).unwrap();
+    let cpu = CpuBackend::new(Arc::clone(&pool));
+    let hints = Arc::new(CapacityHints::in_memory());
+    let mut rng = ChaCha8Rng::seed_from_u64(19);
+    // (name, classic assignment, pending assignment), for circuits recorded
+    // from another witness than the one proved.
+    type Make = Box<dyn Fn() -> (ProvingAssignment, ProvingAssignment)>;
+    let mut cases: Vec<(String, Make)> = Vec::new();
+    let mut sizes = vec![(1 << 10, WitnessMix::Random), ((1 << 12) - 100, WitnessMix::Bits)];
+    for lg in [18, 20, 22] {
+        sizes.push((1 << lg, WitnessMix::Random));
+        sizes.push(((1 << lg) - 3, WitnessMix::Bits));
+    }
+    for (n, mix) in sizes {
+        let recorded = BenchCircuit::new(n, mix).unwrap();
+        let rec = Arc::new(record(recorded.clone(), &recorded.id()).unwrap());
+        let c = recorded.with_seed(41);
+        let (pool, hints) = (Arc::clone(&pool), Arc::clone(&hints));
+        cases.push((
+            c.id(),
+            Box::new(move || {
+                let (asg, _) = synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
+                let w = synthesize_witness(c.clone(), &rec, &pool, None).unwrap();
+                (asg, defer(Arc::clone(&rec), w, &mut None).unwrap())
+            }),
+        ));
+    }
+    {
+        let rec = Arc::new(record(Interleaved { x: 2 }, "interleaved").unwrap());
+        let (pool, hints) = (Arc::clone(&pool), Arc::clone(&hints));
+        cases.push((
+            "interleaved".into(),
+            Box::new(move || {
+                let c = Interleaved { x: 12345 };
+                let (asg, _) = synthesize(c.clone(), "interleaved", &pool, &hints, AbcLayout::Exact, None).unwrap();
+                let w = synthesize_witness(c, &rec, &pool, None).unwrap();
+                (asg, defer(Arc::clone(&rec), w, &mut None).unwrap())
+            }),
+        ));
+    }
+    for (name, make) in &cases {
+        let (want, pending) = make();
+        let mut bytes = Vec::new();
+        write_synthetic_params(&CircuitShape::of(&want), &mut bytes).unwrap();
+        let srs = Arc::new(Srs::from_bytes(&bytes, &pool, Validation::OnCurve).unwrap());
+        drop(bytes);
+        gpu.prepare_srs(&srs).unwrap();
+        let rs = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+        let job = |asg| ProvingJob {
+            srs: Arc::clone(&srs),
+            assignments: vec![asg],
+            randomness: vec![rs],
+        };
+        let classic = gpu.prove(job(want)).unwrap().remove(0);
+        let from_device = gpu.prove(job(pending)).unwrap().remove(0);
+        let phases = gpu.last_phases().unwrap();
+        assert_eq!(
+            classic.to_bytes(),
+            from_device.to_bytes(),
+            "{name}: classic vs a/b/c on the device"
+        );
+        assert_eq!(phases.abc_bytes, 0, "{name}: no a/b/c uploaded");
+        assert!(
+            phases.witness_bytes > 0 && phases.evaluation > std::time::Duration::ZERO,
+            "{name}: {phases:?}"
+        );
+        assert!(
+            gpu.resident_srs().iter().any(|r| r.srs.starts_with("matrices of")),
+            "{name}: matrices reported resident"
+        );
+        if srs.lengths().h < 1 << 16 {
+            // The CPU backend computes pending a/b/c on the host.
+            let (_, pending) = make();
+            let on_cpu = cpu.prove(job(pending)).unwrap().remove(0);
+            assert_eq!(on_cpu.to_bytes(), classic.to_bytes(), "{name}: CPU from the recording");
+        }
+        gpu.evict_srs(&srs);
+        eprintln!(
+            "{name}: identical from device-computed a/b/c (witness {} B uploaded, evaluation {:?}, h {:?})",
+            phases.witness_bytes, phases.evaluation, phases.h
+        );
+    }
+    // The recordings gone, their device copies go with them.
+    drop(cases);
+    assert!(
+        !gpu.resident_srs().iter().any(|r| r.srs.starts_with("matrices of")),
+        "matrices freed with their recordings"
+    );
+    assert_eq!(pool.stats().checked_out_bytes, 0);
 }

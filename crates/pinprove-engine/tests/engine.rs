@@ -485,6 +485,8 @@ impl Backend for HoldsOnDevice {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             needs_srs_points: true,
+
+            evaluates_recordings: false,
             ..self.0.capabilities()
         }
     }
@@ -902,6 +904,8 @@ impl Backend for Dying {
             abc_layout: AbcLayout::Exact,
             uses_device: true,
             needs_srs_points: false,
+
+            evaluates_recordings: false,
         }
     }
     fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {

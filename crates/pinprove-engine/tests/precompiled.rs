@@ -399,3 +399,87 @@ fn a_recording_gives_its_memory_back_when_work_needs_it() {
     assert_eq!(pool.budget().used(), pool.stats().allocated_bytes);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The CPU backend, claiming to compute pending a/b/c itself (it does, on
+/// the host, as every backend may), counting the pending ones it gets.
+struct ComputesAbc {
+    cpu: CpuBackend,
+    pending: std::sync::atomic::AtomicUsize,
+}
+
+impl pinprove_groth16::Backend for ComputesAbc {
+    fn name(&self) -> &'static str {
+        "computes-abc"
+    }
+    fn capabilities(&self) -> pinprove_groth16::Capabilities {
+        pinprove_groth16::Capabilities {
+            evaluates_recordings: true,
+            ..self.cpu.capabilities()
+        }
+    }
+    fn extra_working_set(
+        &self,
+        shape: &pinprove_groth16::CapacityHint,
+        queries: Option<&pinprove_groth16::QueryLengths>,
+    ) -> u64 {
+        self.cpu.extra_working_set(shape, queries)
+    }
+    fn start(
+        &self,
+        job: pinprove_groth16::ProvingJob,
+    ) -> Result<Box<dyn pinprove_groth16::StartedProof>, pinprove_groth16::ProveError> {
+        let pending = job.assignments.iter().filter(|a| a.recording().is_some()).count();
+        self.pending.fetch_add(pending, std::sync::atomic::Ordering::Relaxed);
+        self.cpu.start(job)
+    }
+}
+
+#[test]
+fn a_backend_that_computes_a_b_c_gets_the_witness_only() {
+    let dir = temp_dir("precompiled-deferred");
+    let shape = BenchCircuit::new(1500, WitnessMix::Random).unwrap();
+    let (params, vk) = real_params(&shape, &dir);
+    let (pool, acct) = pool_with(2 << 30);
+    let backend = Arc::new(ComputesAbc {
+        cpu: CpuBackend::new(Arc::clone(&pool)),
+        pending: Default::default(),
+    });
+    let engine = Engine::new(
+        EngineConfig {
+            synthesis_workers: 2,
+            precompiled: true,
+            ..EngineConfig::default()
+        },
+        vec![Device {
+            name: "computes-abc".into(),
+            backend: Arc::clone(&backend) as Arc<dyn pinprove_groth16::Backend>,
+        }],
+        Arc::clone(&pool),
+    )
+    .unwrap();
+    let (classic_pool, _) = pool_with(2 << 30);
+    let classic = cpu_engine(&classic_pool, false, None);
+    engine.register_srs(&shape.id(), &params);
+    classic.register_srs(&shape.id(), &params);
+    prove(&engine, &shape, &[1]);
+    let seen = |b: &ComputesAbc| b.pending.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(seen(&backend), 0, "the first job runs classically while it is recorded");
+    let seeds = [6, 7, 8];
+    let pre = prove(&engine, &shape, &seeds);
+    assert_eq!(seen(&backend), 3, "a/b/c left to the backend");
+    let want = prove(&classic, &shape, &seeds);
+    for (p, (a, b)) in pre.iter().zip(&want).enumerate() {
+        assert_eq!(a.proof.to_bytes(), b.proof.to_bytes(), "partition {p}");
+    }
+    verify(&vk, &shape, &seeds, &pre);
+    let s = synthesis_of(&engine, &shape.id());
+    assert_eq!((s.classic_partitions, s.precompiled_partitions), (1, 3));
+    // Admission no longer counts a/b/c on the host.
+    let (ws, classic_ws) = (
+        engine.working_set(&shape.id()).unwrap(),
+        classic.working_set(&shape.id()).unwrap(),
+    );
+    assert!(ws + 3 * 32 * 1500 <= classic_ws, "{ws} vs {classic_ws}");
+    idle(&engine, &shape, &pool, &acct, "deferred");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

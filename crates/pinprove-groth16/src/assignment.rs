@@ -7,6 +7,7 @@ use bellpepper_core::{ConstraintSystem, Index, LinearCombination, SynthesisError
 use ff::Field;
 use pinprove_mem::{MemoryKind, PinnedPool, PinnedVec, Reservation};
 
+use crate::precompiled::Recording;
 use crate::{Density, ProveError, Scalar};
 
 /// A synthesized circuit: the A/B/C evaluations of every constraint, the
@@ -35,6 +36,9 @@ pub struct ProvingAssignment {
     /// What is left of the job's working-set reservation once the vectors
     /// took theirs: released with the assignment.
     working_set: Option<Reservation>,
+    /// Set while a/b/c are still to be computed from a recording's
+    /// matrices (a pre-compiled synthesis left for the backend's device).
+    pending: Option<Arc<Recording>>,
 }
 
 /// The part of an assignment the MSMs use, once a/b/c are gone.
@@ -84,6 +88,7 @@ impl ProvingAssignment {
             b_aux_density: Density::with_capacity(caps.aux),
             error: None,
             working_set: None,
+            pending: None,
         })
     }
 
@@ -108,7 +113,59 @@ impl ProvingAssignment {
             b_aux_density,
             error: None,
             working_set,
+            pending: None,
         }
+    }
+
+    /// An assignment whose a/b/c are still to be computed from
+    /// `recording` (see [`recording`](Self::recording)).
+    pub(crate) fn pending(
+        recording: Arc<Recording>,
+        input: PinnedVec<Scalar>,
+        aux: PinnedVec<Scalar>,
+        [a_aux_density, b_input_density, b_aux_density]: [Density; 3],
+        working_set: Option<Reservation>,
+    ) -> Self {
+        ProvingAssignment {
+            a: None,
+            b: None,
+            c: None,
+            input,
+            aux,
+            a_aux_density,
+            b_input_density,
+            b_aux_density,
+            error: None,
+            working_set,
+            pending: Some(recording),
+        }
+    }
+
+    /// Hands over the a/b/c computed for a pending assignment.
+    pub(crate) fn set_evaluated(&mut self, [a, b, c]: [PinnedVec<Scalar>; 3]) {
+        self.a = Some(a);
+        self.b = Some(b);
+        self.c = Some(c);
+        self.pending = None;
+    }
+
+    /// The recording whose matrices give this assignment's a/b/c, while
+    /// they are not computed yet: a pre-compiled synthesis
+    /// ([`precompiled::defer`](crate::precompiled::defer)) for a backend
+    /// that evaluates them on its device. Other backends compute them on
+    /// the host with
+    /// [`precompiled::evaluate_pending`](crate::precompiled::evaluate_pending).
+    pub fn recording(&self) -> Option<&Arc<Recording>> {
+        self.pending.as_ref()
+    }
+
+    /// The pool the assignment's vectors come from.
+    pub(crate) fn pool(&self) -> &Arc<PinnedPool> {
+        self.aux.pool()
+    }
+
+    pub(crate) fn take_working_set(&mut self) -> Option<Reservation> {
+        self.working_set.take()
     }
 
     pub(crate) fn set_working_set(&mut self, r: Reservation) {
@@ -131,10 +188,14 @@ impl ProvingAssignment {
         }
     }
 
-    /// Number of constraints, including the input constraints. Zero once
-    /// a/b/c were released.
+    /// Number of constraints, including the input constraints (the
+    /// recording's while a/b/c are pending). Zero once a/b/c were released.
     pub fn num_constraints(&self) -> usize {
-        self.a.as_ref().map_or(0, |a| a.len())
+        match (&self.a, &self.pending) {
+            (Some(a), _) => a.len(),
+            (None, Some(r)) => r.num_constraints(),
+            (None, None) => 0,
+        }
     }
 
     /// Number of public inputs, including the constant ONE.
@@ -199,6 +260,7 @@ impl ProvingAssignment {
             b_aux_density: self.b_aux_density.clone(),
             error: None,
             working_set: None,
+            pending: self.pending.clone(),
         })
     }
 
@@ -227,9 +289,9 @@ impl ProvingAssignment {
         self.c = None;
     }
 
-    /// Whether a/b/c were released.
+    /// Whether a/b/c were released (not merely pending).
     pub fn abc_released(&self) -> bool {
-        self.a.is_none()
+        self.a.is_none() && self.pending.is_none()
     }
 
     /// Public inputs, the constant ONE first.
@@ -489,6 +551,7 @@ impl fmt::Debug for ProvingAssignment {
             .field("inputs", &self.num_inputs())
             .field("aux", &self.num_aux())
             .field("abc_released", &self.abc_released())
+            .field("abc_pending", &self.pending.is_some())
             .finish()
     }
 }

@@ -28,6 +28,14 @@ pub struct Capabilities {
     /// Whether jobs must carry the SRS's decoded points (a backend that
     /// loads the parameter file itself needs only the header).
     pub needs_srs_points: bool,
+    /// Whether the backend computes a pre-compiled assignment's a/b/c
+    /// itself, on its device ([`precompiled::defer`]): an engine then
+    /// leaves them pending instead of computing them on the host. Every
+    /// backend accepts pending assignments; one without this computes them
+    /// on the host in `start`.
+    ///
+    /// [`precompiled::defer`]: crate::precompiled::defer
+    pub evaluates_recordings: bool,
 }
 
 /// One SRS a backend keeps a copy of, and where.

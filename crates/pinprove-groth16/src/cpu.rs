@@ -45,6 +45,8 @@ impl Backend for CpuBackend {
             abc_layout: AbcLayout::PaddedToDomain,
             uses_device: false,
             needs_srs_points: true,
+
+            evaluates_recordings: false,
         }
     }
 
@@ -67,6 +69,7 @@ impl Backend for CpuBackend {
         let domain = Domain::new(n)?;
         let mut h = Vec::with_capacity(job.assignments.len());
         for asg in &mut job.assignments {
+            crate::precompiled::evaluate_pending(asg, AbcLayout::PaddedToDomain)?;
             let [a, b, c] = asg.take_abc().ok_or(ProveError::AbcReleased)?;
             // a/b/c go back to the pool before h's vector is taken, so h
             // usually reuses b's buffer.

@@ -11,7 +11,7 @@ use blstrs::Scalar;
 use common::*;
 use ff::Field;
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
-use pinprove_groth16::precompiled::{Recording, record, synthesize_precompiled};
+use pinprove_groth16::precompiled::{Recording, defer, record, synthesize_precompiled, synthesize_witness};
 use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
 use pinprove_groth16::{
     AbcLayout, Backend, CapacityHints, CpuBackend, PrecompiledError, Proof, ProvingAssignment, ProvingJob, Srs,
@@ -99,6 +99,43 @@ fn bench_circuit_proofs_from_a_recording_are_the_classic_proofs() {
         let (p1, p2) = (prove(&pool, &srs, want, r, s), prove(&pool, &srs, got, r, s));
         assert_eq!(p1.to_bytes(), p2.to_bytes(), "{mix}");
     }
+}
+
+#[test]
+fn pending_assignments_prove_the_same_where_the_backend_computes_a_b_c() {
+    let pool = pool();
+    let (r, s) = (Scalar::from(99u64), Scalar::from(101u64));
+    for mix in [WitnessMix::Random, WitnessMix::Bits] {
+        let c = BenchCircuit::new(3000, mix).unwrap();
+        let rec = Arc::new(record(c.clone(), &c.id()).unwrap());
+        let circuit = c.with_seed(5);
+        let want = classic(circuit.clone(), &circuit.id(), &pool, AbcLayout::PaddedToDomain);
+        let srs = synthetic_srs(&want, &pool);
+        let witness = synthesize_witness(circuit, &rec, &pool, None).unwrap();
+        let pending = defer(Arc::clone(&rec), witness, &mut None).unwrap();
+        assert!(Arc::ptr_eq(pending.recording().unwrap(), &rec), "{mix}");
+        assert_eq!(pending.num_constraints(), want.num_constraints(), "{mix}");
+        assert!(
+            pending.a().is_none() && !pending.abc_released(),
+            "{mix}: pending, not released"
+        );
+        // The CPU backend computes a/b/c itself first.
+        let (p1, p2) = (prove(&pool, &srs, want, r, s), prove(&pool, &srs, pending, r, s));
+        assert_eq!(p1.to_bytes(), p2.to_bytes(), "{mix}");
+    }
+    assert_eq!(pool.stats().checked_out_bytes, 0, "everything went back to the pool");
+}
+
+#[test]
+fn a_witness_of_another_shape_is_not_deferred() {
+    let pool = pool();
+    let small = BenchCircuit::new(1000, WitnessMix::Bits).unwrap();
+    let large = BenchCircuit::new(2000, WitnessMix::Bits).unwrap();
+    let rec_small = Arc::new(record(small.clone(), &small.id()).unwrap());
+    let rec_large = record(large.clone(), &large.id()).unwrap();
+    let witness = synthesize_witness(large, &rec_large, &pool, None).unwrap();
+    let e = defer(rec_small, witness, &mut None).err().expect("a mismatch");
+    assert!(e.is_mismatch(), "{e}");
 }
 
 /// Public inputs allocated between aux variables, variables used only in

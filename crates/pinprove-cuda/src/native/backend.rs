@@ -10,14 +10,15 @@ use std::time::{Duration, Instant};
 use blstrs::Scalar;
 use pinprove_groth16::domain::domain_size;
 use pinprove_groth16::{
-    AbcLayout, Backend, Capabilities, CapacityHint, LostDevice, ProveError, ProvingJob, QueryLengths, Srs,
-    StartedProof, check_job,
+    AbcLayout, Backend, Capabilities, CapacityHint, LostDevice, ProveError, ProvingAssignment, ProvingJob,
+    QueryLengths, Srs, StartedProof, check_job, precompiled,
 };
 use pinprove_mem::PinnedPool;
 use pinprove_mem::cuda::{EventFence, PooledEvent};
 use pinprove_mem::sync::Recover;
 
 use super::h::{Events, HJob};
+use super::matrices::{DeviceMatrices, ResidentMatrices};
 use super::msm::{G1, G2, MsmScalars, msm};
 use super::proof::{DeviceProof, DeviceReads, NativeStarted};
 use super::resident::{ResidentSrs, srs_key};
@@ -47,6 +48,8 @@ pub struct NativeBackend {
     /// Per SRS, the preparation buffer sizes the pool keeps warm (see
     /// [`keep_preparation_warm`](Self::keep_preparation_warm)).
     prep_warm: Mutex<HashMap<PathBuf, Vec<usize>>>,
+    /// Pre-compiled circuits' matrices on the device.
+    matrices: ResidentMatrices,
 }
 
 impl NativeBackend {
@@ -96,6 +99,7 @@ impl NativeBackend {
             last_phases: Arc::new(Mutex::new(None)),
             lost: LostDevice::default(),
             prep_warm: Mutex::new(HashMap::new()),
+            matrices: ResidentMatrices::default(),
         })
     }
 
@@ -188,6 +192,8 @@ impl Backend for NativeBackend {
             abc_layout: AbcLayout::Exact,
             uses_device: true,
             needs_srs_points: true,
+
+            evaluates_recordings: true,
         }
     }
 
@@ -239,6 +245,15 @@ impl Backend for NativeBackend {
     }
 
     fn resident_srs(&self) -> Vec<pinprove_groth16::ResidentSrs> {
+        let matrices = self
+            .matrices
+            .report()
+            .into_iter()
+            .map(|(circuit, bytes)| pinprove_groth16::ResidentSrs {
+                srs: format!("matrices of {circuit}"),
+                place: "device",
+                bytes,
+            });
         self.resident()
             .into_iter()
             .map(|r| pinprove_groth16::ResidentSrs {
@@ -246,6 +261,7 @@ impl Backend for NativeBackend {
                 place: "device",
                 bytes: r.device_bytes,
             })
+            .chain(matrices)
             .collect()
     }
 
@@ -300,12 +316,19 @@ impl NativeBackend {
         for mut asg in job.assignments.drain(..) {
             let t0 = Instant::now();
             // CPU side first, outside the device lock.
-            let [a, b, c] = asg.take_abc().ok_or(ProveError::AbcReleased)?;
-            if [a.len(), b.len(), c.len()] != [n; 3] {
-                return Err(backend_error(format!(
-                    "a/b/c must hold exactly {n} evaluations (exact layout)"
-                )));
-            }
+            let matrices = self.matrices_for(&mut asg)?;
+            let abc = match &matrices {
+                Some(_) => None,
+                None => {
+                    let [a, b, c] = asg.take_abc().ok_or(ProveError::AbcReleased)?;
+                    if [a.len(), b.len(), c.len()] != [n; 3] {
+                        return Err(backend_error(format!(
+                            "a/b/c must hold exactly {n} evaluations (exact layout)"
+                        )));
+                    }
+                    Some([a, b, c])
+                }
+            };
             let mut w = asg.into_witness();
             let resident = self.lock().get(&key).cloned();
             if resident.is_none() && points.is_none() {
@@ -332,12 +355,23 @@ impl NativeBackend {
                 oldest.synchronize().map_err(cuda_error)?;
             }
             let t2 = Instant::now();
-            let h_job = HJob::begin(device, [&a, &b, &c], lg_m, &uploaded, &events.marks)?;
-            // Back to the pool now; it hands each buffer out again only once
-            // its copy has landed.
-            for (mut v, e) in [a, b, c].into_iter().zip(uploaded) {
-                v.set_use_fence(Box::new(EventFence::from(e)));
-            }
+            let (h_job, evaluated) = match (&matrices, abc) {
+                (Some(mats), _) => {
+                    let done = self.events.timing().map_err(cuda_error)?;
+                    let job = HJob::begin_precompiled(mats, (&w.inputs, &w.aux), lg_m, &events.marks, &done)?;
+                    (job, Some(done))
+                }
+                (None, Some([a, b, c])) => {
+                    let job = HJob::begin(device, [&a, &b, &c], lg_m, &uploaded, &events.marks)?;
+                    // Back to the pool now; it hands each buffer out again
+                    // only once its copy has landed.
+                    for (mut v, e) in [a, b, c].into_iter().zip(uploaded) {
+                        v.set_use_fence(Box::new(EventFence::from(e)));
+                    }
+                    (job, None)
+                }
+                (None, None) => unreachable!("a/b/c are taken whenever the device does not compute them"),
+            };
             let aux: &[Scalar] = &w.aux;
             let streamed = resident.is_none();
             if streamed {
@@ -406,7 +440,12 @@ impl NativeBackend {
                 preparation: t1 - t0,
                 device_wait: t2 - t1,
                 queueing: t3 - t2,
-                abc_bytes: 3 * n as u64 * 32,
+                abc_bytes: if matrices.is_some() { 0 } else { 3 * n as u64 * 32 },
+                witness_bytes: if matrices.is_some() {
+                    ((w.inputs.len() + w.aux.len()) * 32) as u64
+                } else {
+                    0
+                },
                 // Host times; with resident bases `finish` replaces them by
                 // GPU times.
                 msm: [
@@ -440,6 +479,7 @@ impl NativeBackend {
                 _prep: prep,
                 _witness: w,
                 _resident: resident,
+                _matrices: matrices,
             };
             proofs.push(DeviceProof {
                 h,
@@ -448,6 +488,7 @@ impl NativeBackend {
                 b_g1,
                 b_g2,
                 events,
+                evaluated,
                 phases,
                 _reads: reads,
             });
@@ -462,6 +503,32 @@ impl NativeBackend {
         }))
     }
 }
+impl NativeBackend {
+    /// For an assignment whose a/b/c are pending, its circuit's matrices
+    /// on this device (uploaded on first use); when they cannot be put
+    /// there, a/b/c are computed on the host instead (the witness is kept
+    /// either way).
+    fn matrices_for(&self, asg: &mut ProvingAssignment) -> Result<Option<Arc<DeviceMatrices>>, ProveError> {
+        let Some(recording) = asg.recording().cloned() else {
+            return Ok(None);
+        };
+        match self.lost.note(self.matrices.get(&recording, self.ordinal())) {
+            Ok(m) => Ok(Some(m)),
+            Err(e) if e.loses_device() => Err(e),
+            Err(e) => {
+                tracing::warn!(
+                    circuit = recording.circuit_id(),
+                    error = %e,
+                    "a circuit's matrices do not fit on the device; a/b/c computed on the host"
+                );
+                self.threads
+                    .install(|| precompiled::evaluate_pending(asg, AbcLayout::Exact))?;
+                Ok(None)
+            }
+        }
+    }
+}
+
 impl std::fmt::Debug for NativeBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NativeBackend")

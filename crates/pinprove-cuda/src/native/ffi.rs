@@ -1,4 +1,5 @@
-//! The CUDA glue's C interface (`cuda/native_h.cu`, `cuda/native_msm.cu`)
+//! The CUDA glue's C interface (`cuda/native_h.cu`, `cuda/native_msm.cu`,
+//! `cuda/native_spmv.cu`)
 //! and the structs it shares with Rust, mirrored from `cuda/ffi.h` with the
 //! same size and offset assertions on both sides.
 
@@ -21,11 +22,34 @@ unsafe extern "C" {
         uploaded: *const *mut c_void,
         marks: *const *mut c_void,
     ) -> sppark::Error;
+    pub(super) fn pinprove_h_begin_precompiled(
+        out: *mut *mut c_void,
+        matrices: *const c_void,
+        inputs: *const Scalar,
+        n_inputs: usize,
+        aux: *const Scalar,
+        n_aux: usize,
+        lg_m: u32,
+        marks: *const *mut c_void,
+        evaluated: *mut c_void,
+    ) -> sppark::Error;
     pub(super) fn pinprove_h_result(job: *mut c_void, h: *mut *const Scalar, ready: *mut *mut c_void);
     pub(super) fn pinprove_h_wait(job: *mut c_void) -> sppark::Error;
     #[cfg(test)]
     pub(super) fn pinprove_h_download(job: *mut c_void, h_out: *mut Scalar) -> sppark::Error;
     pub(super) fn pinprove_h_free(job: *mut c_void);
+    // cuda/native_spmv.cu
+    pub(super) fn pinprove_matrices_upload(
+        out: *mut *mut c_void,
+        bytes: *mut usize,
+        device: c_int,
+        views: *const CsrView,
+        rows: usize,
+        vars: usize,
+        coeffs: *const Scalar,
+        n_coeffs: usize,
+    ) -> sppark::Error;
+    pub(super) fn pinprove_matrices_free(handle: *mut c_void);
     // cuda/native_msm.cu
     pub(super) fn pinprove_msm_g1(
         out: *mut blst_p1,
@@ -74,6 +98,16 @@ unsafe extern "C" {
     ) -> sppark::Error;
     pub(super) fn pinprove_resident_g1_free(p: *mut c_void);
     pub(super) fn pinprove_resident_g2_free(p: *mut c_void);
+}
+
+/// One matrix of a recording as the upload reads it:
+/// `struct pinprove_csr_view` in `cuda/native_spmv.cu`.
+#[repr(C)]
+pub(super) struct CsrView {
+    pub(super) row_ptr: *const u64,
+    pub(super) cols: *const u32,
+    pub(super) ids: *const u16,
+    pub(super) nnz: usize,
 }
 
 /// One MSM over resident bases: `struct pinprove_msm_call` in `cuda/ffi.h`

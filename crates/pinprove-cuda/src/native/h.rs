@@ -10,6 +10,7 @@ use pinprove_groth16::ProveError;
 use pinprove_mem::cuda::{CudaError, EventPool, PooledEvent};
 
 use super::ffi::*;
+use super::matrices::DeviceMatrices;
 use super::msm::DeviceScalars;
 use super::{backend_error, check};
 
@@ -59,6 +60,11 @@ impl Events {
         })
     }
 
+    /// One more timing event.
+    pub(super) fn timing(&self) -> Result<PooledEvent, CudaError> {
+        self.timing.take()
+    }
+
     /// Three fence events, one per a/b/c upload.
     pub(super) fn fences(&self) -> Result<[PooledEvent; 3], CudaError> {
         Ok([self.fence.take()?, self.fence.take()?, self.fence.take()?])
@@ -102,6 +108,43 @@ impl HJob {
                 )
             },
             "h on the GPU",
+        )?;
+        Ok(HJob { raw, m: 1 << lg_m })
+    }
+
+    /// Queues the upload of a pre-compiled circuit's witness (inputs, then
+    /// aux), a/b/c's computation from `matrices` on the device, and the
+    /// transforms. `evaluated` is recorded once a/b/c are computed; the
+    /// marks as [`ProofEvents::marks`], the uploads being the witness's.
+    pub(super) fn begin_precompiled(
+        matrices: &DeviceMatrices,
+        (inputs, aux): (&[Scalar], &[Scalar]),
+        lg_m: u32,
+        marks: &[PooledEvent; 4],
+        evaluated: &PooledEvent,
+    ) -> Result<HJob, ProveError> {
+        let marks = marks.each_ref().map(|e| e.as_raw());
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: the matrices are live for the call, and the caller keeps
+        // them (an Arc) and the witness (pool buffers of inputs.len() and
+        // aux.len() scalars) alive until the proof's device work completed;
+        // the call checks the witness's length against the matrices' and
+        // their rows against the domain. Events are live for the call.
+        check(
+            unsafe {
+                pinprove_h_begin_precompiled(
+                    &mut raw,
+                    matrices.raw,
+                    inputs.as_ptr(),
+                    inputs.len(),
+                    aux.as_ptr(),
+                    aux.len(),
+                    lg_m,
+                    marks.as_ptr(),
+                    evaluated.as_raw(),
+                )
+            },
+            "h of a pre-compiled circuit on the GPU",
         )?;
         Ok(HJob { raw, m: 1 << lg_m })
     }

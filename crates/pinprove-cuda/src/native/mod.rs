@@ -33,6 +33,7 @@
 mod backend;
 mod ffi;
 mod h;
+mod matrices;
 mod msm;
 mod proof;
 mod resident;
@@ -129,10 +130,18 @@ pub struct NativePhases {
     /// Summing the MSMs' results on the host, in `finish` (includes
     /// waiting for the device work to complete).
     pub sums: Duration,
-    /// GPU time of the a/b/c uploads (first copy queued to last landed).
+    /// GPU time of the a/b/c uploads, or of the witness's for a
+    /// pre-compiled circuit (first copy queued to last landed).
     pub upload: Duration,
-    /// Bytes of a/b/c uploaded for h.
+    /// Bytes of a/b/c uploaded for h (none for a pre-compiled circuit,
+    /// whose a/b/c the device computes).
     pub abc_bytes: u64,
+    /// Bytes of witness uploaded for a pre-compiled circuit's a/b/c.
+    pub witness_bytes: u64,
+    /// GPU time of computing a/b/c from a pre-compiled circuit's matrices
+    /// (from the compute stream reaching the proof, witness upload wait
+    /// included); part of [`h`](Self::h).
+    pub evaluation: Duration,
     /// GPU time from the compute stream reaching the proof to h
     /// computed (seven NTTs and the quotient, and any wait for a/b/c's
     /// uploads).

@@ -11,6 +11,7 @@ use pinprove_mem::cuda::PooledEvent;
 use pinprove_mem::sync::Recover;
 
 use super::h::ProofEvents;
+use super::matrices::DeviceMatrices;
 use super::msm::{G1, G2, Msm};
 use super::resident::ResidentSrs;
 use super::{NativePhases, cuda_error};
@@ -28,6 +29,8 @@ pub(super) struct DeviceReads {
     pub(super) _prep: split::Prepared,
     pub(super) _witness: Witness,
     pub(super) _resident: Option<Arc<ResidentSrs>>,
+    /// A pre-compiled circuit's matrices, when the device computed a/b/c.
+    pub(super) _matrices: Option<Arc<DeviceMatrices>>,
 }
 
 impl Drop for DeviceReads {
@@ -50,6 +53,8 @@ pub(super) struct DeviceProof {
     pub(super) b_g1: Msm<G1>,
     pub(super) b_g2: Msm<G2>,
     pub(super) events: ProofEvents,
+    /// Recorded once the device computed a/b/c (pre-compiled circuits).
+    pub(super) evaluated: Option<PooledEvent>,
     /// With streamed bases the MSM times are already in (host times: the
     /// MSMs ran to completion in `start`); else they come from `events`.
     pub(super) phases: NativePhases,
@@ -63,6 +68,9 @@ impl DeviceProof {
         let [up0, up1, h0, h1] = &self.events.marks;
         self.phases.upload = up1.elapsed_since(up0)?;
         self.phases.h = h1.elapsed_since(h0)?;
+        if let Some(e) = &self.evaluated {
+            self.phases.evaluation = e.elapsed_since(h0)?;
+        }
         if self.phases.resident_bases {
             let mut prev = h1;
             for (slot, e) in self.phases.msm.iter_mut().zip(&self.events.msms) {

@@ -166,6 +166,7 @@ impl Engine {
         } else {
             AbcLayout::Exact
         };
+        let abc_on_device = devices.iter().all(|d| d.backend.capabilities().evaluates_recordings);
         let slots: Vec<DeviceSlot> = devices
             .into_iter()
             .map(|d| {
@@ -198,6 +199,7 @@ impl Engine {
             srs,
             devices: slots,
             layout,
+            abc_on_device,
             queue: Mutex::new(BinaryHeap::new()),
             queue_cv: Condvar::new(),
             synth_running: Mutex::new(0),

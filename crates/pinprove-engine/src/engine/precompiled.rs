@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use pinprove_groth16::precompiled::{Recording, evaluate};
+use pinprove_groth16::precompiled::{Recording, defer, evaluate};
 use pinprove_groth16::{PrecompiledError, ProveError, ProvingAssignment, QueryLengths};
 use pinprove_mem::sync::Recover;
 use pinprove_mem::{ErrorChain, Evictor, MemoryBudget, Reservation};
@@ -37,6 +37,10 @@ use serde::Serialize;
 use super::state::{Inner, catch};
 use super::synthesis::Counted;
 use crate::job::{FreshCircuit, Partition, SynthesisContext};
+
+/// How long a recording waits for spare budget before it gives up (and is
+/// tried again after [`RETRY_AFTER`]).
+const RESERVE_PATIENCE: Duration = Duration::from_secs(600);
 
 /// How long a circuit type whose recording the budget could not hold waits
 /// before it is tried again.
@@ -94,7 +98,8 @@ pub struct CircuitSynthesis {
 
 /// A recording and the budget reservation paying for it.
 pub(super) struct Held {
-    recording: Recording,
+    /// Shared with the partitions whose a/b/c a device computes from it.
+    recording: Arc<Recording>,
     funds: Reservation,
 }
 
@@ -191,6 +196,17 @@ impl Precompiler {
         None
     }
 
+    /// Whether partitions of `circuit_id` synthesize from a recording now.
+    pub(super) fn is_ready(&self, circuit_id: &str) -> bool {
+        matches!(
+            self.circuits.lock().recover().get(circuit_id),
+            Some(Entry {
+                state: State::Ready(_),
+                ..
+            })
+        )
+    }
+
     fn set(&self, circuit_id: &str, state: State) {
         if let Some(e) = self.circuits.lock().recover().get_mut(circuit_id) {
             e.state = state;
@@ -231,7 +247,7 @@ impl Precompiler {
     /// Loads `circuit_id`'s recording from the hints directory, or records
     /// `fresh` (and saves it there).
     fn load_or_record(
-        &self,
+        self: &Arc<Self>,
         circuit_id: &str,
         fresh: Box<dyn FreshCircuit>,
         estimate: u64,
@@ -251,7 +267,7 @@ impl Precompiler {
             }
         }
         let started = Instant::now();
-        let Some(funds) = self.reserve(circuit_id, estimate) else {
+        let Some(funds) = self.reserve_waiting(circuit_id, estimate) else {
             return Made::Retry;
         };
         let recording = match fresh.record(circuit_id) {
@@ -343,6 +359,23 @@ impl Precompiler {
         r
     }
 
+    /// As `reserve`, waiting up to [`RESERVE_PATIENCE`] for spare budget:
+    /// while partitions stream, admissions keep the budget full, and a
+    /// recording that only tried once would never be made. Gives up early
+    /// when the engine is gone (this thread holds the last reference).
+    fn reserve_waiting(self: &Arc<Self>, circuit_id: &str, bytes: u64) -> Option<Reservation> {
+        let deadline = Instant::now() + RESERVE_PATIENCE;
+        loop {
+            if let Some(r) = self.budget.try_acquire_spare(bytes) {
+                return Some(r);
+            }
+            if Instant::now() >= deadline || Arc::strong_count(self) == 1 {
+                return self.reserve(circuit_id, bytes);
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
     /// The recording with `funds` trimmed or topped up to its size.
     fn hold(&self, recording: Recording, mut funds: Reservation) -> Option<Held> {
         let bytes = recording.stats().bytes;
@@ -352,7 +385,10 @@ impl Precompiler {
         } else {
             funds.release(funds.bytes() - bytes);
         }
-        Some(Held { recording, funds })
+        Some(Held {
+            recording: Arc::new(recording),
+            funds,
+        })
     }
 
     /// A partition of `circuit_id` could not be synthesized from the
@@ -438,7 +474,10 @@ impl Evictor for Precompiler {
                 if freed >= bytes {
                     break;
                 }
-                if !matches!(&e.state, State::Ready(h) if Arc::strong_count(h) == 1) {
+                // Not while a partition synthesizes from it, nor while a
+                // device computes a partition's a/b/c from it.
+                if !matches!(&e.state, State::Ready(h) if Arc::strong_count(h) == 1 && Arc::strong_count(&h.recording) == 1)
+                {
                     continue;
                 }
                 if let State::Ready(h) =
@@ -484,6 +523,21 @@ impl Inner {
             let mut funds = std::mem::replace(&mut ctx.funds, Reservation::empty(&self.budget));
             let rec = &held.recording;
             let attempt = match fresh.synthesize_witness(rec, ctx.pool, Some(&mut funds)) {
+                Ok(witness) if self.abc_on_device => {
+                    // The device computes a/b/c: only the witness is held.
+                    let mut left = Some(funds);
+                    let deferred = defer(Arc::clone(rec), witness, &mut left);
+                    if let Some(funds) = left {
+                        ctx.funds = funds;
+                    }
+                    deferred.inspect(|_| {
+                        tracing::debug!(
+                            circuit = id,
+                            witness_ms = started.elapsed().as_millis() as u64,
+                            "witness synthesized; a/b/c left to the device"
+                        );
+                    })
+                }
                 Ok(witness) => {
                     let witness_time = started.elapsed();
                     let mut left = Some(funds);

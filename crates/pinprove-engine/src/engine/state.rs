@@ -369,6 +369,9 @@ pub(crate) struct Inner {
     pub(super) devices: Vec<DeviceSlot>,
     pub(super) gauges: Arc<Gauges>,
     pub(super) layout: AbcLayout,
+    /// Whether pre-compiled partitions leave a/b/c to the devices (every
+    /// backend computes them there).
+    pub(super) abc_on_device: bool,
     pub(super) queue: Mutex<BinaryHeap<Queued<Pending>>>,
     pub(super) queue_cv: Condvar,
     pub(super) synth_running: Mutex<usize>,

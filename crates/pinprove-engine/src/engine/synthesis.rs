@@ -17,8 +17,8 @@ use crate::{EngineError, Phase};
 
 impl Inner {
     /// Host bytes one partition of `circuit_id` needs while in flight: its
-    /// vectors (as the pool rounds them), densities, and what the backends
-    /// add. From the capacity hint, or from the parameters' shape before the
+    /// vectors (as the pool rounds them; no a/b/c where a recording lets the
+    /// devices compute them), densities, and what the backends add. From the capacity hint, or from the parameters' shape before the
     /// first synthesis. A hint that is implausible, or that disagrees with
     /// the parameters (other inputs or aux, more constraints than their
     /// domain), is discarded and relearned: a tampered hints file must not
@@ -33,8 +33,11 @@ impl Inner {
             .map(|d| d.backend.extra_working_set(&shape, queries.as_ref()))
             .max()
             .unwrap_or(0);
-        Ok(vec(n)
-            .saturating_mul(3)
+        // A partition that falls back to the classic synthesis tops its
+        // funds up when it takes a/b/c (urgently: it was admitted).
+        let abc_on_host = !(self.abc_on_device && self.precompiled.is_ready(circuit_id));
+        let abc = if abc_on_host { vec(n).saturating_mul(3) } else { 0 };
+        Ok(abc
             .saturating_add(vec(shape.inputs))
             .saturating_add(vec(shape.aux))
             .saturating_add(densities)

@@ -137,6 +137,8 @@ impl Backend for TestBackend {
             abc_layout: AbcLayout::Exact,
             uses_device: false,
             needs_srs_points: false,
+
+            evaluates_recordings: false,
         }
     }
     fn extra_working_set(&self, _: &pinprove_groth16::CapacityHint, _: Option<&pinprove_groth16::QueryLengths>) -> u64 {
@@ -351,6 +353,8 @@ impl Backend for Chaos {
             abc_layout: AbcLayout::Exact,
             uses_device: false,
             needs_srs_points: false,
+
+            evaluates_recordings: false,
         }
     }
     fn extra_working_set(&self, _: &pinprove_groth16::CapacityHint, _: Option<&pinprove_groth16::QueryLengths>) -> u64 {

@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use super::{MINUS_ONE_ID, Matrix, ONE_ID, Recording, WitnessValues, synthesize_witness};
 use crate::domain::domain_size;
-use crate::{AbcLayout, PrecompiledError, ProvingAssignment, Scalar};
+use crate::{AbcLayout, PrecompiledError, ProveError, ProvingAssignment, Scalar};
 
 /// What one pre-compiled synthesis took.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,36 +39,43 @@ fn dot(m: &Matrix, r: usize, coefficients: &[Scalar], inputs: &[Scalar], aux: &[
     acc
 }
 
-/// Evaluates `recording`'s matrices on `witness` into an assignment laid
-/// out for `layout` (a/b/c of one entry per constraint, with room for the
-/// whole domain under [`AbcLayout::PaddedToDomain`]), with the recorded
-/// densities: the assignment the classic synthesis of the same witness
-/// produces. The buffers are paid for out of `funds` when given; on success
-/// what is left of it moves to the assignment, on failure it stays with the
-/// caller (who may still synthesize the partition classically with it).
-pub fn evaluate(
-    recording: &Recording,
-    witness: WitnessValues,
-    pool: &Arc<PinnedPool>,
-    layout: AbcLayout,
-    funds: &mut Option<Reservation>,
-) -> Result<ProvingAssignment, PrecompiledError> {
-    let WitnessValues { inputs, aux } = witness;
+/// The recording's counts against the witness's.
+fn check_shape(recording: &Recording, witness: &WitnessValues) -> Result<(), PrecompiledError> {
     for (what, recorded, found) in [
-        ("public inputs", recording.num_inputs(), inputs.len()),
-        ("aux variables", recording.num_aux(), aux.len()),
+        ("public inputs", recording.num_inputs(), witness.inputs.len()),
+        ("aux variables", recording.num_aux(), witness.aux.len()),
     ] {
         if recorded != found {
             return Err(PrecompiledError::ShapeMismatch { what, recorded, found });
         }
     }
+    Ok(())
+}
+
+fn densities(recording: &Recording) -> [crate::Density; 3] {
+    [
+        recording.a_aux_density().clone(),
+        recording.b_input_density().clone(),
+        recording.b_aux_density().clone(),
+    ]
+}
+
+/// a/b/c of `recording` on the witness (inputs, aux), in buffers of `pool`
+/// paid for out of `funds` when given.
+fn evaluate_abc(
+    recording: &Recording,
+    (inputs, aux): (&[Scalar], &[Scalar]),
+    pool: &Arc<PinnedPool>,
+    layout: AbcLayout,
+    mut funds: Option<&mut Reservation>,
+) -> Result<[PinnedVec<Scalar>; 3], ProveError> {
     let rows = recording.num_constraints();
     let room = match layout {
         AbcLayout::Exact => rows,
         AbcLayout::PaddedToDomain => domain_size(rows)?,
     };
-    let mut vec = || -> Result<PinnedVec<Scalar>, PrecompiledError> {
-        let mut v = PinnedVec::with_capacity_charged(room, pool, funds.as_mut())?;
+    let mut vec = || -> Result<PinnedVec<Scalar>, ProveError> {
+        let mut v = PinnedVec::with_capacity_charged(room, pool, funds.as_deref_mut())?;
         // Overwritten below; the parallel fill also spreads the first touch
         // of fresh pages over all threads.
         v.try_resize_par(rows, Scalar::ZERO)?;
@@ -83,22 +90,78 @@ pub fn evaluate(
         .enumerate()
         .with_min_len(1024)
         .for_each(|(r, ((x, y), z))| {
-            *x = dot(ma, r, coefficients, &inputs, &aux);
-            *y = dot(mb, r, coefficients, &inputs, &aux);
-            *z = dot(mc, r, coefficients, &inputs, &aux);
+            *x = dot(ma, r, coefficients, inputs, aux);
+            *y = dot(mb, r, coefficients, inputs, aux);
+            *z = dot(mc, r, coefficients, inputs, aux);
         });
-    let densities = [
-        recording.a_aux_density().clone(),
-        recording.b_input_density().clone(),
-        recording.b_aux_density().clone(),
-    ];
+    Ok([a, b, c])
+}
+
+/// Evaluates `recording`'s matrices on `witness` into an assignment laid
+/// out for `layout` (a/b/c of one entry per constraint, with room for the
+/// whole domain under [`AbcLayout::PaddedToDomain`]), with the recorded
+/// densities: the assignment the classic synthesis of the same witness
+/// produces. The buffers are paid for out of `funds` when given; on success
+/// what is left of it moves to the assignment, on failure it stays with the
+/// caller (who may still synthesize the partition classically with it).
+pub fn evaluate(
+    recording: &Recording,
+    witness: WitnessValues,
+    pool: &Arc<PinnedPool>,
+    layout: AbcLayout,
+    funds: &mut Option<Reservation>,
+) -> Result<ProvingAssignment, PrecompiledError> {
+    check_shape(recording, &witness)?;
+    let abc = evaluate_abc(recording, (&witness.inputs, &witness.aux), pool, layout, funds.as_mut())?;
     Ok(ProvingAssignment::from_evaluated(
-        [a, b, c],
-        inputs,
-        aux,
+        abc,
+        witness.inputs,
+        witness.aux,
+        densities(recording),
+        funds.take(),
+    ))
+}
+
+/// An assignment whose a/b/c are left to the backend: computed from the
+/// recording's matrices where the witness goes anyway, on the device of a
+/// backend that can (its [`Capabilities::evaluates_recordings`]), so they
+/// never exist in host memory; any other backend computes them with
+/// [`evaluate_pending`] first. What is left of `funds` moves to the
+/// assignment on success and stays with the caller on failure.
+///
+/// [`Capabilities::evaluates_recordings`]: crate::Capabilities::evaluates_recordings
+pub fn defer(
+    recording: Arc<Recording>,
+    witness: WitnessValues,
+    funds: &mut Option<Reservation>,
+) -> Result<ProvingAssignment, PrecompiledError> {
+    check_shape(&recording, &witness)?;
+    let densities = densities(&recording);
+    Ok(ProvingAssignment::pending(
+        recording,
+        witness.inputs,
+        witness.aux,
         densities,
         funds.take(),
     ))
+}
+
+/// Computes on the host the a/b/c of an assignment left pending by
+/// [`defer`] (nothing to do for any other), in buffers of its own pool
+/// paid for out of its working set.
+pub fn evaluate_pending(asg: &mut ProvingAssignment, layout: AbcLayout) -> Result<(), ProveError> {
+    let Some(recording) = asg.recording().cloned() else {
+        return Ok(());
+    };
+    let pool = Arc::clone(asg.pool());
+    // Out of the assignment for the call, which reads its witness.
+    let mut funds = asg.take_working_set();
+    let abc = evaluate_abc(&recording, (asg.inputs(), asg.aux()), &pool, layout, funds.as_mut());
+    if let Some(f) = funds {
+        asg.set_working_set(f);
+    }
+    asg.set_evaluated(abc?);
+    Ok(())
 }
 
 /// Synthesizes `circuit` from its `recording`: the witness only, then a/b/c

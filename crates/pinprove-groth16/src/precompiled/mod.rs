@@ -57,7 +57,7 @@ use std::fmt;
 use crate::{Density, Scalar};
 
 pub use crate::error::PrecompiledError;
-pub use eval::{PrecompiledStats, evaluate, synthesize_precompiled};
+pub use eval::{PrecompiledStats, defer, evaluate, evaluate_pending, synthesize_precompiled};
 pub use file::FORMAT_VERSION;
 pub use record::record;
 pub use witness::{WitnessValues, synthesize_witness};

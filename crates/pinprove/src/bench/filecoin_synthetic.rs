@@ -68,6 +68,12 @@ pub struct SyntheticArgs {
     /// directory), so that a circuit's shape is counted once per machine.
     #[arg(long)]
     pub shape_cache: Option<PathBuf>,
+    /// Pre-compiled synthesis: the first proof runs classically while the
+    /// circuit is recorded; the stream starts once the recording is ready
+    /// and synthesizes witnesses only (a/b/c computed on the GPU by the
+    /// native backend).
+    #[arg(long)]
+    pub precompiled: bool,
 }
 
 /// One partition, synthesized alone.
@@ -93,8 +99,12 @@ pub struct PartitionProfile {
 /// The GPU's phases of the last partition proved (native backend).
 #[derive(Serialize)]
 pub struct DevicePhases {
+    /// a/b/c's upload, or the witness's for a pre-compiled circuit.
     upload_s: f64,
     upload_gbps: f64,
+    upload_bytes: u64,
+    /// Computing a/b/c from a pre-compiled circuit's matrices (part of h).
+    evaluation_s: f64,
     /// NTTs and the quotient.
     h_s: f64,
     /// Each MSM: name, seconds, bases, bases per second, bases through
@@ -148,6 +158,15 @@ pub struct Proving {
     backlog_s: f64,
     gpu_utilization_backlog_percent: Option<f64>,
     winning_during_s: Option<f64>,
+    /// The stream's last partition on the GPU.
+    stream_device: Option<DevicePhases>,
+    /// How the circuit's partitions were synthesized: mode at the end, and
+    /// partitions each way over the whole run.
+    synthesis_mode: String,
+    precompiled_partitions: u64,
+    classic_partitions: u64,
+    /// Waiting after the first proof for the circuit's recording.
+    recording_wait_s: f64,
     peak_rss_bytes: Option<u64>,
     pool_fresh_bytes: u64,
     pool_alloc_s: f64,
@@ -203,9 +222,12 @@ fn device_phases(stack: &Stack) -> Option<DevicePhases> {
             (name.to_string(), secs(*t), *n, rate, pip)
         })
         .collect();
+    let upload_bytes = p.abc_bytes + p.witness_bytes;
     Some(DevicePhases {
         upload_s: secs(p.upload),
-        upload_gbps: gbps(p.abc_bytes, p.upload),
+        upload_gbps: gbps(upload_bytes, p.upload),
+        upload_bytes,
+        evaluation_s: secs(p.evaluation),
         h_s: secs(p.h),
         msm,
         device_s: secs(p.device()),
@@ -269,6 +291,7 @@ pub fn measure(
     let engine = stack.engine(EngineConfig {
         synthesis_workers: args.synthesis_workers.unwrap_or(defaults.synthesis_workers),
         max_concurrent_syntheses: args.max_concurrent_syntheses,
+        precompiled: args.precompiled,
         ..defaults
     })?;
     let prover = FilecoinProver::new(
@@ -444,6 +467,18 @@ pub fn measure(
         );
     }
 
+    let t = Instant::now();
+    if args.precompiled {
+        // The recording started with the first proof; the stream is what
+        // it speeds up.
+        ensure!(
+            engine.wait_quiet(Duration::from_secs(1800)),
+            "the circuit's recording did not finish"
+        );
+        eprintln!("recording ready {:.1} s after the first proof", secs(t.elapsed()));
+    }
+    let recording_wait_s = secs(t.elapsed());
+
     // A stream of proofs submitted at once (and a WinningPoSt into it).
     let _ = sys::reset_peak_rss();
     let started = Instant::now();
@@ -464,6 +499,14 @@ pub fn measure(
     let u = Utilization::of_jobs(engine.timeline(), &jobs, NVML_LAG);
     if let Some(p) = &args.timeline {
         std::fs::write(p, engine.timeline().svg()).with_context(|| format!("writing {}", p.display()))?;
+    }
+    let stream_device = device_phases(&stack);
+    let synthesis = engine.status().synthesis.into_iter().find(|c| c.circuit_id == circuit);
+    if let Some(c) = &synthesis {
+        eprintln!(
+            "synthesis of {circuit}: {:?} now; {} partitions pre-compiled, {} classic",
+            c.mode, c.precompiled_partitions, c.classic_partitions
+        );
     }
     let mut synth: Vec<Duration> = results.iter().map(|r| r.timings.get(Phase::Synthesis)).collect();
     let n = args.stream.max(1) as f64;
@@ -490,6 +533,11 @@ pub fn measure(
         backlog_s: secs(u.backlog),
         gpu_utilization_backlog_percent: u.backlog_gpu_percent,
         winning_during_s: winning_s,
+        stream_device,
+        synthesis_mode: synthesis.as_ref().map_or("classic".into(), |c| format!("{:?}", c.mode)),
+        precompiled_partitions: synthesis.as_ref().map_or(0, |c| c.precompiled_partitions),
+        classic_partitions: synthesis.as_ref().map_or(0, |c| c.classic_partitions),
+        recording_wait_s,
         peak_rss_bytes: peak,
         pool_fresh_bytes: pool_after.allocated_bytes.saturating_sub(pool_before.allocated_bytes),
         pool_alloc_s: secs(pool_after.alloc_time.saturating_sub(pool_before.alloc_time)),
@@ -572,6 +620,21 @@ pub fn print(r: &SyntheticReport) {
                 .map_or("n/a".into(), |g| format!("{g:.1}%"))
         );
     }
+    if let Some(d) = &r.stream_device {
+        println!(
+            "  GPU, the stream's last partition: upload {} in {:.3} s ({:.1} GB/s), a/b/c computed on the GPU in {:.3} s, h {:.3} s, device {:.3} s",
+            bytes(d.upload_bytes),
+            d.upload_s,
+            d.upload_gbps,
+            d.evaluation_s,
+            d.h_s,
+            d.device_s
+        );
+    }
+    println!(
+        "  synthesis: {} partitions pre-compiled, {} classic (mode now {}); waited {:.1} s for the recording",
+        r.precompiled_partitions, r.classic_partitions, r.synthesis_mode, r.recording_wait_s
+    );
     if let Some(w) = r.winning_during_s {
         println!("  a WinningPoSt submitted while other partitions were proved: {w:.2} s");
     }

@@ -64,8 +64,10 @@ pub struct GpuArgs {
     /// worker alone keeps the GPU (0 skips; pick enough for a few seconds).
     #[arg(long, default_value_t = 0)]
     sustained: usize,
-    /// Where a/b/c are synthesized, comma-separated: heap, staged, pinned.
-    #[arg(long, value_delimiter = ',', default_values_t = vec!["heap".to_string(), "staged".to_string(), "pinned".to_string()], value_parser = ["heap", "staged", "pinned"])]
+    /// Where a/b/c are synthesized, comma-separated: heap, staged, pinned;
+    /// or precompiled (witness only, into pinned buffers, from a recording
+    /// made once per case; the native backend computes a/b/c on the GPU).
+    #[arg(long, value_delimiter = ',', default_values_t = vec!["heap".to_string(), "staged".to_string(), "pinned".to_string()], value_parser = ["heap", "staged", "pinned", "precompiled"])]
     modes: Vec<String>,
     #[command(flatten)]
     output: Output,
@@ -95,6 +97,7 @@ mod imp {
     use pinprove_engine::timeline::analysis::mean;
     use pinprove_groth16::baseline::VecAssignment;
     use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
+    use pinprove_groth16::precompiled::{defer, record, synthesize_witness};
     use pinprove_groth16::{
         AbcLayout, Backend, CapacityHints, Proof, ProveError, ProvingAssignment, ProvingJob, Scalar, Srs, Validation,
         synthesize,
@@ -530,6 +533,19 @@ mod imp {
                 let (mut timed_proofs, mut timed_identical) = (0, true);
                 let mut dev = DeviceBuffer::new(32usize << log)?;
                 let hints = CapacityHints::in_memory();
+                let recording = if args.modes.iter().any(|m| m == "precompiled") {
+                    let t = Instant::now();
+                    let r = Arc::new(record(circuit.clone(), &id)?);
+                    eprintln!(
+                        "{id}: recorded in {:.2} s ({} non-zero entries, {:.1} MiB)",
+                        t.elapsed().as_secs_f64(),
+                        r.stats().nnz.iter().sum::<usize>(),
+                        r.stats().bytes as f64 / (1u64 << 20) as f64
+                    );
+                    Some(r)
+                } else {
+                    None
+                };
                 let loads: &[&'static str] = if args.busy_threads > 0 && log <= args.busy_max_log {
                     &["idle", "busy"]
                 } else {
@@ -553,9 +569,21 @@ mod imp {
                             let t0 = Instant::now();
                             // Heap modes grow their vectors as plain Vec synthesis does.
                             let fresh = CapacityHints::in_memory();
-                            let (asg, stats) = match mode {
-                                "pinned" => synthesize(circuit.clone(), &id, &pinned, &hints, AbcLayout::Exact, None)?,
-                                _ => synthesize(circuit.clone(), &id, &heap, &fresh, AbcLayout::Exact, None)?,
+                            let (asg, spilled) = match (mode, &recording) {
+                                ("precompiled", Some(rec)) => {
+                                    let w = synthesize_witness(circuit.clone(), rec, &pinned, None)?;
+                                    (defer(Arc::clone(rec), w, &mut None)?, 0)
+                                }
+                                ("pinned", _) => {
+                                    let (asg, stats) =
+                                        synthesize(circuit.clone(), &id, &pinned, &hints, AbcLayout::Exact, None)?;
+                                    (asg, stats.spills)
+                                }
+                                _ => {
+                                    let (asg, stats) =
+                                        synthesize(circuit.clone(), &id, &heap, &fresh, AbcLayout::Exact, None)?;
+                                    (asg, stats.spills)
+                                }
                             };
                             let t1 = Instant::now();
                             let asg = if mode == "staged" {
@@ -581,7 +609,7 @@ mod imp {
                             timed_identical &= proof.to_bytes() == reference.to_bytes();
                             timed_proofs += 1;
                             phases = self::phases(&built);
-                            spills = stats.spills;
+                            spills = spilled;
                             if run < runs - args.reps {
                                 continue;
                             }
@@ -612,6 +640,15 @@ mod imp {
                             "2^{log} {mix:<6} {load:<4} {mode:<6} synth {:>7.3} s  copy {:>6.3} s  gpu {:>7.3} s  e2e {:>7.3} s  abc upload {:>6.1} GB/s",
                             row.synthesis_s, row.staging_copy_s, row.gpu_proof_s, row.end_to_end_s, row.abc_upload_gbps
                         );
+                        if let Some(p) = row.native_phases.as_ref().filter(|p| p.witness_bytes > 0) {
+                            eprintln!(
+                                "    a/b/c on the GPU: witness {:.1} MiB uploaded in {:.3} s, a/b/c computed in {:.3} s, h {:.3} s",
+                                p.witness_bytes as f64 / (1u64 << 20) as f64,
+                                p.upload.as_secs_f64(),
+                                p.evaluation.as_secs_f64(),
+                                p.h.as_secs_f64()
+                            );
+                        }
                         rows.push(row);
                     }
                 }
