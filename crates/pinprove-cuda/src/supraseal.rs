@@ -177,7 +177,6 @@ impl Backend for SuprasealBackend {
             abc_layout: AbcLayout::Exact,
             uses_device: true,
             needs_srs_points: false,
-
             evaluates_recordings: false,
         }
     }

@@ -485,7 +485,6 @@ impl Backend for HoldsOnDevice {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             needs_srs_points: true,
-
             evaluates_recordings: false,
             ..self.0.capabilities()
         }
@@ -687,6 +686,67 @@ fn a_critical_partition_is_started_next_on_a_busy_device() {
     let at = starts.iter().position(|l| *l == format!("{critical}/0")).unwrap();
     assert!(at <= 1, "the critical partition was started {at}th: {starts:?}");
     assert_idle(&engine, &pool, &acct, "handoff");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn devices_start_no_background_partition_while_a_critical_one_is_on_its_way() {
+    // Two device workers, quick starts: background partitions stream to the
+    // device. A critical partition that takes a while to synthesize is
+    // submitted; until it starts, no background partition starts (a GPU
+    // runs its queue in order, so each one started would delay it).
+    let dir = temp_dir("critical-hold");
+    let (pool, acct) = pool_with(1 << 30);
+    let c = BenchCircuit::new(300, WitnessMix::Bits).unwrap();
+    let params = synthetic_params(&c, &dir);
+    let engine = test_engine(
+        &pool,
+        EngineConfig {
+            synthesis_workers: 3,
+            ..EngineConfig::default()
+        },
+        20,
+        0,
+        0,
+    );
+    engine.register_srs(&c.id(), &params);
+    let background = engine
+        .submit(spec(&c.id(), Priority::Normal, (0..40).map(|_| slow(&c, 0)).collect()))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while engine.job_status(background).unwrap().proved < 4 {
+        assert!(Instant::now() < deadline, "the background partitions never ran");
+        thread::sleep(Duration::from_millis(5));
+    }
+    let critical = engine
+        .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 300)]))
+        .unwrap();
+    for id in [critical, background] {
+        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
+        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    }
+    let spans = engine.timeline().spans();
+    let crit = format!("{critical}/0");
+    let find = |phase: Phase| {
+        spans
+            .iter()
+            .find(|s| s.name == phase && s.label == crit)
+            .unwrap_or_else(|| panic!("no {phase:?} span of the critical partition"))
+    };
+    let (synthesized, started) = (find(Phase::Synthesis), find(Phase::Start));
+    // Starts already under way when it was submitted take 20 ms at most.
+    let window = (synthesized.start + Duration::from_millis(50))..started.start;
+    let overtaking: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == Phase::Start && s.label != crit && window.contains(&s.start))
+        .map(|s| (s.label.clone(), s.start))
+        .collect();
+    assert!(
+        overtaking.is_empty(),
+        "background partitions started while the critical one synthesized ({window:?}): {overtaking:?}"
+    );
+    assert!(started.start >= synthesized.start + Duration::from_millis(250));
+    assert_idle(&engine, &pool, &acct, "critical hold");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -904,7 +964,6 @@ impl Backend for Dying {
             abc_layout: AbcLayout::Exact,
             uses_device: true,
             needs_srs_points: false,
-
             evaluates_recordings: false,
         }
     }

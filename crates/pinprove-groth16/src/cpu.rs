@@ -45,7 +45,6 @@ impl Backend for CpuBackend {
             abc_layout: AbcLayout::PaddedToDomain,
             uses_device: false,
             needs_srs_points: true,
-
             evaluates_recordings: false,
         }
     }

@@ -16,6 +16,7 @@
 //! backend = "auto"                   # auto, cpu, native, supraseal
 //! devices = "all"                    # or ordinals: "0,1"
 //! workers_per_device = 2
+//! queue_depth = 2                    # proofs queued on a GPU at once; 1 lets WinningPoSt in sooner
 //!
 //! [synthesis]
 //! workers = 16                       # default: one per CPU
@@ -153,6 +154,10 @@ pub struct GpuConfig {
     pub devices: DeviceSelection,
     /// Workers per GPU; the backend's choice when absent.
     pub workers_per_device: Option<usize>,
+    /// Proofs queued on one GPU at once (native backend; default 2): with
+    /// 2 the next proof's upload overlaps the running one's work, with 1 an
+    /// urgent proof waits behind one proof at most.
+    pub queue_depth: Option<usize>,
 }
 
 /// `[synthesis]`
@@ -166,8 +171,10 @@ pub struct SynthesisConfig {
     /// Pre-compiled circuits (default off): each circuit type's R1CS is
     /// recorded after its first proof (kept in `[hints] dir`, counted in
     /// the memory budget) and later proofs synthesize only the witness.
-    /// Off by default because a, b and c are then computed on the CPU,
-    /// which takes back part of the gain until that runs on the GPU.
+    /// With the native backend a, b and c are then computed on the GPU from
+    /// matrices kept in device memory (only the witness is uploaded); with
+    /// the CPU backend on the CPU. Off by default until measured on every
+    /// Filecoin circuit at production size.
     pub precompiled: bool,
 }
 
@@ -241,6 +248,7 @@ impl Default for GpuConfig {
             backend: BackendKind::Auto,
             devices: DeviceSelection::All,
             workers_per_device: None,
+            queue_depth: None,
         }
     }
 }
@@ -318,6 +326,7 @@ impl Config {
         let limit = pinprove_engine::MAX_THREADS;
         for (what, n) in [
             ("gpu.workers_per_device", self.gpu.workers_per_device),
+            ("gpu.queue_depth", self.gpu.queue_depth),
             ("synthesis.workers", self.synthesis.workers),
             ("synthesis.max_concurrent", self.synthesis.max_concurrent),
         ] {

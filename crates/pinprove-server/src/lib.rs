@@ -128,6 +128,7 @@ impl Daemon {
                 .gpu
                 .workers_per_device
                 .unwrap_or(NativeOptions::default().workers_per_device),
+            queue_depth: config.gpu.queue_depth.unwrap_or(NativeOptions::default().queue_depth),
             ..NativeOptions::default()
         };
         let stack = Stack::build(&StackConfig {

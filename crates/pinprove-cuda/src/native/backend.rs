@@ -192,7 +192,6 @@ impl Backend for NativeBackend {
             abc_layout: AbcLayout::Exact,
             uses_device: true,
             needs_srs_points: true,
-
             evaluates_recordings: true,
         }
     }

@@ -14,13 +14,30 @@ use super::state::{InFlight, Inner, JobCtl, Started, Synthesized, catch};
 use crate::Phase;
 use crate::job::{JobOutcome, PartitionResult};
 
+/// While Critical partitions are on their way to a device, its workers
+/// take only urgent partitions: one queued on the GPU now would run before
+/// them (a GPU runs its queue in order), and a Filecoin partition takes
+/// about as long on the device as a whole WinningPoSt may. For at most this
+/// long, so that a Critical job of large partitions does not stall the rest.
+const CRITICAL_HOLD: Duration = Duration::from_secs(3);
+
 impl Inner {
     pub(super) fn device_worker(&self, d: usize, w: usize) {
         pinprove_mem::mark_device_lane();
         let dev = &self.devices[d];
         let lane = format!("{}-worker-{w}", dev.name);
+        // Since when Critical partitions have been on their way to a device
+        // while this worker held back the others.
+        let mut holding: Option<Instant> = None;
         loop {
-            let item = match dev.handoff.pop(Duration::from_millis(100)) {
+            let held = if self.critical_waiting.load(Ordering::Acquire) > 0 {
+                holding.get_or_insert_with(Instant::now).elapsed() < CRITICAL_HOLD
+            } else {
+                holding = None;
+                false
+            };
+            let timeout = Duration::from_millis(if held { 2 } else { 100 });
+            let item = match dev.handoff.pop(timeout, held) {
                 Some(item) => item,
                 None if !self.shutting_down() => continue,
                 None => return,
@@ -53,6 +70,9 @@ impl Inner {
         if job.stopped() {
             return;
         }
+        // Its device work is queued now: the GPU's queue need not drain for
+        // it any longer.
+        flight.critical.take();
         flight.ticket.enter(Phase::Start);
         *dev.current_job.lock().recover() = Some(job.id);
         let t = Instant::now();

@@ -72,11 +72,16 @@ impl Handoff {
         self.ready.notify_one();
     }
 
-    /// The most urgent partition waiting, if one arrives within `timeout`.
-    pub(super) fn pop(&self, timeout: Duration) -> Option<Synthesized> {
+    /// The most urgent partition waiting, if one arrives within `timeout`;
+    /// with `urgent_only`, only a High or Critical one.
+    pub(super) fn pop(&self, timeout: Duration, urgent_only: bool) -> Option<Synthesized> {
         let mut q = self.queue.lock().recover();
-        if q.entries.is_empty() {
+        let eligible = |q: &Queue| q.entries.peek().is_some_and(|e| !urgent_only || e.priority.is_urgent());
+        if !eligible(&q) {
             q = self.ready.wait_timeout(q, timeout).recover().0;
+            if !eligible(&q) {
+                return None;
+            }
         }
         let e = q.entries.pop()?;
         self.room.notify_one();

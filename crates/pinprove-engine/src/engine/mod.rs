@@ -200,6 +200,7 @@ impl Engine {
             devices: slots,
             layout,
             abc_on_device,
+            critical_waiting: Arc::new(AtomicUsize::new(0)),
             queue: Mutex::new(BinaryHeap::new()),
             queue_cv: Condvar::new(),
             synth_running: Mutex::new(0),
@@ -344,6 +345,10 @@ impl Engine {
                         enqueued: Instant::now(),
                         span,
                         wait,
+                        critical: (spec.priority == crate::Priority::Critical).then(|| {
+                            inner.critical_waiting.fetch_add(1, Ordering::AcqRel);
+                            synthesis::Counted(Arc::clone(&inner.critical_waiting))
+                        }),
                     },
                 });
             }

@@ -155,6 +155,9 @@ pub(super) struct Pending {
     pub(super) span: tracing::Span,
     /// The `queue_wait` span, closed when a synthesis worker takes it.
     pub(super) wait: tracing::Span,
+    /// Counted in [`Inner::critical_waiting`] until the partition reaches
+    /// its device (or is dropped), for Critical jobs.
+    pub(super) critical: Option<super::synthesis::Counted>,
 }
 
 /// Where a partition out of the queue is now.
@@ -320,6 +323,8 @@ pub(super) struct InFlight {
     /// The span of the wait in progress (`handoff_wait`, `finish_wait`).
     pub(super) wait: tracing::Span,
     pub(super) ticket: Ticket,
+    /// See [`Pending::critical`].
+    pub(super) critical: Option<super::synthesis::Counted>,
 }
 
 impl InFlight {
@@ -372,6 +377,10 @@ pub(crate) struct Inner {
     /// Whether pre-compiled partitions leave a/b/c to the devices (every
     /// backend computes them there).
     pub(super) abc_on_device: bool,
+    /// Critical partitions submitted and not yet started on a device: while
+    /// there are any, device workers hold back partitions below High (see
+    /// `device_worker`), so the GPU's queue drains for them.
+    pub(super) critical_waiting: Arc<AtomicUsize>,
     pub(super) queue: Mutex<BinaryHeap<Queued<Pending>>>,
     pub(super) queue_cv: Condvar,
     pub(super) synth_running: Mutex<usize>,

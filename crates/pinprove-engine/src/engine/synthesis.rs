@@ -318,6 +318,7 @@ impl Inner {
                 wait: tracing::info_span!(parent: &span, Phase::HandoffWait.name()),
                 span,
                 ticket,
+                critical: p.critical.take(),
             },
             assignment,
         })

@@ -137,7 +137,6 @@ impl Backend for TestBackend {
             abc_layout: AbcLayout::Exact,
             uses_device: false,
             needs_srs_points: false,
-
             evaluates_recordings: false,
         }
     }
@@ -353,7 +352,6 @@ impl Backend for Chaos {
             abc_layout: AbcLayout::Exact,
             uses_device: false,
             needs_srs_points: false,
-
             evaluates_recordings: false,
         }
     }

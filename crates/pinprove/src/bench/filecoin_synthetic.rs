@@ -74,6 +74,9 @@ pub struct SyntheticArgs {
     /// native backend).
     #[arg(long)]
     pub precompiled: bool,
+    /// Proofs queued on one GPU at once (native backend).
+    #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().queue_depth)]
+    pub queue_depth: usize,
 }
 
 /// One partition, synthesized alone.
@@ -284,6 +287,10 @@ pub fn measure(
         backend,
         budget: args.budget.clone(),
         pinning: args.pinning,
+        native: pinprove_engine::assembly::NativeOptions {
+            queue_depth: args.queue_depth,
+            ..Default::default()
+        },
         ..StackConfig::default()
     })?;
     let backend_name = stack.devices[0].backend.name();

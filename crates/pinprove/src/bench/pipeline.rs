@@ -36,6 +36,9 @@ pub struct PipelineArgs {
     /// GPUs to prove on: "all" or ordinals such as 0,1 (GPU backends).
     #[arg(long, default_value = "all")]
     devices: DeviceSelection,
+    /// Proofs queued on one GPU at once (native backend).
+    #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().queue_depth)]
+    queue_depth: usize,
     /// Jobs run first, unmeasured, with the same shape: the pinned pool
     /// then holds buffers of the right sizes, as in a daemon past its first
     /// jobs (pinning fresh host memory takes seconds per GiB and would
@@ -151,6 +154,10 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         budget: args.budget.clone(),
         devices: args.devices.clone(),
         pinning: args.pinning,
+        native: pinprove_engine::assembly::NativeOptions {
+            queue_depth: args.queue_depth,
+            ..Default::default()
+        },
         ..StackConfig::default()
     })?;
     let (budget, pool) = (Arc::clone(&stack.budget), Arc::clone(&stack.pool));
