@@ -156,6 +156,9 @@ pub fn file_name(path: &std::path::Path) -> String {
 
 /// Decimal gigabytes per second.
 pub fn gbps(bytes: u64, d: Duration) -> f64 {
+    if bytes == 0 || d.is_zero() {
+        return 0.0;
+    }
     bytes as f64 / d.as_secs_f64() / 1e9
 }
 

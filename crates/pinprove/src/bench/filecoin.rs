@@ -33,7 +33,11 @@ pub struct FilecoinArgs {
     no_compare: bool,
     /// Also measure pinprove with pre-compiled synthesis (witness only,
     /// a/b/c evaluated from the circuit's recorded R1CS) on the same inputs:
-    /// its warm-up proof records the circuit, the timed ones use it.
+    /// its warm-up proof records the circuit, the timed ones use it. With
+    /// --synthetic-inputs: the first proof runs classically while the
+    /// circuit is recorded, the stream starts once the recording is ready
+    /// and synthesizes witnesses only (a/b/c computed on the GPU by the
+    /// native backend).
     #[arg(long)]
     precompiled: bool,
     /// Synthetic inputs and parameters of the real shape instead of a
@@ -172,7 +176,7 @@ fn request(sector: &mut SampleSector, kind: ProofKind, work: &std::path::Path) -
 
 pub fn run(args: &FilecoinArgs) -> Result<()> {
     if args.synthetic_inputs {
-        let report = super::filecoin_synthetic::measure(args.kind, args.sector_size, args.backend, &args.synthetic)?;
+        let report = super::filecoin_synthetic::measure(args.kind, args.sector_size, args.backend, &args.synthetic, args.precompiled)?;
         return args
             .output
             .emit(&report, super::filecoin_synthetic::print)

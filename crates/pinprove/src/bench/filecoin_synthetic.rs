@@ -68,12 +68,6 @@ pub struct SyntheticArgs {
     /// directory), so that a circuit's shape is counted once per machine.
     #[arg(long)]
     pub shape_cache: Option<PathBuf>,
-    /// Pre-compiled synthesis: the first proof runs classically while the
-    /// circuit is recorded; the stream starts once the recording is ready
-    /// and synthesizes witnesses only (a/b/c computed on the GPU by the
-    /// native backend).
-    #[arg(long)]
-    pub precompiled: bool,
     /// Proofs queued on one GPU at once (native backend).
     #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().queue_depth)]
     pub queue_depth: usize,
@@ -273,6 +267,7 @@ pub fn measure(
     sector_size: u64,
     backend: pinprove_engine::assembly::BackendKind,
     args: &SyntheticArgs,
+    precompiled: bool,
 ) -> Result<SyntheticReport> {
     let t = Instant::now();
     let req = synthetic::request(kind, sector_size, 1)?;
@@ -298,7 +293,7 @@ pub fn measure(
     let engine = stack.engine(EngineConfig {
         synthesis_workers: args.synthesis_workers.unwrap_or(defaults.synthesis_workers),
         max_concurrent_syntheses: args.max_concurrent_syntheses,
-        precompiled: args.precompiled,
+        precompiled,
         ..defaults
     })?;
     let prover = FilecoinProver::new(
@@ -475,7 +470,7 @@ pub fn measure(
     }
 
     let t = Instant::now();
-    if args.precompiled {
+    if precompiled {
         // The recording started with the first proof; the stream is what
         // it speeds up.
         ensure!(
