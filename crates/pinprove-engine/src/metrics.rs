@@ -259,6 +259,13 @@ pub(crate) fn render(metrics: &Metrics, s: &EngineStatus) -> String {
         }
         gauge(
             o,
+            "pinprove_precompiled_abc_on_device",
+            "1 when a pre-compiled circuit type's a/b/c are computed on the devices, 0 on the host or classic.",
+            &l,
+            f64::from(u8::from(c.abc_on_device)),
+        );
+        gauge(
+            o,
             "pinprove_recording_bytes",
             "Budget bytes a circuit type's recording holds.",
             &l,

@@ -474,6 +474,10 @@ fn a_backend_that_computes_a_b_c_gets_the_witness_only() {
     verify(&vk, &shape, &seeds, &pre);
     let s = synthesis_of(&engine, &shape.id());
     assert_eq!((s.classic_partitions, s.precompiled_partitions), (1, 3));
+    assert!(s.abc_on_device, "{s:?}");
+    assert!(!synthesis_of(&classic, &shape.id()).abc_on_device);
+    let metric = format!("pinprove_precompiled_abc_on_device{{circuit=\"{}\"}} 1", shape.id());
+    assert!(engine.metrics_text().contains(&metric), "{metric}");
     // Admission no longer counts a/b/c on the host.
     let (ws, classic_ws) = (
         engine.working_set(&shape.id()).unwrap(),

@@ -25,10 +25,17 @@
 //! buffers on every MSM through sppark's own Pippenger driver, every scalar
 //! goes through Pippenger, and `start` runs the MSMs to completion.
 //!
+//! Pre-compiled circuits: an assignment whose a/b/c are pending (see
+//! `pinprove_groth16::precompiled::defer`) uploads its witness instead, and
+//! the device computes a/b/c from the circuit's matrices, uploaded once per
+//! recording and kept in device memory while the engine holds the recording
+//! (`cuda/native_spmv.cu`); when they do not fit there, a/b/c are computed
+//! on the host and uploaded as usual.
+//!
 //! Rooms: [`ffi`] (the C interface and the structs it shares), [`resident`]
-//! (bases in device memory), [`msm`], [`h`], [`proof`] (a started proof
-//! and what its device work reads), [`backend`] (configuration and
-//! `start`).
+//! (bases in device memory), [`matrices`] (circuits' matrices in device
+//! memory), [`msm`], [`h`], [`proof`] (a started proof and what its device
+//! work reads), [`backend`] (configuration and `start`).
 
 mod backend;
 mod ffi;

@@ -94,6 +94,9 @@ pub struct CircuitSynthesis {
     pub precompiled_partitions: u64,
     /// Partitions synthesized classically since start.
     pub classic_partitions: u64,
+    /// Whether its pre-compiled partitions' a/b/c are computed on the
+    /// devices (from matrices kept there) rather than on the host.
+    pub abc_on_device: bool,
 }
 
 /// A recording and the budget reservation paying for it.
@@ -444,6 +447,7 @@ impl Precompiler {
                     recording_bytes,
                     precompiled_partitions: e.precompiled,
                     classic_partitions: e.classic,
+                    abc_on_device: false,
                 }
             })
             .collect();

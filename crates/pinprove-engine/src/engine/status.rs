@@ -8,7 +8,7 @@ use pinprove_groth16::ResidentSrs;
 use pinprove_mem::sync::Recover;
 use serde::Serialize;
 
-use super::precompiled::CircuitSynthesis;
+use super::precompiled::{CircuitSynthesis, SynthesisMode};
 use super::state::{DeviceSlot, Inner};
 use crate::Phase;
 use crate::job::JobId;
@@ -178,7 +178,15 @@ impl Inner {
             devices,
             partitions,
             srs: self.srs.status(),
-            synthesis: self.precompiled.status(),
+            synthesis: self
+                .precompiled
+                .status()
+                .into_iter()
+                .map(|c| CircuitSynthesis {
+                    abc_on_device: self.abc_on_device && c.mode == SynthesisMode::Precompiled,
+                    ..c
+                })
+                .collect(),
             recordings_made,
             recordings_loaded,
             precompiled_fallbacks,

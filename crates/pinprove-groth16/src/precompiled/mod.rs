@@ -16,10 +16,13 @@
 //! backend proves from it unchanged.
 //!
 //! The evaluation is a sparse matrix-vector product over a witness that a
-//! GPU will hold anyway: the intended next step keeps the matrices resident
-//! on the device and evaluates there, so a/b/c are never built on the host
-//! per proof. The CPU evaluation here is the reference for that and the
-//! path without a GPU.
+//! GPU holds anyway. [`defer`] leaves it to the backend: the assignment
+//! holds the witness and the recording, and a backend that
+//! [evaluates recordings](crate::Capabilities::evaluates_recordings) (the
+//! native GPU backend) computes a/b/c on its device from matrices kept
+//! there, so they never exist in host memory; every other backend computes
+//! them on the host first ([`evaluate_pending`]). The CPU evaluation here is
+//! the reference for the device's and the path without a GPU.
 //!
 //! The recording's rows and columns are exactly the classic assignment's:
 //! rows in `enforce` order, then one `input × 1 = 0` row per public input

@@ -176,7 +176,13 @@ fn request(sector: &mut SampleSector, kind: ProofKind, work: &std::path::Path) -
 
 pub fn run(args: &FilecoinArgs) -> Result<()> {
     if args.synthetic_inputs {
-        let report = super::filecoin_synthetic::measure(args.kind, args.sector_size, args.backend, &args.synthetic, args.precompiled)?;
+        let report = super::filecoin_synthetic::measure(
+            args.kind,
+            args.sector_size,
+            args.backend,
+            &args.synthetic,
+            args.precompiled,
+        )?;
         return args
             .output
             .emit(&report, super::filecoin_synthetic::print)
