@@ -134,7 +134,7 @@ fn a_witness_of_another_shape_is_not_deferred() {
     let rec_small = Arc::new(record(small.clone(), &small.id()).unwrap());
     let rec_large = record(large.clone(), &large.id()).unwrap();
     let witness = synthesize_witness(large, &rec_large, &pool, None).unwrap();
-    let e = defer(rec_small, witness, &mut None).err().expect("a mismatch");
+    let e = defer(rec_small, witness, &mut None).expect_err("a mismatch");
     assert!(e.is_mismatch(), "{e}");
 }
 
