@@ -91,6 +91,24 @@ pub struct PartitionProfile {
     abc_bytes: u64,
     aux_bytes: u64,
     synthesis_alone_s: f64,
+    /// With --precompiled: the same partition's circuit recorded, then
+    /// synthesized from the recording (witness only).
+    precompiled: Option<PrecompiledProfile>,
+}
+
+/// A partition's circuit pre-compiled, alone on the host.
+#[derive(Serialize)]
+pub struct PrecompiledProfile {
+    record_s: f64,
+    recording_bytes: u64,
+    nonzero_entries: usize,
+    coefficients: usize,
+    /// Witness-only synthesis, into pool buffers.
+    witness_s: f64,
+    witness_bytes: u64,
+    /// a/b/c from the recording on the host's cores (what the GPU does
+    /// with the native backend); absent where they would not fit in memory.
+    host_evaluation_s: Option<f64>,
 }
 
 /// The GPU's phases of the last partition proved (native backend).
@@ -353,6 +371,15 @@ pub fn measure(
         let mut parts = prover.prepare(&req)?.into_partitions();
         ensure!(!parts.is_empty(), "the request has no partitions");
         let part = parts.swap_remove(0);
+        let copies = if precompiled {
+            let copy = || {
+                part.fresh_circuit()
+                    .context("this kind's partitions are not pre-compiled (they stay classic)")
+            };
+            Some((copy()?, copy()?))
+        } else {
+            None
+        };
         drop(parts);
         let hint = engine.circuit_shape(&circuit)?;
         let funds = stack
@@ -371,20 +398,71 @@ pub fn measure(
         })?;
         let alone = t.elapsed();
         let [zero, one, small, large] = value_classes(asg.aux());
+        let (constraints, inputs, aux) = (asg.num_constraints(), asg.num_inputs(), asg.num_aux());
+        let densities = [
+            asg.a_aux_density().total(),
+            asg.b_input_density().total(),
+            asg.b_aux_density().total(),
+        ];
+        drop(asg);
+        // The recording is not in the budget: give the classic buffers back.
+        stack.pool.shrink(u64::MAX);
+        let precompiled = copies
+            .map(|(to_record, to_prove)| -> Result<PrecompiledProfile> {
+                let t = Instant::now();
+                let rec = to_record.record(&circuit)?;
+                let record_s = secs(t.elapsed());
+                let stats = rec.stats();
+                eprintln!(
+                    "recorded in {record_s:.1} s: {} non-zero entries, {} coefficients, {}",
+                    stats.nnz.iter().sum::<usize>(),
+                    stats.coefficients,
+                    bytes(stats.bytes)
+                );
+                let t = Instant::now();
+                let w = to_prove.synthesize_witness(&rec, &stack.pool, None)?;
+                let witness_s = secs(t.elapsed());
+                let witness_bytes = 32 * (w.inputs.len() + w.aux.len()) as u64;
+                // a/b/c beside the recording and the witness, where they fit.
+                let abc = 3 * 32 * constraints as u64;
+                let room = stack.budget.total().saturating_sub(stats.bytes + witness_bytes);
+                let host_evaluation_s = if abc <= room {
+                    let t = Instant::now();
+                    let evaluated = pinprove_groth16::precompiled::evaluate(&rec, w, &stack.pool, layout, &mut None)?;
+                    let took = secs(t.elapsed());
+                    drop(evaluated);
+                    Some(took)
+                } else {
+                    eprintln!("a/b/c from the recording on the host: skipped (they would not fit beside it)");
+                    None
+                };
+                eprintln!("witness only in {witness_s:.1} s");
+                Ok(PrecompiledProfile {
+                    record_s,
+                    recording_bytes: stats.bytes,
+                    nonzero_entries: stats.nnz.iter().sum(),
+                    coefficients: stats.coefficients,
+                    witness_s,
+                    witness_bytes,
+                    host_evaluation_s,
+                })
+            })
+            .transpose()?;
         Ok(PartitionProfile {
-            constraints: asg.num_constraints(),
-            inputs: asg.num_inputs(),
-            aux: asg.num_aux(),
-            a_aux_density: asg.a_aux_density().total(),
-            b_input_density: asg.b_input_density().total(),
-            b_aux_density: asg.b_aux_density().total(),
+            constraints,
+            inputs,
+            aux,
+            a_aux_density: densities[0],
+            b_input_density: densities[1],
+            b_aux_density: densities[2],
             aux_zero: zero,
             aux_one: one,
             aux_small: small,
             aux_large: large,
-            abc_bytes: 3 * 32 * asg.num_constraints() as u64,
-            aux_bytes: 32 * asg.num_aux() as u64,
+            abc_bytes: 3 * 32 * constraints as u64,
+            aux_bytes: 32 * aux as u64,
             synthesis_alone_s: secs(alone),
+            precompiled,
         })
     });
     let partition = partition.transpose()?;
@@ -579,6 +657,21 @@ pub fn print(r: &SyntheticReport) {
             bytes(p.aux_bytes),
             p.synthesis_alone_s
         );
+        if let Some(pc) = &p.precompiled {
+            println!(
+                "  pre-compiled: recorded in {:.1} s ({} non-zero entries, {} coefficients, {}); witness only ({}) in {:.1} s \
+                 ({:.2}x the classic synthesis); a/b/c from the recording on the host: {}",
+                pc.record_s,
+                pc.nonzero_entries,
+                pc.coefficients,
+                bytes(pc.recording_bytes),
+                bytes(pc.witness_bytes),
+                pc.witness_s,
+                p.synthesis_alone_s / pc.witness_s.max(1e-9),
+                pc.host_evaluation_s
+                    .map_or("not run (no room)".into(), |t| format!("{t:.1} s"))
+            );
+        }
     }
     let Some(r) = &r.proving else { return };
     println!(
