@@ -487,3 +487,31 @@ fn a_backend_that_computes_a_b_c_gets_the_witness_only() {
     idle(&engine, &shape, &pool, &acct, "deferred");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_circuit_recorded_ahead_runs_pre_compiled_from_its_first_job() {
+    let dir = temp_dir("precompiled-ahead");
+    let shape = BenchCircuit::new(1 << 10, WitnessMix::Random).unwrap();
+    let params = synthetic_params(&shape, &dir);
+    let (pool, acct) = pool_with(2 << 30);
+    let engine = cpu_engine(&pool, true, None);
+    engine.register_srs(&shape.id(), &params);
+    let part = precompilable_partition(shape.clone().with_seed(9));
+    assert!(engine.precompile(&shape.id(), &*part));
+    assert!(engine.wait_quiet(Duration::from_secs(60)));
+    assert_eq!(synthesis_of(&engine, &shape.id()).mode, SynthesisMode::Precompiled);
+    assert!(engine.precompile(&shape.id(), &*part), "held already");
+    prove(&engine, &shape, &[1, 2]);
+    let s = synthesis_of(&engine, &shape.id());
+    assert_eq!((s.classic_partitions, s.precompiled_partitions), (0, 2));
+    // Off: nothing is recorded.
+    let (off_pool, _) = pool_with(2 << 30);
+    let off = cpu_engine(&off_pool, false, None);
+    off.register_srs(&shape.id(), &params);
+    assert!(!off.precompile(&shape.id(), &*part));
+    assert!(off.wait_quiet(Duration::from_secs(10)));
+    assert_eq!(off.status().recordings_made, 0);
+    drop(part);
+    idle(&engine, &shape, &pool, &acct, "recorded ahead");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -444,6 +444,17 @@ impl Engine {
         &self.inner.hints
     }
 
+    /// Records `circuit_id`'s R1CS now, from a copy of `partition`, in the
+    /// background and out of spare budget, when
+    /// [`EngineConfig::precompiled`] is on and the circuit type has no
+    /// recording yet ([`wait_quiet`](Self::wait_quiet) waits for it); the
+    /// engine does this by itself with a circuit type's first partition.
+    /// Returns whether a recording is held or being made; `false` when the
+    /// mode is off, or the partition cannot copy its circuit.
+    pub fn precompile(&self, circuit_id: &str, partition: &dyn crate::Partition) -> bool {
+        self.inner.precompile(circuit_id, partition)
+    }
+
     /// Waits until no partition is queued or in flight, the pool is not
     /// being warmed and no circuit is being recorded (or `timeout` passes);
     /// returns whether the engine is quiet.

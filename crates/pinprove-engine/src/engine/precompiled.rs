@@ -199,6 +199,17 @@ impl Precompiler {
         None
     }
 
+    /// Whether `circuit_id` has a recording, or one is being made.
+    fn is_busy_or_ready(&self, circuit_id: &str) -> bool {
+        matches!(
+            self.circuits.lock().recover().get(circuit_id),
+            Some(Entry {
+                state: State::Ready(_) | State::Recording,
+                ..
+            })
+        )
+    }
+
     /// Whether partitions of `circuit_id` synthesize from a recording now.
     pub(super) fn is_ready(&self, circuit_id: &str) -> bool {
         matches!(
@@ -504,6 +515,21 @@ impl Evictor for Precompiler {
 }
 
 impl Inner {
+    /// Starts recording `circuit_id` from a copy of `partition` when
+    /// pre-compiled synthesis is on and the circuit type has no recording
+    /// (nor one being made); returns whether one is being made or held.
+    pub(super) fn precompile(&self, circuit_id: &str, partition: &dyn Partition) -> bool {
+        let estimate = || {
+            self.partition_buffers(circuit_id)
+                .map_or(0, |b| b[..3].iter().sum::<usize>() as u64)
+        };
+        let lengths = || self.srs.shape_and_lengths(circuit_id).ok().map(|(_, l)| l);
+        self.precompiled
+            .plan(circuit_id, partition, estimate, lengths)
+            .is_some()
+            || self.precompiled.is_busy_or_ready(circuit_id)
+    }
+
     /// Synthesizes a partition as its circuit type's mode says: from the
     /// recording, falling back to the classic synthesis of the untouched
     /// partition, or classically.

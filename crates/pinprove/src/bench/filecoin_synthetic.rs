@@ -68,6 +68,10 @@ pub struct SyntheticArgs {
     /// directory), so that a circuit's shape is counted once per machine.
     #[arg(long)]
     pub shape_cache: Option<PathBuf>,
+    /// With --precompiled: record the circuit before the first proof (from
+    /// a copy of one partition), so that every proof runs pre-compiled.
+    #[arg(long)]
+    pub record_first: bool,
     /// Proofs queued on one GPU at once (native backend).
     #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().queue_depth)]
     pub queue_depth: usize,
@@ -182,6 +186,8 @@ pub struct Proving {
     classic_partitions: u64,
     /// Waiting after the first proof for the circuit's recording.
     recording_wait_s: f64,
+    /// With --record-first: recording the circuit before the first proof.
+    record_first_s: Option<f64>,
     peak_rss_bytes: Option<u64>,
     pool_fresh_bytes: u64,
     pool_alloc_s: f64,
@@ -511,6 +517,25 @@ pub fn measure(
         None
     };
 
+    let mut record_first_s = None;
+    if args.record_first {
+        ensure!(precompiled, "--record-first needs --precompiled");
+        let part = prover.prepare(&req)?.into_partitions().swap_remove(0);
+        let t = Instant::now();
+        ensure!(
+            engine.precompile(&circuit, &*part),
+            "{circuit}: its partitions cannot be pre-compiled"
+        );
+        drop(part);
+        ensure!(
+            engine.wait_quiet(Duration::from_secs(1800)),
+            "the circuit's recording did not finish"
+        );
+        let s = secs(t.elapsed());
+        eprintln!("{circuit}: recorded before the first proof in {s:.1} s");
+        record_first_s = Some(s);
+    }
+
     // The first proof, on a cold pool.
     let _ = sys::reset_peak_rss();
     let pool_before = stack.pool.stats();
@@ -618,6 +643,7 @@ pub fn measure(
         precompiled_partitions: synthesis.as_ref().map_or(0, |c| c.precompiled_partitions),
         classic_partitions: synthesis.as_ref().map_or(0, |c| c.classic_partitions),
         recording_wait_s,
+        record_first_s,
         peak_rss_bytes: peak,
         pool_fresh_bytes: pool_after.allocated_bytes.saturating_sub(pool_before.allocated_bytes),
         pool_alloc_s: secs(pool_after.alloc_time.saturating_sub(pool_before.alloc_time)),
