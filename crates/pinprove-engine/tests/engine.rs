@@ -751,6 +751,68 @@ fn devices_start_no_background_partition_while_a_critical_one_is_on_its_way() {
 }
 
 #[test]
+fn an_urgent_partition_finds_a_device_worker_while_all_others_are_busy() {
+    // Slow starts keep both device workers busy with background partitions;
+    // a critical partition does not wait for either: the device's urgent
+    // worker starts it.
+    let dir = temp_dir("urgent-worker");
+    let (pool, acct) = pool_with(1 << 30);
+    let c = BenchCircuit::new(300, WitnessMix::Bits).unwrap();
+    let params = synthetic_params(&c, &dir);
+    let engine = test_engine(
+        &pool,
+        EngineConfig {
+            synthesis_workers: 3,
+            workers_per_device: Some(2),
+            ..EngineConfig::default()
+        },
+        600,
+        0,
+        0,
+    );
+    engine.register_srs(&c.id(), &params);
+    let background = engine
+        .submit(spec(&c.id(), Priority::Normal, (0..4).map(|_| slow(&c, 0)).collect()))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while engine
+        .status()
+        .partitions
+        .iter()
+        .filter(|p| p.phase == Phase::Start)
+        .count()
+        < 2
+    {
+        assert!(Instant::now() < deadline, "the background partitions never started");
+        thread::sleep(Duration::from_millis(5));
+    }
+    let critical = engine
+        .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 0)]))
+        .unwrap();
+    for id in [critical, background] {
+        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
+        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    }
+    let spans = engine.timeline().spans();
+    let starts: Vec<_> = spans.iter().filter(|s| s.name == Phase::Start).collect();
+    let crit = starts
+        .iter()
+        .find(|s| s.label == format!("{critical}/0"))
+        .expect("the critical partition started");
+    assert!(crit.lane.ends_with("urgent-worker"), "{}", crit.lane);
+    // It started while the first two background starts were still running.
+    let first_end = starts
+        .iter()
+        .filter(|s| s.label != crit.label)
+        .map(|s| s.start + s.duration)
+        .min()
+        .unwrap();
+    assert!(crit.start < first_end, "{:?} vs {first_end:?}", crit.start);
+    assert_idle(&engine, &pool, &acct, "urgent worker");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn preloading_warms_the_pool_for_a_stream_of_the_circuit() {
     // After a preload, the pool holds (in the background, out of spare
     // budget) the buffers of as many partitions as run at once; a job of

@@ -22,10 +22,16 @@ use crate::job::{JobOutcome, PartitionResult};
 const CRITICAL_HOLD: Duration = Duration::from_secs(3);
 
 impl Inner {
-    pub(super) fn device_worker(&self, d: usize, w: usize) {
+    /// A device worker; with `urgent_only`, one that takes High and
+    /// Critical partitions only.
+    pub(super) fn device_worker(&self, d: usize, w: usize, urgent_only: bool) {
         pinprove_mem::mark_device_lane();
         let dev = &self.devices[d];
-        let lane = format!("{}-worker-{w}", dev.name);
+        let lane = if urgent_only {
+            format!("{}-urgent-worker", dev.name)
+        } else {
+            format!("{}-worker-{w}", dev.name)
+        };
         // Since when Critical partitions have been on their way to a device
         // while this worker held back the others.
         let mut holding: Option<Instant> = None;
@@ -37,7 +43,7 @@ impl Inner {
                 false
             };
             let timeout = Duration::from_millis(if held { 2 } else { 100 });
-            let item = match dev.handoff.pop(timeout, held) {
+            let item = match dev.handoff.pop(timeout, held || urgent_only) {
                 Some(item) => item,
                 None if !self.shutting_down() => continue,
                 None => return,

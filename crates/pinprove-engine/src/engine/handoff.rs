@@ -69,7 +69,9 @@ impl Handoff {
             seq,
             item,
         });
-        self.ready.notify_one();
+        // All: a worker that takes urgent partitions only must not be the
+        // one woken for another.
+        self.ready.notify_all();
     }
 
     /// The most urgent partition waiting, if one arrives within `timeout`;

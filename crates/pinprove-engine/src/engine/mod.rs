@@ -228,8 +228,16 @@ impl Engine {
         }
         for (d, slot) in inner.devices.iter().enumerate() {
             for w in 0..slot.workers {
-                engine.spawn(format!("{}-worker-{w}", slot.name), move |i| i.device_worker(d, w))?;
+                engine.spawn(format!("{}-worker-{w}", slot.name), move |i| {
+                    i.device_worker(d, w, false)
+                })?;
             }
+            // Takes High and Critical partitions only: one of them never
+            // waits for a worker stuck behind background work on the device.
+            let w = slot.workers;
+            engine.spawn(format!("{}-urgent-worker", slot.name), move |i| {
+                i.device_worker(d, w, true)
+            })?;
             engine.spawn(format!("{}-finalizer", slot.name), move |i| i.finalizer(d))?;
         }
         engine.spawn("engine-housekeeping".into(), |i| i.housekeeping())?;
