@@ -589,18 +589,12 @@ fn a_critical_job_is_admitted_at_once_while_background_work_holds_the_memory() {
             (0..6).map(|_| slow(&c, 2000)).collect(),
         ))
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while engine
-        .status()
-        .partitions
-        .iter()
-        .filter(|p| p.phase == Phase::Synthesis)
-        .count()
-        < 2
-    {
-        assert!(Instant::now() < deadline, "two background partitions never synthesized");
-        thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_partitions_in(
+        &engine,
+        Phase::Synthesis,
+        2,
+        "two background partitions never synthesized",
+    );
     // The budget admits no third background partition now.
     thread::sleep(Duration::from_millis(100));
     assert_eq!(
@@ -630,12 +624,22 @@ fn a_critical_job_is_admitted_at_once_while_background_work_holds_the_memory() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-#[test]
-fn a_critical_partition_is_started_next_on_a_busy_device() {
-    // One device worker, slow starts: background partitions pile up before
-    // the device. A critical partition synthesized then is the next one the
-    // device starts.
-    let dir = temp_dir("critical-handoff");
+/// A test engine (three synthesis workers; `workers` device workers, or
+/// the backend's choice, whose starts take `start_ms`) and the small
+/// circuit it proves, its parameters registered; with the temporary
+/// directory, the pool and its accountant.
+fn busy_device_engine(
+    name: &str,
+    workers: Option<usize>,
+    start_ms: u64,
+) -> (
+    std::path::PathBuf,
+    Arc<pinprove_mem::PinnedPool>,
+    Arc<Accountant>,
+    BenchCircuit,
+    Engine,
+) {
+    let dir = temp_dir(name);
     let (pool, acct) = pool_with(1 << 30);
     let c = BenchCircuit::new(300, WitnessMix::Bits).unwrap();
     let params = synthetic_params(&c, &dir);
@@ -643,32 +647,32 @@ fn a_critical_partition_is_started_next_on_a_busy_device() {
         &pool,
         EngineConfig {
             synthesis_workers: 3,
-            workers_per_device: Some(1),
+            workers_per_device: workers,
             ..EngineConfig::default()
         },
-        300,
+        start_ms,
         0,
         0,
     );
     engine.register_srs(&c.id(), &params);
+    (dir, pool, acct, c, engine)
+}
+
+#[test]
+fn a_critical_partition_is_started_next_on_a_busy_device() {
+    // One device worker, slow starts: background partitions pile up before
+    // the device. A critical partition synthesized then is the next one the
+    // device starts.
+    let (dir, pool, acct, c, engine) = busy_device_engine("critical-handoff", Some(1), 300);
     let background = engine
         .submit(spec(&c.id(), Priority::Normal, (0..6).map(|_| slow(&c, 0)).collect()))
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while engine
-        .status()
-        .partitions
-        .iter()
-        .filter(|p| p.phase == Phase::HandoffWait)
-        .count()
-        < 3
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the background partitions never queued for the device"
-        );
-        thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_partitions_in(
+        &engine,
+        Phase::HandoffWait,
+        3,
+        "the background partitions never queued for the device",
+    );
     let critical = engine
         .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 0)]))
         .unwrap();
@@ -695,21 +699,7 @@ fn devices_start_no_background_partition_while_a_critical_one_is_on_its_way() {
     // device. A critical partition that takes a while to synthesize is
     // submitted; until it starts, no background partition starts (a GPU
     // runs its queue in order, so each one started would delay it).
-    let dir = temp_dir("critical-hold");
-    let (pool, acct) = pool_with(1 << 30);
-    let c = BenchCircuit::new(300, WitnessMix::Bits).unwrap();
-    let params = synthetic_params(&c, &dir);
-    let engine = test_engine(
-        &pool,
-        EngineConfig {
-            synthesis_workers: 3,
-            ..EngineConfig::default()
-        },
-        20,
-        0,
-        0,
-    );
-    engine.register_srs(&c.id(), &params);
+    let (dir, pool, acct, c, engine) = busy_device_engine("critical-hold", None, 20);
     let background = engine
         .submit(spec(&c.id(), Priority::Normal, (0..40).map(|_| slow(&c, 0)).collect()))
         .unwrap();
@@ -755,37 +745,11 @@ fn an_urgent_partition_finds_a_device_worker_while_all_others_are_busy() {
     // Slow starts keep both device workers busy with background partitions;
     // a critical partition does not wait for either: the device's urgent
     // worker starts it.
-    let dir = temp_dir("urgent-worker");
-    let (pool, acct) = pool_with(1 << 30);
-    let c = BenchCircuit::new(300, WitnessMix::Bits).unwrap();
-    let params = synthetic_params(&c, &dir);
-    let engine = test_engine(
-        &pool,
-        EngineConfig {
-            synthesis_workers: 3,
-            workers_per_device: Some(2),
-            ..EngineConfig::default()
-        },
-        600,
-        0,
-        0,
-    );
-    engine.register_srs(&c.id(), &params);
+    let (dir, pool, acct, c, engine) = busy_device_engine("urgent-worker", Some(2), 600);
     let background = engine
         .submit(spec(&c.id(), Priority::Normal, (0..4).map(|_| slow(&c, 0)).collect()))
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while engine
-        .status()
-        .partitions
-        .iter()
-        .filter(|p| p.phase == Phase::Start)
-        .count()
-        < 2
-    {
-        assert!(Instant::now() < deadline, "the background partitions never started");
-        thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_partitions_in(&engine, Phase::Start, 2, "the background partitions never started");
     let critical = engine
         .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 0)]))
         .unwrap();

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use blstrs::{Bls12, G1Affine, G2Affine};
 use group::prime::PrimeCurveAffine;
-use pinprove_engine::{Device, Engine, EngineConfig, JobSpec, Partition, Priority, SynthesisContext};
+use pinprove_engine::{Device, Engine, EngineConfig, JobSpec, Partition, Phase, Priority, SynthesisContext};
 use pinprove_groth16::circuits::BenchCircuit;
 use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
 use pinprove_groth16::{
@@ -461,4 +461,14 @@ pub fn chaos_engine(pool: &Arc<PinnedPool>, chaos: &Arc<Chaos>, config: EngineCo
         Arc::clone(pool),
     )
     .unwrap()
+}
+
+/// Waits (30 s at most, else fails with `what`) until at least `n`
+/// partitions are in `phase`.
+pub fn wait_for_partitions_in(engine: &Engine, phase: Phase, n: usize, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while engine.status().partitions.iter().filter(|p| p.phase == phase).count() < n {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        thread::sleep(Duration::from_millis(5));
+    }
 }
