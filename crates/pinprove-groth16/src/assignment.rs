@@ -96,31 +96,33 @@ impl ProvingAssignment {
     /// recorded matrices), with the densities recorded with them: what the
     /// classic synthesis of the same witness produces.
     pub(crate) fn from_evaluated(
-        [a, b, c]: [PinnedVec<Scalar>; 3],
+        abc: [PinnedVec<Scalar>; 3],
         input: PinnedVec<Scalar>,
         aux: PinnedVec<Scalar>,
-        [a_aux_density, b_input_density, b_aux_density]: [Density; 3],
+        densities: [Density; 3],
         working_set: Option<Reservation>,
     ) -> Self {
-        ProvingAssignment {
-            a: Some(a),
-            b: Some(b),
-            c: Some(c),
-            input,
-            aux,
-            a_aux_density,
-            b_input_density,
-            b_aux_density,
-            error: None,
-            working_set,
-            pending: None,
-        }
+        let mut asg = Self::from_witness(input, aux, densities, working_set);
+        asg.set_evaluated(abc);
+        asg
     }
 
     /// An assignment whose a/b/c are still to be computed from
     /// `recording` (see [`recording`](Self::recording)).
     pub(crate) fn pending(
         recording: Arc<Recording>,
+        input: PinnedVec<Scalar>,
+        aux: PinnedVec<Scalar>,
+        densities: [Density; 3],
+        working_set: Option<Reservation>,
+    ) -> Self {
+        let mut asg = Self::from_witness(input, aux, densities, working_set);
+        asg.pending = Some(recording);
+        asg
+    }
+
+    /// A witness and its densities, without a/b/c (yet).
+    fn from_witness(
         input: PinnedVec<Scalar>,
         aux: PinnedVec<Scalar>,
         [a_aux_density, b_input_density, b_aux_density]: [Density; 3],
@@ -137,7 +139,7 @@ impl ProvingAssignment {
             b_aux_density,
             error: None,
             working_set,
-            pending: Some(recording),
+            pending: None,
         }
     }
 

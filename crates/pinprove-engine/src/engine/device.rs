@@ -22,16 +22,11 @@ use crate::job::{JobOutcome, PartitionResult};
 const CRITICAL_HOLD: Duration = Duration::from_secs(3);
 
 impl Inner {
-    /// A device worker; with `urgent_only`, one that takes High and
-    /// Critical partitions only.
-    pub(super) fn device_worker(&self, d: usize, w: usize, urgent_only: bool) {
+    /// A worker of device `d`, named `lane` in the timeline; with
+    /// `urgent_only`, one that takes High and Critical partitions only.
+    pub(super) fn device_worker(&self, d: usize, lane: &str, urgent_only: bool) {
         pinprove_mem::mark_device_lane();
         let dev = &self.devices[d];
-        let lane = if urgent_only {
-            format!("{}-urgent-worker", dev.name)
-        } else {
-            format!("{}-worker-{w}", dev.name)
-        };
         // Since when Critical partitions have been on their way to a device
         // while this worker held back the others.
         let mut holding: Option<Instant> = None;
@@ -49,7 +44,7 @@ impl Inner {
                 None => return,
             };
             let (job, index) = (Arc::clone(&item.flight.job), item.flight.index);
-            if let Err(msg) = catch(|| self.start_one(d, &lane, item)) {
+            if let Err(msg) = catch(|| self.start_one(d, lane, item)) {
                 self.panicked(
                     &job,
                     format!(

@@ -227,17 +227,16 @@ impl Engine {
             engine.spawn(format!("synth-{w}"), move |i| i.synthesis_worker(w))?;
         }
         for (d, slot) in inner.devices.iter().enumerate() {
-            for w in 0..slot.workers {
-                engine.spawn(format!("{}-worker-{w}", slot.name), move |i| {
-                    i.device_worker(d, w, false)
-                })?;
+            // The last takes High and Critical partitions only: one of them
+            // never waits for a worker stuck behind background work on the
+            // device.
+            let lanes = (0..slot.workers)
+                .map(|w| (format!("{}-worker-{w}", slot.name), false))
+                .chain([(format!("{}-urgent-worker", slot.name), true)]);
+            for (lane, urgent_only) in lanes {
+                let name = lane.clone();
+                engine.spawn(name, move |i| i.device_worker(d, &lane, urgent_only))?;
             }
-            // Takes High and Critical partitions only: one of them never
-            // waits for a worker stuck behind background work on the device.
-            let w = slot.workers;
-            engine.spawn(format!("{}-urgent-worker", slot.name), move |i| {
-                i.device_worker(d, w, true)
-            })?;
             engine.spawn(format!("{}-finalizer", slot.name), move |i| i.finalizer(d))?;
         }
         engine.spawn("engine-housekeeping".into(), |i| i.housekeeping())?;

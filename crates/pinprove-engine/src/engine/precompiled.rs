@@ -199,26 +199,18 @@ impl Precompiler {
         None
     }
 
-    /// Whether `circuit_id` has a recording, or one is being made.
-    fn is_busy_or_ready(&self, circuit_id: &str) -> bool {
-        matches!(
-            self.circuits.lock().recover().get(circuit_id),
-            Some(Entry {
-                state: State::Ready(_) | State::Recording,
-                ..
-            })
-        )
+    /// Whether `circuit_id`'s state is one `is` accepts.
+    fn state_is(&self, circuit_id: &str, is: impl FnOnce(&State) -> bool) -> bool {
+        self.circuits
+            .lock()
+            .recover()
+            .get(circuit_id)
+            .is_some_and(|e| is(&e.state))
     }
 
     /// Whether partitions of `circuit_id` synthesize from a recording now.
     pub(super) fn is_ready(&self, circuit_id: &str) -> bool {
-        matches!(
-            self.circuits.lock().recover().get(circuit_id),
-            Some(Entry {
-                state: State::Ready(_),
-                ..
-            })
-        )
+        self.state_is(circuit_id, |s| matches!(s, State::Ready(_)))
     }
 
     fn set(&self, circuit_id: &str, state: State) {
@@ -519,15 +511,23 @@ impl Inner {
     /// pre-compiled synthesis is on and the circuit type has no recording
     /// (nor one being made); returns whether one is being made or held.
     pub(super) fn precompile(&self, circuit_id: &str, partition: &dyn Partition) -> bool {
+        self.plan_recording(circuit_id, partition).is_some()
+            || self
+                .precompiled
+                .state_is(circuit_id, |s| matches!(s, State::Ready(_) | State::Recording))
+    }
+
+    /// [`Precompiler::plan`] with what this engine knows of the circuit
+    /// type: the bytes to reserve while recording, and its parameters'
+    /// query lengths.
+    fn plan_recording(&self, circuit_id: &str, partition: &dyn Partition) -> Option<Arc<Held>> {
         let estimate = || {
+            // Matrices of a few entries a row take about what a, b and c do.
             self.partition_buffers(circuit_id)
                 .map_or(0, |b| b[..3].iter().sum::<usize>() as u64)
         };
         let lengths = || self.srs.shape_and_lengths(circuit_id).ok().map(|(_, l)| l);
-        self.precompiled
-            .plan(circuit_id, partition, estimate, lengths)
-            .is_some()
-            || self.precompiled.is_busy_or_ready(circuit_id)
+        self.precompiled.plan(circuit_id, partition, estimate, lengths)
     }
 
     /// Synthesizes a partition as its circuit type's mode says: from the
@@ -539,49 +539,34 @@ impl Inner {
         mut ctx: SynthesisContext<'_>,
     ) -> Result<ProvingAssignment, ProveError> {
         let id = ctx.circuit_id;
-        let estimate = || {
-            // Matrices of a few entries a row take about what a, b and c do.
-            self.partition_buffers(id)
-                .map_or(0, |b| b[..3].iter().sum::<usize>() as u64)
-        };
-        let lengths = || self.srs.shape_and_lengths(id).ok().map(|(_, l)| l);
-        let held = self.precompiled.plan(id, &*partition, estimate, lengths);
-        if let Some(held) = held
+        if let Some(held) = self.plan_recording(id, &*partition)
             && let Some(fresh) = partition.fresh_circuit()
         {
             let started = Instant::now();
             let mut funds = std::mem::replace(&mut ctx.funds, Reservation::empty(&self.budget));
             let rec = &held.recording;
             let attempt = match fresh.synthesize_witness(rec, ctx.pool, Some(&mut funds)) {
-                Ok(witness) if self.abc_on_device => {
-                    // The device computes a/b/c: only the witness is held.
-                    let mut left = Some(funds);
-                    let deferred = defer(Arc::clone(rec), witness, &mut left);
-                    if let Some(funds) = left {
-                        ctx.funds = funds;
-                    }
-                    deferred.inspect(|_| {
-                        tracing::debug!(
-                            circuit = id,
-                            witness_ms = started.elapsed().as_millis() as u64,
-                            "witness synthesized; a/b/c left to the device"
-                        );
-                    })
-                }
                 Ok(witness) => {
                     let witness_time = started.elapsed();
                     let mut left = Some(funds);
-                    let evaluated = evaluate(rec, witness, ctx.pool, ctx.layout, &mut left);
+                    // Where the devices compute a/b/c, only the witness is
+                    // held.
+                    let made = if self.abc_on_device {
+                        defer(Arc::clone(rec), witness, &mut left)
+                    } else {
+                        evaluate(rec, witness, ctx.pool, ctx.layout, &mut left)
+                    };
                     if let Some(funds) = left {
-                        // Evaluation failed: the admission pays for the
-                        // classic synthesis instead.
+                        // It failed: the admission pays for the classic
+                        // synthesis instead.
                         ctx.funds = funds;
                     }
-                    evaluated.inspect(|_| {
+                    made.inspect(|_| {
                         tracing::debug!(
                             circuit = id,
                             witness_ms = witness_time.as_millis() as u64,
                             evaluation_ms = (started.elapsed() - witness_time).as_millis() as u64,
+                            abc_on_device = self.abc_on_device,
                             "synthesized from the recording"
                         );
                     })

@@ -18,8 +18,9 @@ use crate::{EngineError, Phase};
 impl Inner {
     /// Host bytes one partition of `circuit_id` needs while in flight: its
     /// vectors (as the pool rounds them; no a/b/c where a recording lets the
-    /// devices compute them), densities, and what the backends add. From the capacity hint, or from the parameters' shape before the
-    /// first synthesis. A hint that is implausible, or that disagrees with
+    /// devices compute them), densities, and what the backends add. From
+    /// the capacity hint, or from the parameters' shape before the first
+    /// synthesis. A hint that is implausible, or that disagrees with
     /// the parameters (other inputs or aux, more constraints than their
     /// domain), is discarded and relearned: a tampered hints file must not
     /// turn every later submission away.

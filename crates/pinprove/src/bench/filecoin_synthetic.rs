@@ -277,6 +277,16 @@ fn winning_into(prover: &FilecoinProver, w: pinprove_filecoin::PreparedProof, st
     Ok(s)
 }
 
+/// Waits until the engine is quiet: its circuit recording (started ahead,
+/// or by the first proof) is made.
+fn wait_for_recording(engine: &pinprove_engine::Engine) -> Result<()> {
+    ensure!(
+        engine.wait_quiet(Duration::from_secs(1800)),
+        "the circuit's recording did not finish"
+    );
+    Ok(())
+}
+
 /// Waits for a submission and checks it completed (its proof cannot
 /// verify: `finish` does not try).
 fn completed(prover: &FilecoinProver, sub: &Submission) -> Result<Vec<PartitionResult>> {
@@ -527,10 +537,7 @@ pub fn measure(
             "{circuit}: its partitions cannot be pre-compiled"
         );
         drop(part);
-        ensure!(
-            engine.wait_quiet(Duration::from_secs(1800)),
-            "the circuit's recording did not finish"
-        );
+        wait_for_recording(&engine)?;
         let s = secs(t.elapsed());
         eprintln!("{circuit}: recorded before the first proof in {s:.1} s");
         record_first_s = Some(s);
@@ -576,10 +583,7 @@ pub fn measure(
     if precompiled {
         // The recording started with the first proof; the stream is what
         // it speeds up.
-        ensure!(
-            engine.wait_quiet(Duration::from_secs(1800)),
-            "the circuit's recording did not finish"
-        );
+        wait_for_recording(&engine)?;
         eprintln!("recording ready {:.1} s after the first proof", secs(t.elapsed()));
     }
     let recording_wait_s = secs(t.elapsed());
