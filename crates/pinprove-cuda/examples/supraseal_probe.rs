@@ -66,6 +66,7 @@ fn main() {
                 srs,
                 assignments: vec![asg],
                 randomness: vec![(Scalar::from(3u64), Scalar::from(5u64))],
+                urgent: false,
             })
             .unwrap();
             eprintln!("backend proof done {:?}", t.elapsed());

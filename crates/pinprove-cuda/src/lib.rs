@@ -16,6 +16,7 @@
 
 #[cfg(feature = "cuda")]
 mod device;
+mod device_queue;
 pub mod fault;
 #[cfg(feature = "cuda")]
 mod native;

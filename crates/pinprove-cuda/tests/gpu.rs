@@ -135,6 +135,7 @@ fn prove(
             srs: Arc::clone(srs),
             assignments: vec![asg],
             randomness: vec![rs],
+            urgent: false,
         })
         .unwrap()
         .remove(0)
@@ -282,6 +283,7 @@ fn supraseal_errors_are_values() {
             srs: in_memory,
             assignments: vec![asg],
             randomness: vec![(Scalar::ONE, Scalar::ONE)],
+            urgent: false,
         })
         .unwrap_err();
     assert!(matches!(err, ProveError::Backend { .. }), "{err}");
@@ -396,6 +398,7 @@ fn native_proofs_from_device_computed_a_b_c_equal_the_classic_proofs() {
             srs: Arc::clone(&srs),
             assignments: vec![asg],
             randomness: vec![rs],
+            urgent: false,
         };
         let classic = gpu.prove(job(want)).unwrap().remove(0);
         let from_device = gpu.prove(job(pending)).unwrap().remove(0);

@@ -777,6 +777,64 @@ fn an_urgent_partition_finds_a_device_worker_while_all_others_are_busy() {
 }
 
 #[test]
+fn an_urgent_partition_is_finished_by_its_own_finalizer_not_behind_background_ones() {
+    // Slow finishes (a backend waiting for its device work): background
+    // partitions queue for the finalizer. A critical partition started then
+    // is finished at once by the urgent finalizer, not after all of them.
+    let dir = temp_dir("urgent-finalizer");
+    let (pool, acct) = pool_with(1 << 30);
+    let c = BenchCircuit::new(300, WitnessMix::Bits).unwrap();
+    let params = synthetic_params(&c, &dir);
+    let engine = test_engine(
+        &pool,
+        EngineConfig {
+            synthesis_workers: 3,
+            workers_per_device: Some(2),
+            ..EngineConfig::default()
+        },
+        0,
+        400,
+        0,
+    );
+    engine.register_srs(&c.id(), &params);
+    let background = engine
+        .submit(spec(&c.id(), Priority::Normal, (0..6).map(|_| slow(&c, 0)).collect()))
+        .unwrap();
+    wait_for_partitions_in(&engine, Phase::Finish, 1, "no background partition reached its finish");
+    let critical = engine
+        .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 0)]))
+        .unwrap();
+    for id in [critical, background] {
+        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
+        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    }
+    let finishes: Vec<_> = engine
+        .timeline()
+        .spans()
+        .into_iter()
+        .filter(|s| s.name == Phase::Finish)
+        .collect();
+    let crit = finishes
+        .iter()
+        .find(|s| s.label == format!("{critical}/0"))
+        .expect("the critical partition finished");
+    assert!(crit.lane.ends_with("urgent-finalizer"), "{}", crit.lane);
+    let last_background = finishes
+        .iter()
+        .filter(|s| s.label != crit.label)
+        .map(|s| s.start)
+        .max()
+        .unwrap();
+    assert!(
+        crit.start < last_background,
+        "the critical finish began at {:?}, after every background one (last at {last_background:?})",
+        crit.start
+    );
+    assert_idle(&engine, &pool, &acct, "urgent finalizer");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn preloading_warms_the_pool_for_a_stream_of_the_circuit() {
     // After a preload, the pool holds (in the background, out of spare
     // budget) the buffers of as many partitions as run at once; a job of

@@ -13,6 +13,10 @@ pub struct ProvingJob {
     pub assignments: Vec<ProvingAssignment>,
     /// One (r, s) pair per circuit.
     pub randomness: Vec<(Scalar, Scalar)>,
+    /// Latency matters more than throughput (a WinningPoSt's partition): a
+    /// backend that queues proofs on a device lets this one go ahead of
+    /// background proofs waiting there.
+    pub urgent: bool,
 }
 
 /// What a backend can do, so the engine can plan around it.

@@ -368,6 +368,7 @@ mod tests {
                 srs,
                 assignments: vec![asg],
                 randomness: vec![(Scalar::from(1u64), Scalar::from(2u64))],
+                urgent: false,
             })
             .unwrap();
         assert_eq!(proofs.len(), 1);

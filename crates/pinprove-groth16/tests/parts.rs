@@ -99,6 +99,7 @@ fn parts_synthesize_in_parallel_to_the_sequential_assignment_and_proof() {
             srs,
             assignments: vec![asg],
             randomness: vec![(r, s)],
+            urgent: false,
         })
         .unwrap()
         .remove(0);

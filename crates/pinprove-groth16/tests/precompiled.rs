@@ -46,6 +46,7 @@ fn prove(pool: &Arc<PinnedPool>, srs: &Arc<Srs>, asg: ProvingAssignment, r: Scal
         srs: Arc::clone(srs),
         assignments: vec![asg],
         randomness: vec![(r, s)],
+        urgent: false,
     };
     CpuBackend::new(Arc::clone(pool)).prove(job).unwrap().pop().unwrap()
 }

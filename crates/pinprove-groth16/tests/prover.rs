@@ -166,6 +166,7 @@ fn a_stale_hint_costs_a_spill_but_never_a_proof() {
             srs,
             assignments: vec![asg],
             randomness: vec![(r, s)],
+            urgent: false,
         })
         .unwrap()
         .remove(0);
@@ -187,6 +188,7 @@ fn start_releases_abc_to_the_pool() {
             srs: Arc::clone(&srs),
             assignments: vec![asg],
             randomness: vec![(Scalar::ONE, Scalar::ONE)],
+            urgent: false,
         })
         .unwrap();
     let held_after = pool.stats().checked_out_bytes;
@@ -224,6 +226,7 @@ fn batches_prove_each_circuit_like_bellperson() {
             srs,
             assignments,
             randomness: randomness.clone(),
+            urgent: false,
         })
         .unwrap();
     for ((c, (r, s)), proof) in circuits.iter().zip(randomness).zip(&proofs) {
@@ -253,6 +256,7 @@ fn parameters_of_another_circuit_are_a_clear_error() {
             srs,
             assignments: vec![asg],
             randomness: vec![(Scalar::ONE, Scalar::ONE)],
+            urgent: false,
         })
         .unwrap_err();
     assert!(matches!(err, ProveError::ParamsMismatch { .. }), "{err}");
@@ -270,6 +274,7 @@ fn malformed_jobs_are_errors() {
         srs: Arc::clone(&srs),
         assignments: vec![],
         randomness: vec![],
+        urgent: false,
     });
     assert!(matches!(empty, Err(ProveError::EmptyBatch)));
     let (asg, _) = synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
@@ -277,6 +282,7 @@ fn malformed_jobs_are_errors() {
         srs: Arc::clone(&srs),
         assignments: vec![asg],
         randomness: vec![],
+        urgent: false,
     });
     assert!(matches!(missing_rs, Err(ProveError::RandomnessCount { .. })));
     let (a1, _) = synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
@@ -286,6 +292,7 @@ fn malformed_jobs_are_errors() {
         srs,
         assignments: vec![a1, a2],
         randomness: vec![(Scalar::ONE, Scalar::ONE); 2],
+        urgent: false,
     });
     assert!(matches!(mixed, Err(ProveError::BatchShapeMismatch { index: 1, .. })));
 }

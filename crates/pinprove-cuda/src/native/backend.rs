@@ -1,7 +1,7 @@
 //! The native backend: configuration, SRS residency, and `start`, which
 //! prepares the scalars on the CPU and queues the whole proof on the GPU.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::ffi::c_int;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,6 +23,7 @@ use super::msm::{G1, G2, MsmScalars, msm};
 use super::proof::{DeviceProof, DeviceReads, NativeStarted};
 use super::resident::{ResidentSrs, srs_key};
 use super::{NAME, NativeConfig, NativePhases, PlacementReport, SrsPlacement, backend_error, cuda_error, timed};
+use crate::device_queue::DeviceQueue;
 use crate::split::{self, Mode, QueryScalars};
 
 /// pinprove's GPU backend. See the module documentation.
@@ -32,11 +33,11 @@ pub struct NativeBackend {
     /// SRSs whose bases are on the device. A proof holds its own Arc, so
     /// an eviction during a proof frees the bases after it.
     resident: Mutex<HashMap<PathBuf, Arc<ResidentSrs>>>,
-    /// Held while one proof queues its device work (proofs queue whole, one
-    /// behind the other, on the GPU's streams); it holds the completion
-    /// events of the proofs still queued, oldest first, at most
-    /// `queue_depth`. CPU work runs outside it.
-    device: Mutex<VecDeque<Arc<PooledEvent>>>,
+    /// Whose turn it is to queue device work (proofs queue whole, one
+    /// behind the other, on the GPU's streams; urgent ones first), and the
+    /// completion events of the proofs queued, at most `queue_depth` of
+    /// background work. CPU work runs outside it.
+    device: DeviceQueue<PooledEvent>,
     /// The CUDA events proofs use, reused (see [`EventPool`]).
     events: Events,
     last_phases: Arc<Mutex<Option<NativePhases>>>,
@@ -94,7 +95,7 @@ impl NativeBackend {
             pool,
             config,
             resident: Mutex::new(HashMap::new()),
-            device: Mutex::new(VecDeque::new()),
+            device: DeviceQueue::new(config.queue_depth),
             events: Events::new(),
             last_phases: Arc::new(Mutex::new(None)),
             lost: LostDevice::default(),
@@ -220,7 +221,7 @@ impl Backend for NativeBackend {
         }
         let key = srs_key(srs);
         let uploaded = {
-            let _device = self.device.lock().recover();
+            let _turn = self.device.exclusive();
             self.lost.note(ResidentSrs::upload(points, self.ordinal()))
         };
         match uploaded {
@@ -347,12 +348,9 @@ impl NativeBackend {
             let uploaded = self.events.fences().map_err(cuda_error)?;
 
             let t1 = Instant::now();
-            let mut queued = self.device.lock().recover();
-            // Room on the device: wait for the oldest queued proof to run.
-            while queued.len() >= self.config.queue_depth {
-                let oldest = queued.pop_front().expect("a queued proof");
-                oldest.synchronize().map_err(cuda_error)?;
-            }
+            let turn = self
+                .device
+                .enter(job.urgent, |e: &PooledEvent| e.synchronize().map_err(cuda_error))?;
             let t2 = Instant::now();
             let (h_job, evaluated) = match (&matrices, abc) {
                 (Some(mats), _) => {
@@ -428,9 +426,10 @@ impl NativeBackend {
                 )
             })?;
             if !streamed {
-                queued.push_back(Arc::clone(&events.msms[4]));
+                turn.queued(Arc::clone(&events.msms[4]));
+            } else {
+                drop(turn);
             }
-            drop(queued);
             let t3 = Instant::now();
 
             let listed = |p: &QueryScalars| p.list(aux).len();

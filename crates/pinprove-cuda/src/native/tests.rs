@@ -210,6 +210,7 @@ fn start_proof(
         srs: Arc::clone(srs),
         assignments: vec![asg],
         randomness: vec![(Scalar::from(3u64), Scalar::from(4u64))],
+        urgent: false,
     })
 }
 
@@ -310,6 +311,7 @@ fn a_faulting_kernel_loses_the_device_and_nothing_else() {
                 srs: Arc::clone(&srs),
                 assignments: vec![asg],
                 randomness: vec![(Scalar::from(3u64), Scalar::from(4u64))],
+                urgent: false,
             })
             .and_then(|p| p.finish())
             .map(|p| p[0].to_bytes().to_vec());
@@ -428,6 +430,7 @@ fn later_proofs_of_a_circuit_type_find_their_preparation_buffers_warm() {
             srs: Arc::clone(&srs),
             assignments: vec![asg],
             randomness: vec![(Scalar::from(3u64), Scalar::from(4u64))],
+            urgent: false,
         })
         .unwrap()
         .finish()

@@ -83,6 +83,7 @@ impl Inner {
                     srs: Arc::clone(&flight.srs),
                     assignments: vec![assignment],
                     randomness: vec![flight.randomness],
+                    urgent: job.priority.is_urgent(),
                 })
             });
         let took = t.elapsed();
@@ -97,7 +98,12 @@ impl Inner {
                 flight.ticket.enter(Phase::FinishWait);
                 // The finalizers outlive the workers: a send fails only when
                 // the engine is gone, and then the partition is dropped.
-                let _ = self.finalize.0.send(Started {
+                let to = if job.priority.is_urgent() {
+                    &self.finalize_urgent.0
+                } else {
+                    &self.finalize.0
+                };
+                let _ = to.send(Started {
                     flight,
                     started,
                     device: d,
@@ -142,16 +148,23 @@ impl Inner {
         }
     }
 
-    pub(super) fn finalizer(&self, d: usize) {
-        let lane = format!("{}-finalizer", self.devices[d].name);
+    /// Completes started partitions: background ones, or with `urgent`
+    /// High and Critical ones (whose finish then waits only for their own
+    /// device work, not for background partitions' ahead of them).
+    pub(super) fn finalizer(&self, lane: &str, urgent: bool) {
+        let from = if urgent {
+            &self.finalize_urgent.1
+        } else {
+            &self.finalize.1
+        };
         loop {
-            let item = match self.finalize.1.recv_timeout(Duration::from_millis(100)) {
+            let item = match from.recv_timeout(Duration::from_millis(100)) {
                 Ok(item) => item,
                 Err(RecvTimeoutError::Timeout) if !self.shutting_down() => continue,
                 Err(_) => return,
             };
             let (job, index, device) = (Arc::clone(&item.flight.job), item.flight.index, item.device);
-            if let Err(msg) = catch(|| self.finish_one(&lane, item)) {
+            if let Err(msg) = catch(|| self.finish_one(lane, item)) {
                 let name = &self.devices[device].name;
                 self.panicked(
                     &job,

@@ -212,6 +212,7 @@ impl Engine {
             jobs: Mutex::new(HashMap::new()),
             finished: Mutex::new(VecDeque::new()),
             finalize: unbounded(),
+            finalize_urgent: unbounded(),
             metrics: Metrics::default(),
             next_job: AtomicU64::new(1),
             next_seq: AtomicU64::new(0),
@@ -237,7 +238,10 @@ impl Engine {
                 let name = lane.clone();
                 engine.spawn(name, move |i| i.device_worker(d, &lane, urgent_only))?;
             }
-            engine.spawn(format!("{}-finalizer", slot.name), move |i| i.finalizer(d))?;
+            for urgent in [false, true] {
+                let lane = format!("{}-{}finalizer", slot.name, if urgent { "urgent-" } else { "" });
+                engine.spawn(lane.clone(), move |i| i.finalizer(&lane, urgent))?;
+            }
         }
         engine.spawn("engine-housekeeping".into(), |i| i.housekeeping())?;
         #[cfg(feature = "cuda")]

@@ -396,7 +396,11 @@ pub(crate) struct Inner {
     pub(super) precompiled: Arc<super::precompiled::Precompiler>,
     pub(super) jobs: Mutex<HashMap<JobId, Arc<JobCtl>>>,
     pub(super) finished: Mutex<VecDeque<JobId>>,
+    /// Started partitions for the finalizers: background ones, and urgent
+    /// ones (High and Critical), which their own finalizer takes at once
+    /// instead of behind background partitions waiting for the device.
     pub(super) finalize: (Sender<Started>, Receiver<Started>),
+    pub(super) finalize_urgent: (Sender<Started>, Receiver<Started>),
     pub(super) metrics: Metrics,
     pub(super) timeline: Timeline,
     pub(super) next_job: AtomicU64,

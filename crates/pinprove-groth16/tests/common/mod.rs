@@ -71,6 +71,7 @@ pub fn our_proof<C: Circuit<Scalar>>(
         srs: Arc::clone(srs),
         assignments: vec![asg],
         randomness: vec![(r, s)],
+        urgent: false,
     };
     let mut proofs = backend.prove(job).expect("proof");
     proofs.pop().unwrap()

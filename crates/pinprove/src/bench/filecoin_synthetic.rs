@@ -271,9 +271,23 @@ fn winning_into(prover: &FilecoinProver, w: pinprove_filecoin::PreparedProof, st
     }
     let t = Instant::now();
     let sub = prover.submit_prepared(w)?;
-    completed(prover, &sub)?;
+    let results = completed(prover, &sub)?;
     let s = secs(t.elapsed());
     eprintln!("a WinningPoSt submitted while other partitions were being proved: done in {s:.2} s");
+    for r in &results {
+        let p = &r.timings;
+        eprintln!(
+            "  its partition {}: admission {:.3} s, synthesis {:.3} s, wait for a device worker {:.3} s, start {:.3} s, \
+             wait for a finalizer {:.3} s, finish {:.3} s",
+            r.index,
+            secs(p.queue_wait + p.budget_wait + p.srs_load),
+            secs(p.synthesis),
+            secs(p.handoff_wait),
+            secs(p.start),
+            secs(p.finish_wait),
+            secs(p.finish)
+        );
+    }
     Ok(s)
 }
 

@@ -255,6 +255,7 @@ mod imp {
                         srs: Arc::clone(srs),
                         assignments: vec![asg],
                         randomness: vec![rs()],
+                        urgent: false,
                     };
                     in_flight.push_back(backend.start(job)?);
                     if i == 0 {
@@ -358,6 +359,7 @@ mod imp {
                 srs: Arc::clone(srs),
                 assignments: vec![asg],
                 randomness: vec![rs],
+                urgent: false,
             })
         };
         let proof = gpu.prove(job(loaded, AbcLayout::Exact)?)?.remove(0);
@@ -403,6 +405,7 @@ mod imp {
                 srs: Arc::clone(srs),
                 assignments: vec![asg],
                 randomness: vec![rs],
+                urgent: false,
             })
         };
         let mut times = Vec::new();
@@ -601,6 +604,7 @@ mod imp {
                                     srs: Arc::clone(&srs),
                                     assignments: vec![asg],
                                     randomness: vec![rs()],
+                                    urgent: false,
                                 })?
                                 .remove(0);
                             let t4 = Instant::now();

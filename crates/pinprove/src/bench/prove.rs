@@ -115,6 +115,7 @@ pub fn run(args: &ProveArgs) -> Result<()> {
             srs: Arc::clone(&srs),
             assignments: vec![asg],
             randomness: vec![(r, s)],
+            urgent: false,
         })?;
         let t2 = Instant::now();
         let proof = started.finish()?.remove(0).to_bytes();
