@@ -78,6 +78,20 @@ pub enum FilecoinError {
         /// The first partition that failed.
         partition: usize,
     },
+    /// The partition proofs were made and verify, but aggregating them
+    /// (non-interactive PoRep) failed.
+    #[error("aggregating the {kind} proof")]
+    Aggregation {
+        /// The kind.
+        kind: ProofKind,
+        /// Why.
+        #[source]
+        source: anyhow::Error,
+    },
+    /// The aggregate of verified partition proofs does not verify: never
+    /// returned as a result.
+    #[error("the {0} aggregate does not verify against the request's public inputs")]
+    AggregateNotVerified(ProofKind),
     /// Verification itself could not run.
     #[error("verifying the {kind} proof")]
     Verification {

@@ -43,6 +43,7 @@ macro_rules! with_tree {
     };
 }
 
+mod aggregate;
 mod error;
 pub mod kind;
 pub mod params;

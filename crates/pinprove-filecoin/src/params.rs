@@ -233,7 +233,10 @@ impl ParamCache {
 }
 
 /// Writes `path` through a temporary file beside it, renamed into place.
-fn write_atomically(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> anyhow::Result<()>) -> anyhow::Result<()> {
+pub(crate) fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     let result = (|| {
         let mut w = BufWriter::with_capacity(8 << 20, File::create(&tmp)?);

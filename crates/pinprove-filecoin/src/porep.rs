@@ -21,6 +21,7 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::parameter_cache::CacheableParameters;
 use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg, Tau, generate_replica_id};
 
+use crate::aggregate::Aggregation;
 use crate::error::bad;
 use crate::params::{BlankCircuit, CircuitParams};
 use crate::prover::{Prepared, guarded};
@@ -99,16 +100,6 @@ pub(crate) fn prepare(req: &ProofRequest) -> Result<Prepared, FilecoinError> {
                 "the wrapper names sector {num}, the request sector {}",
                 req.sector_number
             ),
-        ));
-    }
-    if rsp
-        .as_v1_config()
-        .api_features
-        .contains(&ApiFeature::NonInteractivePoRep)
-    {
-        return Err(bad(
-            KIND,
-            format!("{rsp:?} is non-interactive PoRep, whose C2 is a SnarkPack aggregate: not made by pinprove yet"),
         ));
     }
     let SealCommitPhase1Output {
@@ -233,11 +224,18 @@ where
         parts.push(precompilable_partition_with_inputs(circuit, public.clone()));
         inputs.push(public);
     }
+    // Non-interactive PoRep proves the same circuit over more partitions
+    // (13 at test sizes, 126 at 32 GiB) and returns their SnarkPack
+    // aggregate.
+    let aggregation = cfg
+        .feature_enabled(ApiFeature::NonInteractivePoRep)
+        .then_some(Aggregation { comm_r: c.comm_r });
     Ok(Prepared {
         kind: KIND,
         circuit: circuit_of::<Tree>(pp, sector_bytes)?,
         partitions: parts,
         inputs,
+        aggregation,
     })
 }
 

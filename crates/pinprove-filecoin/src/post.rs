@@ -215,6 +215,7 @@ where
             inputs: public.clone(),
         })],
         inputs: vec![public],
+        aggregation: None,
     })
 }
 

@@ -18,6 +18,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
+
 use bellperson::groth16::{self, PreparedVerifyingKey};
 use blstrs::Bls12;
 use pinprove_engine::{Engine, JobId, JobOutcome, JobSpec, Partition, PartitionTimings};
@@ -25,6 +27,7 @@ use pinprove_groth16::{PROOF_BYTES, Scalar};
 use pinprove_mem::sync::Recover;
 use rand::rngs::OsRng;
 
+use crate::aggregate::{Aggregation, InnerProductSrs};
 use crate::params::{CircuitParams, ParamCache};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind, porep, post, snap};
 
@@ -36,6 +39,9 @@ pub(crate) struct Prepared {
     pub partitions: Vec<Box<dyn Partition>>,
     /// Each partition's public inputs, as the verifier derives them.
     pub inputs: Vec<Vec<Scalar>>,
+    /// The partition proofs are returned aggregated (non-interactive
+    /// PoRep), not concatenated.
+    pub aggregation: Option<Aggregation>,
 }
 
 /// Runs `build`, turning a panic in storage-proofs' code (which asserts on
@@ -102,6 +108,8 @@ pub struct FilecoinProver {
     /// One generation at a time per process (each takes minutes and most
     /// of the machine).
     generating: Mutex<()>,
+    /// Filecoin's inner-product SRS, once a non-interactive PoRep needed it.
+    inner_product: Mutex<Option<Arc<InnerProductSrs>>>,
 }
 
 /// A request decoded and checked, its circuits built, not yet submitted.
@@ -145,6 +153,9 @@ pub struct Submission {
     pub partitions: usize,
     inputs: Vec<Vec<Scalar>>,
     circuit: Arc<Registered>,
+    /// For non-interactive PoRep: what the aggregate binds to, and the
+    /// sector size.
+    aggregation: Option<(Aggregation, u64)>,
 }
 
 /// A finished Filecoin proof.
@@ -153,12 +164,15 @@ pub struct Proved {
     /// What it proves.
     pub kind: ProofKind,
     /// The bytes filecoin-proofs would return: the partitions' proofs in
-    /// partition order.
+    /// partition order (for non-interactive PoRep, their SnarkPack
+    /// aggregate).
     pub proof: Vec<u8>,
     /// Each partition's timings.
     pub partitions: Vec<PartitionTimings>,
     /// Time the verification took (`None` when switched off).
     pub verification: Option<Duration>,
+    /// Time the aggregation took (non-interactive PoRep only).
+    pub aggregation: Option<Duration>,
 }
 
 impl FilecoinProver {
@@ -170,6 +184,7 @@ impl FilecoinProver {
             options,
             registered: Mutex::new(HashMap::new()),
             generating: Mutex::new(()),
+            inner_product: Mutex::new(None),
         }
     }
 
@@ -262,8 +277,10 @@ impl FilecoinProver {
             circuit,
             partitions,
             inputs,
+            aggregation,
         } = prepared;
         let circuit_id = circuit.circuit_id.clone();
+        let sector_bytes = circuit.sector_bytes;
         let registered = self.registered(circuit)?;
         let n = partitions.len();
         let job = self.engine.submit(JobSpec {
@@ -280,6 +297,7 @@ impl FilecoinProver {
             partitions: n,
             inputs,
             circuit: registered,
+            aggregation: aggregation.map(|a| (a, sector_bytes)),
         })
     }
 
@@ -295,18 +313,42 @@ impl FilecoinProver {
         for r in &results {
             proof.extend_from_slice(&r.proof.to_bytes());
         }
-        let verification = if self.options.verify && !self.options.synthetic_inputs {
+        let verify = self.options.verify && !self.options.synthetic_inputs;
+        let mut verification = if verify {
             let t = Instant::now();
             self.verify(sub, &proof)?;
             Some(t.elapsed())
         } else {
             None
         };
+        let mut aggregation = None;
+        if let Some((agg, sector_bytes)) = &sub.aggregation {
+            let t = Instant::now();
+            let failed = |source: anyhow::Error| FilecoinError::Aggregation { kind: sub.kind, source };
+            let srs = self.inner_product_srs(*sector_bytes).map_err(failed)?;
+            let proofs = proof
+                .chunks(PROOF_BYTES)
+                .map(groth16::Proof::<Bls12>::read)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| failed(e.into()))?;
+            proof = agg.aggregate(&srs, proofs).map_err(failed)?;
+            aggregation = Some(t.elapsed());
+            if verify {
+                let t = Instant::now();
+                let failed = |source: anyhow::Error| FilecoinError::Verification { kind: sub.kind, source };
+                let pvk = self.prepared_vk(sub).map_err(failed)?;
+                if !agg.verify(&srs, &pvk, &sub.inputs, &proof).map_err(failed)? {
+                    return Err(FilecoinError::AggregateNotVerified(sub.kind));
+                }
+                verification = verification.map(|v| v + t.elapsed());
+            }
+        }
         Ok(Proved {
             kind: sub.kind,
             proof,
             partitions: results.iter().map(|r| r.timings).collect(),
             verification,
+            aggregation,
         })
     }
 
@@ -317,26 +359,41 @@ impl FilecoinProver {
         self.finish(&sub, outcome)
     }
 
+    /// The inner-product SRS of the parameter cache (read once; made for
+    /// test sector sizes when missing).
+    fn inner_product_srs(&self, sector_bytes: u64) -> anyhow::Result<Arc<InnerProductSrs>> {
+        let mut srs = self.inner_product.lock().recover();
+        if let Some(s) = srs.as_ref() {
+            s.check_for(sector_bytes)?;
+            return Ok(Arc::clone(s));
+        }
+        let s = Arc::new(InnerProductSrs::load(self.params.dir(), sector_bytes)?);
+        *srs = Some(Arc::clone(&s));
+        Ok(s)
+    }
+
+    /// The verifying key of a submission's circuit, prepared.
+    fn prepared_vk(&self, sub: &Submission) -> anyhow::Result<Arc<PreparedVerifyingKey<Bls12>>> {
+        if let Some(v) = sub.circuit.vk.get() {
+            return Ok(Arc::clone(v));
+        }
+        // A parameter file begins with its verifying key.
+        let path = sub
+            .circuit
+            .params
+            .as_ref()
+            .context("synthetic parameters have no verifying key to check with")?;
+        let vk = groth16::VerifyingKey::<Bls12>::read(BufReader::new(File::open(path)?))?;
+        Ok(Arc::clone(
+            sub.circuit
+                .vk
+                .get_or_init(|| Arc::new(groth16::prepare_verifying_key(&vk))),
+        ))
+    }
+
     fn verify(&self, sub: &Submission, proof: &[u8]) -> Result<(), FilecoinError> {
         let failed = |source: anyhow::Error| FilecoinError::Verification { kind: sub.kind, source };
-        let pvk = match sub.circuit.vk.get() {
-            Some(v) => Arc::clone(v),
-            None => {
-                // A parameter file begins with its verifying key.
-                let path = sub.circuit.params.as_ref().ok_or_else(|| {
-                    failed(anyhow::anyhow!(
-                        "synthetic parameters have no verifying key to check with"
-                    ))
-                })?;
-                let f = File::open(path).map_err(|e| failed(e.into()))?;
-                let vk = groth16::VerifyingKey::<Bls12>::read(BufReader::new(f)).map_err(|e| failed(e.into()))?;
-                Arc::clone(
-                    sub.circuit
-                        .vk
-                        .get_or_init(|| Arc::new(groth16::prepare_verifying_key(&vk))),
-                )
-            }
-        };
+        let pvk = self.prepared_vk(sub).map_err(failed)?;
         let proofs = proof
             .chunks(PROOF_BYTES)
             .map(groth16::Proof::<Bls12>::read)

@@ -13,13 +13,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, ensure};
 use base64::Engine as _;
 use filecoin_proofs_api::seal::{
-    SealPreCommitPhase2Output, add_piece, clear_cache, generate_piece_commitment, seal_commit_phase1,
-    seal_pre_commit_phase1, seal_pre_commit_phase2,
+    SealPreCommitPhase2Output, add_piece, clear_cache, generate_piece_commitment, generate_synth_proofs,
+    seal_commit_phase1, seal_pre_commit_phase1, seal_pre_commit_phase2,
 };
 use filecoin_proofs_api::update::{empty_sector_update_encode_into, generate_partition_proofs};
 use filecoin_proofs_api::{
-    PieceInfo, PrivateReplicaInfo, PublicReplicaInfo, RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof,
-    SectorId, UnpaddedBytesAmount,
+    ApiFeature, PieceInfo, PrivateReplicaInfo, PublicReplicaInfo, RegisteredPoStProof, RegisteredSealProof,
+    RegisteredUpdateProof, SectorId, UnpaddedBytesAmount,
 };
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -95,8 +95,20 @@ impl SampleSector {
     /// takes about a second) under `dir`, numbered `sector_number` by miner
     /// `miner_id`; `seed` makes everything reproducible.
     pub fn seal(dir: &Path, sector_size: u64, sector_number: u64, miner_id: u64, seed: u64) -> Result<SampleSector> {
+        Self::seal_as(dir, seal_proof_of(sector_size)?, sector_number, miner_id, seed)
+    }
+
+    /// [`seal`](Self::seal) with the seal proof `rsp` (of a test size), for
+    /// the synthetic-PoRep and non-interactive variants.
+    pub fn seal_as(
+        dir: &Path,
+        rsp: RegisteredSealProof,
+        sector_number: u64,
+        miner_id: u64,
+        seed: u64,
+    ) -> Result<SampleSector> {
+        let sector_size = u64::from(rsp.sector_size());
         ensure!(sector_size < 32 << 30, "sample sectors are of test sizes");
-        let rsp = seal_proof_of(sector_size)?;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         std::fs::create_dir_all(dir)?;
         let cache = dir.join("cache");
@@ -126,6 +138,20 @@ impl SampleSector {
         let mut seed_bytes = field_bytes(&mut rng);
         seed_bytes[0] |= 1; // never zero
         let (comm_r, comm_d) = (p2.comm_r, p2.comm_d);
+        if rsp.as_v1_config().api_features.contains(&ApiFeature::SyntheticPoRep) {
+            // Synthetic PoRep proves challenges drawn ahead, from proofs
+            // made once here; commit phase 1 picks its share of them.
+            generate_synth_proofs(
+                &cache,
+                &sealed,
+                prover_id,
+                sector_id,
+                ticket,
+                p2.clone(),
+                std::slice::from_ref(&info),
+            )
+            .context("sealing: synthetic proofs")?;
+        }
         let c1 = seal_commit_phase1(&cache, &sealed, prover_id, sector_id, ticket, seed_bytes, p2, &[info])
             .context("sealing: commit phase 1")?;
         // Layers and other intermediates are not needed for PoSt or updates.

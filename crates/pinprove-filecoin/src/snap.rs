@@ -133,6 +133,7 @@ where
         circuit: circuit_of::<Tree>(pp, sector_bytes)?,
         partitions: parts,
         inputs,
+        aggregation: None,
     })
 }
 

@@ -45,7 +45,8 @@ fn corrupted_inputs_of_every_kind_are_clear_failures_and_the_engine_keeps_servin
         &r,
         "the request says StackedDrg32GiBV1_1, but the C1 output is of a StackedDrg2KiBV1_1 sector",
     );
-    // Non-interactive PoRep (a SnarkPack aggregate) is refused as such.
+    // A C1 output that claims non-interactive PoRep over an interactive
+    // one's vanilla proofs (1 partition, not 13).
     let c1 = String::from_utf8(sector.c1.clone()).unwrap();
     assert!(
         c1.contains("\"StackedDrg2KiBV1_1\""),
@@ -59,7 +60,12 @@ fn corrupted_inputs_of_every_kind_are_clear_failures_and_the_engine_keeps_servin
         )
         .into_bytes();
     r.registered_proof = 15;
-    refused(&prover, "porep: non-interactive", &r, "is non-interactive PoRep");
+    refused(
+        &prover,
+        "porep: non-interactive",
+        &r,
+        "1 partitions of vanilla proofs, a StackedDrg2KiBV1_2_Feat_NonInteractivePoRep proof has 13",
+    );
     let mut r = good.clone();
     r.sector_size = 8 << 20;
     refused(

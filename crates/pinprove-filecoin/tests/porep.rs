@@ -40,3 +40,71 @@ fn porep_c2_proves_and_verifies_with_verify_seal() {
     assert_idle(prover.engine(), "porep");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Non-interactive PoRep: 13 partitions at 2 KiB, returned as their
+/// SnarkPack aggregate, which filecoin-proofs-api's `verify_seal` checks
+/// against the inner-product SRS of the same parameter cache (made for test
+/// sectors when missing).
+#[test]
+fn non_interactive_porep_proves_an_aggregate_that_verify_seal_accepts() {
+    use filecoin_proofs_api::RegisteredSealProof;
+    let dir = temp_dir("ni-porep");
+    let rsp = RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep;
+    let sector = SampleSector::seal_as(&dir.join("sector"), rsp, 43, 1000, 5).unwrap();
+    let prover = prover(16 << 30);
+    let req = sector.porep_request();
+    assert_eq!(req.registered_proof, pinprove_filecoin::kind::seal_number(rsp));
+    let t = std::time::Instant::now();
+    let proved = prover.prove(&req).unwrap();
+    let proving = t.elapsed();
+    assert!(proved.aggregation.is_some(), "aggregated");
+    assert!(proved.verification.is_some(), "verified before it was returned");
+    let t = std::time::Instant::now();
+    assert!(
+        sector.verify_seal(&proved.proof).unwrap(),
+        "filecoin-proofs-api's verify_seal accepts the aggregate"
+    );
+    eprintln!(
+        "NI-PoRep 2 KiB: proved in {proving:?} (synthesis {:?} summed over partitions), aggregated in {:?}, \
+         verified by pinprove in {:?}, by verify_seal in {:?}; aggregate {} bytes",
+        proved
+            .partitions
+            .iter()
+            .map(|p| p.synthesis)
+            .sum::<std::time::Duration>(),
+        proved.aggregation.unwrap(),
+        proved.verification.unwrap(),
+        t.elapsed(),
+        proved.proof.len()
+    );
+    // A changed byte is refused.
+    let mut other = proved.proof.clone();
+    let at = other.len() / 2;
+    other[at] ^= 1;
+    assert!(
+        !sector.verify_seal(&other).unwrap_or(false),
+        "a changed byte is refused"
+    );
+    assert_eq!(proved.partitions.len(), 13);
+    assert_idle(prover.engine(), "ni-porep");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Synthetic PoRep (challenges drawn ahead from proofs made at sealing):
+/// the same circuit and proof shape as V1_1, from its own C1 output.
+#[test]
+fn synthetic_porep_proves_and_verifies_with_verify_seal() {
+    use filecoin_proofs_api::RegisteredSealProof;
+    let dir = temp_dir("synth-porep");
+    let rsp = RegisteredSealProof::StackedDrg2KiBV1_1_Feat_SyntheticPoRep;
+    let sector = SampleSector::seal_as(&dir.join("sector"), rsp, 44, 1000, 6).unwrap();
+    let prover = prover(16 << 30);
+    let req = sector.porep_request();
+    assert_eq!(req.registered_proof, pinprove_filecoin::kind::seal_number(rsp));
+    let proved = prover.prove(&req).unwrap();
+    assert_eq!(proved.proof.len(), 192, "one partition at 2 KiB");
+    assert!(proved.aggregation.is_none());
+    assert!(sector.verify_seal(&proved.proof).unwrap(), "verify_seal accepts it");
+    assert_idle(prover.engine(), "synthetic porep");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
