@@ -1,4 +1,5 @@
-//! `pinprove demo`: real 2 KiB Filecoin proofs end to end with nothing
+//! `pinprove demo`: real Filecoin proofs (2 KiB sectors unless asked for
+//! another test size) end to end with nothing
 //! configured. Seals a random sector, starts a daemon in this process
 //! (best backend available, default configuration), and proves through its
 //! gRPC service a WindowPoSt and a WinningPoSt of the sector (with `--all`
@@ -33,9 +34,11 @@ pub struct DemoArgs {
     /// command lines that prove them (commands.txt).
     #[arg(long, value_name = "DIR")]
     save_inputs: Option<PathBuf>,
+    /// The sector size: a test size (2KiB, 8MiB or 512MiB; parameters of
+    /// the larger ones take much longer to make).
+    #[arg(long, value_parser = pinprove_mem::parse_bytes, default_value = "2KiB")]
+    sector_size: u64,
 }
-
-const SECTOR_SIZE: u64 = 2 << 10;
 const MINER: u64 = 1000;
 
 pub fn run(args: &DemoArgs) -> Result<()> {
@@ -47,12 +50,15 @@ pub fn run(args: &DemoArgs) -> Result<()> {
 }
 
 fn demo(args: &DemoArgs, work: &Path) -> Result<()> {
-    println!("pinprove demo: 2 KiB Filecoin proofs through a daemon in this process");
+    println!(
+        "pinprove demo: {} Filecoin proofs through a daemon in this process",
+        bytes(args.sector_size)
+    );
     let t = Instant::now();
-    let mut sector = SampleSector::seal(&work.join("sector"), SECTOR_SIZE, 1, MINER, 1)?;
+    let mut sector = SampleSector::seal(&work.join("sector"), args.sector_size, 1, MINER, 1)?;
     println!(
         "sealed sector 1 of miner {MINER} ({}) in {}",
-        bytes(SECTOR_SIZE),
+        bytes(args.sector_size),
         dur(t.elapsed())
     );
     let mut config = pinprove_server::Config::default();
@@ -96,6 +102,7 @@ async fn prove_all(args: &DemoArgs, local: &InProcess, sector: &mut SampleSector
     let sectors = [1, 2, 3];
     let r = sector.randomness();
     let window = sector.window_post_requests(&sectors, r)?;
+    let partitions = window.len();
     let mut merged = Vec::new();
     for (i, req) in window.into_iter().enumerate() {
         saved.add(&format!("wpost-{i}"), &req)?;
@@ -105,7 +112,7 @@ async fn prove_all(args: &DemoArgs, local: &InProcess, sector: &mut SampleSector
         sector.verify_window_post(&sectors, r, &merged)?,
         "filecoin-proofs-api rejects the WindowPoSt"
     );
-    println!("  WindowPoSt of sectors {sectors:?} in 2 partitions: verified by filecoin-proofs-api");
+    println!("  WindowPoSt of sectors {sectors:?} in {partitions} partitions: verified by filecoin-proofs-api");
 
     let r = sector.randomness();
     let req = sector.winning_post_request(r)?;
