@@ -144,6 +144,15 @@ pub trait Partition: Send + 'static {
     fn fresh_circuit(&self) -> Option<Box<dyn FreshCircuit>> {
         None
     }
+
+    /// How many independent parts the circuit synthesizes in, in parallel
+    /// groups ([`SynthesisContext::synthesize_parts`]); 0 (the default)
+    /// for a circuit synthesized whole. Admission then counts the groups'
+    /// memory beside the partition's own
+    /// ([`pinprove_groth16::parts_scratch_bytes`]).
+    fn parts(&self) -> usize {
+        0
+    }
 }
 
 /// A circuit the engine can record or synthesize from a recording (see

@@ -285,6 +285,10 @@ impl<Tree: 'static + MerkleTreeTrait> Partition for PoStPartition<Tree> {
     fn public_inputs(&self) -> Option<Vec<Scalar>> {
         Some(self.inputs.clone())
     }
+
+    fn parts(&self) -> usize {
+        self.circuit.sectors.len()
+    }
 }
 
 /// The circuit's public parameters (one partition's).

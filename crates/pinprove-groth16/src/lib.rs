@@ -43,7 +43,7 @@ pub use density::Density;
 pub use error::{DeviceFault, LostDevice, ParamsError, PrecompiledError, ProveError};
 pub use hints::{CapacityHint, CapacityHints};
 pub use params::{QueryLengths, Srs, SrsPoints, SrsStats, Validation, VerifyingKey};
-pub use parts::synthesize_parts;
+pub use parts::{parts_scratch_bytes, synthesize_parts};
 pub use proof::{PROOF_BYTES, Proof};
 pub use synth::{AbcLayout, SynthesisStats, plausible_hint, synthesize, synthesize_sized};
 

@@ -10,8 +10,11 @@
 //!
 //! The groups are small and run in waves of one per thread, so what exists
 //! beside the circuit's own assignment at any time is about an eighth of
-//! it, not a second full copy; the first wave's size sizes the rest (no
-//! spills after it), and the buffers of one wave are reused by the next.
+//! it, not a second full copy ([`parts_scratch_bytes`]); the first wave's size
+//! sizes the rest (no spills after it), and the buffers of one wave are
+//! reused by the next. The first wave's buffers are paid out of the job's
+//! funds (admission counts [`parts_scratch_bytes`] for a circuit made of parts);
+//! later waves reuse them from the pool, already covered.
 
 use std::sync::Arc;
 
@@ -44,8 +47,29 @@ where
     T: Sync,
     for<'a> &'a T: Circuit<Scalar>,
 {
-    let body = |cs: &mut ProvingAssignment, caps: Capacities| append_parts(parts, cs, pool, caps);
+    let body = |cs: &mut ProvingAssignment, caps: Capacities, funds: Option<&mut Reservation>| {
+        append_parts(parts, cs, pool, caps, funds)
+    };
     synthesize_with(body, circuit_id, pool, hints, layout, funds, fallback)
+}
+
+/// The memory the groups of a circuit of `parts` parts take beside its
+/// assignment, when the whole circuit has `shape`: one wave of groups'
+/// buffers, as `pool` sizes them (later waves reuse them).
+pub fn parts_scratch_bytes(pool: &PinnedPool, shape: CapacityHint, parts: usize) -> u64 {
+    if parts == 0 {
+        return 0;
+    }
+    let threads = rayon::current_num_threads().max(1);
+    let group = parts.div_ceil(threads * WAVES).max(1);
+    let groups = parts.div_ceil(group).min(threads) as u64;
+    let share = |n: usize| n.saturating_mul(group).div_ceil(parts);
+    let rounded = |elems: usize| pool.rounded_size(elems.saturating_mul(32)).unwrap_or(usize::MAX) as u64;
+    let one_group = rounded(share(shape.constraints))
+        .saturating_mul(3)
+        .saturating_add(rounded(share(shape.inputs).saturating_add(1)))
+        .saturating_add(rounded(share(shape.aux)));
+    one_group.saturating_mul(groups)
 }
 
 fn append_parts<T>(
@@ -53,6 +77,7 @@ fn append_parts<T>(
     cs: &mut ProvingAssignment,
     pool: &Arc<PinnedPool>,
     caps: Capacities,
+    mut funds: Option<&mut Reservation>,
 ) -> Result<(), ProveError>
 where
     T: Sync,
@@ -64,6 +89,19 @@ where
     let threads = rayon::current_num_threads().max(1);
     let group = parts.len().div_ceil(threads * WAVES).max(1);
     let groups: Vec<&[T]> = parts.chunks(group).collect();
+    // What the job was admitted with for its groups: what is left of its
+    // funds after its own assignment, up to one wave's share.
+    let mut scratch = match funds.as_deref_mut() {
+        Some(f) => {
+            let shape = CapacityHint {
+                constraints: caps.constraints,
+                inputs: caps.inputs,
+                aux: caps.aux,
+            };
+            f.split(parts_scratch_bytes(pool, shape, parts.len()))
+        }
+        None => Reservation::empty(pool.budget()),
+    };
     // Per part, from the circuit's capacities (its hint) until a wave has
     // shown the real sizes.
     let n = parts.len();
@@ -74,11 +112,21 @@ where
     };
     let mut appended = 0;
     for wave in groups.chunks(threads) {
-        let done: Vec<Result<ProvingAssignment, ProveError>> = wave
-            .par_iter()
-            .map(|g| synthesize_group(g, pool, scaled(per_part, g.len())))
+        // The wave's groups share what is left of the scratch funds by their
+        // parts (once the first wave's buffers are back in the pool, later
+        // waves reuse them and need none).
+        let (total, in_wave) = (scratch.bytes(), wave.iter().map(|g| g.len()).sum::<usize>().max(1));
+        let shares: Vec<Reservation> = wave
+            .iter()
+            .map(|g| scratch.split(total * g.len() as u64 / in_wave as u64))
             .collect();
-        for d in done {
+        let done: Vec<(Result<ProvingAssignment, ProveError>, Reservation)> = wave
+            .par_iter()
+            .zip(shares)
+            .map(|(g, mut share)| (synthesize_group(g, pool, scaled(per_part, g.len()), &mut share), share))
+            .collect();
+        for (d, share) in done {
+            scratch.merge(share).map_err(ProveError::from)?;
             let d = d?;
             cs.extend(&d);
             if let Some(e) = cs.take_error() {
@@ -94,6 +142,10 @@ where
             aux: cs.num_aux().div_ceil(appended),
         };
     }
+    // Unspent (the pool had the buffers already): back to the job.
+    if let Some(f) = funds {
+        f.merge(scratch)?;
+    }
     Ok(())
 }
 
@@ -106,15 +158,19 @@ fn scaled(per_part: Capacities, parts: usize) -> Capacities {
     }
 }
 
-/// One group of parts in an assignment of its own, ONE first.
-fn synthesize_group<T>(group: &[T], pool: &Arc<PinnedPool>, caps: Capacities) -> Result<ProvingAssignment, ProveError>
+/// One group of parts in an assignment of its own, ONE first, paid out of
+/// `share` (beyond it, as urgent memory of admitted work: not queued behind
+/// admissions).
+fn synthesize_group<T>(
+    group: &[T],
+    pool: &Arc<PinnedPool>,
+    caps: Capacities,
+    share: &mut Reservation,
+) -> Result<ProvingAssignment, ProveError>
 where
     for<'a> &'a T: Circuit<Scalar>,
 {
-    // Charged to an empty reservation: taken as urgent memory of admitted
-    // work, not queued behind admissions.
-    let mut urgent = Reservation::empty(pool.budget());
-    let mut part = ProvingAssignment::with_capacities(pool, caps, Some(&mut urgent))?;
+    let mut part = ProvingAssignment::with_capacities(pool, caps, Some(share))?;
     part.alloc_input(|| "one", || Ok(Scalar::ONE))?;
     for p in group {
         p.synthesize(&mut part)?;

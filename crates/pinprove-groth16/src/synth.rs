@@ -112,7 +112,9 @@ pub fn synthesize_sized<C: Circuit<Scalar>>(
     funds: Option<Reservation>,
     fallback: Option<CapacityHint>,
 ) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
-    let body = |cs: &mut ProvingAssignment, _: Capacities| circuit.synthesize(cs).map_err(ProveError::from);
+    let body = |cs: &mut ProvingAssignment, _: Capacities, _: Option<&mut Reservation>| {
+        circuit.synthesize(cs).map_err(ProveError::from)
+    };
     synthesize_with(body, circuit_id, pool, hints, layout, funds, fallback)
 }
 
@@ -120,7 +122,7 @@ pub fn synthesize_sized<C: Circuit<Scalar>>(
 /// circuit; it gets the capacities the assignment was sized for), the input
 /// constraints, and learning the hint.
 pub(crate) fn synthesize_with(
-    body: impl FnOnce(&mut ProvingAssignment, Capacities) -> Result<(), ProveError>,
+    body: impl FnOnce(&mut ProvingAssignment, Capacities, Option<&mut Reservation>) -> Result<(), ProveError>,
     circuit_id: &str,
     pool: &Arc<PinnedPool>,
     hints: &CapacityHints,
@@ -139,7 +141,7 @@ pub(crate) fn synthesize_with(
 
     let run = |cs: &mut ProvingAssignment| -> Result<(), ProveError> {
         cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
-        body(cs, caps)?;
+        body(cs, caps, funds.as_mut())?;
         for i in 0..cs.num_inputs() {
             cs.enforce(
                 || "input constraint",

@@ -10,7 +10,8 @@ use blstrs::Scalar;
 use common::*;
 use ff::Field;
 use pinprove_groth16::{
-    AbcLayout, Backend, CapacityHints, CpuBackend, ProvingAssignment, ProvingJob, synthesize, synthesize_parts,
+    AbcLayout, Backend, CapacityHints, CpuBackend, ProvingAssignment, ProvingJob, parts_scratch_bytes, synthesize,
+    synthesize_parts,
 };
 
 /// One part: a public input x, private x², x³ + 1 and a few bits, with
@@ -106,6 +107,37 @@ fn parts_synthesize_in_parallel_to_the_sequential_assignment_and_proof() {
     assert_eq!(proof.to_bytes().to_vec(), reference_proof(whole.clone(), &params, r, s));
     let inputs: Vec<Scalar> = parts.iter().map(|p| Scalar::from(p.0 + 2)).collect();
     assert!(verifies(&params, &proof, &inputs));
+    assert_eq!(pool.stats().checked_out_bytes, 0);
+}
+
+#[test]
+fn groups_are_paid_out_of_the_funds_the_synthesis_was_admitted_with() {
+    // Admitted for its assignment and its groups (what the engine counts
+    // for a partition made of parts), a synthesis in parts asks the budget
+    // for nothing more; what it did not spend stays with it.
+    let parts: Vec<Part> = (0..203).map(Part).collect();
+    let hints = CapacityHints::in_memory();
+    synthesize(Whole(parts.clone()), "parts", &pool(), &hints, AbcLayout::Exact, None).unwrap();
+    let shape = hints.get("parts").unwrap();
+    let pool = pool(); // empty: every buffer is fresh
+    let rounded = |elems: usize| pool.rounded_size(elems * 32).unwrap() as u64;
+    let own = 3 * rounded(shape.constraints) + rounded(shape.inputs) + rounded(shape.aux);
+    let scratch = parts_scratch_bytes(&pool, shape, parts.len());
+    assert!(scratch > 0, "one wave of groups");
+    let budget = Arc::clone(pool.budget());
+    let funds = budget.try_acquire(own + scratch).unwrap();
+    let grants = budget.stats().grants;
+    let (asg, _) = synthesize_parts(&parts, "parts", &pool, &hints, AbcLayout::Exact, Some(funds), None).unwrap();
+    assert_eq!(
+        budget.stats().grants,
+        grants,
+        "the groups' buffers came out of the funds, not from further grants"
+    );
+    // The job holds what it did not spend; the groups' buffers are the
+    // pool's, idle, for the next synthesis.
+    assert!(pool.stats().idle_buffers > 0);
+    assert_eq!(budget.stats().used, own + scratch);
+    drop(asg);
     assert_eq!(pool.stats().checked_out_bytes, 0);
 }
 

@@ -45,6 +45,17 @@ impl Inner {
             .saturating_add(extra))
     }
 
+    /// What a partition of `circuit_id` made of `parts` parts takes beside
+    /// its working set while it synthesizes: its groups (see
+    /// [`pinprove_groth16::parts_scratch_bytes`]).
+    fn parts_scratch(&self, circuit_id: &str, parts: usize) -> Result<u64, EngineError> {
+        if parts == 0 {
+            return Ok(0);
+        }
+        let (shape, _, _) = self.partition_shape(circuit_id)?;
+        Ok(pinprove_groth16::parts_scratch_bytes(&self.pool, shape, parts))
+    }
+
     /// The pool buffers one partition of `circuit_id` synthesizes into, in
     /// bytes: a, b, c, inputs and aux (what a warm set prepares).
     pub(super) fn partition_buffers(&self, circuit_id: &str) -> Result<[usize; 5], EngineError> {
@@ -227,8 +238,10 @@ impl Inner {
         let admission = tracing::info_span!(parent: &span, Phase::Admission.name()).entered();
         let slot = self.synthesis_slot(job.priority);
         let mut srs_part = 0;
+        let parts = p.partition.parts();
         let (mut funds, srs, load) = loop {
             let admitted = self.working_set(&job.circuit_id).and_then(|ws| {
+                let ws = ws.saturating_add(self.parts_scratch(&job.circuit_id, parts)?);
                 if srs_part == 0 && !self.srs.is_loaded(&job.circuit_id) {
                     srs_part = self.srs.load_estimate(&job.circuit_id)?;
                 }
