@@ -489,6 +489,58 @@ fn a_backend_that_computes_a_b_c_gets_the_witness_only() {
 }
 
 #[test]
+fn a_warm_set_drops_a_b_c_once_the_devices_compute_them() {
+    // Preloaded before its recording exists, a circuit is warmed with a/b/c;
+    // once it is recorded and the backend computes a/b/c, the warm set keeps
+    // only the witness buffers.
+    let dir = temp_dir("precompiled-rewarm");
+    let shape = BenchCircuit::new(1 << 14, WitnessMix::Random).unwrap();
+    let params = synthetic_params(&shape, &dir);
+    let (pool, acct) = pool_with(2 << 30);
+    let engine = Engine::new(
+        EngineConfig {
+            synthesis_workers: 2,
+            precompiled: true,
+            srs_idle_timeout: Duration::from_millis(200),
+            ..EngineConfig::default()
+        },
+        vec![Device {
+            name: "computes-abc".into(),
+            backend: Arc::new(ComputesAbc {
+                cpu: CpuBackend::new(Arc::clone(&pool)),
+                pending: Default::default(),
+            }),
+        }],
+        Arc::clone(&pool),
+    )
+    .unwrap();
+    engine.register_srs(&shape.id(), &params);
+    engine.preload_srs(&shape.id()).unwrap();
+    assert!(engine.wait_quiet(Duration::from_secs(60)));
+    let with_abc = engine.status().pool_warm;
+    assert!(with_abc > 0);
+    let part = precompilable_partition(shape.clone().with_seed(3));
+    assert!(engine.precompile(&shape.id(), &*part));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while engine.status().pool_warm * 2 >= with_abc {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the warm set still holds a/b/c: {} of {with_abc} bytes",
+            engine.status().pool_warm
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(engine.wait_quiet(Duration::from_secs(60)));
+    let s = engine.status();
+    assert!(s.pool_warm_ready <= s.pool_warm, "{s:?}");
+    // The witness-only partitions then prove from the warm buffers.
+    prove(&engine, &shape, &[4]);
+    drop(part);
+    idle(&engine, &shape, &pool, &acct, "rewarm");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_circuit_recorded_ahead_runs_pre_compiled_from_its_first_job() {
     let dir = temp_dir("precompiled-ahead");
     let shape = BenchCircuit::new(1 << 10, WitnessMix::Random).unwrap();

@@ -262,6 +262,11 @@ impl Inner {
                 self.budget.reclaim();
                 g = self.queue_lock();
             }
+            if self.abc_on_device {
+                drop(g);
+                self.rewarm_without_abc();
+                g = self.queue_lock();
+            }
         }
     }
 

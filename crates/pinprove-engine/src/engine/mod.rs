@@ -208,6 +208,7 @@ impl Engine {
             admitting: AtomicUsize::new(0),
             normal_busy: AtomicUsize::new(0),
             warming: Arc::new(AtomicUsize::new(0)),
+            warm_sets: Mutex::new(HashMap::new()),
             precompiled,
             jobs: Mutex::new(HashMap::new()),
             finished: Mutex::new(VecDeque::new()),

@@ -392,6 +392,8 @@ pub(crate) struct Inner {
     pub(super) normal_busy: AtomicUsize,
     /// Pool warm-ups running in the background.
     pub(super) warming: Arc<AtomicUsize>,
+    /// The circuits warmed, and whether their warm sets hold a/b/c.
+    pub(super) warm_sets: Mutex<HashMap<String, bool>>,
     /// Circuit types' recordings (pre-compiled synthesis).
     pub(super) precompiled: Arc<super::precompiled::Precompiler>,
     pub(super) jobs: Mutex<HashMap<JobId, Arc<JobCtl>>>,

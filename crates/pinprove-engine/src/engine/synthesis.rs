@@ -36,8 +36,11 @@ impl Inner {
             .unwrap_or(0);
         // A partition that falls back to the classic synthesis tops its
         // funds up when it takes a/b/c (urgently: it was admitted).
-        let abc_on_host = !(self.abc_on_device && self.precompiled.is_ready(circuit_id));
-        let abc = if abc_on_host { vec(n).saturating_mul(3) } else { 0 };
+        let abc = if self.abc_on_host(circuit_id) {
+            vec(n).saturating_mul(3)
+        } else {
+            0
+        };
         Ok(abc
             .saturating_add(vec(shape.inputs))
             .saturating_add(vec(shape.aux))
@@ -56,12 +59,21 @@ impl Inner {
         Ok(pinprove_groth16::parts_scratch_bytes(&self.pool, shape, parts))
     }
 
+    /// Whether partitions of `circuit_id` synthesize a, b and c into host
+    /// memory (all but pre-compiled circuits whose a/b/c the devices
+    /// compute).
+    pub(super) fn abc_on_host(&self, circuit_id: &str) -> bool {
+        !(self.abc_on_device && self.precompiled.is_ready(circuit_id))
+    }
+
     /// The pool buffers one partition of `circuit_id` synthesizes into, in
-    /// bytes: a, b, c, inputs and aux (what a warm set prepares).
+    /// bytes: a, b, c (none where the devices compute them), inputs and aux
+    /// (what a warm set prepares).
     pub(super) fn partition_buffers(&self, circuit_id: &str) -> Result<[usize; 5], EngineError> {
         let (shape, n, _) = self.partition_shape(circuit_id)?;
         let bytes = |elems: usize| elems.saturating_mul(32);
-        Ok([bytes(n), bytes(n), bytes(n), bytes(shape.inputs), bytes(shape.aux)])
+        let abc = if self.abc_on_host(circuit_id) { bytes(n) } else { 0 };
+        Ok([abc, abc, abc, bytes(shape.inputs), bytes(shape.aux)])
     }
 
     /// A partition's shape (see `working_set`), the length of its a, b and
@@ -95,6 +107,26 @@ impl Inner {
         Ok((shape, n, queries))
     }
 
+    /// Warms again, without a, b and c, the circuits warmed with them whose
+    /// a/b/c the devices compute now (their recording became ready after
+    /// the warm-up): those buffers would sit idle, out of the budget.
+    pub(super) fn rewarm_without_abc(&self) {
+        let stale: Vec<String> = self
+            .warm_sets
+            .lock()
+            .recover()
+            .iter()
+            .filter(|&(id, &with_abc)| with_abc && !self.abc_on_host(id))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in stale {
+            tracing::info!(circuit = %id, "a/b/c are computed on the devices now: the circuit's warm set drops them");
+            if let Err(e) = self.warm(&id) {
+                tracing::warn!(circuit = %id, "warming the pool again failed: {}", ErrorChain(&e));
+            }
+        }
+    }
+
     /// Prepares, in the background and out of spare budget, the pool
     /// buffers a steady stream of `circuit_id` needs: those of as many
     /// partitions as the budget admits at once (at most `synthesis_workers`),
@@ -103,6 +135,10 @@ impl Inner {
     /// work).
     pub(super) fn warm(&self, circuit_id: &str) -> Result<(), EngineError> {
         let buffers = self.partition_buffers(circuit_id)?;
+        self.warm_sets
+            .lock()
+            .recover()
+            .insert(circuit_id.to_string(), self.abc_on_host(circuit_id));
         let partitions = match self.config.warm_partitions {
             Some(n) => n,
             None => {
