@@ -107,8 +107,9 @@ impl<C> DeviceQueue<C> {
         Turn { queue: self }
     }
 
-    /// How many proofs are queued (for tests and reports).
-    pub(crate) fn len(&self) -> usize {
+    /// How many proofs are queued.
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.lock().queued.len()
     }
 }

@@ -449,6 +449,41 @@ pub(crate) fn working_set(pool: &PinnedPool, bases: [usize; 3]) -> u64 {
         .fold(0u64, u64::saturating_add)
 }
 
+/// What preparation took for each circuit (by its parameters' query
+/// lengths), learned from its proofs: admission counts that, with a margin,
+/// instead of the worst case [`working_set`] gives (every aux value listed),
+/// which for Filecoin's mostly-bit witnesses is tens of times too much
+/// (10.2 GiB counted against about 0.25 GiB used per 32 GiB PoRep
+/// partition) and keeps partitions from synthesizing at once. A witness
+/// that needs more than was learned gets the rest as urgent memory of
+/// admitted work; the budget stays exact either way.
+#[derive(Default)]
+pub(crate) struct LearnedShares {
+    most: std::sync::Mutex<std::collections::HashMap<pinprove_groth16::QueryLengths, u64>>,
+}
+
+impl LearnedShares {
+    /// Notes that a proof of the circuit with `lengths` prepared into
+    /// buffers of `bytes` in all.
+    pub(crate) fn learn(&self, lengths: pinprove_groth16::QueryLengths, bytes: u64) {
+        use pinprove_mem::sync::Recover;
+        let mut most = self.most.lock().recover();
+        let m = most.entry(lengths).or_default();
+        *m = (*m).max(bytes);
+    }
+
+    /// What to admit for preparing a proof of the circuit with `lengths`:
+    /// the most seen plus a quarter, never above `worst`; `worst` until a
+    /// proof was seen.
+    pub(crate) fn share(&self, lengths: &pinprove_groth16::QueryLengths, worst: u64) -> u64 {
+        use pinprove_mem::sync::Recover;
+        match self.most.lock().recover().get(lengths) {
+            Some(&m) => m.saturating_add(m / 4).min(worst),
+            None => worst,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -633,5 +668,28 @@ mod tests {
         let mut w = witness(&pool, 11, 100, 0.5, 0.3);
         w.b_aux_density.add_element();
         assert!(prepare(&mut w, &pool, Mode::Split).is_err());
+    }
+
+    #[test]
+    fn learned_shares_replace_the_worst_case_once_a_proof_was_seen() {
+        let shares = LearnedShares::default();
+        let q = pinprove_groth16::QueryLengths {
+            h: 1023,
+            l: 900,
+            a: 1000,
+            b_g1: 400,
+            b_g2: 400,
+        };
+        assert_eq!(
+            shares.share(&q, 10_000),
+            10_000,
+            "the worst case until a proof was seen"
+        );
+        shares.learn(q, 800);
+        shares.learn(q, 600);
+        assert_eq!(shares.share(&q, 10_000), 1000, "the most seen, plus a quarter");
+        assert_eq!(shares.share(&q, 900), 900, "never above the worst case");
+        let other = pinprove_groth16::QueryLengths { l: 901, ..q };
+        assert_eq!(shares.share(&other, 10_000), 10_000, "per circuit");
     }
 }

@@ -24,7 +24,7 @@ use super::proof::{DeviceProof, DeviceReads, NativeStarted};
 use super::resident::{ResidentSrs, srs_key};
 use super::{NAME, NativeConfig, NativePhases, PlacementReport, SrsPlacement, backend_error, cuda_error, timed};
 use crate::device_queue::DeviceQueue;
-use crate::split::{self, Mode, QueryScalars};
+use crate::split::{self, LearnedShares, Mode, QueryScalars};
 
 /// pinprove's GPU backend. See the module documentation.
 pub struct NativeBackend {
@@ -51,6 +51,9 @@ pub struct NativeBackend {
     prep_warm: Mutex<HashMap<PathBuf, Vec<usize>>>,
     /// Pre-compiled circuits' matrices on the device.
     matrices: ResidentMatrices,
+    /// Preparation memory each circuit's proofs took (what admission counts
+    /// once a proof was seen).
+    prep_shares: LearnedShares,
 }
 
 impl NativeBackend {
@@ -101,6 +104,7 @@ impl NativeBackend {
             lost: LostDevice::default(),
             prep_warm: Mutex::new(HashMap::new()),
             matrices: ResidentMatrices::default(),
+            prep_shares: LearnedShares::default(),
         })
     }
 
@@ -205,7 +209,11 @@ impl Backend for NativeBackend {
             Some(q) => [q.l, q.a, q.b_g1],
             None => [shape.inputs.saturating_add(shape.aux); 3],
         };
-        split::working_set(&self.pool, bases)
+        let worst = split::working_set(&self.pool, bases);
+        match queries {
+            Some(q) => self.prep_shares.share(q, worst),
+            None => worst,
+        }
     }
 
     fn prepare_srs(&self, srs: &Srs) -> Result<u64, ProveError> {
@@ -338,7 +346,10 @@ impl NativeBackend {
             }
             let mode = if resident.is_some() { Mode::Split } else { Mode::Dense };
             let prep = self.threads.install(|| split::prepare(&mut w, &self.pool, mode))?;
-            self.keep_preparation_warm(&key, prep.buffer_bytes());
+            let prep_bytes = prep.buffer_bytes();
+            self.prep_shares
+                .learn(*job.srs.lengths(), prep_bytes.iter().map(|&b| b as u64).sum());
+            self.keep_preparation_warm(&key, prep_bytes);
             let q = |i: usize| resident.as_deref().map(|r| &r.queries[i]);
             // Events belong to the device current when they are created, and
             // are recorded on this device's streams.

@@ -157,7 +157,7 @@ pub struct SrsStats {
 }
 
 /// Number of points in each query of a parameter file.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct QueryLengths {
     /// H: the evaluation domain's size − 1.
     pub h: usize,
