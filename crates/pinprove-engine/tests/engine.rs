@@ -879,6 +879,58 @@ fn preloading_warms_the_pool_for_a_stream_of_the_circuit() {
 }
 
 #[test]
+fn a_restarted_engine_warms_the_pool_for_the_circuits_its_hints_know() {
+    // An engine proves a circuit (its capacity hint is persisted); a new
+    // engine over the same hints directory, as after a restart, prepares
+    // that circuit's buffers before any job, without a preload.
+    let dir = temp_dir("warm-hinted");
+    let c = BenchCircuit::new(3000, WitnessMix::Bits).unwrap();
+    let params = synthetic_params(&c, &dir);
+    let config = || EngineConfig {
+        synthesis_workers: 3,
+        hints_dir: Some(dir.join("hints")),
+        ..EngineConfig::default()
+    };
+    {
+        let (pool, _) = pool_with(1 << 30);
+        let engine = test_engine(&pool, config(), 0, 0, 0);
+        engine.register_srs(&c.id(), &params);
+        assert!(engine.warm_hinted().is_empty(), "no hints yet");
+        let id = engine
+            .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
+            .unwrap();
+        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
+        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    }
+    let (pool, acct) = pool_with(1 << 30);
+    let engine = test_engine(&pool, config(), 0, 0, 0);
+    engine.register_srs(&c.id(), &params);
+    assert_eq!(engine.warm_hinted(), vec![c.id()]);
+    assert!(engine.wait_quiet(Duration::from_secs(30)), "the warm-up ended");
+    let s = engine.status();
+    assert!(s.pool_warm > 0 && s.pool_warm_ready == s.pool_warm, "{s:?}");
+    assert_eq!(
+        pool.stats().idle_buffers,
+        15,
+        "three partitions' a, b, c, inputs and aux"
+    );
+    assert!(engine.warm_hinted().is_empty(), "warmed once");
+    let fresh = pool.stats().fresh_allocations;
+    let id = engine
+        .submit(spec(&c.id(), Priority::Normal, (0..3).map(|_| slow(&c, 0)).collect()))
+        .unwrap();
+    let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
+    assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    assert_eq!(
+        pool.stats().fresh_allocations,
+        fresh,
+        "every buffer came from the warm set"
+    );
+    assert_idle(&engine, &pool, &acct, "warm hinted");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn shutting_down_ends_unfinished_jobs() {
     let dir = temp_dir("shutdown");
     let (pool, _) = pool_with(1 << 30);

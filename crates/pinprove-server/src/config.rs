@@ -10,6 +10,7 @@
 //! budget = "auto"                    # or a size: "96GiB"
 //! urgent_reserve = "auto"            # kept for WindowPoSt/WinningPoSt; auto: min(2 GiB, budget/16)
 //! warm_partitions = 3                # buffers prepared per preloaded circuit; default: what the budget admits
+//! warm_hinted = true                 # at start, also for every circuit the capacity hints know
 //! pinning = "register"               # how pool buffers are page-locked: register or host-alloc
 //!
 //! [gpu]
@@ -79,7 +80,7 @@ pub struct Config {
 }
 
 /// `[memory]`
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MemoryConfig {
     /// The memory budget: "auto" (usable memory less a margin) or a size.
@@ -95,11 +96,28 @@ pub struct MemoryConfig {
     /// prepared before proofs arrive (0: none; default: as many as the
     /// budget admits at once, at most the synthesis workers).
     pub warm_partitions: Option<usize>,
+    /// At start, also prepare the pinned buffers of every circuit the
+    /// persisted capacity hints know (the circuits this daemon proved
+    /// before), as for a preloaded one: a restarted daemon does not pin on
+    /// live work. Out of spare budget only (default: on).
+    pub warm_hinted: bool,
     /// How pinned pool buffers are page-locked: "host-alloc"
     /// (`cudaHostAlloc`) or "register" (huge-page memory faulted in first,
     /// then `cudaHostRegister`: stalls other CUDA calls for less time).
     #[serde(serialize_with = "display", deserialize_with = "parsed")]
     pub pinning: pinprove_mem::PinMethod,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            budget: BudgetConfig::default(),
+            urgent_reserve: ReserveSize::default(),
+            warm_partitions: None,
+            warm_hinted: true,
+            pinning: pinprove_mem::PinMethod::default(),
+        }
+    }
 }
 
 /// A size that may be left to the engine.
@@ -368,6 +386,13 @@ mod tests {
         assert_eq!(c, Config::default());
         assert_eq!(c.listen, "127.0.0.1:9820");
         assert!(c.filecoin.verify);
+        assert!(c.memory.warm_hinted, "a restarted daemon warms what it proved before");
+        assert!(
+            !Config::parse("[memory]\nwarm_hinted = false")
+                .unwrap()
+                .memory
+                .warm_hinted
+        );
         // What --print-config prints reads back the same.
         assert_eq!(Config::parse(&c.to_toml()).unwrap(), c);
     }

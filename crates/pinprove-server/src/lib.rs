@@ -187,6 +187,15 @@ impl Daemon {
                 }
             });
         }
+        if config.memory.warm_hinted {
+            let p = Arc::clone(&prover);
+            tokio::task::spawn_blocking(move || {
+                let warmed = p.engine().warm_hinted();
+                if !warmed.is_empty() {
+                    tracing::info!(circuits = ?warmed, "pool warming for the circuits the capacity hints know");
+                }
+            });
+        }
         let jobs = jobs::Jobs::new(Arc::clone(&prover), config.jobs.clone());
         let service = Arc::new(service::Service {
             jobs: Arc::clone(&jobs),

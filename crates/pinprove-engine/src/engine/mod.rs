@@ -32,6 +32,7 @@ use crossbeam_channel::unbounded;
 use ff::Field;
 use pinprove_groth16::synthetic::CircuitShape;
 use pinprove_groth16::{AbcLayout, Backend, CapacityHints, LostDevice, Scalar};
+use pinprove_mem::ErrorChain;
 use pinprove_mem::PinnedPool;
 use pinprove_mem::sync::Recover;
 use rand_core::OsRng;
@@ -299,6 +300,33 @@ impl Engine {
         // it arrives.
         self.inner.warm(circuit_id)?;
         Ok(loaded)
+    }
+
+    /// Prepares, in the background and out of spare budget, the pool
+    /// buffers of every circuit the capacity hints know and no warm set
+    /// covers yet (as [`preload_srs`](Self::preload_srs) does for one), so
+    /// that a restarted engine does not pin on live work. Returns the
+    /// circuits warmed.
+    pub fn warm_hinted(&self) -> Vec<String> {
+        let warmed: Vec<String> = {
+            let sets = self.inner.warm_sets.lock().recover();
+            self.inner
+                .hints
+                .all()
+                .into_keys()
+                .filter(|id| !sets.contains_key(id))
+                .collect()
+        };
+        warmed
+            .into_iter()
+            .filter(|id| match self.inner.warm(id) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(circuit = %id, "cannot warm the pool for a hinted circuit: {}", ErrorChain(&e));
+                    false
+                }
+            })
+            .collect()
     }
 
     /// Drops a circuit type's parameters; returns the bytes freed, if loaded.
