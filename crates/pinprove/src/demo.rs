@@ -63,6 +63,9 @@ fn demo(args: &DemoArgs, work: &Path) -> Result<()> {
     );
     let mut config = pinprove_server::Config::default();
     config.gpu.backend = args.backend;
+    // A few proofs of a short run: buffers prepared for circuits proved
+    // before would only add memory.
+    config.memory.warm_hinted = false;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
