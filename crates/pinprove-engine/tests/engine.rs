@@ -632,6 +632,7 @@ fn busy_device_engine(
     name: &str,
     workers: Option<usize>,
     start_ms: u64,
+    finish_ms: u64,
 ) -> (
     std::path::PathBuf,
     Arc<pinprove_mem::PinnedPool>,
@@ -651,7 +652,7 @@ fn busy_device_engine(
             ..EngineConfig::default()
         },
         start_ms,
-        0,
+        finish_ms,
         0,
     );
     engine.register_srs(&c.id(), &params);
@@ -663,7 +664,7 @@ fn a_critical_partition_is_started_next_on_a_busy_device() {
     // One device worker, slow starts: background partitions pile up before
     // the device. A critical partition synthesized then is the next one the
     // device starts.
-    let (dir, pool, acct, c, engine) = busy_device_engine("critical-handoff", Some(1), 300);
+    let (dir, pool, acct, c, engine) = busy_device_engine("critical-handoff", Some(1), 300, 0);
     let background = engine
         .submit(spec(&c.id(), Priority::Normal, (0..6).map(|_| slow(&c, 0)).collect()))
         .unwrap();
@@ -699,7 +700,7 @@ fn devices_start_no_background_partition_while_a_critical_one_is_on_its_way() {
     // device. A critical partition that takes a while to synthesize is
     // submitted; until it starts, no background partition starts (a GPU
     // runs its queue in order, so each one started would delay it).
-    let (dir, pool, acct, c, engine) = busy_device_engine("critical-hold", None, 20);
+    let (dir, pool, acct, c, engine) = busy_device_engine("critical-hold", None, 20, 0);
     let background = engine
         .submit(spec(&c.id(), Priority::Normal, (0..40).map(|_| slow(&c, 0)).collect()))
         .unwrap();
@@ -740,29 +741,48 @@ fn devices_start_no_background_partition_while_a_critical_one_is_on_its_way() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-#[test]
-fn an_urgent_partition_finds_a_device_worker_while_all_others_are_busy() {
-    // Slow starts keep both device workers busy with background partitions;
-    // a critical partition does not wait for either: the device's urgent
-    // worker starts it.
-    let (dir, pool, acct, c, engine) = busy_device_engine("urgent-worker", Some(2), 600);
+/// Submits `n` background partitions and, once `k` of them are in
+/// `phase`, a critical one; waits for both jobs. Returns the critical
+/// partition's span of `phase` and every partition's.
+fn critical_behind_background(
+    engine: &Engine,
+    c: &BenchCircuit,
+    n: usize,
+    phase: Phase,
+    k: usize,
+) -> (pinprove_engine::timeline::Span, Vec<pinprove_engine::timeline::Span>) {
     let background = engine
-        .submit(spec(&c.id(), Priority::Normal, (0..4).map(|_| slow(&c, 0)).collect()))
+        .submit(spec(&c.id(), Priority::Normal, (0..n).map(|_| slow(c, 0)).collect()))
         .unwrap();
-    wait_for_partitions_in(&engine, Phase::Start, 2, "the background partitions never started");
+    wait_for_partitions_in(engine, phase, k, "the background partitions never got there");
     let critical = engine
-        .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 0)]))
+        .submit(spec(&c.id(), Priority::Critical, vec![slow(c, 0)]))
         .unwrap();
     for id in [critical, background] {
         let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
         assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
     }
-    let spans = engine.timeline().spans();
-    let starts: Vec<_> = spans.iter().filter(|s| s.name == Phase::Start).collect();
-    let crit = starts
+    let spans: Vec<_> = engine
+        .timeline()
+        .spans()
+        .into_iter()
+        .filter(|s| s.name == phase)
+        .collect();
+    let crit = spans
         .iter()
         .find(|s| s.label == format!("{critical}/0"))
-        .expect("the critical partition started");
+        .cloned()
+        .expect("the critical partition's span");
+    (crit, spans)
+}
+
+#[test]
+fn an_urgent_partition_finds_a_device_worker_while_all_others_are_busy() {
+    // Slow starts keep both device workers busy with background partitions;
+    // a critical partition does not wait for either: the device's urgent
+    // worker starts it.
+    let (dir, pool, acct, c, engine) = busy_device_engine("urgent-worker", Some(2), 600, 0);
+    let (crit, starts) = critical_behind_background(&engine, &c, 4, Phase::Start, 2);
     assert!(crit.lane.ends_with("urgent-worker"), "{}", crit.lane);
     // It started while the first two background starts were still running.
     let first_end = starts
@@ -781,43 +801,8 @@ fn an_urgent_partition_is_finished_by_its_own_finalizer_not_behind_background_on
     // Slow finishes (a backend waiting for its device work): background
     // partitions queue for the finalizer. A critical partition started then
     // is finished at once by the urgent finalizer, not after all of them.
-    let dir = temp_dir("urgent-finalizer");
-    let (pool, acct) = pool_with(1 << 30);
-    let c = BenchCircuit::new(300, WitnessMix::Bits).unwrap();
-    let params = synthetic_params(&c, &dir);
-    let engine = test_engine(
-        &pool,
-        EngineConfig {
-            synthesis_workers: 3,
-            workers_per_device: Some(2),
-            ..EngineConfig::default()
-        },
-        0,
-        400,
-        0,
-    );
-    engine.register_srs(&c.id(), &params);
-    let background = engine
-        .submit(spec(&c.id(), Priority::Normal, (0..6).map(|_| slow(&c, 0)).collect()))
-        .unwrap();
-    wait_for_partitions_in(&engine, Phase::Finish, 1, "no background partition reached its finish");
-    let critical = engine
-        .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 0)]))
-        .unwrap();
-    for id in [critical, background] {
-        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
-    }
-    let finishes: Vec<_> = engine
-        .timeline()
-        .spans()
-        .into_iter()
-        .filter(|s| s.name == Phase::Finish)
-        .collect();
-    let crit = finishes
-        .iter()
-        .find(|s| s.label == format!("{critical}/0"))
-        .expect("the critical partition finished");
+    let (dir, pool, acct, c, engine) = busy_device_engine("urgent-finalizer", Some(2), 0, 400);
+    let (crit, finishes) = critical_behind_background(&engine, &c, 6, Phase::Finish, 1);
     assert!(crit.lane.ends_with("urgent-finalizer"), "{}", crit.lane);
     let last_background = finishes
         .iter()

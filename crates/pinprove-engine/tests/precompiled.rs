@@ -434,29 +434,36 @@ impl pinprove_groth16::Backend for ComputesAbc {
     }
 }
 
-#[test]
-fn a_backend_that_computes_a_b_c_gets_the_witness_only() {
-    let dir = temp_dir("precompiled-deferred");
-    let shape = BenchCircuit::new(1500, WitnessMix::Random).unwrap();
-    let (params, vk) = real_params(&shape, &dir);
-    let (pool, acct) = pool_with(2 << 30);
+/// A pre-compiling engine of two synthesis workers over `config`, on a
+/// backend that computes a/b/c itself.
+fn computes_abc_engine(pool: &Arc<PinnedPool>, config: EngineConfig) -> (Engine, Arc<ComputesAbc>) {
     let backend = Arc::new(ComputesAbc {
-        cpu: CpuBackend::new(Arc::clone(&pool)),
+        cpu: CpuBackend::new(Arc::clone(pool)),
         pending: Default::default(),
     });
     let engine = Engine::new(
         EngineConfig {
             synthesis_workers: 2,
             precompiled: true,
-            ..EngineConfig::default()
+            ..config
         },
         vec![Device {
             name: "computes-abc".into(),
             backend: Arc::clone(&backend) as Arc<dyn pinprove_groth16::Backend>,
         }],
-        Arc::clone(&pool),
+        Arc::clone(pool),
     )
     .unwrap();
+    (engine, backend)
+}
+
+#[test]
+fn a_backend_that_computes_a_b_c_gets_the_witness_only() {
+    let dir = temp_dir("precompiled-deferred");
+    let shape = BenchCircuit::new(1500, WitnessMix::Random).unwrap();
+    let (params, vk) = real_params(&shape, &dir);
+    let (pool, acct) = pool_with(2 << 30);
+    let (engine, backend) = computes_abc_engine(&pool, EngineConfig::default());
     let (classic_pool, _) = pool_with(2 << 30);
     let classic = cpu_engine(&classic_pool, false, None);
     engine.register_srs(&shape.id(), &params);
@@ -497,23 +504,12 @@ fn a_warm_set_drops_a_b_c_once_the_devices_compute_them() {
     let shape = BenchCircuit::new(1 << 14, WitnessMix::Random).unwrap();
     let params = synthetic_params(&shape, &dir);
     let (pool, acct) = pool_with(2 << 30);
-    let engine = Engine::new(
-        EngineConfig {
-            synthesis_workers: 2,
-            precompiled: true,
-            srs_idle_timeout: Duration::from_millis(200),
-            ..EngineConfig::default()
-        },
-        vec![Device {
-            name: "computes-abc".into(),
-            backend: Arc::new(ComputesAbc {
-                cpu: CpuBackend::new(Arc::clone(&pool)),
-                pending: Default::default(),
-            }),
-        }],
-        Arc::clone(&pool),
-    )
-    .unwrap();
+    // Housekeeping (which warms again) runs every 50 ms.
+    let config = EngineConfig {
+        srs_idle_timeout: Duration::from_millis(200),
+        ..EngineConfig::default()
+    };
+    let (engine, _) = computes_abc_engine(&pool, config);
     engine.register_srs(&shape.id(), &params);
     engine.preload_srs(&shape.id()).unwrap();
     assert!(engine.wait_quiet(Duration::from_secs(60)));

@@ -3,6 +3,7 @@
 mod common;
 
 use common::*;
+use filecoin_proofs_api::RegisteredSealProof;
 use pinprove_filecoin::sample::SampleSector;
 
 #[test]
@@ -41,19 +42,36 @@ fn porep_c2_proves_and_verifies_with_verify_seal() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A sample sector sealed with `rsp` (numbered `number`, which also seeds
+/// it), a prover, and the sector's C2 request, which names `rsp`.
+fn sealed_as(
+    name: &str,
+    rsp: RegisteredSealProof,
+    number: u64,
+) -> (
+    std::path::PathBuf,
+    SampleSector,
+    pinprove_filecoin::FilecoinProver,
+    pinprove_filecoin::ProofRequest,
+) {
+    let dir = temp_dir(name);
+    let sector = SampleSector::seal_as(&dir.join("sector"), rsp, number, 1000, number).unwrap();
+    let req = sector.porep_request();
+    assert_eq!(req.registered_proof, pinprove_filecoin::kind::seal_number(rsp));
+    (dir, sector, prover(16 << 30), req)
+}
+
 /// Non-interactive PoRep: 13 partitions at 2 KiB, returned as their
 /// SnarkPack aggregate, which filecoin-proofs-api's `verify_seal` checks
 /// against the inner-product SRS of the same parameter cache (made for test
 /// sectors when missing).
 #[test]
 fn non_interactive_porep_proves_an_aggregate_that_verify_seal_accepts() {
-    use filecoin_proofs_api::RegisteredSealProof;
-    let dir = temp_dir("ni-porep");
-    let rsp = RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep;
-    let sector = SampleSector::seal_as(&dir.join("sector"), rsp, 43, 1000, 5).unwrap();
-    let prover = prover(16 << 30);
-    let req = sector.porep_request();
-    assert_eq!(req.registered_proof, pinprove_filecoin::kind::seal_number(rsp));
+    let (dir, sector, prover, req) = sealed_as(
+        "ni-porep",
+        RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep,
+        43,
+    );
     let t = std::time::Instant::now();
     let proved = prover.prove(&req).unwrap();
     let proving = t.elapsed();
@@ -94,13 +112,11 @@ fn non_interactive_porep_proves_an_aggregate_that_verify_seal_accepts() {
 /// the same circuit and proof shape as V1_1, from its own C1 output.
 #[test]
 fn synthetic_porep_proves_and_verifies_with_verify_seal() {
-    use filecoin_proofs_api::RegisteredSealProof;
-    let dir = temp_dir("synth-porep");
-    let rsp = RegisteredSealProof::StackedDrg2KiBV1_1_Feat_SyntheticPoRep;
-    let sector = SampleSector::seal_as(&dir.join("sector"), rsp, 44, 1000, 6).unwrap();
-    let prover = prover(16 << 30);
-    let req = sector.porep_request();
-    assert_eq!(req.registered_proof, pinprove_filecoin::kind::seal_number(rsp));
+    let (dir, sector, prover, req) = sealed_as(
+        "synth-porep",
+        RegisteredSealProof::StackedDrg2KiBV1_1_Feat_SyntheticPoRep,
+        44,
+    );
     let proved = prover.prove(&req).unwrap();
     assert_eq!(proved.proof.len(), 192, "one partition at 2 KiB");
     assert!(proved.aggregation.is_none());
