@@ -282,6 +282,12 @@ impl FilecoinProver {
         let circuit_id = circuit.circuit_id.clone();
         let sector_bytes = circuit.sector_bytes;
         let registered = self.registered(circuit)?;
+        if aggregation.is_some() {
+            // Before the partitions are proved: without the SRS their proofs
+            // could not be returned.
+            self.inner_product_srs(sector_bytes)
+                .map_err(|source| FilecoinError::Aggregation { kind, source })?;
+        }
         let n = partitions.len();
         let job = self.engine.submit(JobSpec {
             circuit_id: circuit_id.clone(),
