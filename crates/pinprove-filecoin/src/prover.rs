@@ -329,25 +329,10 @@ impl FilecoinProver {
         };
         let mut aggregation = None;
         if let Some((agg, sector_bytes)) = &sub.aggregation {
-            let t = Instant::now();
-            let failed = |source: anyhow::Error| FilecoinError::Aggregation { kind: sub.kind, source };
-            let srs = self.inner_product_srs(*sector_bytes).map_err(failed)?;
-            let proofs = proof
-                .chunks(PROOF_BYTES)
-                .map(groth16::Proof::<Bls12>::read)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| failed(e.into()))?;
-            proof = agg.aggregate(&srs, proofs).map_err(failed)?;
-            aggregation = Some(t.elapsed());
-            if verify {
-                let t = Instant::now();
-                let failed = |source: anyhow::Error| FilecoinError::Verification { kind: sub.kind, source };
-                let pvk = self.prepared_vk(sub).map_err(failed)?;
-                if !agg.verify(&srs, &pvk, &sub.inputs, &proof).map_err(failed)? {
-                    return Err(FilecoinError::AggregateNotVerified(sub.kind));
-                }
-                verification = verification.map(|v| v + t.elapsed());
-            }
+            let (aggregate, took, checked) = self.aggregate(sub, agg, *sector_bytes, &proof, verify)?;
+            proof = aggregate;
+            aggregation = Some(took);
+            verification = verification.zip(checked).map(|(a, b)| a + b);
         }
         Ok(Proved {
             kind: sub.kind,
@@ -356,6 +341,39 @@ impl FilecoinProver {
             verification,
             aggregation,
         })
+    }
+
+    /// The aggregate of a non-interactive PoRep's partition proofs (192
+    /// bytes each, in order), the time it took, and the time its check took
+    /// (when `verify`).
+    fn aggregate(
+        &self,
+        sub: &Submission,
+        agg: &Aggregation,
+        sector_bytes: u64,
+        partition_proofs: &[u8],
+        verify: bool,
+    ) -> Result<(Vec<u8>, Duration, Option<Duration>), FilecoinError> {
+        let t = Instant::now();
+        let failed = |source: anyhow::Error| FilecoinError::Aggregation { kind: sub.kind, source };
+        let srs = self.inner_product_srs(sector_bytes).map_err(failed)?;
+        let proofs = partition_proofs
+            .chunks(PROOF_BYTES)
+            .map(groth16::Proof::<Bls12>::read)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| failed(e.into()))?;
+        let aggregate = agg.aggregate(&srs, proofs).map_err(failed)?;
+        let took = t.elapsed();
+        if !verify {
+            return Ok((aggregate, took, None));
+        }
+        let t = Instant::now();
+        let failed = |source: anyhow::Error| FilecoinError::Verification { kind: sub.kind, source };
+        let pvk = self.prepared_vk(sub).map_err(failed)?;
+        if !agg.verify(&srs, &pvk, &sub.inputs, &aggregate).map_err(failed)? {
+            return Err(FilecoinError::AggregateNotVerified(sub.kind));
+        }
+        Ok((aggregate, took, Some(t.elapsed())))
     }
 
     /// Submits `req` and waits for its proof (blocking the thread).
