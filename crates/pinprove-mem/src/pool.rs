@@ -58,14 +58,16 @@ impl Default for PoolConfig {
     }
 }
 
-/// What [`PinnedPool::keep_warm`] did.
+/// What [`PinnedPool::keep_warm`] did. A call makes up for what every warm
+/// set lacks, not only its own: allocated and missing bytes count all sets.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WarmReport {
     /// Bytes of the set asked for.
     pub wanted_bytes: u64,
-    /// Bytes allocated now (the rest was held already, or is missing).
+    /// Bytes allocated now, for any warm set (the rest was held already, or
+    /// is missing).
     pub allocated_bytes: u64,
-    /// Bytes the budget could not spare.
+    /// Bytes of any warm set the budget could not spare.
     pub missing_bytes: u64,
 }
 
@@ -490,9 +492,9 @@ impl PinnedPool {
         }
         if report.missing_bytes > 0 {
             tracing::info!(
-                set = name,
+                after = name,
                 missing = report.missing_bytes,
-                "warm set only partly allocated: the budget has no more to spare"
+                "warm sets only partly allocated (all sets together): the budget has no more to spare"
             );
         }
         Ok(report)
