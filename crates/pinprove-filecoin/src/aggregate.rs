@@ -117,6 +117,8 @@ impl InnerProductSrs {
 pub(crate) struct Aggregation {
     /// The sector's replica commitment.
     pub comm_r: [u8; 32],
+    /// The sector's size (which SRS may aggregate for it).
+    pub sector_bytes: u64,
 }
 
 impl Aggregation {

@@ -229,7 +229,10 @@ where
     // aggregate.
     let aggregation = cfg
         .feature_enabled(ApiFeature::NonInteractivePoRep)
-        .then_some(Aggregation { comm_r: c.comm_r });
+        .then_some(Aggregation {
+            comm_r: c.comm_r,
+            sector_bytes,
+        });
     Ok(Prepared {
         kind: KIND,
         circuit: circuit_of::<Tree>(pp, sector_bytes)?,

@@ -153,9 +153,8 @@ pub struct Submission {
     pub partitions: usize,
     inputs: Vec<Vec<Scalar>>,
     circuit: Arc<Registered>,
-    /// For non-interactive PoRep: what the aggregate binds to, and the
-    /// sector size.
-    aggregation: Option<(Aggregation, u64)>,
+    /// For non-interactive PoRep: what the aggregate binds to.
+    aggregation: Option<Aggregation>,
 }
 
 /// A finished Filecoin proof.
@@ -280,12 +279,11 @@ impl FilecoinProver {
             aggregation,
         } = prepared;
         let circuit_id = circuit.circuit_id.clone();
-        let sector_bytes = circuit.sector_bytes;
         let registered = self.registered(circuit)?;
-        if aggregation.is_some() {
+        if let Some(agg) = &aggregation {
             // Before the partitions are proved: without the SRS their proofs
             // could not be returned.
-            self.inner_product_srs(sector_bytes)
+            self.inner_product_srs(agg.sector_bytes)
                 .map_err(|source| FilecoinError::Aggregation { kind, source })?;
         }
         let n = partitions.len();
@@ -303,7 +301,7 @@ impl FilecoinProver {
             partitions: n,
             inputs,
             circuit: registered,
-            aggregation: aggregation.map(|a| (a, sector_bytes)),
+            aggregation,
         })
     }
 
@@ -328,8 +326,8 @@ impl FilecoinProver {
             None
         };
         let mut aggregation = None;
-        if let Some((agg, sector_bytes)) = &sub.aggregation {
-            let (aggregate, took, checked) = self.aggregate(sub, agg, *sector_bytes, &proof, verify)?;
+        if let Some(agg) = &sub.aggregation {
+            let (aggregate, took, checked) = self.aggregate(sub, agg, &proof, verify)?;
             proof = aggregate;
             aggregation = Some(took);
             verification = verification.zip(checked).map(|(a, b)| a + b);
@@ -350,18 +348,13 @@ impl FilecoinProver {
         &self,
         sub: &Submission,
         agg: &Aggregation,
-        sector_bytes: u64,
         partition_proofs: &[u8],
         verify: bool,
     ) -> Result<(Vec<u8>, Duration, Option<Duration>), FilecoinError> {
         let t = Instant::now();
         let failed = |source: anyhow::Error| FilecoinError::Aggregation { kind: sub.kind, source };
-        let srs = self.inner_product_srs(sector_bytes).map_err(failed)?;
-        let proofs = partition_proofs
-            .chunks(PROOF_BYTES)
-            .map(groth16::Proof::<Bls12>::read)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| failed(e.into()))?;
+        let srs = self.inner_product_srs(agg.sector_bytes).map_err(failed)?;
+        let proofs = read_proofs(partition_proofs).map_err(|e| failed(e.into()))?;
         let aggregate = agg.aggregate(&srs, proofs).map_err(failed)?;
         let took = t.elapsed();
         if !verify {
@@ -418,11 +411,7 @@ impl FilecoinProver {
     fn verify(&self, sub: &Submission, proof: &[u8]) -> Result<(), FilecoinError> {
         let failed = |source: anyhow::Error| FilecoinError::Verification { kind: sub.kind, source };
         let pvk = self.prepared_vk(sub).map_err(failed)?;
-        let proofs = proof
-            .chunks(PROOF_BYTES)
-            .map(groth16::Proof::<Bls12>::read)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| failed(e.into()))?;
+        let proofs = read_proofs(proof).map_err(|e| failed(e.into()))?;
         let refs: Vec<&groth16::Proof<Bls12>> = proofs.iter().collect();
         let all = groth16::verify_proofs_batch(&pvk, &mut OsRng, &refs, &sub.inputs).map_err(|e| failed(e.into()))?;
         if all {
@@ -438,6 +427,12 @@ impl FilecoinProver {
             partition,
         })
     }
+}
+
+/// Partition proofs (192 bytes each, concatenated) as bellperson's, every
+/// point checked.
+fn read_proofs(bytes: &[u8]) -> std::io::Result<Vec<groth16::Proof<Bls12>>> {
+    bytes.chunks(PROOF_BYTES).map(groth16::Proof::<Bls12>::read).collect()
 }
 
 /// The circuit of `kind` for `sector_bytes`-byte sectors, as the

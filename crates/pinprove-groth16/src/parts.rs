@@ -60,8 +60,7 @@ pub fn parts_scratch_bytes(pool: &PinnedPool, shape: CapacityHint, parts: usize)
     if parts == 0 {
         return 0;
     }
-    let threads = rayon::current_num_threads().max(1);
-    let group = parts.div_ceil(threads * WAVES).max(1);
+    let (threads, group) = grouping(parts);
     let groups = parts.div_ceil(group).min(threads) as u64;
     let share = |n: usize| n.saturating_mul(group).div_ceil(parts);
     let rounded = |elems: usize| pool.rounded_size(elems.saturating_mul(32)).unwrap_or(usize::MAX) as u64;
@@ -70,6 +69,13 @@ pub fn parts_scratch_bytes(pool: &PinnedPool, shape: CapacityHint, parts: usize)
         .saturating_add(rounded(share(shape.inputs).saturating_add(1)))
         .saturating_add(rounded(share(shape.aux)));
     one_group.saturating_mul(groups)
+}
+
+/// For a circuit of `parts` parts: the groups run at once (one per thread
+/// of rayon's pool), and the parts in each group.
+fn grouping(parts: usize) -> (usize, usize) {
+    let threads = rayon::current_num_threads().max(1);
+    (threads, parts.div_ceil(threads * WAVES).max(1))
 }
 
 fn append_parts<T>(
@@ -86,8 +92,7 @@ where
     if parts.is_empty() {
         return Ok(());
     }
-    let threads = rayon::current_num_threads().max(1);
-    let group = parts.len().div_ceil(threads * WAVES).max(1);
+    let (threads, group) = grouping(parts.len());
     let groups: Vec<&[T]> = parts.chunks(group).collect();
     // What the job was admitted with for its groups: what is left of its
     // funds after its own assignment, up to one wave's share.

@@ -204,15 +204,13 @@ impl Backend for NativeBackend {
     fn extra_working_set(&self, shape: &CapacityHint, queries: Option<&QueryLengths>) -> u64 {
         // The prepared L, A and B scalars, their base indices and bitmaps (h
         // stays on the device), over each query's bases; without the
-        // parameters' lengths, every variable in each.
-        let bases = match queries {
-            Some(q) => [q.l, q.a, q.b_g1],
-            None => [shape.inputs.saturating_add(shape.aux); 3],
-        };
-        let worst = split::working_set(&self.pool, bases);
+        // parameters' lengths, every variable in each. Once a proof of the
+        // circuit was seen, what its proofs took instead.
         match queries {
-            Some(q) => self.prep_shares.share(q, worst),
-            None => worst,
+            Some(q) => self
+                .prep_shares
+                .share(q, split::working_set(&self.pool, [q.l, q.a, q.b_g1])),
+            None => split::working_set(&self.pool, [shape.inputs.saturating_add(shape.aux); 3]),
         }
     }
 

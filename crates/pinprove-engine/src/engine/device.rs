@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::RecvTimeoutError;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use pinprove_groth16::{Proof, ProveError, ProvingJob};
 use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
@@ -98,12 +98,7 @@ impl Inner {
                 flight.ticket.enter(Phase::FinishWait);
                 // The finalizers outlive the workers: a send fails only when
                 // the engine is gone, and then the partition is dropped.
-                let to = if job.priority.is_urgent() {
-                    &self.finalize_urgent.0
-                } else {
-                    &self.finalize.0
-                };
-                let _ = to.send(Started {
+                let _ = self.finalize_queue(job.priority.is_urgent()).0.send(Started {
                     flight,
                     started,
                     device: d,
@@ -148,15 +143,17 @@ impl Inner {
         }
     }
 
+    /// The started partitions of urgent (High and Critical) jobs, or of
+    /// the others, on their way to a finalizer.
+    fn finalize_queue(&self, urgent: bool) -> &(Sender<Started>, Receiver<Started>) {
+        if urgent { &self.finalize_urgent } else { &self.finalize }
+    }
+
     /// Completes started partitions: background ones, or with `urgent`
     /// High and Critical ones (whose finish then waits only for their own
     /// device work, not for background partitions' ahead of them).
     pub(super) fn finalizer(&self, lane: &str, urgent: bool) {
-        let from = if urgent {
-            &self.finalize_urgent.1
-        } else {
-            &self.finalize.1
-        };
+        let from = &self.finalize_queue(urgent).1;
         loop {
             let item = match from.recv_timeout(Duration::from_millis(100)) {
                 Ok(item) => item,

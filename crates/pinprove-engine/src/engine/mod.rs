@@ -282,7 +282,7 @@ impl Engine {
     /// vectors, densities and what the backends add (from its capacity hint,
     /// or from its parameters before the first synthesis).
     pub fn working_set(&self, circuit_id: &str) -> Result<u64, EngineError> {
-        self.inner.working_set(circuit_id)
+        self.inner.working_set(circuit_id, 0)
     }
 
     /// The shape of a circuit type as its registered parameters give it
@@ -357,7 +357,7 @@ impl Engine {
             });
         }
         let needed = inner
-            .working_set(&spec.circuit_id)?
+            .working_set(&spec.circuit_id, 0)?
             .saturating_add(inner.srs.load_estimate(&spec.circuit_id)?);
         let limit = inner.budget.limit_for(spec.priority.rank());
         if needed > limit {

@@ -23,8 +23,10 @@ impl Inner {
     /// synthesis. A hint that is implausible, or that disagrees with
     /// the parameters (other inputs or aux, more constraints than their
     /// domain), is discarded and relearned: a tampered hints file must not
-    /// turn every later submission away.
-    pub(super) fn working_set(&self, circuit_id: &str) -> Result<u64, EngineError> {
+    /// turn every later submission away. A partition made of `parts` parts
+    /// (0: synthesized whole) also has its groups' buffers while it
+    /// synthesizes (see [`pinprove_groth16::parts_scratch_bytes`]).
+    pub(super) fn working_set(&self, circuit_id: &str, parts: usize) -> Result<u64, EngineError> {
         let (shape, n, queries) = self.partition_shape(circuit_id)?;
         let vec = |elems: usize| self.pool.rounded_size(elems.saturating_mul(32)).unwrap_or(usize::MAX) as u64;
         let densities = (shape.inputs.saturating_add(shape.aux.saturating_mul(2)) / 8 + 64) as u64;
@@ -45,18 +47,8 @@ impl Inner {
             .saturating_add(vec(shape.inputs))
             .saturating_add(vec(shape.aux))
             .saturating_add(densities)
-            .saturating_add(extra))
-    }
-
-    /// What a partition of `circuit_id` made of `parts` parts takes beside
-    /// its working set while it synthesizes: its groups (see
-    /// [`pinprove_groth16::parts_scratch_bytes`]).
-    fn parts_scratch(&self, circuit_id: &str, parts: usize) -> Result<u64, EngineError> {
-        if parts == 0 {
-            return Ok(0);
-        }
-        let (shape, _, _) = self.partition_shape(circuit_id)?;
-        Ok(pinprove_groth16::parts_scratch_bytes(&self.pool, shape, parts))
+            .saturating_add(extra)
+            .saturating_add(pinprove_groth16::parts_scratch_bytes(&self.pool, shape, parts)))
     }
 
     /// Whether partitions of `circuit_id` synthesize a, b and c into host
@@ -142,7 +134,7 @@ impl Inner {
         let partitions = match self.config.warm_partitions {
             Some(n) => n,
             None => {
-                let ws = self.working_set(circuit_id)?.max(1);
+                let ws = self.working_set(circuit_id, 0)?.max(1);
                 let fit = self.budget.limit_for(Priority::Normal.rank()) / ws;
                 (fit as usize).min(self.config.synthesis_workers.max(1))
             }
@@ -276,8 +268,7 @@ impl Inner {
         let mut srs_part = 0;
         let parts = p.partition.parts();
         let (mut funds, srs, load) = loop {
-            let admitted = self.working_set(&job.circuit_id).and_then(|ws| {
-                let ws = ws.saturating_add(self.parts_scratch(&job.circuit_id, parts)?);
+            let admitted = self.working_set(&job.circuit_id, parts).and_then(|ws| {
                 if srs_part == 0 && !self.srs.is_loaded(&job.circuit_id) {
                     srs_part = self.srs.load_estimate(&job.circuit_id)?;
                 }
