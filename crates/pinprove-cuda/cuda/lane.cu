@@ -8,7 +8,10 @@
 #include <mutex>
 
 #include <util/exception.cuh>
+#include <util/gpu_t.cuh>
+#include <util/rusterror.h>
 
+#include "gpu_for.cuh"
 #include "lane.cuh"
 
 namespace pinprove {
@@ -60,7 +63,53 @@ void trim_pool()
     CUDA_OK(cudaMemPoolTrimTo(pool, 0));
 }
 
+static size_t pool_reserved(int cuda_device)
+{
+    cudaMemPool_t pool;
+    CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, cuda_device));
+    uint64_t reserved = 0;
+    CUDA_OK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
+    return reserved;
+}
+
 } // namespace pinprove
+
+// The bytes GPU `device`'s stream-ordered pool holds now (in use by queued
+// work or kept for reuse).
+extern "C" RustError::by_value pinprove_pool_reserved(int device, uint64_t* bytes)
+{
+    *bytes = 0;
+    try {
+        const gpu_t& gpu = gpu_for(device);
+        *bytes = pinprove::pool_reserved(gpu.cid());
+    } catch (const cuda_error& e) {
+        (void)cudaGetLastError();
+        return RustError{e.code(), e.what()};
+    }
+    return RustError{cudaSuccess};
+}
+
+// Grows GPU `device`'s stream-ordered pool to at least `bytes`, so that
+// proofs queued later take their memory from it instead of growing it: an
+// allocation of the difference, freed on the compute stream at once, which
+// the pool keeps (its release threshold is never reached, see lane()).
+extern "C" RustError::by_value pinprove_pool_reserve(int device, uint64_t bytes)
+{
+    try {
+        const gpu_t& gpu = gpu_for(device);
+        auto& l = pinprove::lane(device);
+        size_t have = pinprove::pool_reserved(gpu.cid());
+        if (have < bytes) {
+            void* p = nullptr;
+            CUDA_OK(cudaMallocAsync(&p, bytes - have, l.compute));
+            CUDA_OK(cudaFreeAsync(p, l.compute));
+        }
+    } catch (const cuda_error& e) {
+        (void)cudaGetLastError();
+        return RustError{e.code(), e.what()};
+    }
+    return RustError{cudaSuccess};
+}
 
 namespace {
 

@@ -472,6 +472,13 @@ impl LearnedShares {
         *m = (*m).max(bytes);
     }
 
+    /// The most a proof of the circuit with `lengths` prepared, once one
+    /// was seen.
+    pub(crate) fn most(&self, lengths: &pinprove_groth16::QueryLengths) -> Option<u64> {
+        use pinprove_mem::sync::Recover;
+        self.most.lock().recover().get(lengths).copied()
+    }
+
     /// What to admit for preparing a proof of the circuit with `lengths`:
     /// the most seen plus a quarter, never above `worst`; `worst` until a
     /// proof was seen.

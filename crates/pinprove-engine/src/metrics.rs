@@ -286,8 +286,22 @@ pub(crate) fn render(metrics: &Metrics, s: &EngineStatus) -> String {
             c.classic_partitions as f64,
         );
     }
-    for g in &s.gpus {
-        let l = label("gpu", &g.gpu.to_string());
+    for (d, g) in s.devices.iter().filter_map(|d| Some((d, d.gpu?))) {
+        let l = label("device", &d.name);
+        gauge(
+            o,
+            "pinprove_gpu_memory_used_bytes",
+            "NVML device memory in use (by any process).",
+            &l,
+            g.memory_used_bytes as f64,
+        );
+        gauge(
+            o,
+            "pinprove_gpu_memory_total_bytes",
+            "NVML device memory in all.",
+            &l,
+            g.memory_total_bytes as f64,
+        );
         gauge(
             o,
             "pinprove_gpu_utilization_percent",

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use pinprove_groth16::synthetic::CircuitShape;
-use pinprove_groth16::{Backend, CapacityHint, QueryLengths, Srs, Validation};
+use pinprove_groth16::{Backend, CapacityHint, CapacityHints, QueryLengths, Srs, Validation};
 use pinprove_mem::{Evictor, MemoryBudget, PinnedPool, Reservation};
 use serde::Serialize;
 
@@ -90,6 +90,9 @@ pub struct SrsRegistry {
     pool: Arc<PinnedPool>,
     budget: Arc<MemoryBudget>,
     backends: Vec<Arc<dyn Backend>>,
+    /// Where the backends' hints of each circuit type are kept (applied
+    /// when its SRS is loaded).
+    hints: Arc<CapacityHints>,
     idle_timeout: Duration,
 }
 
@@ -98,6 +101,7 @@ impl SrsRegistry {
         pool: Arc<PinnedPool>,
         budget: Arc<MemoryBudget>,
         backends: Vec<Arc<dyn Backend>>,
+        hints: Arc<CapacityHints>,
         idle_timeout: Duration,
     ) -> Arc<Self> {
         let r = Arc::new(SrsRegistry {
@@ -107,6 +111,7 @@ impl SrsRegistry {
             pool,
             budget: Arc::clone(&budget),
             backends,
+            hints,
             idle_timeout,
         });
         budget.register_evictor(Arc::downgrade(&r) as std::sync::Weak<dyn Evictor>, 100);
@@ -253,6 +258,11 @@ impl SrsRegistry {
                 }
                 r => {
                     r?;
+                    // What an earlier process learned of this circuit's
+                    // proofs: buffers ahead of the first one.
+                    if let Some(h) = self.hints.backend_hint(circuit_id, b.name()) {
+                        b.apply_hint(&srs, &h);
+                    }
                 }
             }
         }

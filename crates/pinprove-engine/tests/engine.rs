@@ -14,8 +14,8 @@ use pinprove_engine::{
 };
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::{
-    AbcLayout, Backend, Capabilities, CapacityHint, CapacityHints, CpuBackend, DeviceFault, ProveError, ProvingJob,
-    StartedProof, check_job,
+    AbcLayout, Backend, BackendHint, Capabilities, CapacityHint, CapacityHints, CpuBackend, DeviceFault, ProveError,
+    ProvingJob, Srs, StartedProof, check_job,
 };
 
 use common::*;
@@ -993,6 +993,151 @@ fn devices_that_hold_the_srs_are_preferred_until_they_are_busy() {
     // Partitions pile up while the holder is busy: the other device helps.
     let spread = run(400, 0, 4);
     assert!(spread.contains(&0) && spread.contains(&1), "{spread:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn each_device_finishes_its_own_partitions_without_waiting_for_another() {
+    let dir = temp_dir("own-finalizer");
+    let (pool, _) = pool_with(4 << 30);
+    let shape = BenchCircuit::new(300, WitnessMix::Bits).unwrap();
+    let path = synthetic_params(&shape, &dir);
+    // A device whose second step takes long (a GPU still busy with the
+    // partitions queued on it), preferred while it has a free worker, and
+    // one whose second step is quick: the first partitions go to the slow
+    // one, and their second steps start before any of the quick one's.
+    let backend = |finish_ms, holds_srs| {
+        Arc::new(TestBackend {
+            pool: Arc::clone(&pool),
+            start: Duration::from_millis(20),
+            finish: Duration::from_millis(finish_ms),
+            scratch: 0,
+            holds_srs,
+        })
+    };
+    let engine = Engine::new(
+        EngineConfig {
+            synthesis_workers: 4,
+            workers_per_device: Some(2),
+            ..EngineConfig::default()
+        },
+        vec![
+            Device {
+                name: "slow".into(),
+                backend: backend(1500, true),
+            },
+            Device {
+                name: "quick".into(),
+                backend: backend(0, false),
+            },
+        ],
+        Arc::clone(&pool),
+    )
+    .unwrap();
+    engine.register_srs(&shape.id(), &path);
+    let parts = (0..8).map(|_| slow(&shape, 0)).collect();
+    let id = engine.submit(spec(&shape.id(), Priority::Normal, parts)).unwrap();
+    let JobOutcome::Completed(results) = engine.wait(id, Some(Duration::from_secs(60))).unwrap() else {
+        panic!("the job did not complete");
+    };
+    let on = |d: usize| results.iter().filter(|r| r.device == d).collect::<Vec<_>>();
+    let (slow_parts, quick_parts) = (on(0), on(1));
+    assert!(!slow_parts.is_empty() && !quick_parts.is_empty(), "both devices proved");
+    // The quick device's partitions never waited for a finalizer busy with
+    // the slow device's.
+    for r in &quick_parts {
+        assert!(
+            r.timings.finish_wait < Duration::from_millis(700),
+            "partition {} on the quick device waited {:?} for its second step",
+            r.index,
+            r.timings.finish_wait
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A backend that has learned something of its proofs (see
+/// `Backend::hint`) and notes what it is given back.
+struct Hinting {
+    inner: TestBackend,
+    learned: BackendHint,
+    applied: std::sync::Mutex<Vec<BackendHint>>,
+}
+
+impl Backend for Hinting {
+    fn name(&self) -> &'static str {
+        "hinting"
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    fn hint(&self, _: &Srs) -> Option<BackendHint> {
+        Some(self.learned.clone())
+    }
+    fn apply_hint(&self, _: &Srs, hint: &BackendHint) {
+        self.applied.lock().unwrap().push(hint.clone());
+    }
+    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+        self.inner.start(job)
+    }
+}
+
+#[test]
+fn what_a_backend_learned_is_given_back_to_it_when_a_restarted_engine_loads_the_srs() {
+    let dir = temp_dir("backend-hints");
+    let (pool, _) = pool_with(1 << 30);
+    let shape = BenchCircuit::new(300, WitnessMix::Bits).unwrap();
+    let path = synthetic_params(&shape, &dir);
+    let learned = BackendHint {
+        host_buffers: vec![4096, 8192],
+        preparation_bytes: 12288,
+        device_pool_bytes: 1 << 30,
+    };
+    let engine = |learned: BackendHint| {
+        let backend = Arc::new(Hinting {
+            inner: TestBackend {
+                pool: Arc::clone(&pool),
+                start: Duration::ZERO,
+                finish: Duration::ZERO,
+                scratch: 0,
+                holds_srs: true,
+            },
+            learned,
+            applied: Default::default(),
+        });
+        let e = Engine::new(
+            EngineConfig {
+                hints_dir: Some(dir.join("hints")),
+                ..EngineConfig::default()
+            },
+            vec![Device {
+                name: "dev".into(),
+                backend: Arc::clone(&backend) as Arc<dyn Backend>,
+            }],
+            Arc::clone(&pool),
+        )
+        .unwrap();
+        e.register_srs(&shape.id(), &path);
+        (e, backend)
+    };
+    let (first, backend) = engine(learned.clone());
+    first.preload_srs(&shape.id()).unwrap();
+    assert!(backend.applied.lock().unwrap().is_empty(), "nothing learned yet");
+    let id = first
+        .submit(spec(&shape.id(), Priority::Normal, vec![slow(&shape, 0)]))
+        .unwrap();
+    assert!(matches!(first.wait(id, None).unwrap(), JobOutcome::Completed(_)));
+    assert_eq!(
+        first.hints().backend_hint(&shape.id(), "hinting"),
+        Some(learned.clone())
+    );
+    drop(first);
+
+    // A new process: the hint comes back from the file when the SRS loads.
+    let (again, backend) = engine(BackendHint::default());
+    again.preload_srs(&shape.id()).unwrap();
+    assert_eq!(*backend.applied.lock().unwrap(), vec![learned]);
+    drop(again);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

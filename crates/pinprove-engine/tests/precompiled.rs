@@ -19,7 +19,7 @@ use pinprove_engine::{
 };
 use pinprove_groth16::CpuBackend;
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
-use pinprove_groth16::precompiled::record;
+use pinprove_groth16::precompiled::{Matrices, Recording, evaluate_pending_from, record};
 use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
 use pinprove_mem::PinnedPool;
 
@@ -492,6 +492,118 @@ fn a_backend_that_computes_a_b_c_gets_the_witness_only() {
     );
     assert!(ws + 3 * 32 * 1500 <= classic_ws, "{ws} vs {classic_ws}");
     idle(&engine, &shape, &pool, &acct, "deferred");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A device backend that keeps a copy of each recording's matrices of its
+/// own (as the native backend keeps them in device memory) and computes
+/// a/b/c from that copy, never from the recording's host matrices.
+struct KeepsMatrices {
+    cpu: CpuBackend,
+    copies: std::sync::Mutex<Vec<(std::sync::Weak<Recording>, Arc<Matrices>)>>,
+}
+
+impl pinprove_groth16::Backend for KeepsMatrices {
+    fn name(&self) -> &'static str {
+        "keeps-matrices"
+    }
+    fn capabilities(&self) -> pinprove_groth16::Capabilities {
+        pinprove_groth16::Capabilities {
+            evaluates_recordings: true,
+            ..self.cpu.capabilities()
+        }
+    }
+    fn hold_recording(&self, recording: &Arc<Recording>) -> Result<bool, pinprove_groth16::ProveError> {
+        let copy = Arc::new((*recording.matrices()?).clone());
+        self.copies.lock().unwrap().push((Arc::downgrade(recording), copy));
+        Ok(true)
+    }
+    fn start(
+        &self,
+        mut job: pinprove_groth16::ProvingJob,
+    ) -> Result<Box<dyn pinprove_groth16::StartedProof>, pinprove_groth16::ProveError> {
+        let layout = self.cpu.capabilities().abc_layout;
+        for asg in &mut job.assignments {
+            let Some(rec) = asg.recording().cloned() else { continue };
+            let copy = self
+                .copies
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|(r, _)| std::ptr::eq(r.as_ptr(), Arc::as_ptr(&rec)))
+                .map(|(_, m)| Arc::clone(m))
+                .expect("every recording proved from was held first");
+            evaluate_pending_from(asg, &copy, layout)?;
+        }
+        self.cpu.start(job)
+    }
+}
+
+#[test]
+fn the_host_copy_of_the_matrices_is_released_once_every_device_holds_one() {
+    let dir = temp_dir("precompiled-released");
+    let shape = BenchCircuit::new(1500, WitnessMix::Random).unwrap();
+    let (params, vk) = real_params(&shape, &dir);
+    let (pool, acct) = pool_with(2 << 30);
+    let engine = Engine::new(
+        EngineConfig {
+            synthesis_workers: 2,
+            precompiled: true,
+            ..EngineConfig::default()
+        },
+        vec![Device {
+            name: "keeps-matrices".into(),
+            backend: Arc::new(KeepsMatrices {
+                cpu: CpuBackend::new(Arc::clone(&pool)),
+                copies: Default::default(),
+            }),
+        }],
+        Arc::clone(&pool),
+    )
+    .unwrap();
+    let (classic_pool, _) = pool_with(2 << 30);
+    let classic = cpu_engine(&classic_pool, false, None);
+    engine.register_srs(&shape.id(), &params);
+    classic.register_srs(&shape.id(), &params);
+    prove(&engine, &shape, &[1]);
+    let full = record(shape.clone(), &shape.id()).unwrap().stats();
+    let s = synthesis_of(&engine, &shape.id());
+    assert_eq!(s.mode, SynthesisMode::Precompiled);
+    assert!(!s.host_matrices, "{s:?}");
+    assert_eq!(
+        s.recording_bytes,
+        full.bytes - full.matrix_bytes,
+        "only the densities are paid for"
+    );
+    // Later partitions prove from the device's copy, the same proofs.
+    let seeds = [6, 7, 8];
+    let pre = prove(&engine, &shape, &seeds);
+    let want = prove(&classic, &shape, &seeds);
+    for (p, (a, b)) in pre.iter().zip(&want).enumerate() {
+        assert_eq!(a.proof.to_bytes(), b.proof.to_bytes(), "partition {p}");
+    }
+    verify(&vk, &shape, &seeds, &pre);
+    assert_eq!(synthesis_of(&engine, &shape.id()).precompiled_partitions, 3);
+    idle(&engine, &shape, &pool, &acct, "released");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_backend_without_a_copy_of_its_own_keeps_the_host_matrices() {
+    let dir = temp_dir("precompiled-kept");
+    let shape = BenchCircuit::new(1500, WitnessMix::Bits).unwrap();
+    let (params, _) = real_params(&shape, &dir);
+    let (pool, _) = pool_with(2 << 30);
+    let (engine, _) = computes_abc_engine(&pool, EngineConfig::default());
+    engine.register_srs(&shape.id(), &params);
+    prove(&engine, &shape, &[1]);
+    let s = synthesis_of(&engine, &shape.id());
+    assert_eq!(s.mode, SynthesisMode::Precompiled);
+    assert!(s.host_matrices, "{s:?}");
+    assert_eq!(
+        s.recording_bytes,
+        record(shape.clone(), &shape.id()).unwrap().stats().bytes
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

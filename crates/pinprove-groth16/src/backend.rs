@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use crate::{AbcLayout, CapacityHint, Proof, ProveError, ProvingAssignment, QueryLengths, Scalar, Srs};
+use crate::precompiled::Recording;
+use crate::{AbcLayout, BackendHint, CapacityHint, Proof, ProveError, ProvingAssignment, QueryLengths, Scalar, Srs};
 
 /// One or more synthesized circuits sharing one SRS, with the blinding
 /// factors (r, s) of each proof.
@@ -115,6 +116,40 @@ pub trait Backend: Send + Sync {
     /// [`DeviceFault::Lost`](crate::DeviceFault::Lost) was seen). Schedulers
     /// stop routing work to it; its calls fail at once from then on.
     fn lost(&self) -> Option<String> {
+        None
+    }
+
+    /// What the backend learned from its proofs with `srs` that would let
+    /// a later process prepare for its first proof (buffer sizes), for the
+    /// engine to keep with the capacity hints; `None` when nothing.
+    fn hint(&self, srs: &Srs) -> Option<BackendHint> {
+        let _ = srs;
+        None
+    }
+
+    /// Prepares, after [`prepare_srs`](Self::prepare_srs), what an earlier
+    /// process learned from proofs with `srs` (see [`hint`](Self::hint)):
+    /// buffers made ahead of the first proof, admission sized as seen.
+    fn apply_hint(&self, srs: &Srs, hint: &BackendHint) {
+        let _ = (srs, hint);
+    }
+
+    /// Puts the backend's own copy of a pre-compiled circuit's matrices
+    /// where its proofs read them (device memory) now, ahead of the first
+    /// proof that needs them; returns whether it holds one, after which its
+    /// proofs of that recording never read the host matrices (the engine
+    /// then releases them). A backend that computes a/b/c from the host
+    /// matrices answers `false`.
+    fn hold_recording(&self, recording: &Arc<Recording>) -> Result<bool, ProveError> {
+        let _ = recording;
+        Ok(false)
+    }
+
+    /// The CUDA ordinal of the one GPU this backend proves on, if it has
+    /// one of its own (for per-device readings, and the device that pins
+    /// host memory); `None` for the CPU and for backends that drive the
+    /// GPUs themselves.
+    fn gpu(&self) -> Option<usize> {
         None
     }
 

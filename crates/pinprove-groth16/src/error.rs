@@ -118,6 +118,13 @@ pub enum ProveError {
     /// The assignment's a/b/c were already consumed.
     #[error("the assignment's a/b/c vectors were already released")]
     AbcReleased,
+    /// A pre-compiled circuit's matrices were released from host memory
+    /// (every device holds its own copy) and a host computation needed them.
+    #[error("the matrices of circuit {circuit} were released from host memory (every device holds its own copy)")]
+    MatricesReleased {
+        /// The circuit type recorded.
+        circuit: String,
+    },
     /// The verifying key's delta is the identity: a subverted setup.
     #[error("the parameters' delta is the point at infinity (subverted setup)")]
     UnexpectedIdentity,

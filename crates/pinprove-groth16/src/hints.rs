@@ -38,19 +38,56 @@ impl CapacityHint {
     }
 }
 
+/// What a backend learned from the proofs of one circuit type that lets a
+/// later process prepare for its first proof: the sizes it will ask for.
+/// Kept with the capacity hints (see [`Backend::hint`](crate::Backend::hint)).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendHint {
+    /// The pool buffers one proof's preparation takes, by size (kept warm
+    /// ahead of the first proof).
+    #[serde(default)]
+    pub host_buffers: Vec<u64>,
+    /// Host bytes one proof's preparation took at most (what admission
+    /// counts for it).
+    #[serde(default)]
+    pub preparation_bytes: u64,
+    /// Device memory the proofs kept in the device's memory pool (reserved
+    /// there ahead of the first proof).
+    #[serde(default)]
+    pub device_pool_bytes: u64,
+}
+
 const FILE_NAME: &str = "capacity-hints.json";
 
 #[derive(Serialize, Deserialize, Default)]
 struct HintFile {
     version: u32,
     hints: BTreeMap<String, CapacityHint>,
+    /// By "circuit id/backend name".
+    #[serde(default)]
+    backends: BTreeMap<String, BackendHint>,
+}
+
+#[derive(Clone, Default)]
+struct Hints {
+    capacity: BTreeMap<String, CapacityHint>,
+    backends: BTreeMap<String, BackendHint>,
 }
 
 /// Hints by circuit id, in memory and optionally in a cache directory.
 #[derive(Debug)]
 pub struct CapacityHints {
     dir: Option<PathBuf>,
-    hints: Mutex<BTreeMap<String, CapacityHint>>,
+    hints: Mutex<Hints>,
+}
+
+impl std::fmt::Debug for Hints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hints")
+            .field("circuits", &self.capacity.len())
+            .field("backend_hints", &self.backends.len())
+            .finish()
+    }
 }
 
 impl CapacityHints {
@@ -58,7 +95,7 @@ impl CapacityHints {
     pub fn in_memory() -> Self {
         CapacityHints {
             dir: None,
-            hints: Mutex::new(BTreeMap::new()),
+            hints: Mutex::new(Hints::default()),
         }
     }
 
@@ -69,16 +106,19 @@ impl CapacityHints {
         let path = dir.join(FILE_NAME);
         let hints = match std::fs::read(&path) {
             Ok(bytes) => match serde_json::from_slice::<HintFile>(&bytes) {
-                Ok(f) => f.hints,
+                Ok(f) => Hints {
+                    capacity: f.hints,
+                    backends: f.backends,
+                },
                 Err(e) => {
                     tracing::warn!(path = %path.display(), "ignoring unreadable capacity hints: {e}");
-                    BTreeMap::new()
+                    Hints::default()
                 }
             },
-            Err(e) if e.kind() == io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Hints::default(),
             Err(e) => {
                 tracing::warn!(path = %path.display(), "cannot read capacity hints: {e}");
-                BTreeMap::new()
+                Hints::default()
             }
         };
         CapacityHints {
@@ -94,12 +134,35 @@ impl CapacityHints {
 
     /// The hint for `circuit_id`.
     pub fn get(&self, circuit_id: &str) -> Option<CapacityHint> {
-        self.lock().get(circuit_id).copied()
+        self.lock().capacity.get(circuit_id).copied()
     }
 
     /// All hints.
     pub fn all(&self) -> BTreeMap<String, CapacityHint> {
-        self.lock().clone()
+        self.lock().capacity.clone()
+    }
+
+    /// What backend `backend` learned from proofs of `circuit_id`.
+    pub fn backend_hint(&self, circuit_id: &str, backend: &str) -> Option<BackendHint> {
+        self.lock().backends.get(&backend_key(circuit_id, backend)).cloned()
+    }
+
+    /// Keeps what backend `backend` learned from proofs of `circuit_id`.
+    /// Returns whether the stored hint changed; failures to persist are
+    /// logged, as for [`record`](Self::record).
+    pub fn record_backend_hint(&self, circuit_id: &str, backend: &str, hint: BackendHint) -> bool {
+        let snapshot = {
+            let mut hints = self.lock();
+            let key = backend_key(circuit_id, backend);
+            if hints.backends.get(&key) == Some(&hint) {
+                return false;
+            }
+            tracing::debug!(circuit = circuit_id, backend, ?hint, "learned a backend hint");
+            hints.backends.insert(key, hint);
+            hints.clone()
+        };
+        self.persist(snapshot);
+        true
     }
 
     /// Records what a synthesis of `circuit_id` produced. Returns whether the
@@ -108,7 +171,7 @@ impl CapacityHints {
     pub fn record(&self, circuit_id: &str, actual: CapacityHint) -> bool {
         let snapshot = {
             let mut hints = self.lock();
-            match hints.insert(circuit_id.to_string(), actual) {
+            match hints.capacity.insert(circuit_id.to_string(), actual) {
                 Some(old) if old == actual => return false,
                 Some(old) => tracing::warn!(
                     circuit = circuit_id,
@@ -124,7 +187,7 @@ impl CapacityHints {
         true
     }
 
-    fn persist(&self, snapshot: BTreeMap<String, CapacityHint>) {
+    fn persist(&self, snapshot: Hints) {
         if let Some(dir) = &self.dir
             && let Err(e) = save(dir, snapshot)
         {
@@ -137,7 +200,7 @@ impl CapacityHints {
     pub fn forget(&self, circuit_id: &str) {
         let snapshot = {
             let mut hints = self.lock();
-            if hints.remove(circuit_id).is_none() {
+            if hints.capacity.remove(circuit_id).is_none() {
                 return;
             }
             hints.clone()
@@ -145,15 +208,23 @@ impl CapacityHints {
         self.persist(snapshot);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, CapacityHint>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Hints> {
         self.hints.lock().recover()
     }
 }
 
+fn backend_key(circuit_id: &str, backend: &str) -> String {
+    format!("{circuit_id}/{backend}")
+}
+
 /// Writes atomically: a reader never sees a half-written file.
-fn save(dir: &Path, hints: BTreeMap<String, CapacityHint>) -> io::Result<()> {
+fn save(dir: &Path, hints: Hints) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let file = HintFile { version: 1, hints };
+    let file = HintFile {
+        version: 1,
+        hints: hints.capacity,
+        backends: hints.backends,
+    };
     let bytes = serde_json::to_vec_pretty(&file).map_err(io::Error::other)?;
     let tmp = dir.join(format!("{FILE_NAME}.{}.tmp", std::process::id()));
     std::fs::write(&tmp, bytes)?;
@@ -184,6 +255,38 @@ mod tests {
         let again = CapacityHints::persistent(&dir);
         assert_eq!(again.get("porep-32g"), Some(hint));
         assert_eq!(again.get("other"), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn backend_hints_persist_beside_the_capacity_hints() {
+        let dir = temp_dir("backend");
+        let h = CapacityHints::persistent(&dir);
+        let hint = BackendHint {
+            host_buffers: vec![4096, 1 << 20],
+            preparation_bytes: 1 << 21,
+            device_pool_bytes: 1 << 30,
+        };
+        assert!(h.record("porep-32g", CapacityHint::default()));
+        assert!(h.record_backend_hint("porep-32g", "native", hint.clone()));
+        assert!(!h.record_backend_hint("porep-32g", "native", hint.clone()), "unchanged");
+        let again = CapacityHints::persistent(&dir);
+        assert_eq!(again.backend_hint("porep-32g", "native"), Some(hint));
+        assert_eq!(again.backend_hint("porep-32g", "cpu"), None, "per backend");
+        assert_eq!(
+            again.get("porep-32g"),
+            Some(CapacityHint::default()),
+            "capacity hints stay"
+        );
+        // A file of an earlier build, without backend hints, still reads.
+        std::fs::write(
+            dir.join(FILE_NAME),
+            br#"{"version":1,"hints":{"x":{"constraints":1,"inputs":1,"aux":1}}}"#,
+        )
+        .unwrap();
+        let old = CapacityHints::persistent(&dir);
+        assert_eq!(old.get("x").map(|h| h.aux), Some(1));
+        assert_eq!(old.backend_hint("porep-32g", "native"), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

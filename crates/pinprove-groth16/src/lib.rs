@@ -41,7 +41,7 @@ pub use backend::{Backend, Capabilities, ProvingJob, ResidentSrs, StartedProof, 
 pub use cpu::{CpuBackend, assemble};
 pub use density::Density;
 pub use error::{DeviceFault, LostDevice, ParamsError, PrecompiledError, ProveError};
-pub use hints::{CapacityHint, CapacityHints};
+pub use hints::{BackendHint, CapacityHint, CapacityHints};
 pub use params::{QueryLengths, Srs, SrsPoints, SrsStats, Validation, VerifyingKey};
 pub use parts::{parts_scratch_bytes, synthesize_parts};
 pub use proof::{PROOF_BYTES, Proof};

@@ -14,8 +14,8 @@ use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::precompiled::{Recording, defer, record, synthesize_precompiled, synthesize_witness};
 use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
 use pinprove_groth16::{
-    AbcLayout, Backend, CapacityHints, CpuBackend, PrecompiledError, Proof, ProvingAssignment, ProvingJob, Srs,
-    Validation, synthesize,
+    AbcLayout, Backend, CapacityHints, CpuBackend, PrecompiledError, Proof, ProveError, ProvingAssignment, ProvingJob,
+    Srs, Validation, synthesize,
 };
 use pinprove_mem::PinnedPool;
 
@@ -124,6 +124,43 @@ fn pending_assignments_prove_the_same_where_the_backend_computes_a_b_c() {
         let (p1, p2) = (prove(&pool, &srs, want, r, s), prove(&pool, &srs, pending, r, s));
         assert_eq!(p1.to_bytes(), p2.to_bytes(), "{mix}");
     }
+    assert_eq!(pool.stats().checked_out_bytes, 0, "everything went back to the pool");
+}
+
+#[test]
+fn released_matrices_are_refused_on_the_host_and_a_copy_still_proves() {
+    let pool = pool();
+    let (r, s) = (Scalar::from(7u64), Scalar::from(8u64));
+    let c = BenchCircuit::new(3000, WitnessMix::Random).unwrap();
+    let rec = Arc::new(record(c.clone(), &c.id()).unwrap());
+    let stats = rec.stats();
+    let copy = (*rec.matrices().unwrap()).clone();
+    let circuit = c.with_seed(3);
+    let want = classic(circuit.clone(), &circuit.id(), &pool, AbcLayout::PaddedToDomain);
+    let srs = synthetic_srs(&want, &pool);
+
+    assert!(rec.holds_matrices());
+    assert_eq!(rec.release_matrices(), stats.matrix_bytes);
+    assert_eq!(rec.release_matrices(), 0, "released once");
+    assert!(!rec.holds_matrices());
+    assert_eq!(rec.stats(), stats, "counts and sizes stay");
+    assert!(matches!(rec.matrices(), Err(ProveError::MatricesReleased { .. })));
+    let dir = std::env::temp_dir().join(format!("pinprove-released-{}", std::process::id()));
+    assert!(rec.save(&dir.join("x.r1cs")).is_err(), "nothing to save");
+
+    // The witness-only synthesis needs the counts only.
+    let witness = synthesize_witness(circuit.clone(), &rec, &pool, None).unwrap();
+    let mut pending = defer(Arc::clone(&rec), witness, &mut None).unwrap();
+    let err = pinprove_groth16::precompiled::evaluate_pending(&mut pending, AbcLayout::PaddedToDomain).unwrap_err();
+    assert!(err.to_string().contains("released"), "{err}");
+    // A copy of its own (a device's) computes a/b/c, the same proof.
+    pinprove_groth16::precompiled::evaluate_pending_from(&mut pending, &copy, AbcLayout::PaddedToDomain).unwrap();
+    assert!(pending.recording().is_none(), "evaluated");
+    assert_eq!(
+        prove(&pool, &srs, want, r, s).to_bytes(),
+        prove(&pool, &srs, pending, r, s).to_bytes()
+    );
+    drop(srs);
     assert_eq!(pool.stats().checked_out_bytes, 0, "everything went back to the pool");
 }
 

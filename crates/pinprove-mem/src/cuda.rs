@@ -8,6 +8,7 @@
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::fmt;
 use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use crate::alloc::{HostAllocator, MemoryKind};
@@ -28,6 +29,9 @@ const EVENT_DISABLE_TIMING: c_uint = 0x02;
 const MEMCPY_HOST_TO_DEVICE: c_int = 1;
 const MEMCPY_DEVICE_TO_HOST: c_int = 2;
 const DEV_ATTR_MULTIPROCESSOR_COUNT: c_int = 16;
+const DEV_ATTR_COMPUTE_CAPABILITY_MAJOR: c_int = 75;
+const DEV_ATTR_COMPUTE_CAPABILITY_MINOR: c_int = 76;
+const DEV_ATTR_COOPERATIVE_LAUNCH: c_int = 95;
 /// `sizeof(struct cudaDeviceProp)` is 1008 bytes in CUDA 13.0; `name` is its
 /// first field. A larger buffer leaves room for later versions.
 const DEVICE_PROP_BYTES: usize = 4096;
@@ -35,6 +39,7 @@ const DEVICE_PROP_BYTES: usize = 4096;
 unsafe extern "C" {
     fn cudaGetDeviceCount(count: *mut c_int) -> RawError;
     fn cudaSetDevice(device: c_int) -> RawError;
+    fn cudaGetDevice(device: *mut c_int) -> RawError;
     fn cudaGetDeviceProperties(prop: *mut c_void, device: c_int) -> RawError;
     fn cudaDeviceGetAttribute(value: *mut c_int, attr: c_int, device: c_int) -> RawError;
     fn cudaDeviceGetPCIBusId(bus_id: *mut c_char, len: c_int, device: c_int) -> RawError;
@@ -150,6 +155,59 @@ pub fn set_device(ordinal: usize) -> Result<(), CudaError> {
     check(unsafe { cudaSetDevice(ordinal as c_int) }, "cudaSetDevice")
 }
 
+/// The device whose driver context pins and unpins host memory here; -1:
+/// the calling thread's current device.
+static PINNING_DEVICE: AtomicI32 = AtomicI32::new(-1);
+
+/// Makes GPU `ordinal` the one whose driver context pins and unpins host
+/// memory for the allocators of this module, whatever device the calling
+/// thread has current (`None`: the calling thread's current device, the
+/// default).
+///
+/// Pinned memory here is portable, so any device's context serves every
+/// device; what matters is which context does it. Pinning from a thread
+/// that never chose a device uses device 0, which creates a context (and
+/// takes its memory) on a GPU the process may not have been given, and
+/// once a device is lost its context refuses every call: a process proving
+/// on several GPUs pins with one it uses and, when that one is lost, with
+/// another (the engine does both).
+pub fn pin_with_device(ordinal: Option<usize>) {
+    let raw = ordinal.map_or(-1, |o| i32::try_from(o).unwrap_or(i32::MAX));
+    PINNING_DEVICE.store(raw, Ordering::Relaxed);
+}
+
+/// The GPU set by [`pin_with_device`], if any.
+pub fn pinning_device() -> Option<usize> {
+    usize::try_from(PINNING_DEVICE.load(Ordering::Relaxed)).ok()
+}
+
+/// Runs `f` with the pinning device current on this thread, and makes the
+/// thread's own current device current again after it.
+fn on_pinning_device<T>(f: impl FnOnce() -> T) -> T {
+    let Some(pinning) = pinning_device() else {
+        return f();
+    };
+    let mut current: c_int = -1;
+    // SAFETY: writes one int.
+    let known = unsafe { cudaGetDevice(&mut current) } == SUCCESS;
+    let switch = known && current != pinning as c_int;
+    // A failed switch (an ordinal this machine lacks) leaves the thread's
+    // device current, and its error is cleared so that no later check
+    // mistakes it for its own.
+    // SAFETY: plain runtime calls; invalid ordinals are reported as errors.
+    let switched = switch && unsafe { cudaSetDevice(pinning as c_int) } == SUCCESS;
+    if switch && !switched {
+        // SAFETY: as above.
+        unsafe { cudaGetLastError() };
+    }
+    let out = f();
+    if switched {
+        // SAFETY: as above; `current` was the thread's device a moment ago.
+        unsafe { cudaSetDevice(current) };
+    }
+    out
+}
+
 /// What a device is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceInfo {
@@ -159,6 +217,11 @@ pub struct DeviceInfo {
     pub name: String,
     /// PCI bus id, such as "0000:17:00.0".
     pub pci_bus_id: String,
+    /// Compute capability, major and minor (9.0 for Hopper).
+    pub compute_capability: (u32, u32),
+    /// Whether it can launch cooperative kernels (grid-wide
+    /// synchronization, which sppark's kernels use).
+    pub cooperative_launch: bool,
     /// Multiprocessors.
     pub multiprocessors: u32,
     /// Device memory in bytes.
@@ -194,6 +257,7 @@ pub fn device_info(ordinal: usize) -> Result<DeviceInfo, CudaError> {
     let mut prop = vec![0u64; DEVICE_PROP_BYTES / 8];
     let mut bus = [0 as c_char; 64];
     let (mut sms, mut drv, mut rt) = (0 as c_int, 0 as c_int, 0 as c_int);
+    let (mut major, mut minor, mut coop) = (0 as c_int, 0 as c_int, 0 as c_int);
     let (mut free, mut total) = (0usize, 0usize);
     // SAFETY: each call writes into a buffer at least as large as the
     // runtime's structure or the length passed.
@@ -206,10 +270,14 @@ pub fn device_info(ordinal: usize) -> Result<DeviceInfo, CudaError> {
             cudaDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as c_int, dev),
             "cudaDeviceGetPCIBusId",
         )?;
-        check(
-            cudaDeviceGetAttribute(&mut sms, DEV_ATTR_MULTIPROCESSOR_COUNT, dev),
-            "cudaDeviceGetAttribute",
-        )?;
+        for (value, attr) in [
+            (&mut sms, DEV_ATTR_MULTIPROCESSOR_COUNT),
+            (&mut major, DEV_ATTR_COMPUTE_CAPABILITY_MAJOR),
+            (&mut minor, DEV_ATTR_COMPUTE_CAPABILITY_MINOR),
+            (&mut coop, DEV_ATTR_COOPERATIVE_LAUNCH),
+        ] {
+            check(cudaDeviceGetAttribute(value, attr, dev), "cudaDeviceGetAttribute")?;
+        }
         check(cudaMemGetInfo(&mut free, &mut total), "cudaMemGetInfo")?;
         check(cudaDriverGetVersion(&mut drv), "cudaDriverGetVersion")?;
         check(cudaRuntimeGetVersion(&mut rt), "cudaRuntimeGetVersion")?;
@@ -226,6 +294,8 @@ pub fn device_info(ordinal: usize) -> Result<DeviceInfo, CudaError> {
         ordinal,
         name: String::from_utf8_lossy(&name_bytes).into_owned(),
         pci_bus_id,
+        compute_capability: (major.max(0) as u32, minor.max(0) as u32),
+        cooperative_launch: coop != 0,
         multiprocessors: sms as u32,
         total_memory: total as u64,
         free_memory: free as u64,
@@ -267,8 +337,10 @@ unsafe impl HostAllocator for CudaPinnedAllocator {
 
     fn allocate(&self, len: usize) -> Result<NonNull<u8>> {
         let mut p: *mut c_void = ptr::null_mut();
-        // SAFETY: writes one pointer.
-        let rc = unsafe { cudaHostAlloc(&mut p, len, HOST_ALLOC_PORTABLE) };
+        let rc = on_pinning_device(|| {
+            // SAFETY: writes one pointer.
+            unsafe { cudaHostAlloc(&mut p, len, HOST_ALLOC_PORTABLE) }
+        });
         check(rc, "cudaHostAlloc").map_err(|e| Error::CudaAlloc {
             bytes: len,
             message: e.to_string(),
@@ -280,8 +352,10 @@ unsafe impl HostAllocator for CudaPinnedAllocator {
     }
 
     unsafe fn deallocate(&self, ptr: NonNull<u8>, _len: usize) {
-        // SAFETY: the caller passes a pointer from cudaHostAlloc.
-        let rc = unsafe { cudaFreeHost(ptr.as_ptr().cast()) };
+        let rc = on_pinning_device(|| {
+            // SAFETY: the caller passes a pointer from cudaHostAlloc.
+            unsafe { cudaFreeHost(ptr.as_ptr().cast()) }
+        });
         if let Err(e) = check(rc, "cudaFreeHost") {
             tracing::error!("{e}");
         }
@@ -316,15 +390,17 @@ unsafe impl HostAllocator for CudaRegisteredAllocator {
 
     fn allocate(&self, len: usize) -> Result<NonNull<u8>> {
         let p = self.heap.allocate(len)?;
-        // SAFETY: `p` maps `len` bytes (rounded up to a page) that nothing
-        // else refers to yet.
-        let rc = unsafe {
-            cudaHostRegister(
-                p.as_ptr().cast(),
-                len.next_multiple_of(crate::alloc::PAGE),
-                HOST_REGISTER_PORTABLE,
-            )
-        };
+        let rc = on_pinning_device(|| {
+            // SAFETY: `p` maps `len` bytes (rounded up to a page) that
+            // nothing else refers to yet.
+            unsafe {
+                cudaHostRegister(
+                    p.as_ptr().cast(),
+                    len.next_multiple_of(crate::alloc::PAGE),
+                    HOST_REGISTER_PORTABLE,
+                )
+            }
+        });
         if let Err(e) = check(rc, "cudaHostRegister") {
             // SAFETY: `p` came from this heap allocator with `len`.
             unsafe { self.heap.deallocate(p, len) };
@@ -337,8 +413,10 @@ unsafe impl HostAllocator for CudaRegisteredAllocator {
     }
 
     unsafe fn deallocate(&self, ptr: NonNull<u8>, len: usize) {
-        // SAFETY: the caller passes a pointer this allocator registered.
-        let rc = unsafe { cudaHostUnregister(ptr.as_ptr().cast()) };
+        let rc = on_pinning_device(|| {
+            // SAFETY: the caller passes a pointer this allocator registered.
+            unsafe { cudaHostUnregister(ptr.as_ptr().cast()) }
+        });
         if let Err(e) = check(rc, "cudaHostUnregister") {
             // Unmapping memory the driver may still use would be worse than
             // leaking it.
@@ -812,6 +890,38 @@ mod tests {
                 assert_eq!(crate::default_allocator().kind(), MemoryKind::Heap);
                 crate::test_util::skip_without_gpu("availability_is_reported (pinned memory)", e);
             }
+        }
+    }
+
+    /// Pinning with a chosen device leaves the calling thread's own current
+    /// device as it was, and an ordinal the machine lacks pins with the
+    /// thread's device instead, leaving no error behind.
+    #[test]
+    fn pinning_with_a_chosen_device_keeps_the_threads_own() {
+        let a = match CudaPinnedAllocator::new() {
+            Ok(a) => a,
+            Err(e) => {
+                crate::test_util::skip_without_gpu("pinning_with_a_chosen_device_keeps_the_threads_own", e);
+                return;
+            }
+        };
+        let n = device_count().unwrap();
+        let current = || {
+            let mut d: c_int = -1;
+            // SAFETY: writes one int.
+            check(unsafe { cudaGetDevice(&mut d) }, "cudaGetDevice").unwrap();
+            d
+        };
+        set_device(n - 1).unwrap();
+        for pinning in [Some(0), Some(n), None] {
+            pin_with_device(pinning);
+            assert_eq!(pinning_device(), pinning);
+            let p = a.allocate(1 << 20).unwrap();
+            // SAFETY: just allocated, 1 MiB, ours.
+            unsafe { a.deallocate(p, 1 << 20) };
+            assert_eq!(current(), (n - 1) as c_int, "pinning with {pinning:?}");
+            // SAFETY: reads and clears the thread's last error.
+            assert_eq!(unsafe { cudaGetLastError() }, SUCCESS, "pinning with {pinning:?}");
         }
     }
 

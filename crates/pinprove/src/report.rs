@@ -98,6 +98,58 @@ impl Host {
 /// this to a window's start still sees what came before it.
 pub const NVML_LAG: Duration = Duration::from_millis(200);
 
+/// One device's share of a run of an engine with several.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceShare {
+    pub device: String,
+    /// Partitions whose device step ran there.
+    pub partitions: usize,
+    /// Share of its own steady window in the device step.
+    pub device_busy_fraction: f64,
+    /// Mean NVML utilization of its GPU over that window, and while a
+    /// partition routed to it waited for it.
+    pub gpu_utilization_percent: Option<f64>,
+    pub gpu_utilization_backlog_percent: Option<f64>,
+}
+
+impl DeviceShare {
+    /// Each of `devices`' share of the partitions of `jobs`.
+    pub fn of_jobs(
+        timeline: &pinprove_engine::timeline::Timeline,
+        jobs: &[pinprove_engine::JobId],
+        devices: &[String],
+    ) -> Vec<DeviceShare> {
+        pinprove_engine::timeline::analysis::DeviceUtilization::of_jobs(timeline, jobs, NVML_LAG, devices)
+            .into_iter()
+            .map(|d| DeviceShare {
+                device: d.device,
+                partitions: d.partitions,
+                device_busy_fraction: d.utilization.device_busy,
+                gpu_utilization_percent: d.utilization.gpu_percent,
+                gpu_utilization_backlog_percent: d.utilization.backlog_gpu_percent,
+            })
+            .collect()
+    }
+
+    /// One summary line per device, when there are several.
+    pub fn print(shares: &[DeviceShare]) {
+        if shares.len() < 2 {
+            return;
+        }
+        let pct = |v: Option<f64>| v.map_or_else(|| "?".into(), |v| format!("{v:.1}%"));
+        for s in shares {
+            println!(
+                "  {}: {} partitions, device step busy {:.1}% of its window, GPU utilization {} ({} while a partition waited for it)",
+                s.device,
+                s.partitions,
+                100.0 * s.device_busy_fraction,
+                pct(s.gpu_utilization_percent),
+                pct(s.gpu_utilization_backlog_percent)
+            );
+        }
+    }
+}
+
 /// The median of `samples` (which it sorts).
 pub fn median(samples: &mut [Duration]) -> Duration {
     assert!(!samples.is_empty(), "median of no samples");

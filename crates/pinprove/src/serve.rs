@@ -20,6 +20,10 @@ pub struct ServeArgs {
     /// turn it off).
     #[arg(long)]
     http_listen: Option<String>,
+    /// The GPUs to prove on, overriding the file's `[gpu] devices`: "all"
+    /// or CUDA ordinals such as 0,1.
+    #[arg(long)]
+    devices: Option<pinprove_engine::assembly::DeviceSelection>,
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     print_config: bool,
@@ -36,6 +40,9 @@ pub fn config(args: &ServeArgs) -> Result<Config> {
     }
     if let Some(l) = &args.http_listen {
         config.http_listen = l.clone();
+    }
+    if let Some(d) = &args.devices {
+        config.gpu.devices = d.clone();
     }
     Ok(config)
 }

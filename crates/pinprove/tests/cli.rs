@@ -80,6 +80,7 @@ fn bench_prove_compares_with_bellperson() {
     let r = json(&out);
     assert_eq!(r["verified"], true);
     assert_eq!(r["identical_to_bellperson"], true);
+    assert_eq!(r["device"], "cpu");
     assert!(r["ours"]["total_s"].as_f64().unwrap() > 0.0);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -113,6 +114,10 @@ fn bench_pipeline_runs_jobs_through_the_engine_and_draws_the_timeline() {
     let busy = r["device_busy_fraction"].as_f64().unwrap();
     assert!(busy > 0.0 && busy <= 1.0 + 1e-9, "{busy}");
     assert!(r["phases"]["synthesis_s"].as_f64().unwrap() > 0.0);
+    let per_device = r["per_device"].as_array().unwrap();
+    assert_eq!(per_device.len(), 1, "{per_device:?}");
+    assert_eq!(per_device[0]["device"], "cpu");
+    assert_eq!(per_device[0]["partitions"], 6, "every partition ran on the one device");
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(
         svg.starts_with("<svg") && svg.contains("synth-"),
@@ -222,10 +227,30 @@ fn bad_input_is_a_clear_error() {
         1,
         "synthesis workers asked for",
     );
+    fails_with(&["serve", "--devices", "0,x", "--print-config"], 2, "not a GPU ordinal");
     if !cfg!(feature = "cuda") {
         fails_with(&["bench", "h2d"], 1, "without the `cuda` feature");
         fails_with(&["bench", "pipeline", "--backend", "native"], 1, "needs a GPU build");
     }
+}
+
+#[test]
+fn serve_takes_its_devices_from_the_command_line_over_the_file() {
+    let dir = temp_dir("serve-devices");
+    let file = dir.join("pinprove.toml");
+    std::fs::write(&file, "[gpu]\ndevices = \"0\"\n").unwrap();
+    let printed = ok(&["serve", "--config", file.to_str().unwrap(), "--print-config"]);
+    assert!(printed.contains("devices = \"0\""), "{printed}");
+    let printed = ok(&[
+        "serve",
+        "--config",
+        file.to_str().unwrap(),
+        "--devices",
+        "1,0",
+        "--print-config",
+    ]);
+    assert!(printed.contains("devices = \"1,0\""), "{printed}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use blstrs::Scalar;
 use pinprove_groth16::domain::domain_size;
 use pinprove_groth16::{
-    AbcLayout, Backend, Capabilities, CapacityHint, LostDevice, ProveError, ProvingAssignment, ProvingJob,
+    AbcLayout, Backend, BackendHint, Capabilities, CapacityHint, LostDevice, ProveError, ProvingAssignment, ProvingJob,
     QueryLengths, Srs, StartedProof, check_job, precompiled,
 };
 use pinprove_mem::PinnedPool;
@@ -22,7 +22,7 @@ use super::matrices::{DeviceMatrices, ResidentMatrices};
 use super::msm::{G1, G2, MsmScalars, msm};
 use super::proof::{DeviceProof, DeviceReads, NativeStarted};
 use super::resident::{ResidentSrs, srs_key};
-use super::{NAME, NativeConfig, NativePhases, PlacementReport, SrsPlacement, backend_error, cuda_error, timed};
+use super::{NAME, NativeConfig, NativePhases, PlacementReport, SrsPlacement, backend_error, check, cuda_error, timed};
 use crate::device_queue::DeviceQueue;
 use crate::split::{self, LearnedShares, Mode, QueryScalars};
 
@@ -54,6 +54,12 @@ pub struct NativeBackend {
     /// Preparation memory each circuit's proofs took (what admission counts
     /// once a proof was seen).
     prep_shares: LearnedShares,
+    /// Per SRS, the most device memory the device's pool held after its
+    /// proofs, and the most any proofs held: what the pool is grown back to
+    /// after a large plain allocation trimmed it (resident bases, matrices)
+    /// and ahead of a restarted process's first proof.
+    pool_seen: Mutex<HashMap<PathBuf, u64>>,
+    pool_target: std::sync::atomic::AtomicU64,
 }
 
 impl NativeBackend {
@@ -76,6 +82,7 @@ impl NativeBackend {
                 config.device
             )));
         }
+        check_sppark_numbering(config.device)?;
         if config.workers_per_device == 0 {
             return Err(backend_error("workers_per_device must be at least 1"));
         }
@@ -105,6 +112,8 @@ impl NativeBackend {
             prep_warm: Mutex::new(HashMap::new()),
             matrices: ResidentMatrices::default(),
             prep_shares: LearnedShares::default(),
+            pool_seen: Mutex::new(HashMap::new()),
+            pool_target: Default::default(),
         })
     }
 
@@ -181,6 +190,47 @@ impl NativeBackend {
         self.resident.lock().recover()
     }
 
+    /// Bytes the device's stream-ordered pool holds now.
+    fn pool_reserved(&self) -> Result<u64, ProveError> {
+        let mut bytes = 0u64;
+        // SAFETY: writes one integer; the device number is checked on the C
+        // side.
+        check(
+            unsafe { super::ffi::pinprove_pool_reserved(self.ordinal(), &mut bytes) },
+            "reading the device's memory pool",
+        )?;
+        Ok(bytes)
+    }
+
+    /// Grows the device's pool back to what proofs held (see
+    /// [`pool_seen`](Self::pool_seen)), so that the next proof does not
+    /// grow it on its way. Failing (too little device memory now) costs
+    /// only that growth later.
+    fn refill_pool(&self) {
+        use std::sync::atomic::Ordering;
+        let target = self.pool_target.load(Ordering::Relaxed);
+        if target == 0 || self.lost.reason().is_some() {
+            return;
+        }
+        // SAFETY: plain call; the device number is checked on the C side.
+        let r = check(
+            unsafe { super::ffi::pinprove_pool_reserve(self.ordinal(), target) },
+            "reserving device memory for proofs",
+        );
+        match self.lost.note(r) {
+            Ok(()) => tracing::debug!(
+                device = self.config.device,
+                bytes = target,
+                "device memory pool reserved"
+            ),
+            Err(e) => tracing::warn!(
+                device = self.config.device,
+                bytes = target,
+                "cannot reserve the device's memory pool: {e}"
+            ),
+        }
+    }
+
     fn ordinal(&self) -> c_int {
         self.config.device as c_int
     }
@@ -234,6 +284,8 @@ impl Backend for NativeBackend {
             Ok(r) => {
                 tracing::info!(srs = %key.display(), bytes = r.bytes, "SRS bases resident on the device");
                 self.lock().insert(key, Arc::new(r));
+                // The upload handed the pool's cached memory back.
+                self.refill_pool();
             }
             Err(e) if e.loses_device() => return Err(e),
             Err(e) => tracing::warn!(srs = %key.display(), error = %e, "SRS bases stay in host memory"),
@@ -282,6 +334,81 @@ impl Backend for NativeBackend {
 
     fn lost(&self) -> Option<String> {
         self.lost.reason()
+    }
+
+    fn gpu(&self) -> Option<usize> {
+        Some(self.config.device)
+    }
+
+    fn hint(&self, srs: &Srs) -> Option<BackendHint> {
+        use std::sync::atomic::Ordering;
+        let key = srs_key(srs);
+        let host_buffers = self
+            .prep_warm
+            .lock()
+            .recover()
+            .get(&key)?
+            .iter()
+            .map(|&b| b as u64)
+            .collect();
+        let preparation_bytes = self.prep_shares.most(srs.lengths())?;
+        // The pool only grows between trims: what it holds now is what the
+        // proofs so far needed at once.
+        let now = self.pool_reserved().unwrap_or(0);
+        self.pool_target.fetch_max(now, Ordering::Relaxed);
+        let device_pool_bytes = {
+            let mut seen = self.pool_seen.lock().recover();
+            let s = seen.entry(key).or_default();
+            *s = (*s).max(now);
+            *s
+        };
+        Some(BackendHint {
+            host_buffers,
+            preparation_bytes,
+            device_pool_bytes,
+        })
+    }
+
+    fn apply_hint(&self, srs: &Srs, hint: &BackendHint) {
+        use std::sync::atomic::Ordering;
+        if self.lost.reason().is_some() {
+            return;
+        }
+        let key = srs_key(srs);
+        if hint.preparation_bytes > 0 {
+            self.prep_shares.learn(*srs.lengths(), hint.preparation_bytes);
+        }
+        if !hint.host_buffers.is_empty() {
+            self.keep_preparation_warm(&key, hint.host_buffers.iter().map(|&b| b as usize).collect());
+        }
+        if hint.device_pool_bytes > 0 {
+            {
+                let mut seen = self.pool_seen.lock().recover();
+                let s = seen.entry(key).or_default();
+                *s = (*s).max(hint.device_pool_bytes);
+            }
+            self.pool_target.fetch_max(hint.device_pool_bytes, Ordering::Relaxed);
+            self.refill_pool();
+        }
+    }
+
+    fn hold_recording(&self, recording: &Arc<precompiled::Recording>) -> Result<bool, ProveError> {
+        self.lost.check(NAME)?;
+        let held = self.lost.note(self.matrices.get(recording, self.ordinal()));
+        // An upload handed the pool's cached memory back.
+        self.refill_pool();
+        match held {
+            Ok(_) => Ok(true),
+            Err(e) if e.loses_device() => Err(e),
+            Err(e) => {
+                tracing::warn!(
+                    circuit = recording.circuit_id(),
+                    error = %e,
+                    "a circuit's matrices do not fit on the device; its proofs compute a/b/c on the host"
+                );
+                Ok(false)
+            }
+        }
     }
 
     fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
@@ -542,6 +669,30 @@ impl std::fmt::Debug for NativeBackend {
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
+}
+
+/// sppark numbers only the GPUs it can use (Volta or newer, with
+/// cooperative launch), and the C side selects GPUs by that number: the
+/// backend for CUDA device `device` is right only when no GPU before it is
+/// left out. Otherwise it would prove on another GPU than the one named.
+fn check_sppark_numbering(device: usize) -> Result<(), ProveError> {
+    for ordinal in 0..=device {
+        let d = pinprove_mem::cuda::device_info(ordinal).map_err(cuda_error)?;
+        let (major, minor) = d.compute_capability;
+        if major < 7 || !d.cooperative_launch {
+            return Err(backend_error(format!(
+                "GPU {ordinal} ({}, compute capability {major}.{minor}{}) cannot run pinprove's kernels, \
+                 and it numbers the GPUs after it differently from CUDA: hide it with CUDA_VISIBLE_DEVICES",
+                d.name,
+                if d.cooperative_launch {
+                    ""
+                } else {
+                    ", no cooperative launch"
+                },
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The pool's name for the preparation buffers kept warm for an SRS.

@@ -1,5 +1,5 @@
-//! The CUDA glue's C interface (`cuda/native_h.cu`, `cuda/native_msm.cu`,
-//! `cuda/native_spmv.cu`)
+//! The CUDA glue's C interface (`cuda/lane.cu`, `cuda/native_h.cu`,
+//! `cuda/native_msm.cu`, `cuda/native_spmv.cu`)
 //! and the structs it shares with Rust, mirrored from `cuda/ffi.h` with the
 //! same size and offset assertions on both sides.
 
@@ -38,6 +38,9 @@ unsafe extern "C" {
     #[cfg(test)]
     pub(super) fn pinprove_h_download(job: *mut c_void, h_out: *mut Scalar) -> sppark::Error;
     pub(super) fn pinprove_h_free(job: *mut c_void);
+    // cuda/lane.cu
+    pub(super) fn pinprove_pool_reserved(device: c_int, bytes: *mut u64) -> sppark::Error;
+    pub(super) fn pinprove_pool_reserve(device: c_int, bytes: u64) -> sppark::Error;
     // cuda/native_spmv.cu
     pub(super) fn pinprove_matrices_upload(
         out: *mut *mut c_void,

@@ -37,8 +37,9 @@ impl DeviceMatrices {
             ids: m.coeff_ids().as_ptr(),
             nnz: m.nnz(),
         };
-        let views = [view(recording.a()), view(recording.b()), view(recording.c())];
-        let coeffs = recording.coefficients();
+        let matrices = recording.matrices()?;
+        let views = [view(matrices.a()), view(matrices.b()), view(matrices.c())];
+        let coeffs = matrices.coefficients();
         let (mut raw, mut bytes) = (std::ptr::null_mut(), 0usize);
         // SAFETY: each view points into the recording's matrices, alive for
         // the call, with `rows + 1` offsets and `nnz` columns and ids; a

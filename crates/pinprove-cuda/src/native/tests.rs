@@ -348,6 +348,150 @@ fn a_faulting_kernel_loses_the_device_and_nothing_else() {
     assert!(bellperson::groth16::verify_proof(&pvk, &proof, &c.public_inputs()).unwrap());
 }
 
+// On a host with two GPUs or more (skipped elsewhere; a process of its own,
+// as every GPU test): one backend per GPU proves the same bytes, and when
+// GPU 0 is lost, GPU 1 goes on proving from freshly pinned pool memory,
+// pinned with GPU 1's context.
+#[test]
+fn a_lost_gpu_leaves_the_others_proving() {
+    use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
+    use pinprove_groth16::{CpuBackend, DeviceFault, Validation};
+    use rand::SeedableRng;
+
+    let test = "a_lost_gpu_leaves_the_others_proving";
+    if !have_gpu(test) {
+        return;
+    }
+    let n = pinprove_mem::cuda::device_count().unwrap();
+    if n < 2 {
+        skip_without_gpu(test, format!("it needs two GPUs, this machine has {n}"));
+        return;
+    }
+    let pool = PinnedPool::new(
+        Arc::new(pinprove_mem::cuda::CudaRegisteredAllocator::new().unwrap()),
+        pinprove_mem::MemoryBudget::new(4 << 30),
+        pinprove_mem::PoolConfig::default(),
+    );
+    let c = BenchCircuit::new(1 << 10, WitnessMix::Random).unwrap();
+    let params = bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
+        c.clone(),
+        &mut rand_chacha::ChaCha8Rng::seed_from_u64(9),
+    )
+    .unwrap();
+    let mut bytes = Vec::new();
+    params.write(&mut bytes).unwrap();
+    let srs = Arc::new(Srs::from_bytes(&bytes, &pool, Validation::OnCurve).unwrap());
+    let on = |device| {
+        NativeBackend::with_config(
+            Arc::clone(&pool),
+            NativeConfig {
+                device,
+                ..NativeConfig::default()
+            },
+        )
+        .unwrap()
+    };
+    let (gpu0, gpu1) = (on(0), on(1));
+    assert_eq!((gpu0.gpu(), gpu1.gpu()), (Some(0), Some(1)));
+    gpu0.prepare_srs(&srs).unwrap();
+    gpu1.prepare_srs(&srs).unwrap();
+    let expected = prove_bytes(&CpuBackend::new(Arc::clone(&pool)), &pool, &srs, &c).unwrap();
+    pinprove_mem::cuda::pin_with_device(Some(0));
+    assert_eq!(prove_bytes(&gpu0, &pool, &srs, &c).unwrap(), expected, "GPU 0");
+    assert_eq!(prove_bytes(&gpu1, &pool, &srs, &c).unwrap(), expected, "GPU 1");
+
+    // SAFETY: the hook only queues a kernel on device 0's lane; the
+    // kernel stores through a null pointer.
+    let code = unsafe { pinprove_test_fault(0, 1) };
+    assert_eq!(crate::fault::classify(code), DeviceFault::Lost, "code {code}");
+    let r = prove_bytes(&gpu0, &pool, &srs, &c);
+    assert!(lost(&r) || gpu0.lost().is_some(), "GPU 0 after the fault: {r:?}");
+
+    // GPU 1 serves on, with buffers pinned after the fault by GPU 1's
+    // context (the engine moves the pinning there when GPU 0 is lost).
+    pinprove_mem::cuda::pin_with_device(Some(1));
+    pool.clear_idle();
+    for _ in 0..3 {
+        assert_eq!(
+            prove_bytes(&gpu1, &pool, &srs, &c).unwrap(),
+            expected,
+            "GPU 1 after GPU 0 was lost"
+        );
+    }
+    assert!(gpu1.lost().is_none());
+    pinprove_mem::cuda::pin_with_device(None);
+}
+
+// What a backend learned from its proofs (its hint) prepares a new backend
+// for its first proof: preparation buffers warm, admission sized as seen,
+// and the device's memory pool grown back to what the proofs held.
+#[test]
+fn a_backend_hint_prepares_a_new_backend_for_its_first_proof() {
+    use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
+    use pinprove_groth16::{CapacityHint, Validation};
+    use rand::SeedableRng;
+
+    if !have_gpu("a_backend_hint_prepares_a_new_backend_for_its_first_proof") {
+        return;
+    }
+    let pool = PinnedPool::new(
+        Arc::new(pinprove_mem::cuda::CudaRegisteredAllocator::new().unwrap()),
+        pinprove_mem::MemoryBudget::new(4 << 30),
+        pinprove_mem::PoolConfig::default(),
+    );
+    // Bit-valued: its prepared lists are far below the worst case.
+    let c = BenchCircuit::new(1 << 12, WitnessMix::Bits).unwrap();
+    let params = bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
+        c.clone(),
+        &mut rand_chacha::ChaCha8Rng::seed_from_u64(4),
+    )
+    .unwrap();
+    let mut bytes = Vec::new();
+    params.write(&mut bytes).unwrap();
+    let srs = Arc::new(Srs::from_bytes(&bytes, &pool, Validation::OnCurve).unwrap());
+    let shape = CapacityHint {
+        constraints: c.constraints(),
+        inputs: c.public_inputs().len() + 1,
+        aux: c.constraints(),
+    };
+
+    let gpu = NativeBackend::new(Arc::clone(&pool)).unwrap();
+    gpu.prepare_srs(&srs).unwrap();
+    assert!(gpu.hint(&srs).is_none(), "nothing learned before a proof");
+    let worst = gpu.extra_working_set(&shape, Some(srs.lengths()));
+    let expected = prove_bytes(&gpu, &pool, &srs, &c).unwrap();
+    let hint = gpu.hint(&srs).expect("learned from the proof");
+    assert!(!hint.host_buffers.is_empty(), "{hint:?}");
+    assert!(hint.preparation_bytes > 0, "{hint:?}");
+    assert!(hint.device_pool_bytes > 0, "{hint:?}");
+    drop(gpu);
+
+    // A new backend (as in a restarted process): its upload of the bases
+    // trims the device's pool; the hint grows it back and sizes admission.
+    let fresh = NativeBackend::new(Arc::clone(&pool)).unwrap();
+    fresh.prepare_srs(&srs).unwrap();
+    assert_eq!(
+        fresh.extra_working_set(&shape, Some(srs.lengths())),
+        worst,
+        "unhinted: the worst case"
+    );
+    fresh.apply_hint(&srs, &hint);
+    assert!(
+        fresh.pool_reserved().unwrap() >= hint.device_pool_bytes,
+        "the pool holds what the proofs held"
+    );
+    assert!(
+        fresh.extra_working_set(&shape, Some(srs.lengths())) < worst,
+        "admission as seen"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while pool.stats().warm_ready_bytes < hint.host_buffers.iter().sum::<u64>() {
+        assert!(std::time::Instant::now() < deadline, "{:?}", pool.stats());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(prove_bytes(&fresh, &pool, &srs, &c).unwrap(), expected);
+}
+
 fn r_timeout() -> Result<Vec<u8>, ProveError> {
     Err(backend_error("the worker never met the fault"))
 }

@@ -98,7 +98,7 @@ impl Inner {
                 flight.ticket.enter(Phase::FinishWait);
                 // The finalizers outlive the workers: a send fails only when
                 // the engine is gone, and then the partition is dropped.
-                let _ = self.finalize_queue(job.priority.is_urgent()).0.send(Started {
+                let _ = self.finalize_queue(d, job.priority.is_urgent()).0.send(Started {
                     flight,
                     started,
                     device: d,
@@ -119,6 +119,27 @@ impl Inner {
         let dev = &self.devices[d];
         if dev.lost.record(err) {
             tracing::error!(device = %dev.name, "device lost, no more work goes to it: {}", ErrorChain(err));
+            #[cfg(feature = "cuda")]
+            self.pin_with_a_live_gpu();
+        }
+    }
+
+    /// Makes a GPU of a device not lost the one that pins host memory (see
+    /// [`pinprove_mem::cuda::pin_with_device`]) when the one pinning now is
+    /// lost or none of this engine's, so that the other devices keep
+    /// getting pinned buffers.
+    #[cfg(feature = "cuda")]
+    pub(super) fn pin_with_a_live_gpu(&self) {
+        use pinprove_mem::cuda::{pin_with_device, pinning_device};
+        let live: Vec<usize> = self
+            .devices
+            .iter()
+            .filter(|d| d.lost().is_none())
+            .filter_map(|d| d.backend.gpu())
+            .collect();
+        if let Some(gpu) = pinning_gpu(pinning_device(), &live) {
+            tracing::info!(gpu, "host memory is pinned with GPU {gpu}");
+            pin_with_device(Some(gpu));
         }
     }
 
@@ -143,17 +164,19 @@ impl Inner {
         }
     }
 
-    /// The started partitions of urgent (High and Critical) jobs, or of
-    /// the others, on their way to a finalizer.
-    fn finalize_queue(&self, urgent: bool) -> &(Sender<Started>, Receiver<Started>) {
-        if urgent { &self.finalize_urgent } else { &self.finalize }
+    /// The partitions started on device `d` of urgent (High and Critical)
+    /// jobs, or of the others, on their way to a finalizer.
+    fn finalize_queue(&self, d: usize, urgent: bool) -> &(Sender<Started>, Receiver<Started>) {
+        let dev = &self.devices[d];
+        if urgent { &dev.finalize_urgent } else { &dev.finalize }
     }
 
-    /// Completes started partitions: background ones, or with `urgent`
-    /// High and Critical ones (whose finish then waits only for their own
-    /// device work, not for background partitions' ahead of them).
-    pub(super) fn finalizer(&self, lane: &str, urgent: bool) {
-        let from = &self.finalize_queue(urgent).1;
+    /// Completes the partitions started on device `d`: background ones, or
+    /// with `urgent` High and Critical ones (whose finish then waits only
+    /// for their own device work, not for background partitions' ahead of
+    /// them).
+    pub(super) fn finalizer(&self, d: usize, lane: &str, urgent: bool) {
+        let from = &self.finalize_queue(d, urgent).1;
         loop {
             let item = match from.recv_timeout(Duration::from_millis(100)) {
                 Ok(item) => item,
@@ -193,6 +216,11 @@ impl Inner {
         self.srs.release(&job.circuit_id);
         match proofs.map(|mut p| p.pop()) {
             Ok(Some(proof)) => {
+                // Kept for a later process's first proof of the circuit.
+                if let Some(hint) = dev.backend.hint(&flight.srs) {
+                    self.hints
+                        .record_backend_hint(&job.circuit_id, dev.backend.name(), hint);
+                }
                 self.metrics.proofs_completed.fetch_add(1, Ordering::Relaxed);
                 self.metrics.observe(Phase::Total, flight.timings.total());
                 self.complete(&job, flight, proof, device);
@@ -267,33 +295,78 @@ impl Inner {
         }
     }
 
-    /// Samples every GPU's utilization and PCIe traffic about every 100 ms
-    /// into the timeline (as counters) and the latest readings for status
-    /// and metrics: the view that shows whether uploads keep the GPU fed.
+    /// Samples the utilization, memory and PCIe traffic of each device's
+    /// GPU about every 100 ms into the timeline (as counters named after
+    /// the device, "gpu0 util %") and the device's latest reading for
+    /// status and metrics: the view that shows whether uploads keep each GPU
+    /// fed. Devices without a GPU of their own are not sampled.
     #[cfg(feature = "cuda")]
     pub(super) fn sample_gpus(&self, nvml: &pinprove_cuda::Nvml) {
-        let n = nvml.device_count().unwrap_or(0);
-        let handles: Vec<_> = (0..n).filter_map(|i| nvml.device(i).ok().map(|d| (i, d))).collect();
+        // Found by PCI bus id: NVML numbers GPUs in bus order, CUDA fastest
+        // first.
+        let handles: Vec<_> = self
+            .devices
+            .iter()
+            .enumerate()
+            .filter_map(|(d, dev)| {
+                let info = pinprove_mem::cuda::device_info(dev.backend.gpu()?).ok()?;
+                Some((d, nvml.device_by_pci_bus_id(&info.pci_bus_id).ok()?))
+            })
+            .collect();
         let mut g = self.queue_lock();
         while !self.shutting_down() {
             g = self.queue_cv.wait_timeout(g, Duration::from_millis(100)).recover().0;
-            for (i, d) in &handles {
-                if let Ok(s) = nvml.sample(*d) {
-                    let reading = super::status::GpuReading {
-                        gpu: *i,
-                        utilization_percent: f64::from(s.gpu_percent),
-                        pcie_rx_bytes_per_s: s.pcie_rx_bytes_per_s as f64,
-                        pcie_tx_bytes_per_s: s.pcie_tx_bytes_per_s as f64,
-                    };
-                    self.timeline
-                        .sample(&format!("gpu{i} util %"), reading.utilization_percent);
-                    self.timeline
-                        .sample(&format!("gpu{i} PCIe RX GB/s"), reading.pcie_rx_bytes_per_s / 1e9);
-                    self.timeline
-                        .sample(&format!("gpu{i} PCIe TX GB/s"), reading.pcie_tx_bytes_per_s / 1e9);
-                    self.gpu_readings.lock().recover().insert(*i, reading);
-                }
+            for &(d, h) in &handles {
+                let Ok(s) = nvml.sample(h) else { continue };
+                let (total, free) = nvml.memory(h).unwrap_or_default();
+                let reading = super::status::GpuReading {
+                    utilization_percent: f64::from(s.gpu_percent),
+                    memory_used_bytes: total.saturating_sub(free),
+                    memory_total_bytes: total,
+                    pcie_rx_bytes_per_s: s.pcie_rx_bytes_per_s as f64,
+                    pcie_tx_bytes_per_s: s.pcie_tx_bytes_per_s as f64,
+                };
+                let dev = &self.devices[d];
+                let name = &dev.name;
+                self.timeline.sample(
+                    &format!("{name}{}", crate::timeline::analysis::GPU_UTILIZATION),
+                    reading.utilization_percent,
+                );
+                self.timeline
+                    .sample(&format!("{name} PCIe RX GB/s"), reading.pcie_rx_bytes_per_s / 1e9);
+                self.timeline
+                    .sample(&format!("{name} PCIe TX GB/s"), reading.pcie_tx_bytes_per_s / 1e9);
+                *dev.gpu_reading.lock().recover() = Some(reading);
             }
         }
+    }
+}
+
+/// The GPU that should pin host memory from now on, when it should change:
+/// the first of the `live` GPUs (those of devices not lost) unless the one
+/// pinning `now` is one of them.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn pinning_gpu(now: Option<usize>, live: &[usize]) -> Option<usize> {
+    match now {
+        Some(o) if live.contains(&o) => None,
+        _ => live.first().copied(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pinning_gpu;
+
+    #[test]
+    fn pinning_moves_only_off_a_gpu_that_is_lost_or_not_ours() {
+        assert_eq!(
+            pinning_gpu(None, &[1, 2]),
+            Some(1),
+            "the engine's first GPU, not device 0"
+        );
+        assert_eq!(pinning_gpu(Some(2), &[1, 2]), None, "a live GPU of ours stays");
+        assert_eq!(pinning_gpu(Some(0), &[1, 2]), Some(1), "GPU 0 lost: the next live one");
+        assert_eq!(pinning_gpu(Some(0), &[]), None, "no live GPU: nothing better");
+        assert_eq!(pinning_gpu(None, &[]), None, "the CPU backend");
     }
 }

@@ -147,16 +147,17 @@ impl Engine {
             .unwrap_or_else(|| (2u64 << 30).min(budget.total() / 16));
         budget.set_reserve(reserve, crate::Priority::High.rank());
         let backends: Vec<Arc<dyn Backend>> = devices.iter().map(|d| Arc::clone(&d.backend)).collect();
+        let hints = Arc::new(match &config.hints_dir {
+            Some(d) => CapacityHints::persistent(d),
+            None => CapacityHints::in_memory(),
+        });
         let srs = SrsRegistry::new(
             Arc::clone(&pool),
             Arc::clone(&budget),
-            backends,
+            backends.clone(),
+            Arc::clone(&hints),
             config.srs_idle_timeout,
         );
-        let hints = match &config.hints_dir {
-            Some(d) => CapacityHints::persistent(d),
-            None => CapacityHints::in_memory(),
-        };
         // Synthesis serves every device: pad for the FFT when any backend
         // runs it on the CPU.
         let layout = if devices
@@ -185,11 +186,18 @@ impl Engine {
                     busy_nanos: AtomicU64::new(0),
                     current_job: Mutex::new(None),
                     lost: LostDevice::default(),
+                    finalize: unbounded(),
+                    finalize_urgent: unbounded(),
+                    gpu_reading: Mutex::new(None),
                 }
             })
             .collect();
-        let precompiled =
-            precompiled::Precompiler::new(config.precompiled, config.hints_dir.clone(), Arc::clone(&budget));
+        let precompiled = precompiled::Precompiler::new(
+            config.precompiled,
+            config.hints_dir.clone(),
+            Arc::clone(&budget),
+            backends,
+        );
         let inner = Arc::new(Inner {
             timeline: Timeline::new(config.timeline_capacity),
             gauges: Gauges::new(slots.len()),
@@ -213,15 +221,14 @@ impl Engine {
             precompiled,
             jobs: Mutex::new(HashMap::new()),
             finished: Mutex::new(VecDeque::new()),
-            finalize: unbounded(),
-            finalize_urgent: unbounded(),
             metrics: Metrics::default(),
             next_job: AtomicU64::new(1),
             next_seq: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             started_at: Instant::now(),
-            gpu_readings: Mutex::new(HashMap::new()),
         });
+        #[cfg(feature = "cuda")]
+        inner.pin_with_a_live_gpu();
         let mut engine = Engine {
             inner: Arc::clone(&inner),
             threads: Vec::new(),
@@ -242,7 +249,7 @@ impl Engine {
             }
             for urgent in [false, true] {
                 let lane = format!("{}-{}finalizer", slot.name, if urgent { "urgent-" } else { "" });
-                engine.spawn(lane.clone(), move |i| i.finalizer(&lane, urgent))?;
+                engine.spawn(lane.clone(), move |i| i.finalizer(d, &lane, urgent))?;
             }
         }
         engine.spawn("engine-housekeeping".into(), |i| i.housekeeping())?;

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pinprove_groth16::precompiled::{Recording, defer, evaluate};
-use pinprove_groth16::{PrecompiledError, ProveError, ProvingAssignment, QueryLengths};
+use pinprove_groth16::{Backend, PrecompiledError, ProveError, ProvingAssignment, QueryLengths};
 use pinprove_mem::sync::Recover;
 use pinprove_mem::{ErrorChain, Evictor, MemoryBudget, Reservation};
 use serde::Serialize;
@@ -90,6 +90,9 @@ pub struct CircuitSynthesis {
     pub mode: SynthesisMode,
     /// Budget bytes its recording holds (0 without one).
     pub recording_bytes: u64,
+    /// Whether its recording's matrices are in host memory (released once
+    /// every device holds a copy of its own).
+    pub host_matrices: bool,
     /// Partitions synthesized from the recording since start.
     pub precompiled_partitions: u64,
     /// Partitions synthesized classically since start.
@@ -132,6 +135,9 @@ pub(super) struct Precompiler {
     enabled: bool,
     dir: Option<PathBuf>,
     budget: Arc<MemoryBudget>,
+    /// The devices' backends, which may keep copies of a recording's
+    /// matrices of their own (see [`Precompiler::place_on_devices`]).
+    backends: Vec<Arc<dyn Backend>>,
     circuits: Mutex<HashMap<String, Entry>>,
     /// Background loads and recordings running (`wait_quiet` waits for
     /// them).
@@ -142,11 +148,17 @@ pub(super) struct Precompiler {
 }
 
 impl Precompiler {
-    pub(super) fn new(enabled: bool, dir: Option<PathBuf>, budget: Arc<MemoryBudget>) -> Arc<Precompiler> {
+    pub(super) fn new(
+        enabled: bool,
+        dir: Option<PathBuf>,
+        budget: Arc<MemoryBudget>,
+        backends: Vec<Arc<dyn Backend>>,
+    ) -> Arc<Precompiler> {
         let p = Arc::new(Precompiler {
             enabled,
             dir,
             budget: Arc::clone(&budget),
+            backends,
             circuits: Mutex::new(HashMap::new()),
             running: Arc::new(AtomicUsize::new(0)),
             made: AtomicU64::new(0),
@@ -238,7 +250,10 @@ impl Precompiler {
             this.set(
                 &id,
                 match made {
-                    Made::Ready(held) => State::Ready(Arc::from(held)),
+                    Made::Ready(mut held) => {
+                        this.place_on_devices(&mut held);
+                        State::Ready(Arc::from(held))
+                    }
                     Made::Retry => State::RetryAfter(Instant::now() + RETRY_AFTER),
                     Made::Never => State::ClassicOnly,
                 },
@@ -382,6 +397,41 @@ impl Precompiler {
         }
     }
 
+    /// Has every device's backend take its own copy of the recording's
+    /// matrices now, ahead of the first partition that needs them; once
+    /// every live one holds a copy, nothing on the host reads the matrices
+    /// any more (each device computes a/b/c from its own), so the host copy
+    /// is released and its budget returned. The file keeps them for the
+    /// next load.
+    fn place_on_devices(&self, held: &mut Held) {
+        let circuit = held.recording.circuit_id();
+        let live: Vec<&Arc<dyn Backend>> = self.backends.iter().filter(|b| b.lost().is_none()).collect();
+        if live.is_empty() || !live.iter().all(|b| b.capabilities().evaluates_recordings) {
+            return;
+        }
+        for b in live {
+            match b.hold_recording(&held.recording) {
+                Ok(true) => {}
+                Ok(false) => return,
+                Err(e) => {
+                    tracing::warn!(
+                        circuit,
+                        "a device could not take the circuit's matrices ({}); they stay in host memory too",
+                        ErrorChain(&e)
+                    );
+                    return;
+                }
+            }
+        }
+        let freed = held.recording.release_matrices();
+        held.funds.release(freed);
+        tracing::info!(
+            circuit,
+            bytes = freed,
+            "every device holds the circuit's matrices; their host copy is released"
+        );
+    }
+
     /// The recording with `funds` trimmed or topped up to its size.
     fn hold(&self, recording: Recording, mut funds: Reservation) -> Option<Held> {
         let bytes = recording.stats().bytes;
@@ -438,16 +488,21 @@ impl Precompiler {
         let mut out: Vec<CircuitSynthesis> = circuits
             .iter()
             .map(|(id, e)| {
-                let (mode, recording_bytes) = match &e.state {
-                    State::Classic | State::RetryAfter(_) => (SynthesisMode::Classic, 0),
-                    State::Recording => (SynthesisMode::Recording, 0),
-                    State::Ready(h) => (SynthesisMode::Precompiled, h.funds.bytes()),
-                    State::ClassicOnly => (SynthesisMode::ClassicOnly, 0),
+                let (mode, recording_bytes, host_matrices) = match &e.state {
+                    State::Classic | State::RetryAfter(_) => (SynthesisMode::Classic, 0, false),
+                    State::Recording => (SynthesisMode::Recording, 0, false),
+                    State::Ready(h) => (
+                        SynthesisMode::Precompiled,
+                        h.funds.bytes(),
+                        h.recording.holds_matrices(),
+                    ),
+                    State::ClassicOnly => (SynthesisMode::ClassicOnly, 0, false),
                 };
                 CircuitSynthesis {
                     circuit_id: id.clone(),
                     mode,
                     recording_bytes,
+                    host_matrices,
                     precompiled_partitions: e.precompiled,
                     classic_partitions: e.classic,
                     abc_on_device: false,

@@ -356,6 +356,14 @@ pub(super) struct DeviceSlot {
     pub(super) current_job: Mutex<Option<JobId>>,
     /// The error that lost the device, as the engine saw it.
     pub(super) lost: LostDevice,
+    /// Partitions started on this device for its finalizers: background
+    /// ones, and urgent ones (High and Critical), which their own finalizer
+    /// takes at once instead of behind background partitions waiting for
+    /// the device. Per device, so that no finish waits for another GPU.
+    pub(super) finalize: (Sender<Started>, Receiver<Started>),
+    pub(super) finalize_urgent: (Sender<Started>, Receiver<Started>),
+    /// The latest NVML reading of its GPU.
+    pub(super) gpu_reading: Mutex<Option<GpuReading>>,
 }
 
 impl DeviceSlot {
@@ -369,7 +377,7 @@ pub(crate) struct Inner {
     pub(super) config: EngineConfig,
     pub(super) budget: Arc<MemoryBudget>,
     pub(super) pool: Arc<PinnedPool>,
-    pub(super) hints: CapacityHints,
+    pub(super) hints: Arc<CapacityHints>,
     pub(super) srs: Arc<SrsRegistry>,
     pub(super) devices: Vec<DeviceSlot>,
     pub(super) gauges: Arc<Gauges>,
@@ -398,19 +406,12 @@ pub(crate) struct Inner {
     pub(super) precompiled: Arc<super::precompiled::Precompiler>,
     pub(super) jobs: Mutex<HashMap<JobId, Arc<JobCtl>>>,
     pub(super) finished: Mutex<VecDeque<JobId>>,
-    /// Started partitions for the finalizers: background ones, and urgent
-    /// ones (High and Critical), which their own finalizer takes at once
-    /// instead of behind background partitions waiting for the device.
-    pub(super) finalize: (Sender<Started>, Receiver<Started>),
-    pub(super) finalize_urgent: (Sender<Started>, Receiver<Started>),
     pub(super) metrics: Metrics,
     pub(super) timeline: Timeline,
     pub(super) next_job: AtomicU64,
     pub(super) next_seq: AtomicU64,
     pub(super) shutdown: AtomicBool,
     pub(super) started_at: Instant,
-    /// The latest NVML reading of each GPU.
-    pub(super) gpu_readings: Mutex<HashMap<usize, GpuReading>>,
 }
 
 impl Inner {

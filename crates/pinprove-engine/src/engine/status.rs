@@ -47,15 +47,20 @@ pub struct DeviceStatus {
     /// kernel, a device gone from the bus): the engine routes around it, and
     /// a new process is needed to use it again.
     pub lost: Option<String>,
+    /// The latest NVML reading of its GPU (GPU builds, with NVML, for
+    /// backends on one GPU of their own).
+    pub gpu: Option<GpuReading>,
 }
 
-/// The latest NVML reading of one GPU (GPU builds with NVML only).
+/// The latest NVML reading of one device's GPU.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct GpuReading {
-    /// The GPU's NVML index.
-    pub gpu: usize,
     /// Percent of the last sampling period in which a kernel ran.
     pub utilization_percent: f64,
+    /// Device memory in use (by any process).
+    pub memory_used_bytes: u64,
+    /// Device memory in all.
+    pub memory_total_bytes: u64,
     /// PCIe host-to-device throughput.
     pub pcie_rx_bytes_per_s: f64,
     /// PCIe device-to-host throughput.
@@ -100,8 +105,6 @@ pub struct EngineStatus {
     /// Partitions that could not be synthesized from their recording and
     /// were synthesized classically instead, since start.
     pub precompiled_fallbacks: u64,
-    /// NVML readings per GPU.
-    pub gpus: Vec<GpuReading>,
     /// Budget total and use.
     pub budget_total: u64,
     /// Bytes reserved now.
@@ -154,6 +157,7 @@ impl Inner {
                 current_job: *d.current_job.lock().recover(),
                 resident_srs: d.backend.resident_srs(),
                 lost: d.lost(),
+                gpu: *d.gpu_reading.lock().recover(),
             })
             .collect();
         let partitions = self
@@ -169,8 +173,6 @@ impl Inner {
                 in_phase: w.since.elapsed(),
             })
             .collect();
-        let mut gpus: Vec<GpuReading> = self.gpu_readings.lock().recover().values().copied().collect();
-        gpus.sort_by_key(|g| g.gpu);
         let pool = self.pool.stats();
         let [recordings_made, recordings_loaded, precompiled_fallbacks] = self.precompiled.counters();
         EngineStatus {
@@ -190,7 +192,6 @@ impl Inner {
             recordings_made,
             recordings_loaded,
             precompiled_fallbacks,
-            gpus,
             budget_total: self.budget.total(),
             budget_used: self.budget.used(),
             pool_idle: pool.idle_bytes,

@@ -50,13 +50,7 @@ impl Utilization {
     /// jobs' spans left out), with GPU samples whose averaging period is
     /// `lag`.
     pub fn of_jobs(timeline: &super::Timeline, jobs: &[crate::JobId], lag: Duration) -> Utilization {
-        let prefixes: Vec<String> = jobs.iter().map(|j| format!("{j}/")).collect();
-        let spans: Vec<Span> = timeline
-            .spans()
-            .into_iter()
-            .filter(|s| prefixes.iter().any(|p| s.label.starts_with(p.as_str())))
-            .collect();
-        Utilization::of(&spans, &timeline.samples(), lag)
+        Utilization::of(&job_spans(timeline, jobs), &timeline.samples(), lag)
     }
 
     /// The utilization of the partitions in `spans` (which should hold one
@@ -87,6 +81,69 @@ impl Utilization {
             backlog_gpu_samples,
         }
     }
+}
+
+/// What one device did: the partitions it ran, from their spans, and its
+/// own GPU's samples.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DeviceUtilization {
+    /// The device's name, such as "gpu1".
+    pub device: String,
+    /// Partitions whose device step ran on it.
+    pub partitions: usize,
+    /// Its utilization, as [`Utilization::of`] reads it.
+    pub utilization: Utilization,
+}
+
+impl DeviceUtilization {
+    /// Device `device`'s share of `spans` (the partitions whose device step
+    /// ran on one of its lanes, "gpu1-worker-0", …) and of `samples` (its
+    /// counter "gpu1 util %").
+    pub fn of(spans: &[Span], samples: &[CounterSample], lag: Duration, device: &str) -> DeviceUtilization {
+        let lane = format!("{device}-");
+        let mine: std::collections::HashSet<&str> = spans
+            .iter()
+            .filter(|s| s.name == Phase::Start && s.lane.starts_with(&lane))
+            .map(|s| s.label.as_str())
+            .collect();
+        let spans: Vec<Span> = spans
+            .iter()
+            .filter(|s| mine.contains(s.label.as_str()))
+            .cloned()
+            .collect();
+        let counter = format!("{device}{GPU_UTILIZATION}");
+        let samples: Vec<CounterSample> = samples.iter().filter(|c| c.name == counter).cloned().collect();
+        DeviceUtilization {
+            device: device.to_string(),
+            partitions: mine.len(),
+            utilization: Utilization::of(&spans, &samples, lag),
+        }
+    }
+
+    /// Each of `devices` over the partitions of `jobs` in `timeline`.
+    pub fn of_jobs(
+        timeline: &super::Timeline,
+        jobs: &[crate::JobId],
+        lag: Duration,
+        devices: &[String],
+    ) -> Vec<DeviceUtilization> {
+        let spans = job_spans(timeline, jobs);
+        let samples = timeline.samples();
+        devices
+            .iter()
+            .map(|d| DeviceUtilization::of(&spans, &samples, lag, d))
+            .collect()
+    }
+}
+
+/// The spans of the partitions of `jobs`.
+fn job_spans(timeline: &super::Timeline, jobs: &[crate::JobId]) -> Vec<Span> {
+    let prefixes: Vec<String> = jobs.iter().map(|j| format!("{j}/")).collect();
+    timeline
+        .spans()
+        .into_iter()
+        .filter(|s| prefixes.iter().any(|p| s.label.starts_with(p.as_str())))
+        .collect()
 }
 
 fn end(s: &Span) -> Duration {
@@ -228,6 +285,44 @@ mod tests {
         assert_eq!((u.backlog_gpu_percent, u.backlog_gpu_samples), (Some(90.0), 3));
         // Device steps cover 300..400 and 700..800 of the 500 ms window.
         assert!((u.device_busy - 0.4).abs() < 1e-9, "{}", u.device_busy);
+    }
+
+    #[test]
+    fn a_device_counts_the_partitions_it_ran_and_its_own_gpu_samples() {
+        let on = |lane: &str, name, label: &str, start_ms, len_ms| Span {
+            lane: lane.into(),
+            ..at(name, label, start_ms, len_ms)
+        };
+        let spans = [
+            on("synth-0", Phase::Synthesis, "1/0", 0, 100),
+            on("synth-1", Phase::Synthesis, "1/1", 0, 100),
+            on("gpu1-worker-0", Phase::Start, "1/0", 100, 100),
+            on("gpu10-worker-0", Phase::Start, "1/1", 300, 100),
+            on("gpu1-finalizer", Phase::Finish, "1/0", 200, 50),
+        ];
+        let s = [
+            sample("gpu1 util %", 150, 80.0),
+            sample("gpu10 util %", 150, 10.0),
+            sample("gpu10 util %", 350, 90.0),
+        ];
+        let ms = Duration::from_millis;
+        let gpu1 = DeviceUtilization::of(&spans, &s, ms(0), "gpu1");
+        assert_eq!(gpu1.partitions, 1);
+        assert_eq!(gpu1.utilization.window, (ms(100), ms(200)));
+        assert_eq!(
+            gpu1.utilization.backlog,
+            ms(100),
+            "synthesis end to its device step's end"
+        );
+        assert_eq!(
+            (gpu1.utilization.gpu_percent, gpu1.utilization.gpu_samples),
+            (Some(80.0), 1)
+        );
+        let gpu10 = DeviceUtilization::of(&spans, &s, ms(0), "gpu10");
+        assert_eq!(gpu10.partitions, 1);
+        assert_eq!(gpu10.utilization.window, (ms(300), ms(400)));
+        assert_eq!(gpu10.utilization.gpu_percent, Some(90.0));
+        assert_eq!(DeviceUtilization::of(&spans, &s, ms(0), "gpu2").partitions, 0);
     }
 
     #[test]

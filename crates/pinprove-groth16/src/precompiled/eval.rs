@@ -8,7 +8,7 @@ use ff::Field;
 use pinprove_mem::{PinnedPool, PinnedVec, Reservation};
 use rayon::prelude::*;
 
-use super::{MINUS_ONE_ID, Matrix, ONE_ID, Recording, WitnessValues, synthesize_witness};
+use super::{MINUS_ONE_ID, Matrices, Matrix, ONE_ID, Recording, WitnessValues, synthesize_witness};
 use crate::domain::domain_size;
 use crate::{AbcLayout, PrecompiledError, ProveError, ProvingAssignment, Scalar};
 
@@ -60,16 +60,16 @@ fn densities(recording: &Recording) -> [crate::Density; 3] {
     ]
 }
 
-/// a/b/c of `recording` on the witness (inputs, aux), in buffers of `pool`
+/// a/b/c of `matrices` on the witness (inputs, aux), in buffers of `pool`
 /// paid for out of `funds` when given.
 fn evaluate_abc(
-    recording: &Recording,
+    matrices: &Matrices,
     (inputs, aux): (&[Scalar], &[Scalar]),
     pool: &Arc<PinnedPool>,
     layout: AbcLayout,
     mut funds: Option<&mut Reservation>,
 ) -> Result<[PinnedVec<Scalar>; 3], ProveError> {
-    let rows = recording.num_constraints();
+    let rows = matrices.a().rows();
     let room = match layout {
         AbcLayout::Exact => rows,
         AbcLayout::PaddedToDomain => domain_size(rows)?,
@@ -82,8 +82,8 @@ fn evaluate_abc(
         Ok(v)
     };
     let (mut a, mut b, mut c) = (vec()?, vec()?, vec()?);
-    let coefficients = recording.coefficients();
-    let (ma, mb, mc) = (recording.a(), recording.b(), recording.c());
+    let coefficients = matrices.coefficients();
+    let (ma, mb, mc) = (matrices.a(), matrices.b(), matrices.c());
     a.par_iter_mut()
         .zip(b.par_iter_mut())
         .zip(c.par_iter_mut())
@@ -112,7 +112,8 @@ pub fn evaluate(
     funds: &mut Option<Reservation>,
 ) -> Result<ProvingAssignment, PrecompiledError> {
     check_shape(recording, &witness)?;
-    let abc = evaluate_abc(recording, (&witness.inputs, &witness.aux), pool, layout, funds.as_mut())?;
+    let matrices = recording.matrices()?;
+    let abc = evaluate_abc(&matrices, (&witness.inputs, &witness.aux), pool, layout, funds.as_mut())?;
     Ok(ProvingAssignment::from_evaluated(
         abc,
         witness.inputs,
@@ -153,10 +154,24 @@ pub fn evaluate_pending(asg: &mut ProvingAssignment, layout: AbcLayout) -> Resul
     let Some(recording) = asg.recording().cloned() else {
         return Ok(());
     };
+    evaluate_pending_from(asg, &*recording.matrices()?, layout)
+}
+
+/// As [`evaluate_pending`], from `matrices`: the assignment's recording's,
+/// from a copy the caller keeps (as a backend holding its own copy does
+/// once the recording's host copy is released).
+pub fn evaluate_pending_from(
+    asg: &mut ProvingAssignment,
+    matrices: &Matrices,
+    layout: AbcLayout,
+) -> Result<(), ProveError> {
+    if asg.recording().is_none() {
+        return Ok(());
+    }
     let pool = Arc::clone(asg.pool());
     // Out of the assignment for the call, which reads its witness.
     let mut funds = asg.take_working_set();
-    let abc = evaluate_abc(&recording, (asg.inputs(), asg.aux()), &pool, layout, funds.as_mut());
+    let abc = evaluate_abc(matrices, (asg.inputs(), asg.aux()), &pool, layout, funds.as_mut());
     if let Some(f) = funds {
         asg.set_working_set(f);
     }

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use ff::Field;
 
-use super::{MAX_COEFFICIENTS, MINUS_ONE_ID, Matrix, ONE_ID, Recording};
+use super::{MAX_COEFFICIENTS, MINUS_ONE_ID, Matrices, Matrix, ONE_ID, Recording};
 use crate::{PrecompiledError, Scalar};
 
 /// The version of the file format this build reads and writes.
@@ -186,8 +186,11 @@ impl Recording {
     /// same directory, renamed over `path` once complete and synced, so a
     /// reader never sees a partial recording.
     pub fn save(&self, path: &Path) -> Result<(), PrecompiledError> {
+        let matrices = self.matrices()?;
         let tmp = temp_path(path);
-        let written = self.write_to(&tmp).and_then(|()| std::fs::rename(&tmp, path));
+        let written = self
+            .write_to(&matrices, &tmp)
+            .and_then(|()| std::fs::rename(&tmp, path));
         if let Err(source) = written {
             let _ = std::fs::remove_file(&tmp);
             return Err(PrecompiledError::Io {
@@ -200,7 +203,7 @@ impl Recording {
         Ok(())
     }
 
-    fn write_to(&self, path: &Path) -> io::Result<()> {
+    fn write_to(&self, matrices: &Matrices, path: &Path) -> io::Result<()> {
         let mut file = BufWriter::with_capacity(CHUNK, File::create(path)?);
         // The header's checksums cover the body: written once the body is.
         file.write_all(&[0; HEADER_LEN])?;
@@ -210,8 +213,8 @@ impl Recording {
             buf: Vec::with_capacity(CHUNK),
         };
         body.bytes(self.circuit_id().as_bytes())?;
-        body.values(self.coefficients(), |s| s.to_bytes_le())?;
-        for m in [self.a(), self.b(), self.c()] {
+        body.values(matrices.coefficients(), |s| s.to_bytes_le())?;
+        for m in [matrices.a(), matrices.b(), matrices.c()] {
             body.values(m.row_ptr(), u64::to_le_bytes)?;
             body.values(m.cols(), u32::to_le_bytes)?;
             body.values(m.coeff_ids(), u16::to_le_bytes)?;
@@ -234,14 +237,15 @@ impl Recording {
         h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
         h[16..20].copy_from_slice(&id_len.to_le_bytes());
         h[20..24].copy_from_slice(&body_crc.to_le_bytes());
+        let stats = self.stats();
         let counts = [
-            self.num_inputs(),
-            self.num_aux(),
-            self.num_constraints(),
-            self.a().nnz(),
-            self.b().nnz(),
-            self.c().nnz(),
-            self.coefficients().len(),
+            stats.inputs,
+            stats.aux,
+            stats.constraints,
+            stats.nnz[0],
+            stats.nnz[1],
+            stats.nnz[2],
+            stats.coefficients,
         ];
         for (k, n) in counts.into_iter().enumerate() {
             h[24 + 8 * k..32 + 8 * k].copy_from_slice(&(n as u64).to_le_bytes());

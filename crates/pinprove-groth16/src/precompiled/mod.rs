@@ -56,11 +56,14 @@ mod record;
 mod witness;
 
 use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use pinprove_mem::sync::Recover;
 
 use crate::{Density, Scalar};
 
 pub use crate::error::PrecompiledError;
-pub use eval::{PrecompiledStats, defer, evaluate, evaluate_pending, synthesize_precompiled};
+pub use eval::{PrecompiledStats, defer, evaluate, evaluate_pending, evaluate_pending_from, synthesize_precompiled};
 pub use file::FORMAT_VERSION;
 pub use record::record;
 pub use witness::{WitnessValues, synthesize_witness};
@@ -143,88 +146,17 @@ impl Matrix {
     }
 }
 
-/// A circuit's R1CS as the prover sees it, recorded by [`record`].
-#[derive(Clone, PartialEq)]
-pub struct Recording {
-    circuit_id: String,
-    num_inputs: usize,
-    num_aux: usize,
+/// A recording's matrices A, B, C and their coefficient table: what the
+/// evaluation of a/b/c reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Matrices {
     a: Matrix,
     b: Matrix,
     c: Matrix,
     coefficients: Vec<Scalar>,
-    a_aux_density: Density,
-    b_input_density: Density,
-    b_aux_density: Density,
 }
 
-/// Sizes of a recording.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RecordingStats {
-    /// Constraints, the input constraints included.
-    pub constraints: usize,
-    /// Public inputs, ONE included.
-    pub inputs: usize,
-    /// Aux variables.
-    pub aux: usize,
-    /// Non-zero entries of A, B and C.
-    pub nnz: [usize; 3],
-    /// Distinct coefficients.
-    pub coefficients: usize,
-    /// Bytes the recording occupies in memory (matrices, coefficients,
-    /// densities).
-    pub bytes: u64,
-}
-
-impl Recording {
-    /// Assembles a recording whose matrices were checked (or built right),
-    /// computing the densities from the matrices' columns.
-    fn new(
-        circuit_id: String,
-        (num_inputs, num_aux): (usize, usize),
-        [a, b, c]: [Matrix; 3],
-        coefficients: Vec<Scalar>,
-    ) -> Self {
-        // The densities are the columns each query uses: every stored
-        // coefficient is non-zero, exactly the terms the classic evaluation
-        // marks.
-        let a_aux_density = column_density(&a, num_inputs, num_aux);
-        let b_input_density = column_density(&b, 0, num_inputs);
-        let b_aux_density = column_density(&b, num_inputs, num_aux);
-        Recording {
-            circuit_id,
-            num_inputs,
-            num_aux,
-            a,
-            b,
-            c,
-            coefficients,
-            a_aux_density,
-            b_input_density,
-            b_aux_density,
-        }
-    }
-
-    /// The circuit type's id the recording was made for.
-    pub fn circuit_id(&self) -> &str {
-        &self.circuit_id
-    }
-
-    /// Constraints, the input constraints included.
-    pub fn num_constraints(&self) -> usize {
-        self.a.rows()
-    }
-
-    /// Public inputs, ONE included.
-    pub fn num_inputs(&self) -> usize {
-        self.num_inputs
-    }
-
-    /// Aux variables.
-    pub fn num_aux(&self) -> usize {
-        self.num_aux
-    }
-
+impl Matrices {
     /// The matrix A.
     pub fn a(&self) -> &Matrix {
         &self.a
@@ -244,6 +176,131 @@ impl Recording {
     /// (one is id 0, minus one id 1).
     pub fn coefficients(&self) -> &[Scalar] {
         &self.coefficients
+    }
+
+    /// Bytes they occupy in memory.
+    pub fn bytes(&self) -> u64 {
+        self.a.bytes() + self.b.bytes() + self.c.bytes() + self.coefficients.len() as u64 * 32
+    }
+}
+
+/// A circuit's R1CS as the prover sees it, recorded by [`record`].
+///
+/// Its matrices can be released from host memory once every device that
+/// proves the circuit holds a copy of its own
+/// ([`release_matrices`](Self::release_matrices)); the counts and densities
+/// that witness-only synthesis needs stay.
+pub struct Recording {
+    circuit_id: String,
+    num_inputs: usize,
+    num_aux: usize,
+    num_constraints: usize,
+    nnz: [usize; 3],
+    num_coefficients: usize,
+    matrix_bytes: u64,
+    matrices: Mutex<Option<Arc<Matrices>>>,
+    a_aux_density: Density,
+    b_input_density: Density,
+    b_aux_density: Density,
+}
+
+/// Sizes of a recording.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordingStats {
+    /// Constraints, the input constraints included.
+    pub constraints: usize,
+    /// Public inputs, ONE included.
+    pub inputs: usize,
+    /// Aux variables.
+    pub aux: usize,
+    /// Non-zero entries of A, B and C.
+    pub nnz: [usize; 3],
+    /// Distinct coefficients.
+    pub coefficients: usize,
+    /// Bytes the recording occupies in memory with its matrices (matrices,
+    /// coefficients, densities).
+    pub bytes: u64,
+    /// Of those, the matrices' and coefficients' bytes.
+    pub matrix_bytes: u64,
+}
+
+impl Recording {
+    /// Assembles a recording whose matrices were checked (or built right),
+    /// computing the densities from the matrices' columns.
+    fn new(
+        circuit_id: String,
+        (num_inputs, num_aux): (usize, usize),
+        [a, b, c]: [Matrix; 3],
+        coefficients: Vec<Scalar>,
+    ) -> Self {
+        // The densities are the columns each query uses: every stored
+        // coefficient is non-zero, exactly the terms the classic evaluation
+        // marks.
+        let a_aux_density = column_density(&a, num_inputs, num_aux);
+        let b_input_density = column_density(&b, 0, num_inputs);
+        let b_aux_density = column_density(&b, num_inputs, num_aux);
+        let matrices = Matrices { a, b, c, coefficients };
+        Recording {
+            circuit_id,
+            num_inputs,
+            num_aux,
+            num_constraints: matrices.a.rows(),
+            nnz: [matrices.a.nnz(), matrices.b.nnz(), matrices.c.nnz()],
+            num_coefficients: matrices.coefficients.len(),
+            matrix_bytes: matrices.bytes(),
+            matrices: Mutex::new(Some(Arc::new(matrices))),
+            a_aux_density,
+            b_input_density,
+            b_aux_density,
+        }
+    }
+
+    /// The circuit type's id the recording was made for.
+    pub fn circuit_id(&self) -> &str {
+        &self.circuit_id
+    }
+
+    /// Constraints, the input constraints included.
+    pub fn num_constraints(&self) -> usize {
+        self.num_constraints
+    }
+
+    /// Public inputs, ONE included.
+    pub fn num_inputs(&self) -> usize {
+        self.num_inputs
+    }
+
+    /// Aux variables.
+    pub fn num_aux(&self) -> usize {
+        self.num_aux
+    }
+
+    /// The matrices and coefficients, unless they were released.
+    pub fn matrices(&self) -> Result<Arc<Matrices>, crate::ProveError> {
+        self.lock().clone().ok_or_else(|| crate::ProveError::MatricesReleased {
+            circuit: self.circuit_id.clone(),
+        })
+    }
+
+    /// Whether the matrices are still in host memory.
+    pub fn holds_matrices(&self) -> bool {
+        self.lock().is_some()
+    }
+
+    /// Drops the matrices from host memory, for a caller that made sure
+    /// nothing on the host needs them any more (every device holds its own
+    /// copy); returns the bytes that go with them (0 when they were gone
+    /// already). Users holding them from [`matrices`](Self::matrices) keep
+    /// them until they let go.
+    pub fn release_matrices(&self) -> u64 {
+        match self.lock().take() {
+            Some(_) => self.matrix_bytes,
+            None => 0,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Arc<Matrices>>> {
+        self.matrices.lock().recover()
     }
 
     /// Aux variables used by the A query.
@@ -268,17 +325,39 @@ impl Recording {
             .map(|d| d.words().len() as u64 * 8)
             .sum::<u64>();
         RecordingStats {
-            constraints: self.num_constraints(),
+            constraints: self.num_constraints,
             inputs: self.num_inputs,
             aux: self.num_aux,
-            nnz: [self.a.nnz(), self.b.nnz(), self.c.nnz()],
-            coefficients: self.coefficients.len(),
-            bytes: self.a.bytes()
-                + self.b.bytes()
-                + self.c.bytes()
-                + self.coefficients.len() as u64 * 32
-                + density_bytes,
+            nnz: self.nnz,
+            coefficients: self.num_coefficients,
+            bytes: self.matrix_bytes + density_bytes,
+            matrix_bytes: self.matrix_bytes,
         }
+    }
+}
+
+impl Clone for Recording {
+    fn clone(&self) -> Self {
+        Recording {
+            circuit_id: self.circuit_id.clone(),
+            matrices: Mutex::new(self.lock().clone()),
+            a_aux_density: self.a_aux_density.clone(),
+            b_input_density: self.b_input_density.clone(),
+            b_aux_density: self.b_aux_density.clone(),
+            ..*self
+        }
+    }
+}
+
+impl PartialEq for Recording {
+    fn eq(&self, other: &Self) -> bool {
+        let matrices = |r: &Recording| r.lock().clone();
+        self.circuit_id == other.circuit_id
+            && (self.num_inputs, self.num_aux) == (other.num_inputs, other.num_aux)
+            && matrices(self) == matrices(other)
+            && self.a_aux_density == other.a_aux_density
+            && self.b_input_density == other.b_input_density
+            && self.b_aux_density == other.b_aux_density
     }
 }
 
@@ -287,6 +366,7 @@ impl fmt::Debug for Recording {
         f.debug_struct("Recording")
             .field("circuit_id", &self.circuit_id)
             .field("stats", &self.stats())
+            .field("holds_matrices", &self.holds_matrices())
             .finish()
     }
 }

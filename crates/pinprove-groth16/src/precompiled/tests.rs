@@ -53,18 +53,19 @@ fn records_rows_columns_and_densities_exactly() {
     let r = record(Small, "small").unwrap();
     // ONE and x are inputs 0 and 1; y and z are columns 2 and 3.
     assert_eq!((r.num_inputs(), r.num_aux(), r.num_constraints()), (2, 2, 4));
-    assert_eq!(r.a().row_ptr(), &[0, 1, 3, 4, 5]);
+    let m = r.matrices().unwrap();
+    assert_eq!(m.a().row_ptr(), &[0, 1, 3, 4, 5]);
     assert_eq!(
-        r.a().cols(),
+        m.a().cols(),
         &[1, 0, 2, 0, 1],
         "inputs first in a row, then aux; then ONE's and x's rows"
     );
-    assert_eq!(r.b().cols(), &[1, 0]);
-    assert_eq!(r.c().cols(), &[2, 3]);
-    let coeff = |m: &Matrix, k: usize| r.coefficients()[m.coeff_ids()[k] as usize];
-    assert_eq!(coeff(r.a(), 1), Scalar::from(5u64));
-    assert_eq!(coeff(r.a(), 2), Scalar::from(3u64));
-    assert_eq!(r.coefficients().len(), 4, "one, minus one, 5, 3");
+    assert_eq!(m.b().cols(), &[1, 0]);
+    assert_eq!(m.c().cols(), &[2, 3]);
+    let coeff = |x: &Matrix, k: usize| m.coefficients()[x.coeff_ids()[k] as usize];
+    assert_eq!(coeff(m.a(), 1), Scalar::from(5u64));
+    assert_eq!(coeff(m.a(), 2), Scalar::from(3u64));
+    assert_eq!(m.coefficients().len(), 4, "one, minus one, 5, 3");
     let ones = |d: &crate::Density| d.iter_ones().collect::<Vec<_>>();
     assert_eq!(ones(r.a_aux_density()), vec![0], "y in A");
     assert_eq!(ones(r.b_input_density()), vec![0, 1], "ONE and x in B");
@@ -181,9 +182,9 @@ fn well_sealed_but_invalid_content_is_refused() {
     let r = bench_recording();
     let id_len = r.circuit_id().len();
     let coeffs_at = 80 + id_len;
-    let a_rows_at = coeffs_at + 32 * r.coefficients().len();
+    let a_rows_at = coeffs_at + 32 * r.stats().coefficients;
     let a_cols_at = a_rows_at + 8 * (r.num_constraints() + 1);
-    let a_ids_at = a_cols_at + 4 * r.a().nnz();
+    let a_ids_at = a_cols_at + 4 * r.stats().nnz[0];
 
     let cases: [(&str, usize, Vec<u8>); 5] = [
         ("column", a_cols_at, u32::MAX.to_le_bytes().to_vec()),
@@ -233,7 +234,7 @@ impl Circuit<Scalar> for ManyCoefficients {
 fn too_many_coefficients_is_an_error() {
     // One and minus one are always in the table.
     let fits = record(ManyCoefficients(MAX_COEFFICIENTS as u64 - 3), "fits").unwrap();
-    assert_eq!(fits.coefficients().len(), MAX_COEFFICIENTS - 1);
+    assert_eq!(fits.stats().coefficients, MAX_COEFFICIENTS - 1);
     let e = record(ManyCoefficients(MAX_COEFFICIENTS as u64), "many").unwrap_err();
     assert!(
         matches!(

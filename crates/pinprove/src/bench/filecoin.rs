@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use clap::Args;
-use pinprove_engine::assembly::{BackendKind, Stack, StackConfig};
+use pinprove_engine::assembly::{BackendKind, DeviceSelection, Stack, StackConfig};
 use pinprove_engine::{EngineConfig, Phase};
 use pinprove_filecoin::sample::SampleSector;
 use pinprove_filecoin::{FilecoinOptions, FilecoinProver, ParamCache, ProofKind, ProofRequest, reference};
@@ -25,6 +25,9 @@ pub struct FilecoinArgs {
     /// pinprove's backend.
     #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
     backend: BackendKind,
+    /// GPUs to prove on: "all" or ordinals such as 0,1 (GPU backends).
+    #[arg(long, default_value = "all")]
+    devices: DeviceSelection,
     /// Timed proofs per prover after one warm-up each; medians are reported.
     #[arg(long, default_value_t = 3)]
     reps: usize,
@@ -106,6 +109,7 @@ fn time_pinprove(
 ) -> Result<(Timed, FilecoinProver)> {
     let stack = Stack::build(&StackConfig {
         backend: args.backend,
+        devices: args.devices.clone(),
         ..StackConfig::default()
     })?;
     let engine = stack.engine(EngineConfig {
@@ -180,6 +184,7 @@ pub fn run(args: &FilecoinArgs) -> Result<()> {
             args.kind,
             args.sector_size,
             args.backend,
+            &args.devices,
             &args.synthetic,
             args.precompiled,
         )?;

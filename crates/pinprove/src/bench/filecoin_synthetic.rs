@@ -29,7 +29,7 @@ use serde::Serialize;
 
 #[cfg(feature = "cuda")]
 use crate::report::gbps;
-use crate::report::{Host, NVML_LAG, bytes, dur, median};
+use crate::report::{DeviceShare, Host, NVML_LAG, bytes, dur, median};
 
 /// What `--synthetic-inputs` takes beyond the kind and size.
 #[derive(clap::Args, Debug, Clone)]
@@ -176,6 +176,8 @@ pub struct Proving {
     gpu_utilization_percent: Option<f64>,
     backlog_s: f64,
     gpu_utilization_backlog_percent: Option<f64>,
+    /// Each device's share of the stream.
+    per_device: Vec<DeviceShare>,
     winning_during_s: Option<f64>,
     /// The stream's last partition on the GPU.
     stream_device: Option<DevicePhases>,
@@ -314,6 +316,7 @@ pub fn measure(
     kind: ProofKind,
     sector_size: u64,
     backend: pinprove_engine::assembly::BackendKind,
+    devices: &pinprove_engine::assembly::DeviceSelection,
     args: &SyntheticArgs,
     precompiled: bool,
 ) -> Result<SyntheticReport> {
@@ -328,6 +331,7 @@ pub fn measure(
 
     let stack = Stack::build(&StackConfig {
         backend,
+        devices: devices.clone(),
         budget: args.budget.clone(),
         pinning: args.pinning,
         native: pinprove_engine::assembly::NativeOptions {
@@ -655,6 +659,11 @@ pub fn measure(
         gpu_utilization_percent: u.gpu_percent,
         backlog_s: secs(u.backlog),
         gpu_utilization_backlog_percent: u.backlog_gpu_percent,
+        per_device: DeviceShare::of_jobs(
+            engine.timeline(),
+            &jobs,
+            &stack.devices.iter().map(|d| d.name.clone()).collect::<Vec<_>>(),
+        ),
         winning_during_s: winning_s,
         stream_device,
         synthesis_mode: synthesis.as_ref().map_or("classic".into(), |c| format!("{:?}", c.mode)),
@@ -758,6 +767,7 @@ pub fn print(r: &SyntheticReport) {
             r.gpu_utilization_backlog_percent
                 .map_or("n/a".into(), |g| format!("{g:.1}%"))
         );
+        DeviceShare::print(&r.per_device);
     }
     if let Some(d) = &r.stream_device {
         println!(

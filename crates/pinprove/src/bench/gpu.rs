@@ -53,6 +53,10 @@ pub struct GpuArgs {
     /// The GPU backend: supraseal (supraseal-c2) or native (pinprove's own).
     #[arg(long, value_enum, default_value_t = BackendKind::Supraseal)]
     backend: BackendKind,
+    /// The GPU to measure, by CUDA ordinal (the native backend; supraseal-c2
+    /// picks its GPUs itself).
+    #[arg(long, default_value_t = 0)]
+    device: usize,
     /// Also prove every case with this backend from pool buffers: its
     /// median GPU proof time, and whether the two backends' proofs are
     /// byte-identical (same r and s).
@@ -456,12 +460,15 @@ mod imp {
         Ok((Arc::new(srs), t.elapsed()))
     }
 
-    /// A GPU backend of `kind` on GPU 0.
-    fn gpu_backend(kind: BackendKind, pinned: &Arc<PinnedPool>) -> Result<BuiltBackend> {
+    /// A GPU backend of `kind` on GPU `device`.
+    fn gpu_backend(kind: BackendKind, pinned: &Arc<PinnedPool>, device: usize) -> Result<BuiltBackend> {
         if !kind.is_gpu() {
             bail!("`bench gpu` measures a GPU backend (native or supraseal), not {kind}");
         }
-        Ok(assembly::backend(kind, pinned, 0, &NativeOptions::default())?)
+        if kind == BackendKind::Supraseal && device != 0 {
+            bail!("supraseal-c2 picks its GPUs itself: --device {device} applies to the native backend only");
+        }
+        Ok(assembly::backend(kind, pinned, device, &NativeOptions::default())?)
     }
 
     fn phases(b: &BuiltBackend) -> Option<pinprove_cuda::NativePhases> {
@@ -480,7 +487,9 @@ mod imp {
             pinprove_engine::MAX_THREADS
         );
         let gpus = pinprove_cuda::gpus().context("no usable CUDA device")?;
-        let gpu = gpus.first().context("no CUDA device")?;
+        let gpu = gpus
+            .get(args.device)
+            .with_context(|| format!("no CUDA device {} (this machine has {})", args.device, gpus.len()))?;
         let gpu_desc = format!(
             "{} ({:.0} GiB), driver {} (CUDA {}), PCIe gen {} x{}",
             gpu.device.name,
@@ -494,11 +503,14 @@ mod imp {
         let budget = MemoryBudget::from_config(&BudgetConfig::default());
         let pinned = assembly::pool(&budget, PoolMemory::Pinned, Default::default(), PoolConfig::default())?;
         let heap = assembly::pool(&budget, PoolMemory::Heap, Default::default(), PoolConfig::default())?;
-        let built = gpu_backend(args.backend, &pinned)?;
+        let built = gpu_backend(args.backend, &pinned, args.device)?;
         let backend_arc = built.as_dyn();
         let backend = backend_arc.as_ref();
-        let compare = args.compare.map(|c| gpu_backend(c, &pinned)).transpose()?;
+        let compare = args.compare.map(|c| gpu_backend(c, &pinned, args.device)).transpose()?;
         let mut comparisons = Vec::new();
+        // The side stream and buffer of the upload timings, on the GPU measured.
+        pinprove_mem::cuda::set_device(args.device)?;
+        pinprove_mem::cuda::pin_with_device(Some(args.device));
         let stream = Stream::new()?;
         let mut cases = Vec::new();
         let mut rows = Vec::new();

@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::builtin::CircuitArgs;
 use crate::params_cache::{ParamsKind, params_file};
 use crate::reference;
-use crate::report::{Host, NVML_LAG, Output, bytes, dur, median};
+use crate::report::{DeviceShare, Host, NVML_LAG, Output, bytes, dur, median};
 
 #[derive(Args, Debug)]
 pub struct PipelineArgs {
@@ -108,6 +108,8 @@ struct PipelineReport {
     /// period lies inside it), and their number.
     gpu_utilization_backlog_percent: Option<f64>,
     gpu_utilization_backlog_samples: usize,
+    /// Each device's share (partitions, busy fraction, its GPU's utilization).
+    per_device: Vec<DeviceShare>,
     /// Median per phase, keyed `<phase>_s`.
     phases: BTreeMap<String, f64>,
     budget_bytes: u64,
@@ -278,7 +280,7 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         benchmark: "pipeline",
         host: Host::detect(),
         backend: name,
-        devices,
+        devices: devices.clone(),
         circuit: id,
         constraints: circuit.constraints(),
         jobs: args.jobs,
@@ -294,6 +296,7 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         backlog_s: u.backlog.as_secs_f64(),
         gpu_utilization_backlog_percent: u.backlog_gpu_percent,
         gpu_utilization_backlog_samples: u.backlog_gpu_samples,
+        per_device: DeviceShare::of_jobs(engine.timeline(), &ids, &devices),
         phases,
         budget_bytes: budget.total(),
         pinning: args.pinning.to_string(),
@@ -359,6 +362,7 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
                 r.gpu_utilization_backlog_samples
             );
         }
+        DeviceShare::print(&r.per_device);
         let medians: Vec<String> = Phase::ALL
             .iter()
             .map(|p| format!("{} {}", p.name().replace('_', " "), d(r.phases[&format!("{p}_s")])))

@@ -6,10 +6,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use bellperson::groth16::{Parameters, VerifyingKey};
+use blstrs::Bls12;
 use clap::{Args, ValueEnum};
 use ff::Field;
-use pinprove_engine::assembly::{BackendKind, Stack, StackConfig};
-use pinprove_groth16::{CapacityHints, ProvingJob, Srs, Validation, synthesize};
+use pinprove_engine::assembly::{BackendKind, DeviceSelection, Stack, StackConfig};
+use pinprove_groth16::circuits::BenchCircuit;
+use pinprove_groth16::{Backend, CapacityHints, ProvingJob, Srs, Validation, synthesize};
+use pinprove_mem::PinnedPool;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -32,6 +36,10 @@ pub struct ProveArgs {
     /// Which prover to measure (GPU backends need a GPU build).
     #[arg(long, value_enum, default_value_t = BackendKind::Cpu)]
     backend: BackendKind,
+    /// GPUs to measure, one after another: "all" or ordinals such as 0,1
+    /// (GPU backends; one report each).
+    #[arg(long, default_value = "0")]
+    devices: DeviceSelection,
     /// Also run this prover on the same inputs and compare.
     #[arg(long, value_enum)]
     compare: Option<Reference>,
@@ -61,6 +69,7 @@ struct ProveReport {
     benchmark: &'static str,
     host: Host,
     backend: &'static str,
+    device: String,
     circuit: String,
     constraints: usize,
     params: String,
@@ -76,7 +85,6 @@ struct ProveReport {
 pub fn run(args: &ProveArgs) -> Result<()> {
     anyhow::ensure!(args.reps > 0, "--reps must be positive");
     let circuit = args.circuit.build()?;
-    let id = circuit.id();
     let path = params_file(
         &circuit,
         args.params.as_deref(),
@@ -86,19 +94,48 @@ pub fn run(args: &ProveArgs) -> Result<()> {
 
     let stack = Stack::build(&StackConfig {
         backend: args.backend,
+        devices: args.devices.clone(),
         ..StackConfig::default()
     })?;
     let pool = Arc::clone(&stack.pool);
-    let backend = stack.devices[0].backend.as_ref();
     let t = Instant::now();
     let srs = Arc::new(Srs::read_file(&path, &pool, Validation::OnCurve)?);
-    backend.prepare_srs(&srs)?;
-    let params_load = t.elapsed();
+    let read = t.elapsed();
     let vk = reference::read_vk(&path)?;
     let theirs_params = match args.compare {
         Some(Reference::Bellperson) => Some(reference::read(&path)?),
         None => None,
     };
+    for device in &stack.devices {
+        let backend = device.backend.as_ref();
+        let t = Instant::now();
+        backend.prepare_srs(&srs)?;
+        let params_load = read + t.elapsed();
+        let report = measure(args, &circuit, &pool, &srs, (&vk, theirs_params.as_ref()), backend)?;
+        let report = ProveReport {
+            device: device.name.clone(),
+            params: crate::report::file_name(&path),
+            params_load_s: params_load.as_secs_f64(),
+            ..report
+        };
+        args.output.emit(&report, print).context("reporting")?;
+    }
+    Ok(())
+}
+
+/// Times `args.reps` proofs of `circuit` on `backend` (after a warm-up),
+/// each verified with `keys.0` and, given bellperson's parameters in
+/// `keys.1`, compared with bellperson's proof on the same r and s.
+fn measure(
+    args: &ProveArgs,
+    circuit: &BenchCircuit,
+    pool: &Arc<PinnedPool>,
+    srs: &Arc<Srs>,
+    keys: (&VerifyingKey<Bls12>, Option<&Parameters<Bls12>>),
+    backend: &dyn Backend,
+) -> Result<ProveReport> {
+    let (vk, theirs_params) = keys;
+    let id = circuit.id();
     let hints = CapacityHints::in_memory();
     let layout = backend.capabilities().abc_layout;
     let inputs = circuit.public_inputs();
@@ -109,10 +146,10 @@ pub fn run(args: &ProveArgs) -> Result<()> {
     for rep in 0..=args.reps {
         let (r, s) = (blstrs::Scalar::random(&mut rng), blstrs::Scalar::random(&mut rng));
         let t0 = Instant::now();
-        let (asg, _) = synthesize(circuit.clone(), &id, &pool, &hints, layout, None)?;
+        let (asg, _) = synthesize(circuit.clone(), &id, pool, &hints, layout, None)?;
         let t1 = Instant::now();
         let started = backend.start(ProvingJob {
-            srs: Arc::clone(&srs),
+            srs: Arc::clone(srs),
             assignments: vec![asg],
             randomness: vec![(r, s)],
             urgent: false,
@@ -120,8 +157,8 @@ pub fn run(args: &ProveArgs) -> Result<()> {
         let t2 = Instant::now();
         let proof = started.finish()?.remove(0).to_bytes();
         let t3 = Instant::now();
-        verified &= reference::verify(&vk, &proof, &inputs)?;
-        let theirs = match &theirs_params {
+        verified &= reference::verify(vk, &proof, &inputs)?;
+        let theirs = match theirs_params {
             Some(p) => {
                 let t = Instant::now();
                 let bytes = reference::prove(circuit.clone(), p, r, s)?;
@@ -150,22 +187,22 @@ pub fn run(args: &ProveArgs) -> Result<()> {
         msm_s: median(&mut msm).as_secs_f64(),
     };
     let theirs_total = (!theirs_t.is_empty()).then(|| median(&mut theirs_t).as_secs_f64());
-    let report = ProveReport {
+    Ok(ProveReport {
         benchmark: "prove",
         host: Host::detect(),
         backend: backend.name(),
+        device: String::new(),
         circuit: id,
         constraints: circuit.constraints(),
-        params: crate::report::file_name(&path),
-        params_load_s: params_load.as_secs_f64(),
+        params: String::new(),
+        params_load_s: 0.0,
         reps: args.reps,
         speedup_vs_bellperson: theirs_total.map(|t| t / ours.total_s),
         ours,
         bellperson_total_s: theirs_total,
         verified,
-        identical_to_bellperson: theirs_params.as_ref().map(|_| identical),
-    };
-    args.output.emit(&report, print).context("reporting")
+        identical_to_bellperson: theirs_params.map(|_| identical),
+    })
 }
 
 fn print(r: &ProveReport) {
@@ -179,8 +216,9 @@ fn print(r: &ProveReport) {
         d(r.params_load_s)
     );
     println!(
-        "  {} backend: {} per proof (synthesis {}, FFT part {}, MSM part {}), median of {}",
+        "  {} backend on {}: {} per proof (synthesis {}, FFT part {}, MSM part {}), median of {}",
         r.backend,
+        r.device,
         d(r.ours.total_s),
         d(r.ours.synthesis_s),
         d(r.ours.fft_s),
