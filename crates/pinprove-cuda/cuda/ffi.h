@@ -8,9 +8,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// One MSM over resident bases: either the n scalars pair with the first n
-// bases (idx null; host scalars, or device scalars when d_scalars is not
-// null, readable once d_ready completes), or idx names the base of each of
+// One MSM over resident bases: either the n scalars pair with the n bases
+// from base_offset on (idx null; host scalars, or device scalars when
+// d_scalars is not null, readable once d_ready completes; a base_offset
+// other than 0 only without ones, idx and small values: a part of a plain
+// MSM queued on its own), or idx names the base of each of
 // the n host scalars; `ones` (may be null) is a bitmap over all resident
 // bases whose set bits are added with scalar 1; small_idx names the bases
 // of n_small small_values (canonical, below 2^small_bits) added by bit
@@ -29,15 +31,17 @@ struct pinprove_msm_call {
     bool mont;                   // scalars in Montgomery form
     void* mark;                  // cudaEvent_t recorded after the MSM's device work (may be null)
     size_t max_batch;            // points per Pippenger batch; 0: the default
+    size_t base_offset;          // the first base the scalars pair with (idx null)
 };
 
 // The layout both sides rely on (x86-64 and aarch64 Linux: LP64).
 #ifdef __cplusplus
-static_assert(sizeof(pinprove_msm_call) == 96, "pinprove_msm_call size");
+static_assert(sizeof(pinprove_msm_call) == 104, "pinprove_msm_call size");
 static_assert(offsetof(pinprove_msm_call, n) == 40, "pinprove_msm_call.n");
 static_assert(offsetof(pinprove_msm_call, n_small) == 64, "pinprove_msm_call.n_small");
 static_assert(offsetof(pinprove_msm_call, small_bits) == 72, "pinprove_msm_call.small_bits");
 static_assert(offsetof(pinprove_msm_call, mont) == 76, "pinprove_msm_call.mont");
 static_assert(offsetof(pinprove_msm_call, mark) == 80, "pinprove_msm_call.mark");
 static_assert(offsetof(pinprove_msm_call, max_batch) == 88, "pinprove_msm_call.max_batch");
+static_assert(offsetof(pinprove_msm_call, base_offset) == 96, "pinprove_msm_call.base_offset");
 #endif

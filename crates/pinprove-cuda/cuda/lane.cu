@@ -111,6 +111,21 @@ extern "C" RustError::by_value pinprove_pool_reserve(int device, uint64_t bytes)
     return RustError{cudaSuccess};
 }
 
+// Records `event` (a cudaEvent_t of GPU `device`) on its lane's compute
+// stream, behind the work queued there so far: where a piece of a proof's
+// device work ends.
+extern "C" RustError::by_value pinprove_lane_mark(int device, void* event)
+{
+    try {
+        gpu_for(device);
+        CUDA_OK(cudaEventRecord(static_cast<cudaEvent_t>(event), pinprove::lane(device).compute));
+    } catch (const cuda_error& e) {
+        (void)cudaGetLastError();
+        return RustError{e.code(), e.what()};
+    }
+    return RustError{cudaSuccess};
+}
+
 namespace {
 
 __global__ void pinprove_no_op(int) {}

@@ -486,6 +486,10 @@ struct curve {
         std::unique_ptr<job_t> job;
         try {
             auto& res = *static_cast<const resident_t<affine_t>*>(handle);
+            bool plain = c.ones == nullptr && c.idx == nullptr && c.n_small == 0;
+            if (c.base_offset > res.n || (c.idx == nullptr && c.n > res.n - c.base_offset) ||
+                (c.base_offset > 0 && !plain))
+                return RustError{cudaErrorInvalidValue, "an MSM's bases beyond the resident ones"};
             const gpu_t& gpu = gpu_for(res.device);
             pinprove::lane_t& lane = pinprove::lane(res.device);
             job.reset(new job_t{lane});
@@ -548,7 +552,7 @@ struct curve {
                     gather(lane, gpu, gathered.ptr, res, d_idx.ptr, c.n);
                     pippenger(*job, gpu, gathered.ptr, scalars, c.n, c.mont, pip, pip_at);
                 } else {
-                    pippenger(*job, gpu, &res.points[0], scalars, c.n, c.mont, pip, pip_at);
+                    pippenger(*job, gpu, &res.points[0] + c.base_offset, scalars, c.n, c.mont, pip, pip_at);
                 }
             }
             CUDA_OK(cudaEventRecord(job->done, lane.compute));

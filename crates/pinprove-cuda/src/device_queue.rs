@@ -1,13 +1,17 @@
 //! The order in which proofs queue their work on one GPU.
 //!
-//! Proofs queue whole, one behind the other, on a device's streams, so the
-//! GPU always has the next proof's work while the host collects the last
-//! one's. The queue bounds how many are queued at once (`depth`: each holds
-//! device memory and host buffers until it has run) and lets an urgent
-//! proof (a WinningPoSt's) go next: it waits neither for room nor behind
-//! background proofs waiting for room, only for the proof issuing its work
-//! at that moment. Its device work then runs behind the proofs already
-//! queued (at most `depth`), not behind every proof that was waiting.
+//! Proofs queue their work one behind the other on a device's streams, so
+//! the GPU always has the next work while the host collects the last
+//! proof's. A GPU runs its queue in order, so what an urgent proof (a
+//! WinningPoSt's) waits for is the work queued before it. The queue bounds
+//! that: a background proof queues its work in pieces (a second or less of
+//! GPU time each at 32 GiB), at most `depth` pieces are queued at once, and
+//! between two pieces of a background proof an urgent proof takes its turn
+//! and queues all of its work at once. It waits neither for room nor behind
+//! background proofs waiting for room, only for the proof queueing at that
+//! moment, and its device work runs behind at most `depth` pieces. A
+//! background proof's pieces follow each other with no other background
+//! proof's in between, so proofs finish in the order they started.
 //!
 //! Waiting for room happens outside the lock, so an urgent proof is never
 //! held up by a background proof that waits for the device.
@@ -28,10 +32,13 @@ pub(crate) struct DeviceQueue<C> {
 }
 
 struct State<C> {
-    /// The completion marks of the proofs queued, oldest first.
+    /// The completion marks of the pieces queued, oldest first.
     queued: VecDeque<Arc<C>>,
     /// A proof is queueing its work now.
     issuing: bool,
+    /// A background proof queued some of its pieces and will queue the
+    /// rest: other background proofs wait for it.
+    continuing: bool,
     /// Urgent proofs waiting for their turn: background proofs let them go
     /// first.
     urgent_waiting: usize,
@@ -41,6 +48,8 @@ struct State<C> {
 /// comes when it is dropped.
 pub(crate) struct Turn<'a, C> {
     queue: &'a DeviceQueue<C>,
+    /// A background proof's turn, which may queue its work in pieces.
+    background: bool,
 }
 
 impl<C> DeviceQueue<C> {
@@ -51,6 +60,7 @@ impl<C> DeviceQueue<C> {
             state: Mutex::new(State {
                 queued: VecDeque::new(),
                 issuing: false,
+                continuing: false,
                 urgent_waiting: 0,
             }),
             changed: Condvar::new(),
@@ -62,16 +72,24 @@ impl<C> DeviceQueue<C> {
     }
 
     /// Waits for a turn to queue work. A background proof waits for room
-    /// (`wait` blocks until a queued proof's mark completes) and for every
-    /// urgent proof waiting; an urgent one only for the proof queueing now.
-    /// An error from `wait` is returned, the mark it came from dropped.
+    /// (`wait` blocks until a queued piece's mark completes), for every
+    /// urgent proof waiting and for a background proof between its pieces;
+    /// an urgent one only for the proof queueing now. An error from `wait`
+    /// is returned, the mark it came from dropped.
     pub(crate) fn enter<E>(&self, urgent: bool, wait: impl Fn(&C) -> Result<(), E>) -> Result<Turn<'_, C>, E> {
         if urgent {
             return Ok(self.exclusive());
         }
+        self.background_turn(false, wait)
+    }
+
+    /// A background turn once no proof queues, no urgent one waits, there
+    /// is room, and no other background proof is between its pieces
+    /// (`continuing`: this proof is the one between its pieces).
+    fn background_turn<E>(&self, continuing: bool, wait: impl Fn(&C) -> Result<(), E>) -> Result<Turn<'_, C>, E> {
         let mut s = self.lock();
         loop {
-            if s.issuing || s.urgent_waiting > 0 {
+            if s.issuing || s.urgent_waiting > 0 || (s.continuing && !continuing) {
                 s = self.changed.wait(s).recover();
                 continue;
             }
@@ -85,12 +103,19 @@ impl<C> DeviceQueue<C> {
                 s.queued.pop_front();
             }
             if let Err(e) = waited {
+                if continuing {
+                    s.continuing = false;
+                }
                 self.changed.notify_all();
                 return Err(e);
             }
         }
         s.issuing = true;
-        Ok(Turn { queue: self })
+        s.continuing = false;
+        Ok(Turn {
+            queue: self,
+            background: true,
+        })
     }
 
     /// A turn as soon as no other proof is queueing its work, ahead of
@@ -104,7 +129,10 @@ impl<C> DeviceQueue<C> {
         }
         s.urgent_waiting -= 1;
         s.issuing = true;
-        Turn { queue: self }
+        Turn {
+            queue: self,
+            background: false,
+        }
     }
 
     /// How many proofs are queued.
@@ -114,10 +142,31 @@ impl<C> DeviceQueue<C> {
     }
 }
 
-impl<C> Turn<'_, C> {
+impl<'a, C> Turn<'a, C> {
     /// The proof's work is queued; `done` completes after all of it.
     pub(crate) fn queued(self, done: Arc<C>) {
         self.queue.lock().queued.push_back(done);
+    }
+
+    /// A piece of the proof's work is queued (`done` completes after it)
+    /// and more follows: a background proof lets urgent proofs queue theirs
+    /// now and waits for room, ahead of every other background proof; an
+    /// urgent proof (whose turn is exclusive anyway) keeps its turn. An
+    /// error from `wait` ends the proof's turn.
+    pub(crate) fn piece<E>(self, done: Arc<C>, wait: impl Fn(&C) -> Result<(), E>) -> Result<Turn<'a, C>, E> {
+        if !self.background {
+            return Ok(self);
+        }
+        let queue = self.queue;
+        {
+            let mut s = queue.lock();
+            s.queued.push_back(done);
+            s.continuing = true;
+        }
+        // Ends this turn (issuing is cleared and everyone woken) with the
+        // proof still marked as continuing.
+        drop(self);
+        queue.background_turn(true, wait)
     }
 }
 
@@ -269,6 +318,95 @@ mod tests {
         urgent.join().unwrap();
         background.join().unwrap();
         assert_eq!(rx.try_iter().collect::<Vec<_>>(), ["urgent", "background"]);
+    }
+
+    /// A thread queueing a background proof in pieces, one per mark (each
+    /// completed by the test), saying "`name` `i`" as it queues piece i.
+    fn pieces_in_thread(
+        q: &Arc<DeviceQueue<Mark>>,
+        tx: mpsc::Sender<String>,
+        name: &'static str,
+        marks: Vec<Arc<Mark>>,
+    ) -> thread::JoinHandle<()> {
+        let q = Arc::clone(q);
+        thread::spawn(move || {
+            let mut turn = q.enter(false, Mark::wait).unwrap();
+            let last = marks.len() - 1;
+            for (i, m) in marks.into_iter().enumerate() {
+                tx.send(format!("{name} {i}")).unwrap();
+                if i == last {
+                    turn.queued(m);
+                    return;
+                }
+                turn = turn.piece(m, Mark::wait).unwrap();
+            }
+        })
+    }
+
+    #[test]
+    fn an_urgent_proof_queues_between_two_pieces_of_a_background_one() {
+        let q = Arc::new(DeviceQueue::<Mark>::new(1));
+        let marks: Vec<Arc<Mark>> = (0..3).map(|_| Arc::new(Mark::default())).collect();
+        let (tx, rx) = mpsc::channel();
+        let bg = pieces_in_thread(&q, tx.clone(), "background", marks.clone());
+        assert_eq!(rx.recv().unwrap(), "background 0");
+        // The first piece is queued; the second waits for room.
+        thread::sleep(Duration::from_millis(50));
+        assert!(rx.try_recv().is_err());
+        // An urgent proof queues now, behind the one piece only.
+        let urgent = q.enter(true, Mark::wait).unwrap();
+        assert_eq!(q.len(), 1, "one piece ahead of it, not the whole proof");
+        let urgent_mark = Arc::new(Mark::default());
+        urgent.queued(Arc::clone(&urgent_mark));
+        marks[0].complete();
+        urgent_mark.complete();
+        assert_eq!(rx.recv().unwrap(), "background 1");
+        marks[1].complete();
+        assert_eq!(rx.recv().unwrap(), "background 2");
+        bg.join().unwrap();
+    }
+
+    #[test]
+    fn no_background_proof_queues_between_the_pieces_of_another() {
+        let q = Arc::new(DeviceQueue::<Mark>::new(2));
+        let (tx, rx) = mpsc::channel();
+        let first: Vec<Arc<Mark>> = (0..3).map(|_| Arc::new(Mark::default())).collect();
+        let a = pieces_in_thread(&q, tx.clone(), "a", first.clone());
+        assert_eq!(rx.recv().unwrap(), "a 0");
+        let second: Vec<Arc<Mark>> = (0..2).map(|_| Arc::new(Mark::default())).collect();
+        let b = pieces_in_thread(&q, tx.clone(), "b", second.clone());
+        for m in first.iter().chain(&second) {
+            m.complete();
+        }
+        a.join().unwrap();
+        b.join().unwrap();
+        let order: Vec<String> = rx.try_iter().collect();
+        assert_eq!(order, ["a 1", "a 2", "b 0", "b 1"]);
+    }
+
+    #[test]
+    fn an_urgent_turn_is_kept_across_its_pieces() {
+        let q = DeviceQueue::<Mark>::new(1);
+        let turn = q.enter(true, Mark::wait).unwrap();
+        let turn = turn.piece(Arc::new(Mark::default()), Mark::wait).unwrap();
+        assert_eq!(
+            q.len(),
+            0,
+            "an urgent proof's pieces are one: nothing queued in between"
+        );
+        turn.queued(Arc::new(Mark::default()));
+        assert_eq!(q.len(), 1);
+    }
+
+    #[test]
+    fn a_failed_wait_between_pieces_ends_the_proof_and_frees_the_queue() {
+        let q = DeviceQueue::<Mark>::new(1);
+        let turn = q.enter(false, Mark::wait).unwrap();
+        let err = turn
+            .piece(Arc::new(Mark::default()), |_: &Mark| Err::<(), _>("device lost"))
+            .err();
+        assert_eq!(err, Some("device lost"));
+        let _next = q.enter(false, Mark::wait).unwrap();
     }
 
     #[test]

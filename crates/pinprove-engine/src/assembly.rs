@@ -169,7 +169,8 @@ pub enum SrsPlacement {
 pub struct NativeOptions {
     /// Where MSM bases live.
     pub srs_placement: SrsPlacement,
-    /// Proofs queued on one GPU at once.
+    /// Pieces of proofs queued on one GPU at once (see
+    /// `pinprove_cuda::NativeConfig::queue_depth`).
     pub queue_depth: usize,
     /// Threads preparing scalars and adding up results (0: half the CPUs).
     pub prep_threads: usize,

@@ -17,7 +17,7 @@
 //! backend = "auto"                   # auto, cpu, native, supraseal
 //! devices = "all"                    # or ordinals: "0,1"
 //! workers_per_device = 2
-//! queue_depth = 2                    # proofs queued on a GPU at once; 1 lets WinningPoSt in sooner
+//! queue_depth = 2                    # pieces of proofs queued on a GPU at once; 1 lets WinningPoSt in sooner
 //!
 //! [synthesis]
 //! workers = 16                       # default: one per CPU
@@ -172,9 +172,9 @@ pub struct GpuConfig {
     pub devices: DeviceSelection,
     /// Workers per GPU; the backend's choice when absent.
     pub workers_per_device: Option<usize>,
-    /// Proofs queued on one GPU at once (native backend; default 2): with
-    /// 2 the next proof's upload overlaps the running one's work, with 1 an
-    /// urgent proof waits behind one proof at most.
+    /// Pieces of proofs queued on one GPU at once (native backend; default
+    /// 2): with 2 the next piece's upload overlaps the running one's work,
+    /// with 1 an urgent proof waits behind one piece at most.
     pub queue_depth: Option<usize>,
 }
 

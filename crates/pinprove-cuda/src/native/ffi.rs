@@ -41,6 +41,7 @@ unsafe extern "C" {
     // cuda/lane.cu
     pub(super) fn pinprove_pool_reserved(device: c_int, bytes: *mut u64) -> sppark::Error;
     pub(super) fn pinprove_pool_reserve(device: c_int, bytes: u64) -> sppark::Error;
+    pub(super) fn pinprove_lane_mark(device: c_int, event: *mut c_void) -> sppark::Error;
     // cuda/native_spmv.cu
     pub(super) fn pinprove_matrices_upload(
         out: *mut *mut c_void,
@@ -130,15 +131,17 @@ pub(super) struct MsmCall {
     pub(super) mont: bool,
     pub(super) mark: *mut c_void,
     pub(super) max_batch: usize,
+    pub(super) base_offset: usize,
 }
 
 // The layout `cuda/ffi.h` asserts too.
 const _: () = {
-    assert!(size_of::<MsmCall>() == 96);
+    assert!(size_of::<MsmCall>() == 104);
     assert!(offset_of!(MsmCall, n) == 40);
     assert!(offset_of!(MsmCall, n_small) == 64);
     assert!(offset_of!(MsmCall, small_bits) == 72);
     assert!(offset_of!(MsmCall, mont) == 76);
     assert!(offset_of!(MsmCall, mark) == 80);
     assert!(offset_of!(MsmCall, max_batch) == 88);
+    assert!(offset_of!(MsmCall, base_offset) == 96);
 };

@@ -159,6 +159,8 @@ impl HJob {
         DeviceScalars {
             ptr,
             len: self.m - 1,
+            first: 0,
+            total: self.m - 1,
             ready,
             _job: std::marker::PhantomData,
         }

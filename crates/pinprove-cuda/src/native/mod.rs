@@ -13,10 +13,13 @@
 //! through host memory; the L, A and B MSMs — bit-valued terms by batched
 //! addition, the rest by Pippenger over gathered bases — leave their bucket
 //! sums in pinned host memory. `finish` waits for those and sums them on the
-//! host. So the GPU always has the next proof queued behind the running one
-//! (up to [`NativeConfig::queue_depth`] proofs), and no host step — scalar
-//! preparation, result sums, the next partition's synthesis — leaves it
-//! idle.
+//! host. So the GPU always has the next work queued behind the running one
+//! (up to [`NativeConfig::queue_depth`] pieces of it), and no host step —
+//! scalar preparation, result sums, the next partition's synthesis — leaves
+//! it idle. A background proof queues its work in pieces (h, the h MSM in
+//! parts of 2^25 bases, the other MSMs), between which an urgent proof
+//! queues all of its own (see `device_queue`): a WinningPoSt waits for the
+//! pieces queued before it, not for whole proofs.
 //!
 //! SRS placement: [`SrsPlacement::Device`] (the default) uploads each
 //! query's bases to device memory once, in `prepare_srs`, and MSMs read them
@@ -35,7 +38,8 @@
 //! Rooms: [`ffi`] (the C interface and the structs it shares), [`resident`]
 //! (bases in device memory), [`matrices`] (circuits' matrices in device
 //! memory), [`msm`], [`h`], [`proof`] (a started proof and what its device
-//! work reads), [`backend`] (configuration and `start`).
+//! work reads), [`backend`] (configuration, `start` in `backend/start.rs`,
+//! what the next proof needs ready in `backend/warm.rs`).
 
 mod backend;
 mod ffi;
@@ -98,10 +102,13 @@ pub struct NativeConfig {
     /// The GPU, by CUDA ordinal (the order sppark enumerates them in when
     /// every visible GPU is Volta or newer, as on any machine this runs on).
     pub device: usize,
-    /// Proofs whose device work may be queued on the GPU at once (resident
-    /// bases): with 2, one runs while the next waits behind it, so the GPU
-    /// never waits for the host. Each holds its device memory (a/b/c,
-    /// scalars, MSM scratch) until it has run.
+    /// Pieces of proofs' device work that may be queued on the GPU at once
+    /// (resident bases; a background proof queues h, each part of the h
+    /// MSM and the other MSMs as pieces, an urgent one all at once): with 2
+    /// one runs while the next waits behind it, so the GPU never waits for
+    /// the host between pieces; with 1 an urgent proof waits for one piece
+    /// at most. A proof holds its device memory (a/b/c, scalars, MSM
+    /// scratch) from its first piece until its last has run.
     pub queue_depth: usize,
     /// Threads of the backend's own pool, which prepares scalars before the
     /// device work and adds up the MSMs' results after it (0: half the
@@ -131,8 +138,11 @@ pub struct NativePhases {
     /// Waiting for the device lock (another worker queuing its proof) and
     /// for room in the device queue (the oldest queued proof to run).
     pub device_wait: Duration,
-    /// Queuing the proof's device work (returns before it runs, except
-    /// with streamed bases, where the MSMs run to completion here).
+    /// Queuing the proof's device work: for a background proof over
+    /// resident bases, until its last piece is queued (each piece waits for
+    /// room behind the pieces queued before it); an urgent proof's returns
+    /// before its work runs; with streamed bases the MSMs run to completion
+    /// here.
     pub queueing: Duration,
     /// Summing the MSMs' results on the host, in `finish` (includes
     /// waiting for the device work to complete).

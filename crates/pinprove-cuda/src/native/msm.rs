@@ -126,12 +126,41 @@ pub(super) enum MsmScalars<'a> {
 }
 
 /// Scalars in device memory, borrowed from the job that owns them,
-/// readable once `ready` (a CUDA event) has completed.
+/// readable once `ready` (a CUDA event) has completed: `len` of them at
+/// `ptr`, which pair with the bases from `first` on, of an MSM over
+/// `total` bases (queued in parts when `len < total`).
 pub(super) struct DeviceScalars<'a> {
     pub(super) ptr: *const Scalar,
     pub(super) len: usize,
+    pub(super) first: usize,
+    pub(super) total: usize,
     pub(super) ready: *mut c_void,
     pub(super) _job: std::marker::PhantomData<&'a HJob>,
+}
+
+impl<'a> DeviceScalars<'a> {
+    /// The scalars in `parts` consecutive parts of about equal length (an
+    /// MSM queued in parts, summed by the caller; at least one part, none
+    /// empty).
+    pub(super) fn split(self, parts: usize) -> Vec<DeviceScalars<'a>> {
+        let parts = parts.clamp(1, self.len.max(1));
+        let each = self.len.div_ceil(parts);
+        (0..self.len.div_ceil(each.max(1)).max(1))
+            .map(|k| {
+                let start = k * each;
+                let len = each.min(self.len - start);
+                DeviceScalars {
+                    // A device address, never dereferenced here.
+                    ptr: self.ptr.wrapping_add(start),
+                    len,
+                    first: self.first + start,
+                    total: self.total,
+                    ready: self.ready,
+                    _job: std::marker::PhantomData,
+                }
+            })
+            .collect()
+    }
 }
 
 /// An MSM queued on the device; [`Msm::sum`] waits for it and sums its
@@ -228,6 +257,19 @@ pub(super) fn msm<C: Curve>(
         (None, Some(b)) => b.len(),
         (None, None) => return Err(backend_error("bases neither resident nor in host memory")),
     };
+    let first = match &scalars {
+        MsmScalars::Device(d) if d.first + d.len > d.total || d.total != n_bases => {
+            return Err(backend_error(format!(
+                "scalars {}..{} of {} for {n_bases} bases in a {}",
+                d.first,
+                d.first + d.len,
+                d.total,
+                C::MSM
+            )));
+        }
+        MsmScalars::Device(d) => d.first,
+        MsmScalars::Query(..) => 0,
+    };
     let (list, d_scalars, d_ready, n, idx, ones, small) = match &scalars {
         MsmScalars::Device(d) => (&[][..], d.ptr, d.ready, d.len, None, None, None),
         MsmScalars::Query(q, aux) => {
@@ -262,7 +304,10 @@ pub(super) fn msm<C: Curve>(
         }
     };
     let whole = idx.is_none() && ones.is_none() && small.is_none();
-    if whole && n != n_bases {
+    // A part of a plain MSM (resident bases only) pairs its scalars with
+    // the bases from `first` on; the rest pair every base with one scalar.
+    let part = matches!(&scalars, MsmScalars::Device(d) if d.len < d.total);
+    if whole && !part && n != n_bases {
         return Err(backend_error(format!(
             "{n} scalars for {n_bases} bases in a {}",
             C::MSM
@@ -288,6 +333,7 @@ pub(super) fn msm<C: Curve>(
                 mont: true,
                 mark: mark.map_or(std::ptr::null_mut(), Event::as_raw),
                 max_batch: MAX_BATCH.load(std::sync::atomic::Ordering::Relaxed),
+                base_offset: first,
             };
             let mut raw = std::ptr::null_mut();
             // SAFETY: the resident handle is alive (borrowed) and holds
@@ -303,6 +349,7 @@ pub(super) fn msm<C: Curve>(
             Ok(Msm::Pending(raw))
         }
         None if !whole => Err(backend_error("split scalars need resident bases")),
+        None if part => Err(backend_error("an MSM in parts needs resident bases")),
         None => {
             let bases = host_bases.expect("checked above: no resident bases, so host ones");
             let mut out = C::Raw::default();

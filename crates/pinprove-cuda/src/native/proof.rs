@@ -5,7 +5,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use blstrs::Scalar;
+use blstrs::{G1Projective, Scalar};
+use group::Group;
 use pinprove_groth16::{LostDevice, Proof, ProveError, Srs, StartedProof, Witness, assemble};
 use pinprove_mem::cuda::PooledEvent;
 use pinprove_mem::sync::Recover;
@@ -47,7 +48,11 @@ impl Drop for DeviceReads {
 /// One assignment's proof: its MSMs queued on the device (or done), and
 /// what their device work reads.
 pub(super) struct DeviceProof {
-    pub(super) h: Msm<G1>,
+    /// The h MSM, in the parts it was queued in.
+    pub(super) h: Vec<Msm<G1>>,
+    /// The marks ending the pieces the proof's work was queued in, kept
+    /// (not reused) until it completes.
+    pub(super) _pieces: Vec<Arc<PooledEvent>>,
     pub(super) l: Msm<G1>,
     pub(super) a: Msm<G1>,
     pub(super) b_g1: Msm<G1>,
@@ -115,7 +120,10 @@ impl NativeStarted {
             let t = Instant::now();
             // In the order the device finishes them; each one's windows
             // are summed in parallel, so little is left after the last.
-            let h = p.h.sum(&threads)?;
+            let mut h = G1Projective::identity();
+            for part in &mut p.h {
+                h += part.sum(&threads)?;
+            }
             let l = p.l.sum(&threads)?;
             let a = p.a.sum(&threads)?;
             let b_g1 = p.b_g1.sum(&threads)?;

@@ -492,6 +492,79 @@ fn a_backend_hint_prepares_a_new_backend_for_its_first_proof() {
     assert_eq!(prove_bytes(&fresh, &pool, &srs, &c).unwrap(), expected);
 }
 
+// Background proofs queued in pieces (h, the h MSM in many parts, the
+// other MSMs) on a queue one piece deep, two at once from two threads, and
+// urgent proofs between their pieces: every proof is the CPU backend's.
+#[test]
+fn proofs_queued_in_pieces_with_urgent_ones_between_are_unchanged() {
+    use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
+    use pinprove_groth16::{CpuBackend, Validation};
+    use rand::SeedableRng;
+
+    if !have_gpu("proofs_queued_in_pieces_with_urgent_ones_between_are_unchanged") {
+        return;
+    }
+    let pool = PinnedPool::new(
+        Arc::new(pinprove_mem::cuda::CudaRegisteredAllocator::new().unwrap()),
+        pinprove_mem::MemoryBudget::new(4 << 30),
+        pinprove_mem::PoolConfig::default(),
+    );
+    let c = BenchCircuit::new(1 << 12, WitnessMix::Random).unwrap();
+    let params = bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
+        c.clone(),
+        &mut rand_chacha::ChaCha8Rng::seed_from_u64(12),
+    )
+    .unwrap();
+    let mut bytes = Vec::new();
+    params.write(&mut bytes).unwrap();
+    let srs = Arc::new(Srs::from_bytes(&bytes, &pool, Validation::OnCurve).unwrap());
+    let expected = prove_bytes(&CpuBackend::new(Arc::clone(&pool)), &pool, &srs, &c).unwrap();
+    let gpu = NativeBackend::with_config(
+        Arc::clone(&pool),
+        NativeConfig {
+            queue_depth: 1,
+            ..NativeConfig::default()
+        },
+    )
+    .unwrap();
+    gpu.prepare_srs(&srs).unwrap();
+    // 2^12 - 1 h bases in parts of 700: six parts, eight pieces a proof.
+    super::backend::H_MSM_PART_BASES.store(700, std::sync::atomic::Ordering::Relaxed);
+    // (Other tests of this binary running meanwhile get the same proofs.)
+    let prove_one = |urgent: bool| {
+        let hints = pinprove_groth16::CapacityHints::in_memory();
+        let (asg, _) = pinprove_groth16::synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
+        gpu.start(ProvingJob {
+            srs: Arc::clone(&srs),
+            assignments: vec![asg],
+            randomness: vec![(Scalar::from(3u64), Scalar::from(4u64))],
+            urgent,
+        })
+        .and_then(|p| p.finish())
+        .map(|p| p[0].to_bytes().to_vec())
+    };
+    std::thread::scope(|s| {
+        let background: Vec<_> = (0..2)
+            .map(|_| s.spawn(|| (0..4).map(|_| prove_one(false).unwrap()).collect::<Vec<_>>()))
+            .collect();
+        for _ in 0..4 {
+            assert_eq!(prove_one(true).unwrap(), expected, "an urgent proof");
+        }
+        for b in background {
+            for p in b.join().unwrap() {
+                assert_eq!(p, expected, "a background proof in pieces");
+            }
+        }
+    });
+    super::backend::H_MSM_PART_BASES.store(1 << 25, std::sync::atomic::Ordering::Relaxed);
+    let phases = gpu.last_phases().unwrap();
+    assert!(phases.resident_bases);
+    assert!(
+        phases.msm[0].0 > Duration::ZERO,
+        "the h MSM's parts timed as one: {phases:?}"
+    );
+}
+
 fn r_timeout() -> Result<Vec<u8>, ProveError> {
     Err(backend_error("the worker never met the fault"))
 }

@@ -72,7 +72,7 @@ pub struct SyntheticArgs {
     /// a copy of one partition), so that every proof runs pre-compiled.
     #[arg(long)]
     pub record_first: bool,
-    /// Proofs queued on one GPU at once (native backend).
+    /// Pieces of proofs queued on one GPU at once (native backend).
     #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().queue_depth)]
     pub queue_depth: usize,
 }

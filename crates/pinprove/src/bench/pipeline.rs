@@ -36,7 +36,7 @@ pub struct PipelineArgs {
     /// GPUs to prove on: "all" or ordinals such as 0,1 (GPU backends).
     #[arg(long, default_value = "all")]
     devices: DeviceSelection,
-    /// Proofs queued on one GPU at once (native backend).
+    /// Pieces of proofs queued on one GPU at once (native backend).
     #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().queue_depth)]
     queue_depth: usize,
     /// Jobs run first, unmeasured, with the same shape: the pinned pool

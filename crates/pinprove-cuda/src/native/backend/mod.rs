@@ -1,0 +1,327 @@
+//! The native backend: configuration, SRS residency and the `Backend`
+//! implementation; `start` ([`start`]) queues a proof's device work, and
+//! [`warm`] keeps what the next proof needs ready.
+
+mod start;
+mod warm;
+
+#[cfg(test)]
+pub(super) use start::H_MSM_PART_BASES;
+use warm::prep_warm_name;
+
+use std::collections::HashMap;
+use std::ffi::c_int;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use pinprove_groth16::{
+    AbcLayout, Backend, BackendHint, Capabilities, CapacityHint, LostDevice, ProveError, ProvingJob, QueryLengths, Srs,
+    StartedProof, precompiled,
+};
+use pinprove_mem::PinnedPool;
+use pinprove_mem::cuda::PooledEvent;
+use pinprove_mem::sync::Recover;
+
+use super::h::Events;
+use super::matrices::ResidentMatrices;
+use super::resident::{ResidentSrs, srs_key};
+use super::{NAME, NativeConfig, NativePhases, PlacementReport, SrsPlacement, backend_error, cuda_error};
+use crate::device_queue::DeviceQueue;
+use crate::split::{self, LearnedShares};
+
+/// pinprove's GPU backend. See the module documentation.
+pub struct NativeBackend {
+    pool: Arc<PinnedPool>,
+    config: NativeConfig,
+    /// SRSs whose bases are on the device. A proof holds its own Arc, so
+    /// an eviction during a proof frees the bases after it.
+    resident: Mutex<HashMap<PathBuf, Arc<ResidentSrs>>>,
+    /// Whose turn it is to queue device work (background proofs in pieces,
+    /// urgent ones whole and between two pieces, all on the GPU's
+    /// streams), and the completion events of the pieces queued, at most
+    /// `queue_depth`. CPU work runs outside it.
+    device: DeviceQueue<PooledEvent>,
+    /// The CUDA events proofs use, reused (see [`EventPool`]).
+    events: Events,
+    last_phases: Arc<Mutex<Option<NativePhases>>>,
+    /// The backend's own threads (see [`NativeConfig::prep_threads`]):
+    /// scalar preparation before the device work, MSM sums after it.
+    threads: Arc<rayon::ThreadPool>,
+    /// Set by the first error that leaves the device unusable.
+    lost: LostDevice,
+    /// Per SRS, the preparation buffer sizes the pool keeps warm (see
+    /// [`keep_preparation_warm`](Self::keep_preparation_warm)).
+    prep_warm: Mutex<HashMap<PathBuf, Vec<usize>>>,
+    /// Pre-compiled circuits' matrices on the device.
+    matrices: ResidentMatrices,
+    /// Preparation memory each circuit's proofs took (what admission counts
+    /// once a proof was seen).
+    prep_shares: LearnedShares,
+    /// Per SRS, the most device memory the device's pool held after its
+    /// proofs, and the most any proofs held: what the pool is grown back to
+    /// after a large plain allocation trimmed it (resident bases, matrices)
+    /// and ahead of a restarted process's first proof.
+    pool_seen: Mutex<HashMap<PathBuf, u64>>,
+    pool_target: std::sync::atomic::AtomicU64,
+}
+
+impl NativeBackend {
+    /// A backend on the first CUDA device with the default configuration,
+    /// drawing its host buffers from `pool`; fails when no CUDA device is
+    /// usable.
+    pub fn new(pool: Arc<PinnedPool>) -> Result<Self, ProveError> {
+        Self::with_config(pool, NativeConfig::default())
+    }
+
+    /// A backend with `config`.
+    pub fn with_config(pool: Arc<PinnedPool>, config: NativeConfig) -> Result<Self, ProveError> {
+        let n = pinprove_mem::cuda::device_count().map_err(cuda_error)?;
+        if n == 0 {
+            return Err(backend_error("no CUDA device"));
+        }
+        if config.device >= n {
+            return Err(backend_error(format!(
+                "no CUDA device {} (this machine has {n})",
+                config.device
+            )));
+        }
+        check_sppark_numbering(config.device)?;
+        if config.workers_per_device == 0 {
+            return Err(backend_error("workers_per_device must be at least 1"));
+        }
+        if config.queue_depth == 0 {
+            return Err(backend_error("queue_depth must be at least 1"));
+        }
+        let threads = match config.prep_threads {
+            0 => std::thread::available_parallelism().map_or(2, |n| n.get() / 2).max(2),
+            n => n,
+        };
+        let threads = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("pinprove-native-{i}"))
+            // A device worker waits for these threads' preparation.
+            .start_handler(|_| pinprove_mem::mark_device_lane())
+            .build()
+            .map_err(|e| backend_error(format!("starting the backend's threads: {e}")))?;
+        Ok(NativeBackend {
+            threads: Arc::new(threads),
+            pool,
+            config,
+            resident: Mutex::new(HashMap::new()),
+            device: DeviceQueue::new(config.queue_depth),
+            events: Events::new(),
+            last_phases: Arc::new(Mutex::new(None)),
+            lost: LostDevice::default(),
+            prep_warm: Mutex::new(HashMap::new()),
+            matrices: ResidentMatrices::default(),
+            prep_shares: LearnedShares::default(),
+            pool_seen: Mutex::new(HashMap::new()),
+            pool_target: Default::default(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> NativeConfig {
+        self.config
+    }
+
+    /// The phases of the last assignment proved (for benchmarks).
+    pub fn last_phases(&self) -> Option<NativePhases> {
+        *self.last_phases.lock().recover()
+    }
+
+    /// The SRSs whose bases are in device memory.
+    pub fn resident(&self) -> Vec<PlacementReport> {
+        self.lock()
+            .iter()
+            .map(|(k, r)| PlacementReport {
+                srs: k.clone(),
+                device_bytes: r.bytes,
+            })
+            .collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<PathBuf, Arc<ResidentSrs>>> {
+        self.resident.lock().recover()
+    }
+
+    fn ordinal(&self) -> c_int {
+        self.config.device as c_int
+    }
+}
+
+impl Backend for NativeBackend {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            workers_per_device: self.config.workers_per_device,
+            abc_layout: AbcLayout::Exact,
+            uses_device: true,
+            needs_srs_points: true,
+            evaluates_recordings: true,
+        }
+    }
+
+    fn extra_working_set(&self, shape: &CapacityHint, queries: Option<&QueryLengths>) -> u64 {
+        // The prepared L, A and B scalars, their base indices and bitmaps (h
+        // stays on the device), over each query's bases; without the
+        // parameters' lengths, every variable in each. Once a proof of the
+        // circuit was seen, what its proofs took instead.
+        match queries {
+            Some(q) => self
+                .prep_shares
+                .share(q, split::working_set(&self.pool, [q.l, q.a, q.b_g1])),
+            None => split::working_set(&self.pool, [shape.inputs.saturating_add(shape.aux); 3]),
+        }
+    }
+
+    fn prepare_srs(&self, srs: &Srs) -> Result<u64, ProveError> {
+        self.lost.check(NAME)?;
+        if self.config.srs_placement == SrsPlacement::Host {
+            return Ok(0);
+        }
+        let Some(points) = srs.points() else {
+            return Ok(0);
+        };
+        if self.is_resident(srs) {
+            return Ok(0);
+        }
+        let key = srs_key(srs);
+        let uploaded = {
+            let _turn = self.device.exclusive();
+            self.lost.note(ResidentSrs::upload(points, self.ordinal()))
+        };
+        match uploaded {
+            Ok(r) => {
+                tracing::info!(srs = %key.display(), bytes = r.bytes, "SRS bases resident on the device");
+                self.lock().insert(key, Arc::new(r));
+                // The upload handed the pool's cached memory back.
+                self.refill_pool();
+            }
+            Err(e) if e.loses_device() => return Err(e),
+            Err(e) => tracing::warn!(srs = %key.display(), error = %e, "SRS bases stay in host memory"),
+        }
+        // Device memory is not host memory: nothing for the host budget.
+        Ok(0)
+    }
+
+    fn evict_srs(&self, srs: &Srs) {
+        let key = srs_key(srs);
+        self.lock().remove(&key);
+        if self.prep_warm.lock().recover().remove(&key).is_some() {
+            self.pool.stop_warm(&prep_warm_name(self.config.device, &key));
+        }
+    }
+
+    fn resident_srs(&self) -> Vec<pinprove_groth16::ResidentSrs> {
+        let matrices = self
+            .matrices
+            .report()
+            .into_iter()
+            .map(|(circuit, bytes)| pinprove_groth16::ResidentSrs {
+                srs: format!("matrices of {circuit}"),
+                place: "device",
+                bytes,
+            });
+        self.resident()
+            .into_iter()
+            .map(|r| pinprove_groth16::ResidentSrs {
+                srs: r.srs.display().to_string(),
+                place: "device",
+                bytes: r.device_bytes,
+            })
+            .chain(matrices)
+            .collect()
+    }
+
+    fn holds_srs(&self, srs: &Srs) -> bool {
+        self.config.srs_placement == SrsPlacement::Host || self.is_resident(srs)
+    }
+
+    fn needs_host_points(&self, srs: &Srs) -> bool {
+        // Streamed bases are read from the host; resident ones are not.
+        self.config.srs_placement == SrsPlacement::Host || !self.is_resident(srs)
+    }
+
+    fn lost(&self) -> Option<String> {
+        self.lost.reason()
+    }
+
+    fn gpu(&self) -> Option<usize> {
+        Some(self.config.device)
+    }
+
+    fn hint(&self, srs: &Srs) -> Option<BackendHint> {
+        self.learned(srs)
+    }
+
+    fn apply_hint(&self, srs: &Srs, hint: &BackendHint) {
+        self.prepare_from(srs, hint);
+    }
+
+    fn hold_recording(&self, recording: &Arc<precompiled::Recording>) -> Result<bool, ProveError> {
+        self.lost.check(NAME)?;
+        let held = self.lost.note(self.matrices.get(recording, self.ordinal()));
+        // An upload handed the pool's cached memory back.
+        self.refill_pool();
+        match held {
+            Ok(_) => Ok(true),
+            Err(e) if e.loses_device() => Err(e),
+            Err(e) => {
+                tracing::warn!(
+                    circuit = recording.circuit_id(),
+                    error = %e,
+                    "a circuit's matrices do not fit on the device; its proofs compute a/b/c on the host"
+                );
+                Ok(false)
+            }
+        }
+    }
+
+    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+        self.lost.check(NAME)?;
+        self.lost.note(self.queue(job))
+    }
+}
+
+impl NativeBackend {
+    /// Whether `srs`'s bases are on this device.
+    fn is_resident(&self, srs: &Srs) -> bool {
+        self.lock().contains_key(&srs_key(srs))
+    }
+}
+
+impl std::fmt::Debug for NativeBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NativeBackend")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// sppark numbers only the GPUs it can use (Volta or newer, with
+/// cooperative launch), and the C side selects GPUs by that number: the
+/// backend for CUDA device `device` is right only when no GPU before it is
+/// left out. Otherwise it would prove on another GPU than the one named.
+fn check_sppark_numbering(device: usize) -> Result<(), ProveError> {
+    for ordinal in 0..=device {
+        let d = pinprove_mem::cuda::device_info(ordinal).map_err(cuda_error)?;
+        let (major, minor) = d.compute_capability;
+        if major < 7 || !d.cooperative_launch {
+            return Err(backend_error(format!(
+                "GPU {ordinal} ({}, compute capability {major}.{minor}{}) cannot run pinprove's kernels, \
+                 and it numbers the GPUs after it differently from CUDA: hide it with CUDA_VISIBLE_DEVICES",
+                d.name,
+                if d.cooperative_launch {
+                    ""
+                } else {
+                    ", no cooperative launch"
+                },
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,309 @@
+//! `start`: a proof's scalars prepared on the CPU, then its device work
+//! queued on the GPU — whole for an urgent proof, in pieces for a
+//! background one (h, the h MSM in parts, the other MSMs; see
+//! `device_queue`), so that an urgent proof waits for a piece at most.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use blstrs::Scalar;
+use pinprove_groth16::domain::domain_size;
+use pinprove_groth16::{AbcLayout, ProveError, ProvingAssignment, ProvingJob, StartedProof, check_job, precompiled};
+use pinprove_mem::cuda::{EventFence, PooledEvent};
+
+use super::super::h::HJob;
+use super::super::matrices::DeviceMatrices;
+use super::super::msm::{G1, G2, MsmScalars, msm};
+use super::super::proof::{DeviceProof, DeviceReads, NativeStarted};
+use super::super::resident::srs_key;
+use super::super::{NativePhases, backend_error, check, cuda_error, timed};
+use super::NativeBackend;
+use crate::split::{self, Mode, QueryScalars};
+
+impl NativeBackend {
+    /// `start` on a device not known lost.
+    pub(super) fn queue(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+        let n = check_job(&job)?;
+        let key = srs_key(&job.srs);
+        // Host points are needed only where the bases are not resident (the
+        // engine frees them once every device holds its own copy).
+        let points = job.srs.points();
+        let m = domain_size(n)?;
+        if m < 2 {
+            return Err(backend_error(
+                "a domain of one element (a circuit without constraints) has no h to compute",
+            ));
+        }
+        let lg_m = m.trailing_zeros();
+        if job.srs.lengths().h != m - 1 {
+            return Err(backend_error(format!(
+                "the parameters have {} h bases, the circuit's domain needs {}",
+                job.srs.lengths().h,
+                m - 1
+            )));
+        }
+        let device = self.ordinal();
+        let mut proofs = Vec::with_capacity(job.assignments.len());
+        for mut asg in job.assignments.drain(..) {
+            let t0 = Instant::now();
+            // CPU side first, outside the device lock.
+            let matrices = self.matrices_for(&mut asg)?;
+            let abc = match &matrices {
+                Some(_) => None,
+                None => {
+                    let [a, b, c] = asg.take_abc().ok_or(ProveError::AbcReleased)?;
+                    if [a.len(), b.len(), c.len()] != [n; 3] {
+                        return Err(backend_error(format!(
+                            "a/b/c must hold exactly {n} evaluations (exact layout)"
+                        )));
+                    }
+                    Some([a, b, c])
+                }
+            };
+            let mut w = asg.into_witness();
+            let resident = self.lock().get(&key).cloned();
+            if resident.is_none() && points.is_none() {
+                return Err(backend_error(
+                    "the parameters' host points were freed and their bases are not resident on this device",
+                ));
+            }
+            let mode = if resident.is_some() { Mode::Split } else { Mode::Dense };
+            let prep = self.threads.install(|| split::prepare(&mut w, &self.pool, mode))?;
+            let prep_bytes = prep.buffer_bytes();
+            self.prep_shares
+                .learn(*job.srs.lengths(), prep_bytes.iter().map(|&b| b as u64).sum());
+            self.keep_preparation_warm(&key, prep_bytes);
+            let q = |i: usize| resident.as_deref().map(|r| &r.queries[i]);
+            // Events belong to the device current when they are created, and
+            // are recorded on this device's streams.
+            pinprove_mem::cuda::set_device(self.config.device).map_err(cuda_error)?;
+            let events = self.events.proof().map_err(cuda_error)?;
+            // Recorded after each of a, b and c is uploaded: pool fences.
+            let uploaded = self.events.fences().map_err(cuda_error)?;
+
+            // With resident bases a background proof queues its work in
+            // pieces (see `device_queue`): h, then the h MSM in parts, then
+            // the other MSMs, each piece ending with one of these marks.
+            let streamed = resident.is_none();
+            let part_bases = H_MSM_PART_BASES.load(std::sync::atomic::Ordering::Relaxed).max(1);
+            let h_parts = if streamed { 1 } else { (m - 1).div_ceil(part_bases) };
+            let piece_marks: Vec<Arc<PooledEvent>> = (0..h_parts)
+                .map(|_| self.events.timing().map(Arc::new))
+                .collect::<Result<_, _>>()
+                .map_err(cuda_error)?;
+            let wait = |e: &PooledEvent| e.synchronize().map_err(cuda_error);
+
+            let t1 = Instant::now();
+            let mut turn = self.device.enter(job.urgent, wait)?;
+            let t2 = Instant::now();
+            let (h_job, evaluated) = match (&matrices, abc) {
+                (Some(mats), _) => {
+                    let done = self.events.timing().map_err(cuda_error)?;
+                    let job = HJob::begin_precompiled(mats, (&w.inputs, &w.aux), lg_m, &events.marks, &done)?;
+                    (job, Some(done))
+                }
+                (None, Some([a, b, c])) => {
+                    let job = HJob::begin(device, [&a, &b, &c], lg_m, &uploaded, &events.marks)?;
+                    // Back to the pool now; it hands each buffer out again
+                    // only once its copy has landed.
+                    for (mut v, e) in [a, b, c].into_iter().zip(uploaded) {
+                        v.set_use_fence(Box::new(EventFence::from(e)));
+                    }
+                    (job, None)
+                }
+                (None, None) => unreachable!("a/b/c are taken whenever the device does not compute them"),
+            };
+            let aux: &[Scalar] = &w.aux;
+            if streamed {
+                // sppark's own driver reads h synchronously.
+                h_job.wait()?;
+            } else {
+                self.mark_compute(&piece_marks[0])?;
+                turn = turn.piece(Arc::clone(&piece_marks[0]), wait)?;
+            }
+            // With resident bases each call queues its MSM and returns at
+            // once; with streamed ones it runs the MSM to completion.
+            let mark = |k: usize| (!streamed).then(|| &**events.msms[k]);
+            let mut t = [Duration::ZERO; 5];
+            let parts = h_job.scalars().split(h_parts);
+            let last = parts.len() - 1;
+            let mut h = Vec::with_capacity(parts.len());
+            let started_h = Instant::now();
+            for (k, part) in parts.into_iter().enumerate() {
+                let part_mark = if k == last {
+                    mark(0)
+                } else {
+                    Some(&**piece_marks[k + 1])
+                };
+                h.push(msm::<G1>(
+                    device,
+                    points.map(|p| p.h()),
+                    q(0),
+                    MsmScalars::Device(part),
+                    part_mark,
+                )?);
+                if k < last {
+                    turn = turn.piece(Arc::clone(&piece_marks[k + 1]), wait)?;
+                } else if !streamed {
+                    turn = turn.piece(Arc::clone(&events.msms[0]), wait)?;
+                }
+            }
+            t[0] = started_h.elapsed();
+            drop(h_job);
+            let l = timed(&mut t[1], || {
+                msm::<G1>(
+                    device,
+                    points.map(|p| p.l()),
+                    q(1),
+                    MsmScalars::Query(&prep.l, aux),
+                    mark(1),
+                )
+            })?;
+            let a = timed(&mut t[2], || {
+                msm::<G1>(
+                    device,
+                    points.map(|p| p.a()),
+                    q(2),
+                    MsmScalars::Query(&prep.a, aux),
+                    mark(2),
+                )
+            })?;
+            let b_g1 = timed(&mut t[3], || {
+                msm::<G1>(
+                    device,
+                    points.map(|p| p.b_g1()),
+                    q(3),
+                    MsmScalars::Query(&prep.b, aux),
+                    mark(3),
+                )
+            })?;
+            let b_g2 = timed(&mut t[4], || {
+                msm::<G2>(
+                    device,
+                    points.map(|p| p.b_g2()),
+                    q(4),
+                    MsmScalars::Query(&prep.b, aux),
+                    mark(4),
+                )
+            })?;
+            if !streamed {
+                turn.queued(Arc::clone(&events.msms[4]));
+            } else {
+                drop(turn);
+            }
+            let t3 = Instant::now();
+
+            let listed = |p: &QueryScalars| p.list(aux).len();
+            let batched = |p: &QueryScalars| p.ones_count + p.small_values.as_ref().map_or(0, |v| v.len());
+            let phases = NativePhases {
+                preparation: t1 - t0,
+                device_wait: t2 - t1,
+                queueing: t3 - t2,
+                abc_bytes: if matrices.is_some() { 0 } else { 3 * n as u64 * 32 },
+                witness_bytes: if matrices.is_some() {
+                    ((w.inputs.len() + w.aux.len()) * 32) as u64
+                } else {
+                    0
+                },
+                // Host times; with resident bases `finish` replaces them by
+                // GPU times.
+                msm: [
+                    (t[0], m - 1),
+                    (t[1], prep.l.bases),
+                    (t[2], prep.a.bases),
+                    (t[3], prep.b.bases),
+                    (t[4], prep.b.bases),
+                ],
+                pippenger_points: [
+                    m - 1,
+                    listed(&prep.l),
+                    listed(&prep.a),
+                    listed(&prep.b),
+                    listed(&prep.b),
+                ],
+                batched_points: [
+                    0,
+                    batched(&prep.l),
+                    batched(&prep.a),
+                    batched(&prep.b),
+                    batched(&prep.b),
+                ],
+                resident_bases: resident.is_some(),
+                ..NativePhases::default()
+            };
+            let reads = DeviceReads {
+                // All five MSMs are queued: the last one's mark follows
+                // all of the proof's device work.
+                done: (!streamed).then(|| Arc::clone(&events.msms[4])),
+                _prep: prep,
+                _witness: w,
+                _resident: resident,
+                _matrices: matrices,
+            };
+            proofs.push(DeviceProof {
+                h,
+                _pieces: piece_marks,
+                l,
+                a,
+                b_g1,
+                b_g2,
+                events,
+                evaluated,
+                phases,
+                _reads: reads,
+            });
+        }
+        Ok(Box::new(NativeStarted {
+            srs: job.srs,
+            randomness: job.randomness,
+            proofs,
+            last_phases: Arc::clone(&self.last_phases),
+            lost: self.lost.clone(),
+            threads: Arc::clone(&self.threads),
+        }))
+    }
+}
+impl NativeBackend {
+    /// Records `event` on the device's compute stream, behind the work
+    /// queued there so far.
+    fn mark_compute(&self, event: &PooledEvent) -> Result<(), ProveError> {
+        // SAFETY: the event is live (borrowed) and belongs to this device
+        // (taken from this backend's pools with its device current).
+        check(
+            unsafe { super::super::ffi::pinprove_lane_mark(self.ordinal(), event.as_raw()) },
+            "marking the device's queue",
+        )
+    }
+
+    /// For an assignment whose a/b/c are pending, its circuit's matrices
+    /// on this device (uploaded on first use); when they cannot be put
+    /// there, a/b/c are computed on the host instead (the witness is kept
+    /// either way).
+    fn matrices_for(&self, asg: &mut ProvingAssignment) -> Result<Option<Arc<DeviceMatrices>>, ProveError> {
+        let Some(recording) = asg.recording().cloned() else {
+            return Ok(None);
+        };
+        match self.lost.note(self.matrices.get(&recording, self.ordinal())) {
+            Ok(m) => Ok(Some(m)),
+            Err(e) if e.loses_device() => Err(e),
+            Err(e) => {
+                tracing::warn!(
+                    circuit = recording.circuit_id(),
+                    error = %e,
+                    "a circuit's matrices do not fit on the device; a/b/c computed on the host"
+                );
+                self.threads
+                    .install(|| precompiled::evaluate_pending(asg, AbcLayout::Exact))?;
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// Bases per part of the h MSM, which a background proof queues part by
+/// part (one piece of its device work each, see `device_queue`): at 2^25
+/// an H200 takes about 0.27 s a part (123 M bases/s measured at 2^27), so
+/// an urgent proof waits about that long for the part running, not for the
+/// whole h MSM (1.09 s at 2^27). Tests set a small value to run proofs in
+/// many pieces on small circuits.
+pub(crate) static H_MSM_PART_BASES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1 << 25);

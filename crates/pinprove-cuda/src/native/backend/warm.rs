@@ -1,0 +1,164 @@
+//! What makes a circuit type's next proof find everything ready: the
+//! preparation buffers kept warm in the pool, the device's memory pool
+//! grown back to what proofs held, and the hints that carry both (and the
+//! admission's preparation share) to a restarted process.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use pinprove_groth16::{BackendHint, ProveError, Srs};
+use pinprove_mem::sync::Recover;
+
+use super::super::check;
+use super::super::resident::srs_key;
+use super::NativeBackend;
+
+impl NativeBackend {
+    /// Has the pool keep, in the background, the preparation buffers of as
+    /// many proofs as can be in flight on this device, at the sizes `sizes`
+    /// (a proof's [`Prepared::buffer_bytes`](split::Prepared::buffer_bytes)),
+    /// unless buffers at least that large are kept already. Their sizes
+    /// depend on the witness, so they are learned from the circuit type's
+    /// first proof; later proofs then find them idle instead of pinning
+    /// fresh memory while the device waits.
+    pub(super) fn keep_preparation_warm(&self, key: &std::path::Path, sizes: Vec<usize>) {
+        let wanted = {
+            let mut warm = self.prep_warm.lock().recover();
+            let kept = warm.entry(key.to_path_buf()).or_default();
+            if kept.len() == sizes.len() {
+                if kept.iter().zip(&sizes).all(|(k, s)| s <= k) {
+                    return;
+                }
+                // Never shrink what is kept: sizes vary a little between
+                // witnesses.
+                for (k, s) in kept.iter_mut().zip(&sizes) {
+                    *k = (*k).max(*s);
+                }
+            } else {
+                *kept = sizes;
+            }
+            kept.clone()
+        };
+        let sets = self.config.queue_depth + self.config.workers_per_device;
+        let all: Vec<usize> = (0..sets)
+            .flat_map(|_| wanted.iter().copied().filter(|&b| b > 0))
+            .collect();
+        let pool = Arc::clone(&self.pool);
+        let name = prep_warm_name(self.config.device, key);
+        let spawned = std::thread::Builder::new()
+            .name("native-prep-warm".into())
+            .spawn(move || match pool.keep_warm(&name, &all) {
+                Ok(r) => tracing::debug!(
+                    set = %name,
+                    wanted = r.wanted_bytes,
+                    allocated = r.allocated_bytes,
+                    missing = r.missing_bytes,
+                    "preparation buffers kept warm"
+                ),
+                Err(e) => tracing::warn!(set = %name, "keeping preparation buffers warm failed: {e}"),
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start a thread to keep preparation buffers warm: {e}");
+        }
+    }
+
+    /// Bytes the device's stream-ordered pool holds now.
+    pub(in crate::native) fn pool_reserved(&self) -> Result<u64, ProveError> {
+        let mut bytes = 0u64;
+        // SAFETY: writes one integer; the device number is checked on the C
+        // side.
+        check(
+            unsafe { super::super::ffi::pinprove_pool_reserved(self.ordinal(), &mut bytes) },
+            "reading the device's memory pool",
+        )?;
+        Ok(bytes)
+    }
+
+    /// Grows the device's pool back to what proofs held (see
+    /// [`pool_seen`](Self::pool_seen)), so that the next proof does not
+    /// grow it on its way. Failing (too little device memory now) costs
+    /// only that growth later.
+    pub(super) fn refill_pool(&self) {
+        let target = self.pool_target.load(Ordering::Relaxed);
+        if target == 0 || self.lost.reason().is_some() {
+            return;
+        }
+        // SAFETY: plain call; the device number is checked on the C side.
+        let r = check(
+            unsafe { super::super::ffi::pinprove_pool_reserve(self.ordinal(), target) },
+            "reserving device memory for proofs",
+        );
+        match self.lost.note(r) {
+            Ok(()) => tracing::debug!(
+                device = self.config.device,
+                bytes = target,
+                "device memory pool reserved"
+            ),
+            Err(e) => tracing::warn!(
+                device = self.config.device,
+                bytes = target,
+                "cannot reserve the device's memory pool: {e}"
+            ),
+        }
+    }
+
+    /// What this backend's proofs with `srs` showed (see
+    /// [`Backend::hint`]): the preparation buffers, the most preparation
+    /// memory, and what the device's pool held after them.
+    pub(super) fn learned(&self, srs: &Srs) -> Option<BackendHint> {
+        let key = srs_key(srs);
+        let host_buffers = self
+            .prep_warm
+            .lock()
+            .recover()
+            .get(&key)?
+            .iter()
+            .map(|&b| b as u64)
+            .collect();
+        let preparation_bytes = self.prep_shares.most(srs.lengths())?;
+        // The pool only grows between trims: what it holds now is what the
+        // proofs so far needed at once.
+        let now = self.pool_reserved().unwrap_or(0);
+        self.pool_target.fetch_max(now, Ordering::Relaxed);
+        let device_pool_bytes = {
+            let mut seen = self.pool_seen.lock().recover();
+            let s = seen.entry(key).or_default();
+            *s = (*s).max(now);
+            *s
+        };
+        Some(BackendHint {
+            host_buffers,
+            preparation_bytes,
+            device_pool_bytes,
+        })
+    }
+
+    /// Prepares for the first proof with `srs` what an earlier process
+    /// learned (see [`Backend::apply_hint`]).
+    pub(super) fn prepare_from(&self, srs: &Srs, hint: &BackendHint) {
+        if self.lost.reason().is_some() {
+            return;
+        }
+        let key = srs_key(srs);
+        if hint.preparation_bytes > 0 {
+            self.prep_shares.learn(*srs.lengths(), hint.preparation_bytes);
+        }
+        if !hint.host_buffers.is_empty() {
+            self.keep_preparation_warm(&key, hint.host_buffers.iter().map(|&b| b as usize).collect());
+        }
+        if hint.device_pool_bytes > 0 {
+            {
+                let mut seen = self.pool_seen.lock().recover();
+                let s = seen.entry(key).or_default();
+                *s = (*s).max(hint.device_pool_bytes);
+            }
+            self.pool_target.fetch_max(hint.device_pool_bytes, Ordering::Relaxed);
+            self.refill_pool();
+        }
+    }
+}
+
+/// The pool's name for the preparation buffers kept warm for an SRS.
+pub(super) fn prep_warm_name(device: usize, key: &std::path::Path) -> String {
+    format!("native-prep:gpu{device}:{}", key.display())
+}
