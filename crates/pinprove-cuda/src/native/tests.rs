@@ -241,14 +241,50 @@ fn lost(r: &Result<Vec<u8>, ProveError>) -> bool {
     }
 }
 
+/// A bench circuit with real parameters (bellperson's generator, seeded),
+/// their bytes, and the SRS read from them into a pool.
+struct Fixture {
+    c: pinprove_groth16::circuits::BenchCircuit,
+    params: bellperson::groth16::Parameters<blstrs::Bls12>,
+    bytes: Vec<u8>,
+    srs: Arc<Srs>,
+}
+
+fn fixture(
+    pool: &Arc<PinnedPool>,
+    constraints: usize,
+    mix: pinprove_groth16::circuits::WitnessMix,
+    seed: u64,
+) -> Fixture {
+    use rand::SeedableRng;
+    let c = pinprove_groth16::circuits::BenchCircuit::new(constraints, mix).unwrap();
+    let params = bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
+        c.clone(),
+        &mut rand_chacha::ChaCha8Rng::seed_from_u64(seed),
+    )
+    .unwrap();
+    let mut bytes = Vec::new();
+    params.write(&mut bytes).unwrap();
+    let srs = Arc::new(Srs::from_bytes(&bytes, pool, pinprove_groth16::Validation::OnCurve).unwrap());
+    Fixture { c, params, bytes, srs }
+}
+
+/// A pool of registered (pinned) memory within 4 GiB.
+fn registered_pool() -> Arc<PinnedPool> {
+    PinnedPool::new(
+        Arc::new(pinprove_mem::cuda::CudaRegisteredAllocator::new().unwrap()),
+        pinprove_mem::MemoryBudget::new(4 << 30),
+        pinprove_mem::PoolConfig::default(),
+    )
+}
+
 // Runs in a process of its own (as every GPU test does in CI's GPU
 // runs and under nextest): the fault it provokes ends the process's use
 // of the device.
 #[test]
 fn a_faulting_kernel_loses_the_device_and_nothing_else() {
-    use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
+    use pinprove_groth16::circuits::WitnessMix;
     use pinprove_groth16::{CpuBackend, DeviceFault, Validation};
-    use rand::SeedableRng;
 
     if !have_gpu("a_faulting_kernel_loses_the_device_and_nothing_else") {
         return;
@@ -258,15 +294,7 @@ fn a_faulting_kernel_loses_the_device_and_nothing_else() {
         pinprove_mem::MemoryBudget::new(4 << 30),
         pinprove_mem::PoolConfig::default(),
     );
-    let c = BenchCircuit::new(1 << 10, WitnessMix::Random).unwrap();
-    let params = bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
-        c.clone(),
-        &mut rand_chacha::ChaCha8Rng::seed_from_u64(9),
-    )
-    .unwrap();
-    let mut bytes = Vec::new();
-    params.write(&mut bytes).unwrap();
-    let srs = Arc::new(Srs::from_bytes(&bytes, &pool, Validation::OnCurve).unwrap());
+    let Fixture { c, params, bytes, srs } = fixture(&pool, 1 << 10, WitnessMix::Random, 9);
     let gpu = NativeBackend::new(Arc::clone(&pool)).unwrap();
     gpu.prepare_srs(&srs).unwrap();
     let expected = prove_bytes(&CpuBackend::new(Arc::clone(&pool)), &pool, &srs, &c).unwrap();
@@ -354,9 +382,8 @@ fn a_faulting_kernel_loses_the_device_and_nothing_else() {
 // pinned with GPU 1's context.
 #[test]
 fn a_lost_gpu_leaves_the_others_proving() {
-    use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
-    use pinprove_groth16::{CpuBackend, DeviceFault, Validation};
-    use rand::SeedableRng;
+    use pinprove_groth16::circuits::WitnessMix;
+    use pinprove_groth16::{CpuBackend, DeviceFault};
 
     let test = "a_lost_gpu_leaves_the_others_proving";
     if !have_gpu(test) {
@@ -367,20 +394,8 @@ fn a_lost_gpu_leaves_the_others_proving() {
         skip_without_gpu(test, format!("it needs two GPUs, this machine has {n}"));
         return;
     }
-    let pool = PinnedPool::new(
-        Arc::new(pinprove_mem::cuda::CudaRegisteredAllocator::new().unwrap()),
-        pinprove_mem::MemoryBudget::new(4 << 30),
-        pinprove_mem::PoolConfig::default(),
-    );
-    let c = BenchCircuit::new(1 << 10, WitnessMix::Random).unwrap();
-    let params = bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
-        c.clone(),
-        &mut rand_chacha::ChaCha8Rng::seed_from_u64(9),
-    )
-    .unwrap();
-    let mut bytes = Vec::new();
-    params.write(&mut bytes).unwrap();
-    let srs = Arc::new(Srs::from_bytes(&bytes, &pool, Validation::OnCurve).unwrap());
+    let pool = registered_pool();
+    let Fixture { c, srs, .. } = fixture(&pool, 1 << 10, WitnessMix::Random, 9);
     let on = |device| {
         NativeBackend::with_config(
             Arc::clone(&pool),
@@ -427,28 +442,15 @@ fn a_lost_gpu_leaves_the_others_proving() {
 // and the device's memory pool grown back to what the proofs held.
 #[test]
 fn a_backend_hint_prepares_a_new_backend_for_its_first_proof() {
-    use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
-    use pinprove_groth16::{CapacityHint, Validation};
-    use rand::SeedableRng;
+    use pinprove_groth16::CapacityHint;
+    use pinprove_groth16::circuits::WitnessMix;
 
     if !have_gpu("a_backend_hint_prepares_a_new_backend_for_its_first_proof") {
         return;
     }
-    let pool = PinnedPool::new(
-        Arc::new(pinprove_mem::cuda::CudaRegisteredAllocator::new().unwrap()),
-        pinprove_mem::MemoryBudget::new(4 << 30),
-        pinprove_mem::PoolConfig::default(),
-    );
+    let pool = registered_pool();
     // Bit-valued: its prepared lists are far below the worst case.
-    let c = BenchCircuit::new(1 << 12, WitnessMix::Bits).unwrap();
-    let params = bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
-        c.clone(),
-        &mut rand_chacha::ChaCha8Rng::seed_from_u64(4),
-    )
-    .unwrap();
-    let mut bytes = Vec::new();
-    params.write(&mut bytes).unwrap();
-    let srs = Arc::new(Srs::from_bytes(&bytes, &pool, Validation::OnCurve).unwrap());
+    let Fixture { c, srs, .. } = fixture(&pool, 1 << 12, WitnessMix::Bits, 4);
     let shape = CapacityHint {
         constraints: c.constraints(),
         inputs: c.public_inputs().len() + 1,
@@ -464,7 +466,11 @@ fn a_backend_hint_prepares_a_new_backend_for_its_first_proof() {
     assert!(!hint.host_buffers.is_empty(), "{hint:?}");
     assert!(hint.preparation_bytes > 0, "{hint:?}");
     assert!(hint.device_pool_bytes > 0, "{hint:?}");
+    // Gone with its warm buffers, as in a process that exited.
+    gpu.evict_srs(&srs);
     drop(gpu);
+    pool.clear_idle();
+    assert_eq!(pool.stats().warm_ready_bytes, 0);
 
     // A new backend (as in a restarted process): its upload of the bases
     // trims the device's pool; the hint grows it back and sizes admission.
@@ -497,27 +503,14 @@ fn a_backend_hint_prepares_a_new_backend_for_its_first_proof() {
 // urgent proofs between their pieces: every proof is the CPU backend's.
 #[test]
 fn proofs_queued_in_pieces_with_urgent_ones_between_are_unchanged() {
-    use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
-    use pinprove_groth16::{CpuBackend, Validation};
-    use rand::SeedableRng;
+    use pinprove_groth16::CpuBackend;
+    use pinprove_groth16::circuits::WitnessMix;
 
     if !have_gpu("proofs_queued_in_pieces_with_urgent_ones_between_are_unchanged") {
         return;
     }
-    let pool = PinnedPool::new(
-        Arc::new(pinprove_mem::cuda::CudaRegisteredAllocator::new().unwrap()),
-        pinprove_mem::MemoryBudget::new(4 << 30),
-        pinprove_mem::PoolConfig::default(),
-    );
-    let c = BenchCircuit::new(1 << 12, WitnessMix::Random).unwrap();
-    let params = bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
-        c.clone(),
-        &mut rand_chacha::ChaCha8Rng::seed_from_u64(12),
-    )
-    .unwrap();
-    let mut bytes = Vec::new();
-    params.write(&mut bytes).unwrap();
-    let srs = Arc::new(Srs::from_bytes(&bytes, &pool, Validation::OnCurve).unwrap());
+    let pool = registered_pool();
+    let Fixture { c, srs, .. } = fixture(&pool, 1 << 12, WitnessMix::Random, 12);
     let expected = prove_bytes(&CpuBackend::new(Arc::clone(&pool)), &pool, &srs, &c).unwrap();
     let gpu = NativeBackend::with_config(
         Arc::clone(&pool),
@@ -611,9 +604,7 @@ fn h_on_the_device_matches_the_cpu_and_survives_running_out_of_memory() {
 
 #[test]
 fn later_proofs_of_a_circuit_type_find_their_preparation_buffers_warm() {
-    use pinprove_groth16::Validation;
-    use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
-    use rand::SeedableRng;
+    use pinprove_groth16::circuits::WitnessMix;
 
     if !have_gpu("later_proofs_of_a_circuit_type_find_their_preparation_buffers_warm") {
         return;
@@ -627,15 +618,7 @@ fn later_proofs_of_a_circuit_type_find_their_preparation_buffers_warm() {
         },
     );
     // Random values: every base is listed, so the lists are large.
-    let c = BenchCircuit::new(1 << 12, WitnessMix::Random).unwrap();
-    let params = bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
-        c.clone(),
-        &mut rand_chacha::ChaCha8Rng::seed_from_u64(5),
-    )
-    .unwrap();
-    let mut bytes = Vec::new();
-    params.write(&mut bytes).unwrap();
-    let srs = Arc::new(Srs::from_bytes(&bytes, &pool, Validation::OnCurve).unwrap());
+    let Fixture { c, srs, .. } = fixture(&pool, 1 << 12, WitnessMix::Random, 5);
     let gpu = NativeBackend::new(Arc::clone(&pool)).unwrap();
     gpu.prepare_srs(&srs).unwrap();
 

@@ -264,21 +264,7 @@ impl Backend for NativeBackend {
 
     fn hold_recording(&self, recording: &Arc<precompiled::Recording>) -> Result<bool, ProveError> {
         self.lost.check(NAME)?;
-        let held = self.lost.note(self.matrices.get(recording, self.ordinal()));
-        // An upload handed the pool's cached memory back.
-        self.refill_pool();
-        match held {
-            Ok(_) => Ok(true),
-            Err(e) if e.loses_device() => Err(e),
-            Err(e) => {
-                tracing::warn!(
-                    circuit = recording.circuit_id(),
-                    error = %e,
-                    "a circuit's matrices do not fit on the device; its proofs compute a/b/c on the host"
-                );
-                Ok(false)
-            }
-        }
+        Ok(self.device_matrices(recording)?.is_some())
     }
 
     fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {

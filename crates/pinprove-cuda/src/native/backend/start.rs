@@ -283,17 +283,33 @@ impl NativeBackend {
         let Some(recording) = asg.recording().cloned() else {
             return Ok(None);
         };
-        match self.lost.note(self.matrices.get(&recording, self.ordinal())) {
+        let on_device = self.device_matrices(&recording)?;
+        if on_device.is_none() {
+            self.threads
+                .install(|| precompiled::evaluate_pending(asg, AbcLayout::Exact))?;
+        }
+        Ok(on_device)
+    }
+
+    /// `recording`'s matrices on this device, uploaded on first use; `None`
+    /// (with a warning) when they cannot be put there, an error only when
+    /// the device is lost.
+    pub(super) fn device_matrices(
+        &self,
+        recording: &Arc<precompiled::Recording>,
+    ) -> Result<Option<Arc<DeviceMatrices>>, ProveError> {
+        let got = self.lost.note(self.matrices.get(recording, self.ordinal()));
+        // An upload hands the pool's cached memory back.
+        self.refill_pool();
+        match got {
             Ok(m) => Ok(Some(m)),
             Err(e) if e.loses_device() => Err(e),
             Err(e) => {
                 tracing::warn!(
                     circuit = recording.circuit_id(),
                     error = %e,
-                    "a circuit's matrices do not fit on the device; a/b/c computed on the host"
+                    "a circuit's matrices do not fit on the device; its proofs compute a/b/c on the host"
                 );
-                self.threads
-                    .install(|| precompiled::evaluate_pending(asg, AbcLayout::Exact))?;
                 Ok(None)
             }
         }
