@@ -164,7 +164,9 @@ pub struct NativePhases {
     /// uploads).
     pub h: Duration,
     /// The MSMs h, l, a, b (G1), b (G2): GPU time (host time with
-    /// streamed bases) and number of bases each.
+    /// streamed bases) and number of bases each. The h MSM's time runs
+    /// from h computed to its last part done, so it includes any urgent
+    /// proof's work queued between the parts of a background proof.
     pub msm: [(Duration, usize); 5],
     /// Of each MSM's bases, how many went through Pippenger …
     pub pippenger_points: [usize; 5],
