@@ -68,7 +68,7 @@ struct HintFile {
     backends: BTreeMap<String, BackendHint>,
 }
 
-#[derive(Clone, Default)]
+#[derive(Clone, Debug, Default)]
 struct Hints {
     capacity: BTreeMap<String, CapacityHint>,
     backends: BTreeMap<String, BackendHint>,
@@ -79,15 +79,6 @@ struct Hints {
 pub struct CapacityHints {
     dir: Option<PathBuf>,
     hints: Mutex<Hints>,
-}
-
-impl std::fmt::Debug for Hints {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hints")
-            .field("circuits", &self.capacity.len())
-            .field("backend_hints", &self.backends.len())
-            .finish()
-    }
 }
 
 impl CapacityHints {

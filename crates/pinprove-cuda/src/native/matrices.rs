@@ -87,8 +87,15 @@ pub(super) struct ResidentMatrices {
 }
 
 impl ResidentMatrices {
-    /// `recording`'s matrices on `device`, uploaded on first use.
-    pub(super) fn get(&self, recording: &Arc<Recording>, device: c_int) -> Result<Arc<DeviceMatrices>, ProveError> {
+    /// `recording`'s matrices on `device`, uploaded on first use; `tried`
+    /// runs once an upload was tried, whether it worked or not (an upload
+    /// trims the device's stream-ordered memory pool first).
+    pub(super) fn get(
+        &self,
+        recording: &Arc<Recording>,
+        device: c_int,
+        tried: impl FnOnce(),
+    ) -> Result<Arc<DeviceMatrices>, ProveError> {
         let mut held = self.held.lock().recover();
         // Recordings the engine dropped free their device copy (after the
         // proofs still reading it); a new recording at a freed address is
@@ -100,7 +107,9 @@ impl ResidentMatrices {
         {
             return Ok(Arc::clone(m));
         }
-        let m = Arc::new(DeviceMatrices::upload(recording, device)?);
+        let uploaded = DeviceMatrices::upload(recording, device);
+        tried();
+        let m = Arc::new(uploaded?);
         tracing::info!(
             circuit = %m.circuit_id,
             bytes = m.bytes,

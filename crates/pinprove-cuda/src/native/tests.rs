@@ -203,6 +203,17 @@ fn start_proof(
     srs: &Arc<Srs>,
     c: &pinprove_groth16::circuits::BenchCircuit,
 ) -> Result<Box<dyn StartedProof>, ProveError> {
+    start_proof_as(backend, pool, srs, c, false)
+}
+
+/// As [`start_proof`], an urgent proof when `urgent`.
+fn start_proof_as(
+    backend: &dyn Backend,
+    pool: &Arc<PinnedPool>,
+    srs: &Arc<Srs>,
+    c: &pinprove_groth16::circuits::BenchCircuit,
+    urgent: bool,
+) -> Result<Box<dyn StartedProof>, ProveError> {
     let hints = pinprove_groth16::CapacityHints::in_memory();
     let layout = backend.capabilities().abc_layout;
     let (asg, _) = pinprove_groth16::synthesize(c.clone(), &c.id(), pool, &hints, layout, None)?;
@@ -210,7 +221,7 @@ fn start_proof(
         srs: Arc::clone(srs),
         assignments: vec![asg],
         randomness: vec![(Scalar::from(3u64), Scalar::from(4u64))],
-        urgent: false,
+        urgent,
     })
 }
 
@@ -525,16 +536,9 @@ fn proofs_queued_in_pieces_with_urgent_ones_between_are_unchanged() {
     super::backend::H_MSM_PART_BASES.store(700, std::sync::atomic::Ordering::Relaxed);
     // (Other tests of this binary running meanwhile get the same proofs.)
     let prove_one = |urgent: bool| {
-        let hints = pinprove_groth16::CapacityHints::in_memory();
-        let (asg, _) = pinprove_groth16::synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
-        gpu.start(ProvingJob {
-            srs: Arc::clone(&srs),
-            assignments: vec![asg],
-            randomness: vec![(Scalar::from(3u64), Scalar::from(4u64))],
-            urgent,
-        })
-        .and_then(|p| p.finish())
-        .map(|p| p[0].to_bytes().to_vec())
+        start_proof_as(&gpu, &pool, &srs, &c, urgent)
+            .and_then(|p| p.finish())
+            .map(|p| p[0].to_bytes().to_vec())
     };
     std::thread::scope(|s| {
         let background: Vec<_> = (0..2)

@@ -58,11 +58,11 @@ pub struct NativeBackend {
     /// once a proof was seen).
     prep_shares: LearnedShares,
     /// Per SRS, the most device memory the device's pool held after its
-    /// proofs, and the most any proofs held: what the pool is grown back to
-    /// after a large plain allocation trimmed it (resident bases, matrices)
-    /// and ahead of a restarted process's first proof.
+    /// proofs (or an earlier process's, from a hint). The most of all is
+    /// what the pool is grown back to after a large plain allocation
+    /// trimmed it (resident bases, matrices) and ahead of a restarted
+    /// process's first proof.
     pool_seen: Mutex<HashMap<PathBuf, u64>>,
-    pool_target: std::sync::atomic::AtomicU64,
 }
 
 impl NativeBackend {
@@ -116,7 +116,6 @@ impl NativeBackend {
             matrices: ResidentMatrices::default(),
             prep_shares: LearnedShares::default(),
             pool_seen: Mutex::new(HashMap::new()),
-            pool_target: Default::default(),
         })
     }
 

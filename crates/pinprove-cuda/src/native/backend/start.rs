@@ -298,9 +298,10 @@ impl NativeBackend {
         &self,
         recording: &Arc<precompiled::Recording>,
     ) -> Result<Option<Arc<DeviceMatrices>>, ProveError> {
-        let got = self.lost.note(self.matrices.get(recording, self.ordinal()));
-        // An upload hands the pool's cached memory back.
-        self.refill_pool();
+        // An upload hands the pool's cached memory back: grow it again.
+        let got = self
+            .lost
+            .note(self.matrices.get(recording, self.ordinal(), || self.refill_pool()));
         match got {
             Ok(m) => Ok(Some(m)),
             Err(e) if e.loses_device() => Err(e),

@@ -4,7 +4,6 @@
 //! admission's preparation share) to a restarted process.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use pinprove_groth16::{BackendHint, ProveError, Srs};
 use pinprove_mem::sync::Recover;
@@ -79,7 +78,7 @@ impl NativeBackend {
     /// grow it on its way. Failing (too little device memory now) costs
     /// only that growth later.
     pub(super) fn refill_pool(&self) {
-        let target = self.pool_target.load(Ordering::Relaxed);
+        let target = self.pool_seen.lock().recover().values().copied().max().unwrap_or(0);
         if target == 0 || self.lost.reason().is_some() {
             return;
         }
@@ -119,13 +118,7 @@ impl NativeBackend {
         // The pool only grows between trims: what it holds now is what the
         // proofs so far needed at once.
         let now = self.pool_reserved().unwrap_or(0);
-        self.pool_target.fetch_max(now, Ordering::Relaxed);
-        let device_pool_bytes = {
-            let mut seen = self.pool_seen.lock().recover();
-            let s = seen.entry(key).or_default();
-            *s = (*s).max(now);
-            *s
-        };
+        let device_pool_bytes = self.note_pool(key, now);
         Some(BackendHint {
             host_buffers,
             preparation_bytes,
@@ -147,14 +140,18 @@ impl NativeBackend {
             self.keep_preparation_warm(&key, hint.host_buffers.iter().map(|&b| b as usize).collect());
         }
         if hint.device_pool_bytes > 0 {
-            {
-                let mut seen = self.pool_seen.lock().recover();
-                let s = seen.entry(key).or_default();
-                *s = (*s).max(hint.device_pool_bytes);
-            }
-            self.pool_target.fetch_max(hint.device_pool_bytes, Ordering::Relaxed);
+            self.note_pool(key, hint.device_pool_bytes);
             self.refill_pool();
         }
+    }
+
+    /// Notes that the device's pool held `bytes` for proofs with the SRS
+    /// `key`; returns the most noted for it.
+    fn note_pool(&self, key: std::path::PathBuf, bytes: u64) -> u64 {
+        let mut seen = self.pool_seen.lock().recover();
+        let s = seen.entry(key).or_default();
+        *s = (*s).max(bytes);
+        *s
     }
 }
 
