@@ -37,10 +37,15 @@ pub struct SyntheticArgs {
     /// Proofs submitted at once after the first (0: the first alone).
     #[arg(long, default_value_t = 2)]
     pub stream: usize,
-    /// Also submit a WinningPoSt of the same sector size into the stream,
-    /// once its first partitions are on the device, and time it.
-    #[arg(long)]
-    pub winning_during: bool,
+    /// Also submit WinningPoSts of the same sector size into the stream, one
+    /// after another (the first once partitions are on the device, each
+    /// next `--winning-interval` seconds after the last ended, while the
+    /// stream lasts), and time each: N of them (1 without a value).
+    #[arg(long, num_args = 0..=1, default_missing_value = "1", value_name = "N")]
+    pub winning_during: Option<usize>,
+    /// Seconds between the WinningPoSts of `--winning-during N`.
+    #[arg(long, default_value_t = 4.0)]
+    pub winning_interval: f64,
     /// Cap on partitions synthesizing at once (default: what the budget admits).
     #[arg(long)]
     pub max_concurrent_syntheses: Option<usize>,
@@ -178,7 +183,10 @@ pub struct Proving {
     gpu_utilization_backlog_percent: Option<f64>,
     /// Each device's share of the stream.
     per_device: Vec<DeviceShare>,
+    /// The slowest of the WinningPoSts submitted among the partitions, and
+    /// each of them.
     winning_during_s: Option<f64>,
+    winning_during_all_s: Vec<f64>,
     /// The stream's last partition on the GPU.
     stream_device: Option<DevicePhases>,
     /// How the circuit's partitions were synthesized: mode at the end, and
@@ -291,6 +299,45 @@ fn winning_into(prover: &FilecoinProver, w: pinprove_filecoin::PreparedProof, st
         );
     }
     Ok(s)
+}
+
+/// Runs `proofs` (which waits for the measured proofs) while up to `n`
+/// WinningPoSts of the request `w` are submitted among their partitions,
+/// one after another, `interval` apart, until `proofs` returns; gives its
+/// result and each WinningPoSt's time.
+fn winnings_during<T: Send>(
+    prover: &FilecoinProver,
+    w: &pinprove_filecoin::ProofRequest,
+    n: usize,
+    interval: Duration,
+    started: Instant,
+    proofs: impl FnOnce() -> Result<T> + Send,
+) -> Result<(T, Vec<f64>)> {
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let winnings = scope.spawn(|| -> Result<Vec<f64>> {
+            let mut times = Vec::new();
+            for i in 0..n {
+                if i > 0 {
+                    let until = Instant::now() + interval;
+                    while Instant::now() < until && !done.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+                if done.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                times.push(winning_into(prover, prover.prepare(w)?, started)?);
+            }
+            Ok(times)
+        });
+        let result = proofs();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let times = winnings
+            .join()
+            .map_err(|_| anyhow::anyhow!("the WinningPoSt thread panicked"))??;
+        Ok((result?, times))
+    })
 }
 
 /// Waits until the engine is quiet: its circuit recording (started ahead,
@@ -533,17 +580,23 @@ pub fn measure(
 
     // A WinningPoSt to submit among the partitions of the last proofs
     // measured: the stream's, or the first proof's when there is no stream.
-    let mut winning = if args.winning_during {
+    let winning_n = args.winning_during.unwrap_or(0);
+    ensure!(
+        args.winning_interval.is_finite() && args.winning_interval >= 0.0,
+        "--winning-interval must be a number of seconds"
+    );
+    let mut winning = if winning_n > 0 {
         let w = synthetic::request(ProofKind::WinningPoSt, sector_size, 2)?;
         let id = pinprove_filecoin::kind::circuit_id(ProofKind::WinningPoSt, sector_size)?;
         prover.register(&id)?;
         // Its parameters are loaded, as a daemon preloads them: what is timed
         // is the proof among the other partitions.
         engine.preload_srs(&id)?;
-        Some(prover.prepare(&w)?)
+        Some(w)
     } else {
         None
     };
+    let interval = Duration::from_secs_f64(args.winning_interval);
 
     let mut record_first_s = None;
     if args.record_first {
@@ -566,13 +619,16 @@ pub fn measure(
     let pool_before = stack.pool.stats();
     let t = Instant::now();
     let first_sub = prover.submit(&req)?;
-    let mut winning_s = None;
-    if args.stream == 0
+    let mut winning_s = Vec::new();
+    let first = if args.stream == 0
         && let Some(w) = winning.take()
     {
-        winning_s = Some(winning_into(&prover, w, t)?);
-    }
-    let first = completed(&prover, &first_sub)?;
+        let (first, w) = winnings_during(&prover, &w, winning_n, interval, t, || completed(&prover, &first_sub))?;
+        winning_s = w;
+        first
+    } else {
+        completed(&prover, &first_sub)?
+    };
     let first_proof_s = secs(t.elapsed());
     let first_proof_peak = sys::peak_rss_bytes();
     let first_proof_device = device_phases(&stack);
@@ -612,13 +668,21 @@ pub fn measure(
     let subs = (0..args.stream)
         .map(|_| prover.submit(&req))
         .collect::<Result<Vec<_>, _>>()?;
-    if let Some(w) = winning.take() {
-        winning_s = Some(winning_into(&prover, w, started)?);
-    }
-    let mut results = Vec::new();
-    for s in &subs {
-        results.extend(completed(&prover, s)?);
-    }
+    let all = || -> Result<Vec<PartitionResult>> {
+        let mut results = Vec::new();
+        for s in &subs {
+            results.extend(completed(&prover, s)?);
+        }
+        Ok(results)
+    };
+    let results = match winning.take() {
+        Some(w) => {
+            let (results, w) = winnings_during(&prover, &w, winning_n, interval, started, all)?;
+            winning_s = w;
+            results
+        }
+        None => all()?,
+    };
     let wall = started.elapsed();
     let peak = sys::peak_rss_bytes();
     let pool_after = stack.pool.stats();
@@ -664,7 +728,8 @@ pub fn measure(
             &jobs,
             &stack.devices.iter().map(|d| d.name.clone()).collect::<Vec<_>>(),
         ),
-        winning_during_s: winning_s,
+        winning_during_s: winning_s.iter().copied().reduce(f64::max),
+        winning_during_all_s: winning_s,
         stream_device,
         synthesis_mode: synthesis.as_ref().map_or("classic".into(), |c| format!("{:?}", c.mode)),
         precompiled_partitions: synthesis.as_ref().map_or(0, |c| c.precompiled_partitions),
@@ -785,7 +850,15 @@ pub fn print(r: &SyntheticReport) {
         r.precompiled_partitions, r.classic_partitions, r.synthesis_mode, r.recording_wait_s
     );
     if let Some(w) = r.winning_during_s {
-        println!("  a WinningPoSt submitted while other partitions were proved: {w:.2} s");
+        println!(
+            "  WinningPoSts submitted while other partitions were proved: {} of them, the slowest {w:.2} s ({})",
+            r.winning_during_all_s.len(),
+            r.winning_during_all_s
+                .iter()
+                .map(|s| format!("{s:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     println!(
         "  memory: peak RSS {}, pool grew by {} in {:.1} s of pinning",

@@ -122,6 +122,10 @@ struct PipelineReport {
     /// circuit type's first proof, then a second one.
     first_proof_s: Option<f64>,
     warm_proof_s: Option<f64>,
+    /// Their phases, keyed `<phase>_s`, and the pool's fresh allocations
+    /// (all, and on threads a device waited for) during each.
+    first_proof_phases: Option<OneProof>,
+    warm_proof_phases: Option<OneProof>,
     warmup_jobs: usize,
     /// The pinned pool over the measured run: checkouts served by an idle buffer,
     /// buffers newly allocated (and the time spent allocating), freed.
@@ -136,6 +140,40 @@ struct PipelineReport {
     peak_rss_bytes: Option<u64>,
     synthetic_params: bool,
     proofs_verified: usize,
+}
+
+/// One timed one-partition job (`--first-proof`).
+#[derive(Serialize)]
+struct OneProof {
+    phases: BTreeMap<String, f64>,
+    fresh_allocations: u64,
+    alloc_s: f64,
+    lane_allocations: u64,
+    lane_alloc_s: f64,
+}
+
+impl OneProof {
+    fn line(&self) -> String {
+        let phases: Vec<String> = Phase::ALL
+            .iter()
+            .filter(|p| **p != Phase::Total)
+            .map(|p| {
+                format!(
+                    "{} {}",
+                    p.name().replace('_', " "),
+                    dur(Duration::from_secs_f64(self.phases[&format!("{p}_s")]))
+                )
+            })
+            .collect();
+        format!(
+            "{}; pinned {} fresh ({}), {} on device lanes ({})",
+            phases.join(", "),
+            self.fresh_allocations,
+            dur(Duration::from_secs_f64(self.alloc_s)),
+            self.lane_allocations,
+            dur(Duration::from_secs_f64(self.lane_alloc_s))
+        )
+    }
 }
 
 pub fn run(args: &PipelineArgs) -> Result<()> {
@@ -202,21 +240,42 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         })
     };
     let submit = |j: usize| submit_seeds((0..args.partitions).map(|p| j * 1000 + p).collect());
-    let one = |seed: usize| -> Result<f64> {
+    let one = |seed: usize| -> Result<(f64, OneProof)> {
+        let before = pool.stats();
         let t = Instant::now();
         let job = submit_seeds(vec![seed])?;
-        match engine.wait(job, None)? {
-            JobOutcome::Completed(_) => Ok(t.elapsed().as_secs_f64()),
+        let r = match engine.wait(job, None)? {
+            JobOutcome::Completed(mut r) if r.len() == 1 => r.remove(0),
             other => bail!("one-partition job {job} ended {other:?}"),
-        }
+        };
+        let wall = t.elapsed().as_secs_f64();
+        let after = pool.stats();
+        let phases = Phase::ALL
+            .into_iter()
+            .map(|p| (format!("{p}_s"), r.timings.get(p).as_secs_f64()))
+            .collect();
+        Ok((
+            wall,
+            OneProof {
+                phases,
+                fresh_allocations: after.fresh_allocations - before.fresh_allocations,
+                alloc_s: after.alloc_time.saturating_sub(before.alloc_time).as_secs_f64(),
+                lane_allocations: after.lane_allocations - before.lane_allocations,
+                lane_alloc_s: after
+                    .lane_alloc_time
+                    .saturating_sub(before.lane_alloc_time)
+                    .as_secs_f64(),
+            },
+        ))
     };
-    let (first_proof_s, warm_proof_s) = if args.first_proof {
-        let first = one(1_000_000)?;
-        let warm = one(1_000_001)?;
-        eprintln!("first proof of the circuit type {first:.3} s, the next {warm:.3} s");
-        (Some(first), Some(warm))
+    let (first_proof_s, warm_proof_s, first_proof_phases, warm_proof_phases) = if args.first_proof {
+        let (first, fp) = one(1_000_000)?;
+        eprintln!("first proof of the circuit type {first:.3} s: {}", fp.line());
+        let (warm, wp) = one(1_000_001)?;
+        eprintln!("the next {warm:.3} s: {}", wp.line());
+        (Some(first), Some(warm), Some(fp), Some(wp))
     } else {
-        (None, None)
+        (None, None, None, None)
     };
     let warmup = (0..args.warmup_jobs)
         .map(|j| submit(args.jobs + j))
@@ -304,6 +363,8 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         pool_warm_s,
         first_proof_s,
         warm_proof_s,
+        first_proof_phases,
+        warm_proof_phases,
         warmup_jobs: args.warmup_jobs,
         pool_reuse_hits: pool_after.reuse_hits - pool_before.reuse_hits,
         pool_lane_allocations: pool_after.lane_allocations - pool_before.lane_allocations,
@@ -390,6 +451,10 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
                 d(warm),
                 first / warm
             );
+        }
+        if let (Some(f), Some(w)) = (&r.first_proof_phases, &r.warm_proof_phases) {
+            println!("    first: {}", f.line());
+            println!("    next:  {}", w.line());
         }
         if r.synthetic_params {
             println!("  synthetic parameters: timings are real, the proofs do not verify and were not checked");
