@@ -114,7 +114,11 @@ pub struct NativeConfig {
     /// device work and adds up the MSMs' results after it (0: half the
     /// CPUs, at least 2). Not rayon's global pool: synthesis keeps that one
     /// saturated, and a preparation queued behind it would leave the GPU
-    /// without work.
+    /// without work. Urgent proofs have a pool of their own, a quarter of
+    /// this size (at least 2): a rayon pool runs the tasks it has before
+    /// one handed in from outside, so a WinningPoSt's sums queued behind a
+    /// 32 GiB partition's preparation (1.6 s on 8 threads) waited for all
+    /// of it.
     pub prep_threads: usize,
 }
 

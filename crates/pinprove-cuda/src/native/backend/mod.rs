@@ -45,8 +45,10 @@ pub struct NativeBackend {
     events: Events,
     last_phases: Arc<Mutex<Option<NativePhases>>>,
     /// The backend's own threads (see [`NativeConfig::prep_threads`]):
-    /// scalar preparation before the device work, MSM sums after it.
+    /// scalar preparation before the device work, MSM sums after it; for
+    /// background proofs, and for urgent ones.
     threads: Arc<rayon::ThreadPool>,
+    urgent_threads: Arc<rayon::ThreadPool>,
     /// Set by the first error that leaves the device unusable.
     lost: LostDevice,
     /// Per SRS, the preparation buffer sizes the pool keeps warm (see
@@ -96,15 +98,19 @@ impl NativeBackend {
             0 => std::thread::available_parallelism().map_or(2, |n| n.get() / 2).max(2),
             n => n,
         };
-        let threads = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("pinprove-native-{i}"))
-            // A device worker waits for these threads' preparation.
-            .start_handler(|_| pinprove_mem::mark_device_lane())
-            .build()
-            .map_err(|e| backend_error(format!("starting the backend's threads: {e}")))?;
+        let pool_of = |n: usize, name: &'static str| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .thread_name(move |i| format!("{name}-{i}"))
+                // A device worker waits for these threads' preparation.
+                .start_handler(|_| pinprove_mem::mark_device_lane())
+                .build()
+                .map(Arc::new)
+                .map_err(|e| backend_error(format!("starting the backend's threads: {e}")))
+        };
         Ok(NativeBackend {
-            threads: Arc::new(threads),
+            urgent_threads: pool_of((threads / 4).max(2), "pinprove-native-urgent")?,
+            threads: pool_of(threads, "pinprove-native")?,
             pool,
             config,
             resident: Mutex::new(HashMap::new()),
@@ -146,6 +152,11 @@ impl NativeBackend {
 
     fn ordinal(&self) -> c_int {
         self.config.device as c_int
+    }
+
+    /// The threads that prepare and sum a proof (urgent or not).
+    fn threads_for(&self, urgent: bool) -> &Arc<rayon::ThreadPool> {
+        if urgent { &self.urgent_threads } else { &self.threads }
     }
 }
 

@@ -43,11 +43,12 @@ impl NativeBackend {
             )));
         }
         let device = self.ordinal();
+        let threads = self.threads_for(job.urgent);
         let mut proofs = Vec::with_capacity(job.assignments.len());
         for mut asg in job.assignments.drain(..) {
             let t0 = Instant::now();
             // CPU side first, outside the device lock.
-            let matrices = self.matrices_for(&mut asg)?;
+            let matrices = self.matrices_for(&mut asg, threads)?;
             let abc = match &matrices {
                 Some(_) => None,
                 None => {
@@ -68,11 +69,10 @@ impl NativeBackend {
                 ));
             }
             let mode = if resident.is_some() { Mode::Split } else { Mode::Dense };
-            let prep = self.threads.install(|| split::prepare(&mut w, &self.pool, mode))?;
+            let prep = threads.install(|| split::prepare(&mut w, &self.pool, mode))?;
             let prep_bytes = prep.buffer_bytes();
             self.prep_shares
                 .learn(*job.srs.lengths(), prep_bytes.iter().map(|&b| b as u64).sum());
-            self.keep_preparation_warm(&key, prep_bytes);
             let q = |i: usize| resident.as_deref().map(|r| &r.queries[i]);
             // Events belong to the device current when they are created, and
             // are recorded on this device's streams.
@@ -231,6 +231,9 @@ impl NativeBackend {
                 resident_bases: resident.is_some(),
                 ..NativePhases::default()
             };
+            // Once this proof's device work is done: pinning now would hold
+            // up the very proof whose sizes it learned from.
+            self.keep_preparation_warm(&key, prep_bytes, (!streamed).then(|| Arc::clone(&events.msms[4])));
             let reads = DeviceReads {
                 // All five MSMs are queued: the last one's mark follows
                 // all of the proof's device work.
@@ -259,7 +262,7 @@ impl NativeBackend {
             proofs,
             last_phases: Arc::clone(&self.last_phases),
             lost: self.lost.clone(),
-            threads: Arc::clone(&self.threads),
+            threads: Arc::clone(threads),
         }))
     }
 }
@@ -279,14 +282,17 @@ impl NativeBackend {
     /// on this device (uploaded on first use); when they cannot be put
     /// there, a/b/c are computed on the host instead (the witness is kept
     /// either way).
-    fn matrices_for(&self, asg: &mut ProvingAssignment) -> Result<Option<Arc<DeviceMatrices>>, ProveError> {
+    fn matrices_for(
+        &self,
+        asg: &mut ProvingAssignment,
+        threads: &rayon::ThreadPool,
+    ) -> Result<Option<Arc<DeviceMatrices>>, ProveError> {
         let Some(recording) = asg.recording().cloned() else {
             return Ok(None);
         };
         let on_device = self.device_matrices(&recording)?;
         if on_device.is_none() {
-            self.threads
-                .install(|| precompiled::evaluate_pending(asg, AbcLayout::Exact))?;
+            threads.install(|| precompiled::evaluate_pending(asg, AbcLayout::Exact))?;
         }
         Ok(on_device)
     }
