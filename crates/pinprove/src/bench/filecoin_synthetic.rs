@@ -187,6 +187,11 @@ pub struct Proving {
     /// each of them.
     winning_during_s: Option<f64>,
     winning_during_all_s: Vec<f64>,
+    /// With `--winning-during`: one WinningPoSt proved alone first, the
+    /// circuit type's first in this process (what the ones during the
+    /// proofs no longer pay: their preparation sizes, hints and scratch
+    /// buffers, which a restarted daemon has from its hints).
+    winning_alone_s: Option<f64>,
     /// The stream's last partition on the GPU.
     stream_device: Option<DevicePhases>,
     /// How the circuit's partitions were synthesized: mode at the end, and
@@ -597,6 +602,17 @@ pub fn measure(
         None
     };
     let interval = Duration::from_secs_f64(args.winning_interval);
+    let winning_alone_s = match &winning {
+        Some(w) => {
+            let t = Instant::now();
+            let sub = prover.submit_prepared(prover.prepare(w)?)?;
+            completed(&prover, &sub)?;
+            let s = secs(t.elapsed());
+            eprintln!("the first WinningPoSt of this process, alone: {s:.2} s");
+            Some(s)
+        }
+        None => None,
+    };
 
     let mut record_first_s = None;
     if args.record_first {
@@ -730,6 +746,7 @@ pub fn measure(
         ),
         winning_during_s: winning_s.iter().copied().reduce(f64::max),
         winning_during_all_s: winning_s,
+        winning_alone_s,
         stream_device,
         synthesis_mode: synthesis.as_ref().map_or("classic".into(), |c| format!("{:?}", c.mode)),
         precompiled_partitions: synthesis.as_ref().map_or(0, |c| c.precompiled_partitions),
@@ -849,6 +866,9 @@ pub fn print(r: &SyntheticReport) {
         "  synthesis: {} partitions pre-compiled, {} classic (mode now {}); waited {:.1} s for the recording",
         r.precompiled_partitions, r.classic_partitions, r.synthesis_mode, r.recording_wait_s
     );
+    if let Some(w) = r.winning_alone_s {
+        println!("  the first WinningPoSt of the process, proved alone before: {w:.2} s");
+    }
     if let Some(w) = r.winning_during_s {
         println!(
             "  WinningPoSts submitted while other partitions were proved: {} of them, the slowest {w:.2} s ({})",
