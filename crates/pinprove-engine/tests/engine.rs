@@ -1347,3 +1347,61 @@ fn a_lost_device_gets_no_more_work_and_the_others_carry_on() {
     drop(engine);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_circuit_kept_ready_keeps_its_buffers_while_background_work_waits_for_memory() {
+    // Background work holds all the memory it may and more waits for it:
+    // the pool then frees what comes back and gives idle buffers up to the
+    // waiting. A circuit kept ready (a WinningPoSt's) keeps its buffers
+    // through that, so its proofs pin nothing; another circuit's proofs pin
+    // afresh each time.
+    let dir = temp_dir("kept");
+    let (pool, acct) = pool_with(1 << 30);
+    let kept = BenchCircuit::new(3000, WitnessMix::Bits).unwrap();
+    // Of other sizes (but for the smallest buffers, which both share).
+    let other = BenchCircuit::new(20_000, WitnessMix::Bits).unwrap();
+    let engine = test_engine(&pool, EngineConfig::default(), 0, 0, 0);
+    for c in [&kept, &other] {
+        engine.register_srs(&c.id(), synthetic_params(c, &dir));
+    }
+    engine.keep_ready(&kept.id(), 1).unwrap();
+    for c in [&kept, &other] {
+        engine.preload_srs(&c.id()).unwrap();
+    }
+    assert!(engine.wait_quiet(Duration::from_secs(30)), "the warm-up ended");
+    let budget = Arc::clone(pool.budget());
+    let hog = budget
+        .try_acquire(budget.limit_for(Priority::Normal.rank()) - budget.used())
+        .unwrap();
+    // More than eviction can free: it waits until the hog is gone.
+    let wanted = budget.limit_for(Priority::Normal.rank()) / 2;
+    let waiting = {
+        let budget = Arc::clone(&budget);
+        std::thread::spawn(move || budget.acquire_blocking(wanted).map(|r| r.bytes()))
+    };
+    while !budget.has_waiters() {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let fresh_pins = |c: &BenchCircuit| {
+        let before = pool.stats().fresh_allocations;
+        for _ in 0..2 {
+            let id = engine
+                .submit(spec(&c.id(), Priority::Critical, vec![slow(c, 0)]))
+                .unwrap();
+            let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
+            assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+            assert!(budget.has_waiters(), "the pressure lasted");
+        }
+        pool.stats().fresh_allocations - before
+    };
+    assert_eq!(fresh_pins(&kept), 0, "the kept circuit found its buffers both times");
+    let other_pins = fresh_pins(&other);
+    assert!(
+        other_pins >= 2 * 3,
+        "the other pinned a, b and c each time: {other_pins} fresh pins"
+    );
+    drop(hog);
+    assert_eq!(waiting.join().unwrap().unwrap(), wanted);
+    assert_idle(&engine, &pool, &acct, "kept");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

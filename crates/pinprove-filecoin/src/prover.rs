@@ -22,14 +22,21 @@ use anyhow::Context;
 
 use bellperson::groth16::{self, PreparedVerifyingKey};
 use blstrs::Bls12;
-use pinprove_engine::{Engine, JobId, JobOutcome, JobSpec, Partition, PartitionTimings};
+use pinprove_engine::{Engine, JobId, JobOutcome, JobSpec, Partition, PartitionTimings, Priority};
 use pinprove_groth16::{PROOF_BYTES, Scalar};
+use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
 use rand::rngs::OsRng;
 
 use crate::aggregate::{Aggregation, InnerProductSrs};
 use crate::params::{CircuitParams, ParamCache};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind, porep, post, snap};
+
+/// Partitions' buffers the pool keeps for a Critical circuit (WinningPoSt)
+/// while background work waits for memory (see [`Engine::keep_ready`]): its
+/// partition's, and those of its one sector group (WinningPoSt proves one
+/// sector, so the group is as large as the circuit).
+const KEPT_PARTITIONS: usize = 2;
 
 /// A request turned into circuits: what the engine proves, and what the
 /// proof is verified against.
@@ -236,6 +243,12 @@ impl FilecoinProver {
             self.engine.register_srs(&id, &path);
             Some(path)
         };
+        if let Ok((kind, _)) = parse_circuit_id(&id)
+            && kind.default_priority() == Priority::Critical
+            && let Err(e) = self.engine.keep_ready(&id, KEPT_PARTITIONS)
+        {
+            tracing::warn!(circuit = %id, "cannot keep its buffers ready: {}", ErrorChain(&e));
+        }
         let r = Arc::new(Registered {
             params,
             vk: OnceLock::new(),

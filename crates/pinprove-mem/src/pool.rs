@@ -15,7 +15,11 @@
 //! A warm set ([`PinnedPool::keep_warm`]) names buffers the pool prepares
 //! ahead of demand, out of spare budget, and keeps idle past the idle
 //! timeout, so that the first work of a kind does not wait for pinning; the
-//! budget can still evict them when admitted work needs the memory.
+//! budget can still evict them when admitted work needs the memory. A kept
+//! set ([`PinnedPool::keep_reserved`]) is a warm set the pressure of other
+//! work never takes: its buffers are neither evicted nor freed on return
+//! while others wait, for work that must start at once (a WinningPoSt)
+//! whatever the background is doing.
 //!
 //! A returned buffer can carry a [`UseFence`] — for example a CUDA event
 //! recorded after the copy that reads it — and is reused only after the
@@ -152,20 +156,43 @@ struct State {
     checked_out_buffers: usize,
     /// Buffers held per size, idle, fenced or checked out.
     held: BTreeMap<usize, usize>,
-    /// Warm sets by name: buffers per size.
-    warm: BTreeMap<String, BTreeMap<usize, usize>>,
+    /// Warm sets by name.
+    warm: BTreeMap<String, WarmSet>,
+}
+
+struct WarmSet {
+    /// Buffers per size.
+    sizes: BTreeMap<usize, usize>,
+    /// Kept under pressure (see [`PinnedPool::keep_reserved`]).
+    kept: bool,
 }
 
 impl State {
     /// Buffers per size all warm sets together ask for.
     fn warm_counts(&self) -> BTreeMap<usize, usize> {
+        self.counts(|_| true)
+    }
+
+    /// Buffers per size the kept sets ask for.
+    fn kept_counts(&self) -> BTreeMap<usize, usize> {
+        self.counts(|set| set.kept)
+    }
+
+    fn counts(&self, which: impl Fn(&WarmSet) -> bool) -> BTreeMap<usize, usize> {
         let mut all = BTreeMap::new();
-        for set in self.warm.values() {
-            for (&size, &n) in set {
+        for set in self.warm.values().filter(|set| which(set)) {
+            for (&size, &n) in &set.sizes {
                 *all.entry(size).or_insert(0) += n;
             }
         }
         all
+    }
+
+    /// Whether every buffer of `size` the pool holds is one a kept set
+    /// asks for.
+    fn all_kept(&self, size: usize) -> bool {
+        let held = self.held.get(&size).copied().unwrap_or(0);
+        held > 0 && held <= self.kept_counts().get(&size).copied().unwrap_or(0)
     }
 
     /// The warm sets' bytes, and how many of them are held now.
@@ -377,15 +404,38 @@ impl PinnedPool {
     /// Frees idle buffers, largest first, until at least `bytes` are freed
     /// or none is left. Returns the bytes freed.
     pub fn shrink(&self, bytes: u64) -> u64 {
+        self.shrink_where(bytes, false)
+    }
+
+    /// Like [`shrink`](Self::shrink), leaving the buffers kept sets ask for
+    /// (what the budget's eviction frees).
+    fn shrink_unkept(&self, bytes: u64) -> u64 {
+        self.shrink_where(bytes, true)
+    }
+
+    fn shrink_where(&self, bytes: u64, leave_kept: bool) -> u64 {
         let victims = {
             let mut s = self.lock();
             s.collect_fenced();
+            // Per size, how many buffers may go.
+            let kept = if leave_kept { s.kept_counts() } else { BTreeMap::new() };
+            let mut spare: BTreeMap<usize, usize> = s
+                .held
+                .iter()
+                .map(|(&size, &n)| (size, n.saturating_sub(kept.get(&size).copied().unwrap_or(0))))
+                .collect();
             let mut victims = Vec::new();
             let mut freed = 0u64;
-            while freed < bytes {
-                let Some((key, _)) = s.idle.last_key_value() else { break };
-                let key = *key;
-                let idle = s.idle.remove(&key).expect("key just read");
+            let keys: Vec<(usize, u64)> = s.idle.keys().rev().copied().collect();
+            for key in keys {
+                if freed >= bytes {
+                    break;
+                }
+                match spare.get_mut(&key.0) {
+                    Some(n) if *n > 0 => *n -= 1,
+                    _ => continue,
+                }
+                let idle = s.idle.remove(&key).expect("key just listed");
                 freed += key.0 as u64;
                 s.forget_block(key.0);
                 victims.push(idle.block);
@@ -456,6 +506,19 @@ impl PinnedPool {
     /// thread that may wait: pinning takes long. Returns what was asked, made
     /// and left missing.
     pub fn keep_warm(self: &Arc<Self>, name: &str, sizes: &[usize]) -> Result<WarmReport> {
+        self.warm_set(name, sizes, false)
+    }
+
+    /// Like [`keep_warm`](Self::keep_warm), and these buffers stay while
+    /// others wait for memory: the budget's eviction leaves them and a
+    /// returned one is kept idle, not freed. For work that must start at
+    /// once whatever else runs (a WinningPoSt's buffers), and small: their
+    /// bytes are out of everyone else's reach for as long as the set lasts.
+    pub fn keep_reserved(self: &Arc<Self>, name: &str, sizes: &[usize]) -> Result<WarmReport> {
+        self.warm_set(name, sizes, true)
+    }
+
+    fn warm_set(self: &Arc<Self>, name: &str, sizes: &[usize], kept: bool) -> Result<WarmReport> {
         let mut set: BTreeMap<usize, usize> = BTreeMap::new();
         for &b in sizes {
             *set.entry(self.rounded_size(b)?).or_insert(0) += 1;
@@ -466,7 +529,7 @@ impl PinnedPool {
             if set.is_empty() {
                 s.warm.remove(name);
             } else {
-                s.warm.insert(name.to_string(), set);
+                s.warm.insert(name.to_string(), WarmSet { sizes: set, kept });
             }
             let warm = s.warm_counts();
             warm.iter()
@@ -604,7 +667,7 @@ impl PinnedPool {
     /// than keeping it idle when `discard` is set or others wait for memory.
     fn give_back(&self, block: Block, fence: Option<Box<dyn UseFence>>, discard: bool) {
         let len = block.mem.len() as u64;
-        let pressure = discard || self.budget.has_waiters();
+        let pressure = self.budget.has_waiters();
         let mut s = self.lock();
         s.checked_out -= len;
         s.checked_out_buffers -= 1;
@@ -612,8 +675,9 @@ impl PinnedPool {
             Some(fence) if !fence.is_complete() => {
                 s.fenced.push(Fenced { block, fence });
             }
-            _ if pressure => {
-                // Not worth keeping, or others are waiting for memory.
+            _ if discard || (pressure && !s.all_kept(len as usize)) => {
+                // Not worth keeping, or others are waiting for memory (and
+                // no kept set needs it).
                 s.allocated -= len;
                 s.forget_block(len as usize);
                 drop(s);
@@ -651,7 +715,7 @@ impl Evictor for PinnedPool {
     }
 
     fn evict(&self, bytes: u64) -> u64 {
-        self.shrink(bytes)
+        self.shrink_unkept(bytes)
     }
 }
 

@@ -397,3 +397,61 @@ fn fresh_allocations_on_a_device_lane_are_counted_apart() {
     assert!(s.lane_alloc_time <= s.alloc_time);
     drop((other, on_lane));
 }
+
+#[test]
+fn a_kept_set_survives_other_works_pressure() {
+    let (budget, pool) = pool(40 * M);
+    // A kept set (a WinningPoSt's buffers) and a warm one (a stream's).
+    let r = pool.keep_reserved("urgent", &[4 * MIB, 2 * MIB]).unwrap();
+    assert_eq!((r.wanted_bytes, r.allocated_bytes), (6 * M, 6 * M));
+    pool.keep_warm("stream", &[8 * MIB, 8 * MIB]).unwrap();
+    assert_eq!(pool.stats().warm_bytes, 22 * M);
+    // Admitted work that needs memory evicts the warm set, not the kept one.
+    let big = budget.try_acquire(34 * M).unwrap();
+    let s = pool.stats();
+    assert_eq!((s.idle_bytes, s.warm_ready_bytes), (6 * M, 6 * M));
+    // The budget has nothing more to evict: a request waits.
+    assert!(budget.try_acquire(M).is_err());
+    // While it waits, the urgent work's buffers come back and stay idle;
+    // a buffer no kept set needs is freed as before.
+    let (a, b) = (pool.try_checkout(4 * MIB).unwrap(), pool.try_checkout(2 * MIB).unwrap());
+    let b2 = Arc::clone(&budget);
+    let waiter = thread::spawn(move || b2.acquire_blocking(2 * M).unwrap().bytes());
+    while !budget.has_waiters() {
+        thread::sleep(Duration::from_millis(2));
+    }
+    drop((a, b));
+    assert_eq!(pool.stats().idle_bytes, 6 * M, "kept under pressure");
+    let fresh = pool.stats().fresh_allocations;
+    drop(pool.try_checkout(4 * MIB).unwrap());
+    assert_eq!(
+        pool.stats().fresh_allocations,
+        fresh,
+        "the urgent work found its buffer"
+    );
+    drop(big);
+    assert_eq!(waiter.join().unwrap(), 2 * M);
+    // Beyond what the kept set asks for, buffers of its sizes go as others do.
+    let extra = [pool.try_checkout(4 * MIB).unwrap(), pool.try_checkout(4 * MIB).unwrap()];
+    let held = pool.stats().allocated_bytes;
+    let b2 = Arc::clone(&budget);
+    let hog = budget.try_acquire(40 * M - held - 2 * M).unwrap();
+    let waiter = thread::spawn(move || b2.acquire_blocking(4 * M).unwrap().bytes());
+    while !budget.has_waiters() {
+        thread::sleep(Duration::from_millis(2));
+    }
+    drop(extra);
+    assert_eq!(waiter.join().unwrap(), 4 * M);
+    assert_eq!(
+        pool.stats().idle_bytes,
+        6 * M,
+        "one 4 MiB buffer freed, the kept one idle"
+    );
+    drop(hog);
+    // An explicit clear frees everything; stopping the set lets its
+    // buffers go under pressure again.
+    pool.stop_warm("urgent");
+    pool.stop_warm("stream");
+    assert_eq!(pool.clear_idle(), 6 * M);
+    assert_eq!(budget.used(), 0);
+}

@@ -218,6 +218,7 @@ impl Engine {
             normal_busy: AtomicUsize::new(0),
             warming: Arc::new(AtomicUsize::new(0)),
             warm_sets: Mutex::new(HashMap::new()),
+            kept: Mutex::new(HashMap::new()),
             precompiled,
             jobs: Mutex::new(HashMap::new()),
             finished: Mutex::new(VecDeque::new()),
@@ -307,6 +308,28 @@ impl Engine {
         // it arrives.
         self.inner.warm(circuit_id)?;
         Ok(loaded)
+    }
+
+    /// Has the pool keep the buffers of `partitions` partitions of
+    /// `circuit_id` ready even while other work waits for memory: the
+    /// budget's eviction leaves them, and they are not freed when returned
+    /// under pressure (see [`PinnedPool::keep_reserved`](pinprove_mem::PinnedPool::keep_reserved)). For a circuit
+    /// whose proofs are due at once and small, a WinningPoSt's: otherwise
+    /// a stream of background partitions waiting for admission takes its
+    /// buffers, and each WinningPoSt pins fresh memory beside their
+    /// pinning. Takes effect when the circuit's parameters are preloaded
+    /// (at once if they were).
+    pub fn keep_ready(&self, circuit_id: &str, partitions: usize) -> Result<(), EngineError> {
+        self.inner
+            .kept
+            .lock()
+            .recover()
+            .insert(circuit_id.to_string(), partitions);
+        let warmed = self.inner.warm_sets.lock().recover().contains_key(circuit_id);
+        if warmed {
+            self.inner.warm(circuit_id)?;
+        }
+        Ok(())
     }
 
     /// Prepares, in the background and out of spare budget, the pool

@@ -402,6 +402,9 @@ pub(crate) struct Inner {
     pub(super) warming: Arc<AtomicUsize>,
     /// The circuits warmed, and whether their warm sets hold a/b/c.
     pub(super) warm_sets: Mutex<HashMap<String, bool>>,
+    /// Partitions whose buffers the pool keeps under pressure, per circuit
+    /// (see [`Engine::keep_ready`](super::Engine::keep_ready)).
+    pub(super) kept: Mutex<HashMap<String, usize>>,
     /// Circuit types' recordings (pre-compiled synthesis).
     pub(super) precompiled: Arc<super::precompiled::Precompiler>,
     pub(super) jobs: Mutex<HashMap<JobId, Arc<JobCtl>>>,

@@ -140,12 +140,19 @@ impl Inner {
             }
         };
         let sizes: Vec<usize> = (0..partitions).flat_map(|_| buffers).filter(|&b| b > 0).collect();
+        let kept_partitions = self.kept.lock().recover().get(circuit_id).copied().unwrap_or(0);
+        let kept: Vec<usize> = (0..kept_partitions).flat_map(|_| buffers).filter(|&b| b > 0).collect();
         let (pool, name) = (Arc::clone(&self.pool), circuit_id.to_string());
         let warming = Arc::clone(&self.warming);
         warming.fetch_add(1, Ordering::AcqRel);
         let spawned = std::thread::Builder::new().name("pool-warm".into()).spawn(move || {
             let _done = Counted(warming);
             let started = Instant::now();
+            // The kept set first: it is the one to have when spare memory
+            // runs short.
+            if let Err(e) = pool.keep_reserved(&kept_set_name(&name), &kept) {
+                tracing::warn!(circuit = %name, "keeping buffers ready failed: {}", ErrorChain(&e));
+            }
             match pool.keep_warm(&name, &sizes) {
                 Ok(r) => {
                     tracing::info!(circuit = %name, partitions, wanted = r.wanted_bytes, allocated = r.allocated_bytes,
@@ -458,4 +465,10 @@ impl Drop for SynthSlot<'_> {
         *n = n.saturating_sub(1);
         self.0.synth_cv.notify_one();
     }
+}
+
+/// The pool's name for the buffers it keeps under pressure for a circuit
+/// (see [`Engine::keep_ready`](super::Engine::keep_ready)).
+fn kept_set_name(circuit_id: &str) -> String {
+    format!("{circuit_id} (kept)")
 }
