@@ -188,6 +188,15 @@ impl State {
         all
     }
 
+    /// Per size, how many of the buffers held are beyond `wanted`: those
+    /// that may be freed.
+    fn spare_beyond(&self, wanted: &BTreeMap<usize, usize>) -> BTreeMap<usize, usize> {
+        self.held
+            .iter()
+            .map(|(&size, &n)| (size, n.saturating_sub(wanted.get(&size).copied().unwrap_or(0))))
+            .collect()
+    }
+
     /// Whether every buffer of `size` the pool holds is one a kept set
     /// asks for.
     fn all_kept(&self, size: usize) -> bool {
@@ -417,13 +426,8 @@ impl PinnedPool {
         let victims = {
             let mut s = self.lock();
             s.collect_fenced();
-            // Per size, how many buffers may go.
             let kept = if leave_kept { s.kept_counts() } else { BTreeMap::new() };
-            let mut spare: BTreeMap<usize, usize> = s
-                .held
-                .iter()
-                .map(|(&size, &n)| (size, n.saturating_sub(kept.get(&size).copied().unwrap_or(0))))
-                .collect();
+            let mut spare = s.spare_beyond(&kept);
             let mut victims = Vec::new();
             let mut freed = 0u64;
             let keys: Vec<(usize, u64)> = s.idle.keys().rev().copied().collect();
@@ -468,13 +472,7 @@ impl PinnedPool {
             let mut s = self.lock();
             s.collect_fenced();
             let now = Instant::now();
-            let warm = s.warm_counts();
-            // Per size, how many buffers may go: those beyond the warm sets.
-            let mut spare: BTreeMap<usize, usize> = s
-                .held
-                .iter()
-                .map(|(&size, &n)| (size, n.saturating_sub(warm.get(&size).copied().unwrap_or(0))))
-                .collect();
+            let mut spare = s.spare_beyond(&s.warm_counts());
             let old: Vec<(usize, u64)> = s
                 .idle
                 .iter()

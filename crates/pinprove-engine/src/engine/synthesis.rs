@@ -139,18 +139,20 @@ impl Inner {
                 (fit as usize).min(self.config.synthesis_workers.max(1))
             }
         };
-        let sizes: Vec<usize> = (0..partitions).flat_map(|_| buffers).filter(|&b| b > 0).collect();
-        let kept_partitions = self.kept.lock().recover().get(circuit_id).copied().unwrap_or(0);
-        let kept: Vec<usize> = (0..kept_partitions).flat_map(|_| buffers).filter(|&b| b > 0).collect();
+        let of = |n: usize| -> Vec<usize> { (0..n).flat_map(|_| buffers).filter(|&b| b > 0).collect() };
+        let sizes = of(partitions);
+        let kept = of(self.kept.lock().recover().get(circuit_id).copied().unwrap_or(0));
         let (pool, name) = (Arc::clone(&self.pool), circuit_id.to_string());
         let warming = Arc::clone(&self.warming);
         warming.fetch_add(1, Ordering::AcqRel);
         let spawned = std::thread::Builder::new().name("pool-warm".into()).spawn(move || {
             let _done = Counted(warming);
             let started = Instant::now();
-            // The kept set first: it is the one to have when spare memory
-            // runs short.
-            if let Err(e) = pool.keep_reserved(&kept_set_name(&name), &kept) {
+            // A circuit kept ready: its kept set, made out of spare memory
+            // as the warm set is (either call tops up every set).
+            if !kept.is_empty()
+                && let Err(e) = pool.keep_reserved(&kept_set_name(&name), &kept)
+            {
                 tracing::warn!(circuit = %name, "keeping buffers ready failed: {}", ErrorChain(&e));
             }
             match pool.keep_warm(&name, &sizes) {

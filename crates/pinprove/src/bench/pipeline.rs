@@ -142,6 +142,17 @@ struct PipelineReport {
     proofs_verified: usize,
 }
 
+/// `phases` (seconds keyed `<phase>_s`) as "queue wait 1.2 s, ...".
+fn phase_text<'a>(phases: &BTreeMap<String, f64>, which: impl Iterator<Item = &'a Phase>) -> String {
+    which
+        .map(|p| {
+            let s = phases.get(&format!("{p}_s")).copied().unwrap_or(0.0);
+            format!("{} {}", p.name().replace('_', " "), dur(Duration::from_secs_f64(s)))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Waits until `pool` has held the same bytes for a second (at most a
 /// minute), and says how long that took.
 fn settle(pool: &pinprove_mem::PinnedPool) -> Duration {
@@ -171,20 +182,9 @@ struct OneProof {
 
 impl OneProof {
     fn line(&self) -> String {
-        let phases: Vec<String> = Phase::ALL
-            .iter()
-            .filter(|p| **p != Phase::Total)
-            .map(|p| {
-                format!(
-                    "{} {}",
-                    p.name().replace('_', " "),
-                    dur(Duration::from_secs_f64(self.phases[&format!("{p}_s")]))
-                )
-            })
-            .collect();
+        let phases = phase_text(&self.phases, Phase::ALL.iter().filter(|p| **p != Phase::Total));
         format!(
-            "{}; pinned {} fresh ({}), {} on device lanes ({})",
-            phases.join(", "),
+            "{phases}; pinned {} fresh ({}), {} on device lanes ({})",
             self.fresh_allocations,
             dur(Duration::from_secs_f64(self.alloc_s)),
             self.lane_allocations,
@@ -449,11 +449,7 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
             );
         }
         DeviceShare::print(&r.per_device);
-        let medians: Vec<String> = Phase::ALL
-            .iter()
-            .map(|p| format!("{} {}", p.name().replace('_', " "), d(r.phases[&format!("{p}_s")])))
-            .collect();
-        println!("  medians: {}", medians.join(", "));
+        println!("  medians: {}", phase_text(&r.phases, Phase::ALL.iter()));
         println!(
             "  peak RSS {} against a budget of {}; pool: {} checkouts reused a buffer, {} allocated one ({} allocating), \
              {} buffers freed; pinning by {}: {} allocations ({}) on threads a device waited for",
