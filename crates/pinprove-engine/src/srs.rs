@@ -2,9 +2,9 @@
 //! kept while used, evicted least-recently-used first when idle and
 //! unreferenced and memory is needed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use pinprove_groth16::synthetic::CircuitShape;
@@ -29,8 +29,23 @@ struct Entry {
 pub(crate) enum Acquired {
     /// The SRS, and the time spent loading it.
     Ready(Arc<Srs>, Duration),
-    /// Loading it needs this many bytes, more than the funds given.
-    NeedsFunds(u64),
+    /// Loading it needs more bytes than the funds given (it was evicted
+    /// since the admission was sized).
+    NeedsFunds,
+}
+
+/// The right to size an admission for loading one circuit type's SRS (see
+/// [`SrsRegistry::claim_load`]); let go when dropped.
+pub(crate) struct LoadClaim<'a> {
+    registry: &'a SrsRegistry,
+    circuit_id: String,
+}
+
+impl Drop for LoadClaim<'_> {
+    fn drop(&mut self) {
+        self.registry.claims.lock().recover().remove(&self.circuit_id);
+        self.registry.claim_released.notify_all();
+    }
 }
 
 /// What the registry holds for one circuit type.
@@ -87,6 +102,10 @@ pub struct SrsRegistry {
     loaded: Mutex<HashMap<String, Entry>>,
     /// One load at a time: two partitions of a new type load it once.
     loading: Mutex<()>,
+    /// Circuit types an admission is being sized to load (see
+    /// [`claim_load`](Self::claim_load)), and a signal when one is let go.
+    claims: Mutex<HashSet<String>>,
+    claim_released: Condvar,
     pool: Arc<PinnedPool>,
     budget: Arc<MemoryBudget>,
     backends: Vec<Arc<dyn Backend>>,
@@ -108,6 +127,8 @@ impl SrsRegistry {
             sources: Mutex::new(HashMap::new()),
             loaded: Mutex::new(HashMap::new()),
             loading: Mutex::new(()),
+            claims: Mutex::new(HashSet::new()),
+            claim_released: Condvar::new(),
             pool,
             budget: Arc::clone(&budget),
             backends,
@@ -160,6 +181,36 @@ impl SrsRegistry {
         self.loaded().contains_key(circuit_id)
     }
 
+    /// Decides who pays for loading the SRS of `circuit_id`: `None` when it
+    /// is resident, or a claim when the caller should size its admission to
+    /// include the load. While another admission holds the claim this
+    /// waits, holding nothing, and looks again once that one let go (it
+    /// loaded the SRS, or failed) or `stopped` says to give up (then
+    /// `None`).
+    ///
+    /// Without it every partition of a type not yet resident reserves the
+    /// load's bytes; those still queued keep asking for them after the first
+    /// one loaded it, and a budget sized for the SRS once never grants them.
+    pub(crate) fn claim_load(&self, circuit_id: &str, stopped: impl Fn() -> bool) -> Option<LoadClaim<'_>> {
+        let mut claims = self.claims.lock().recover();
+        loop {
+            if self.is_loaded(circuit_id) || stopped() {
+                return None;
+            }
+            if claims.insert(circuit_id.to_string()) {
+                return Some(LoadClaim {
+                    registry: self,
+                    circuit_id: circuit_id.to_string(),
+                });
+            }
+            claims = self
+                .claim_released
+                .wait_timeout(claims, Duration::from_millis(100))
+                .recover()
+                .0;
+        }
+    }
+
     /// Host bytes loading the SRS of `circuit_id` takes: its decoded points
     /// as the pool sizes their buffers (if a backend needs them), and a copy
     /// the size of the file for each backend that keeps its own.
@@ -198,7 +249,7 @@ impl SrsRegistry {
     pub fn acquire(&self, circuit_id: &str) -> Result<(Arc<Srs>, Duration), EngineError> {
         match self.acquire_with(circuit_id, None)? {
             Acquired::Ready(srs, t) => Ok((srs, t)),
-            Acquired::NeedsFunds(_) => unreachable!("unfunded loads wait for the budget"),
+            Acquired::NeedsFunds => unreachable!("unfunded loads wait for the budget"),
         }
     }
 
@@ -218,7 +269,7 @@ impl SrsRegistry {
         if let Some(f) = funds.as_deref() {
             let needed = self.load_estimate(circuit_id)?;
             if f.bytes() < needed {
-                return Ok(Acquired::NeedsFunds(needed));
+                return Ok(Acquired::NeedsFunds);
             }
         }
         let _one = self.loading.lock().recover();

@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -177,7 +177,9 @@ impl Rank {
 }
 
 struct Waiter {
-    bytes: u64,
+    /// Bytes asked for; only lowered (see [`Queued::lower_if_head`]), under
+    /// the state lock.
+    bytes: AtomicU64,
     rank: Rank,
     /// Set, under the state lock, when the bytes were granted to this waiter.
     granted: AtomicBool,
@@ -302,7 +304,7 @@ impl MemoryBudget {
             used: s.used,
             peak: s.peak,
             waiters: s.queue.len(),
-            waiting_bytes: s.queue.iter().map(|w| w.bytes).sum(),
+            waiting_bytes: s.queue.iter().map(|w| w.bytes()).sum(),
             grants: s.grants,
             waits: s.waits,
             wait_time: s.wait_time,
@@ -367,10 +369,13 @@ impl MemoryBudget {
     }
 
     fn wait_blocking(self: &Arc<Self>, bytes: u64, rank: Rank) -> Result<Reservation> {
-        let waiter = match self.enqueue(bytes, rank)? {
-            Enqueued::Granted(r) => return Ok(r),
-            Enqueued::Waiting(w) => w,
-        };
+        match self.enqueue(bytes, rank)? {
+            Enqueued::Granted(r) => Ok(r),
+            Enqueued::Waiting(waiter) => Ok(self.wait_for_grant(&waiter)),
+        }
+    }
+
+    fn wait_for_grant(self: &Arc<Self>, waiter: &Waiter) -> Reservation {
         let started = Instant::now();
         let mut s = self.lock();
         while !waiter.granted.load(Ordering::Acquire) {
@@ -378,7 +383,28 @@ impl MemoryBudget {
         }
         s.wait_time += started.elapsed();
         drop(s);
-        Ok(Reservation::new(Arc::clone(self), bytes))
+        // What was granted: the request, less what it was lowered by.
+        Reservation::new(Arc::clone(self), waiter.bytes())
+    }
+
+    /// Like [`acquire_blocking_ranked`](Self::acquire_blocking_ranked), in
+    /// two steps: the request is granted now or queued, and a queued one
+    /// can be lowered while it waits (the pool lowers an admission's request
+    /// when it hands the admission a returned buffer instead of freeing it).
+    /// No evictor is asked before the request is queued: the caller asks
+    /// ([`reclaim`](Self::reclaim)) once it can be handed memory.
+    pub(crate) fn enqueue_lowerable(
+        self: &Arc<Self>,
+        bytes: u64,
+        rank: Rank,
+    ) -> Result<std::result::Result<Reservation, Queued>> {
+        Ok(match self.enqueue_as_is(bytes, rank)? {
+            Enqueued::Granted(r) => Ok(r),
+            Enqueued::Waiting(waiter) => Err(Queued {
+                budget: Arc::clone(self),
+                waiter,
+            }),
+        })
     }
 
     /// Reserves `bytes`, waiting asynchronously until they are granted.
@@ -451,6 +477,12 @@ impl MemoryBudget {
             return Ok(Enqueued::Granted(r));
         }
         self.evict_for(bytes, rank);
+        self.enqueue_as_is(bytes, rank)
+    }
+
+    /// Grants now if allowed, or queues, without asking evictors.
+    fn enqueue_as_is(self: &Arc<Self>, bytes: u64, rank: Rank) -> Result<Enqueued> {
+        self.check_size(bytes, rank)?;
         let mut s = self.lock();
         if self.may_grant(&s, bytes, rank) {
             Self::take(&mut s, bytes);
@@ -458,7 +490,7 @@ impl MemoryBudget {
             return Ok(Enqueued::Granted(Reservation::new(Arc::clone(self), bytes)));
         }
         let waiter = Arc::new(Waiter {
-            bytes,
+            bytes: AtomicU64::new(bytes),
             rank,
             granted: AtomicBool::new(false),
             cv: Condvar::new(),
@@ -506,7 +538,7 @@ impl MemoryBudget {
     /// lack, counting the reserve as taken when one of them ranks below it.
     fn missing(&self, extra: u64, rank: Rank) -> u64 {
         let s = self.lock();
-        let waiting: u64 = s.queue.iter().map(|w| w.bytes).sum();
+        let waiting: u64 = s.queue.iter().map(|w| w.bytes()).sum();
         let low = (extra > 0 && rank < s.reserve_rank) || s.queue.iter().any(|w| w.rank < s.reserve_rank);
         let reserve = if low { s.reserve } else { 0 };
         (waiting + extra + reserve).saturating_sub(self.total - s.used)
@@ -525,11 +557,11 @@ impl MemoryBudget {
 
     fn grant_waiters(&self, s: &mut State) {
         while let Some(head) = s.queue.front() {
-            if Self::limit(self.total, s, head.rank).saturating_sub(s.used) < head.bytes {
+            if Self::limit(self.total, s, head.rank).saturating_sub(s.used) < head.bytes() {
                 break;
             }
             let head = s.queue.pop_front().expect("front exists");
-            Self::take(s, head.bytes);
+            Self::take(s, head.bytes());
             head.granted.store(true, Ordering::Release);
             head.cv.notify_one();
             if let Some(w) = head.waker.lock().recover().take() {
@@ -542,7 +574,7 @@ impl MemoryBudget {
     fn abandon(&self, waiter: &Arc<Waiter>) {
         let mut s = self.lock();
         if waiter.granted.load(Ordering::Acquire) {
-            s.used -= waiter.bytes;
+            s.used -= waiter.bytes();
         } else {
             s.queue.retain(|w| !Arc::ptr_eq(w, waiter));
         }
@@ -551,9 +583,65 @@ impl MemoryBudget {
     }
 }
 
+impl Waiter {
+    fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Acquire)
+    }
+}
+
 enum Enqueued {
     Granted(Reservation),
     Waiting(Arc<Waiter>),
+}
+
+/// A request waiting in a [`MemoryBudget`]'s queue (see
+/// [`MemoryBudget::enqueue_lowerable`]). Clones refer to the same request.
+#[derive(Clone)]
+pub(crate) struct Queued {
+    budget: Arc<MemoryBudget>,
+    waiter: Arc<Waiter>,
+}
+
+impl Queued {
+    /// Lowers the request by up to `bytes` if it is at the head of the
+    /// queue and not granted yet, and grants it if it fits now. Returns
+    /// whether it was lowered. Only the head is lowered: memory handed to a
+    /// request further back would overtake the head.
+    pub(crate) fn lower_if_head(&self, bytes: u64) -> bool {
+        let mut s = self.budget.lock();
+        let head = s.queue.front().is_some_and(|w| Arc::ptr_eq(w, &self.waiter));
+        if !head || self.waiter.granted.load(Ordering::Acquire) {
+            return false;
+        }
+        let left = self.waiter.bytes().saturating_sub(bytes);
+        self.waiter.bytes.store(left, Ordering::Release);
+        self.budget.grant_waiters(&mut s);
+        true
+    }
+
+    /// Raises the request by `bytes` unless it was granted already (memory
+    /// handed to it is taken back while it waits behind another). Returns
+    /// whether it was raised.
+    pub(crate) fn raise_unless_granted(&self, bytes: u64) -> bool {
+        let _s = self.budget.lock();
+        if self.waiter.granted.load(Ordering::Acquire) {
+            return false;
+        }
+        self.waiter.bytes.fetch_add(bytes, Ordering::AcqRel);
+        true
+    }
+
+    /// Whether the request is at the head of the queue.
+    pub(crate) fn is_head(&self) -> bool {
+        let s = self.budget.lock();
+        s.queue.front().is_some_and(|w| Arc::ptr_eq(w, &self.waiter))
+    }
+
+    /// Blocks until the request is granted; the reservation holds what was
+    /// asked less what it was lowered by.
+    pub(crate) fn wait(&self) -> Reservation {
+        self.budget.wait_for_grant(&self.waiter)
+    }
 }
 
 /// Future returned by [`MemoryBudget::acquire`].
@@ -641,11 +729,20 @@ impl Drop for Acquire {
 pub struct Reservation {
     budget: Arc<MemoryBudget>,
     bytes: u64,
+    /// Pool buffers set aside for the work these bytes admitted (see
+    /// [`PinnedPool::admit_blocking`](crate::PinnedPool::admit_blocking));
+    /// they go back to the pool with the reservation. Not passed on by
+    /// [`split`](Self::split).
+    pub(crate) earmark: Option<crate::pool::Earmark>,
 }
 
 impl Reservation {
     fn new(budget: Arc<MemoryBudget>, bytes: u64) -> Self {
-        Reservation { budget, bytes }
+        Reservation {
+            budget,
+            bytes,
+            earmark: None,
+        }
     }
 
     /// An empty reservation of `budget`, to merge others into.
@@ -686,6 +783,9 @@ impl Reservation {
             return Err(Error::ForeignReservation);
         }
         self.bytes += std::mem::take(&mut other.bytes);
+        if self.earmark.is_none() {
+            self.earmark = other.earmark.take();
+        }
         Ok(())
     }
 }

@@ -275,15 +275,26 @@ impl Inner {
         let admission = tracing::info_span!(parent: &span, Phase::Admission.name()).entered();
         let slot = self.synthesis_slot(job.priority);
         let mut srs_part = 0;
+        let mut load_claim = None;
         let parts = p.partition.parts();
         let (mut funds, srs, load) = loop {
             let admitted = self.working_set(&job.circuit_id, parts).and_then(|ws| {
-                if srs_part == 0 && !self.srs.is_loaded(&job.circuit_id) {
-                    srs_part = self.srs.load_estimate(&job.circuit_id)?;
+                if srs_part == 0 && load_claim.is_none() {
+                    load_claim = self.srs.claim_load(&job.circuit_id, || job.stopped());
+                    if load_claim.is_some() {
+                        srs_part = self.srs.load_estimate(&job.circuit_id)?;
+                    }
                 }
-                Ok(self
-                    .budget
-                    .acquire_blocking_ranked(ws.saturating_add(srs_part), job.priority.rank())?)
+                // Through the pool: the buffers it will synthesize into are
+                // set aside or handed over, never freed and pinned again.
+                let buffers = self.partition_buffers(&job.circuit_id)?;
+                let pooled: u64 = buffers
+                    .iter()
+                    .filter(|&&b| b > 0)
+                    .map(|&b| self.pool.rounded_size(b).map(|r| r as u64))
+                    .sum::<Result<u64, _>>()?;
+                let other = ws.saturating_sub(pooled).saturating_add(srs_part);
+                Ok(self.pool.admit_blocking(&buffers, other, job.priority.rank())?)
             });
             let mut funds = match admitted {
                 Ok(f) => f,
@@ -301,13 +312,19 @@ impl Inner {
                 // Leftover load funds (resident after all) are released here.
                 Ok(Acquired::Ready(srs, load)) => break (funds, srs, load),
                 // Evicted since the admission was sized: admit again, larger.
-                Ok(Acquired::NeedsFunds(n)) => srs_part = n,
+                Ok(Acquired::NeedsFunds) => {
+                    // Claimed afresh: another partition may load it first.
+                    load_claim = None;
+                    srs_part = 0;
+                }
                 Err(e) => {
                     self.fail(&job, format!("parameters of {}: {}", job.circuit_id, ErrorChain(&e)));
                     return None;
                 }
             }
         };
+        // Loaded (or resident): partitions waiting for the claim look again.
+        drop(load_claim);
         drop(admission);
         taken.admitted();
         timings.budget_wait = t.elapsed().saturating_sub(load);

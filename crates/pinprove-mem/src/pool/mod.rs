@@ -21,6 +21,11 @@
 //! while others wait, for work that must start at once (a WinningPoSt)
 //! whatever the background is doing.
 //!
+//! Work admitted through the pool ([`PinnedPool::admit_blocking`]) has the
+//! idle buffers it will check out set aside for it, and while it waits for
+//! memory a buffer coming back is handed to it rather than freed and pinned
+//! again (see the `admission` module).
+//!
 //! A returned buffer can carry a [`UseFence`] — for example a CUDA event
 //! recorded after the copy that reads it — and is reused only after the
 //! fence has completed, never when the copy is merely enqueued.
@@ -32,6 +37,11 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak, mpsc};
 use std::time::{Duration, Instant};
+
+mod admission;
+
+pub(crate) use admission::Earmark;
+use admission::{Earmarked, Wanting};
 
 use crate::alloc::{HostAllocator, HostMemory, MemoryKind, PAGE};
 use crate::budget::{Evictor, MemoryBudget, Reservation};
@@ -102,6 +112,12 @@ pub struct PoolStats {
     pub fenced_bytes: u64,
     /// Number of idle buffers.
     pub idle_buffers: usize,
+    /// Bytes of buffers set aside for admitted work that has not checked
+    /// them out yet (see [`PinnedPool::admit_blocking`]).
+    pub earmarked_bytes: u64,
+    /// Returned buffers handed to an admission waiting for memory instead
+    /// of being freed (and pinned again by that admission).
+    pub handed_over: u64,
     /// Bytes the warm sets ask the pool to hold (idle or in use).
     pub warm_bytes: u64,
     /// Of those, bytes the pool holds now.
@@ -158,6 +174,10 @@ struct State {
     held: BTreeMap<usize, usize>,
     /// Warm sets by name.
     warm: BTreeMap<String, WarmSet>,
+    /// Buffers set aside for admitted work, by earmark id.
+    earmarked: Vec<Earmarked>,
+    /// Admissions waiting in the budget, with the buffers they lack.
+    wanting: Vec<Wanting>,
 }
 
 struct WarmSet {
@@ -212,6 +232,14 @@ impl State {
         })
     }
 
+    /// Takes `block` out of the accounts, to be freed.
+    fn drop_block(&mut self, block: Block) -> Block {
+        let len = block.mem.len();
+        self.allocated -= len as u64;
+        self.forget_block(len);
+        block
+    }
+
     fn forget_block(&mut self, len: usize) {
         if let Some(n) = self.held.get_mut(&len) {
             *n -= 1;
@@ -223,6 +251,16 @@ impl State {
 
     fn idle_bytes(&self) -> u64 {
         self.idle.keys().map(|(len, _)| *len as u64).sum()
+    }
+
+    /// The best-fitting idle buffer of at least `size` and at most `limit`
+    /// bytes.
+    fn best_idle(&self, size: usize, limit: usize) -> Option<(usize, u64)> {
+        self.idle
+            .range((size, 0)..)
+            .next()
+            .map(|(key, _)| *key)
+            .filter(|(len, _)| *len <= limit)
     }
 
     /// Moves buffers whose fences have completed to the idle set.
@@ -268,6 +306,7 @@ struct Counters {
     freed_bytes: AtomicU64,
     spills: AtomicU64,
     spill_bytes: AtomicU64,
+    handed_over: AtomicU64,
 }
 
 /// A pool of reusable host buffers. Create with [`PinnedPool::new`].
@@ -278,6 +317,7 @@ pub struct PinnedPool {
     state: Mutex<State>,
     counters: Counters,
     next_id: AtomicU64,
+    next_earmark: AtomicU64,
     /// Dropping it stops the idle trimmer thread.
     _trimmer: Option<mpsc::Sender<()>>,
 }
@@ -307,6 +347,7 @@ impl PinnedPool {
                 state: Mutex::new(State::default()),
                 counters: Counters::default(),
                 next_id: AtomicU64::new(0),
+                next_earmark: AtomicU64::new(0),
                 _trimmer: trimmer,
             }
         });
@@ -392,6 +433,10 @@ impl PinnedPool {
             return Err(Error::ForeignReservation);
         }
         let size = self.rounded_size(bytes)?;
+        // Set aside for this work at its admission: covered, and not in `funds`.
+        if let Some(b) = funds.earmark.as_ref().and_then(|e| self.take_earmarked(e.id(), size)) {
+            return Ok(b);
+        }
         if let Some(b) = self.take_idle(size, false) {
             funds.release(size as u64);
             return Ok(b);
@@ -579,6 +624,8 @@ impl PinnedPool {
             checked_out_bytes: s.checked_out,
             fenced_bytes: s.fenced.iter().map(|f| f.block.mem.len() as u64).sum(),
             idle_buffers: s.idle.len(),
+            earmarked_bytes: s.earmarked.iter().map(|e| e.block.mem.len() as u64).sum(),
+            handed_over: c.handed_over.load(Ordering::Relaxed),
             warm_bytes,
             warm_ready_bytes,
             checked_out_buffers: s.checked_out_buffers,
@@ -606,25 +653,21 @@ impl PinnedPool {
     /// Best fit among idle buffers no larger than `max_oversize × size`
     /// (any size when `any_size`).
     fn take_idle(self: &Arc<Self>, size: usize, any_size: bool) -> Option<PoolBuffer> {
-        let limit = if any_size {
-            usize::MAX
-        } else {
-            ((size as f64) * self.config.max_oversize) as usize
-        };
+        let limit = if any_size { usize::MAX } else { self.fit_limit(size) };
         let mut s = self.lock();
         s.collect_fenced();
-        let key = *s
-            .idle
-            .range((size, 0)..)
-            .next()
-            .filter(|((len, _), _)| *len <= limit)?
-            .0;
+        let key = s.best_idle(size, limit)?;
         let idle = s.idle.remove(&key).expect("key just found");
         s.checked_out += key.0 as u64;
         s.checked_out_buffers += 1;
         drop(s);
         self.counters.reuse_hits.fetch_add(1, Ordering::Relaxed);
         Some(PoolBuffer::new(Arc::clone(self), idle.block))
+    }
+
+    /// The largest buffer that serves a request of `size` bytes.
+    fn fit_limit(&self, size: usize) -> usize {
+        ((size as f64) * self.config.max_oversize) as usize
     }
 
     /// When the budget cannot fund a fresh buffer without evicting, a larger
@@ -669,28 +712,38 @@ impl PinnedPool {
         let mut s = self.lock();
         s.checked_out -= len;
         s.checked_out_buffers -= 1;
-        match fence {
+        let victim = match fence {
             Some(fence) if !fence.is_complete() => {
                 s.fenced.push(Fenced { block, fence });
+                None
             }
-            _ if discard || (pressure && !s.all_kept(len as usize)) => {
-                // Not worth keeping, or others are waiting for memory (and
-                // no kept set needs it).
-                s.allocated -= len;
-                s.forget_block(len as usize);
-                drop(s);
-                self.free(vec![block]);
-            }
-            _ => {
-                s.idle.insert(
-                    (block.mem.len(), block.id),
-                    Idle {
-                        block,
-                        since: Instant::now(),
-                    },
-                );
-            }
+            _ => self.place(&mut s, block, discard, pressure),
+        };
+        drop(s);
+        self.free(victim.into_iter().collect());
+    }
+
+    /// Puts a buffer nobody uses where it belongs: to an admission waiting
+    /// for one of its size, idle, or — when `discard` is set or others wait
+    /// for memory (and no kept set needs it) — out of the pool, returned
+    /// for the caller to free outside the lock.
+    fn place(&self, s: &mut State, block: Block, discard: bool, pressure: bool) -> Option<Block> {
+        let len = block.mem.len();
+        if discard {
+            return Some(s.drop_block(block));
         }
+        let block = self.hand_over(s, block)?;
+        if pressure && !s.all_kept(len) {
+            return Some(s.drop_block(block));
+        }
+        s.idle.insert(
+            (len, block.id),
+            Idle {
+                block,
+                since: Instant::now(),
+            },
+        );
+        None
     }
 
     fn free(&self, blocks: Vec<Block>) -> u64 {
@@ -713,6 +766,10 @@ impl Evictor for PinnedPool {
     }
 
     fn evict(&self, bytes: u64) -> u64 {
+        // Buffers an admission at the head of the queue waits for go to it
+        // (they lower its request), those set aside for admissions behind
+        // it are taken back; the rest is freed as asked.
+        self.rebalance();
         self.shrink_unkept(bytes)
     }
 }

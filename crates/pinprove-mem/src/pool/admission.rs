@@ -1,0 +1,240 @@
+//! Admission through the pool: buffers set aside for admitted work, and
+//! buffers handed to work waiting for memory instead of being freed.
+//!
+//! Without this, a pool under pressure churns: while an admission waits for
+//! memory, every buffer that comes back is freed so that its bytes go to the
+//! admission, which then pins a fresh buffer of the same size — pinning the
+//! GPU ends up waiting for (measured on the H200 at 2^26: 27 fresh pins,
+//! 15 s, on threads a device waited for, in a pool that had stopped
+//! growing). Admitting through the pool keeps the buffer instead: the
+//! admission's request in the budget is lowered by the buffer's size, and
+//! the buffer, still covered by its own reservation, is set aside (an
+//! earmark) for that admission's checkouts. Only the request at the head of
+//! the budget's queue is handed buffers, so nothing overtakes it.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+
+use super::{PinnedPool, PoolBuffer, State};
+use crate::budget::{Queued, Rank};
+use crate::{Reservation, Result};
+
+/// Pool buffers set aside for one admission, travelling with its
+/// [`Reservation`]; when the reservation drops, the buffers it did not
+/// check out go back to the pool.
+pub(crate) struct Earmark {
+    pool: Weak<PinnedPool>,
+    id: u64,
+}
+
+impl Earmark {
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl Drop for Earmark {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.upgrade() {
+            pool.release_earmark(self.id);
+        }
+    }
+}
+
+/// A buffer set aside for an admission.
+pub(super) struct Earmarked {
+    earmark: u64,
+    pub(super) block: super::Block,
+    /// The size (rounded) of the request it serves: what the admission's
+    /// budget request was spared.
+    serves: usize,
+}
+
+/// An admission waiting in the budget, and the buffer sizes (rounded) it
+/// has not got yet.
+pub(super) struct Wanting {
+    earmark: u64,
+    sizes: Vec<usize>,
+    queued: Queued,
+}
+
+impl PinnedPool {
+    /// Admits work that will check out buffers of `sizes` bytes (through
+    /// [`checkout_funded`](Self::checkout_funded) with the returned
+    /// reservation) and needs `other` bytes besides, waiting for memory as
+    /// [`MemoryBudget::acquire_blocking_ranked`](crate::MemoryBudget::acquire_blocking_ranked)
+    /// does at `rank`.
+    ///
+    /// Idle buffers that fit are set aside for the work now, and the budget
+    /// is asked only for what they do not cover; while the request waits,
+    /// buffers coming back that it lacks are handed to it. The reservation
+    /// holds the bytes asked for less those of the buffers set aside; its
+    /// checkouts take those buffers first, and the ones left when it drops
+    /// go back to the pool.
+    pub fn admit_blocking(self: &Arc<Self>, sizes: &[usize], other: u64, rank: Rank) -> Result<Reservation> {
+        let mut wanted = Vec::with_capacity(sizes.len());
+        for &b in sizes.iter().filter(|&&b| b > 0) {
+            wanted.push(self.rounded_size(b)?);
+        }
+        // Largest first: a big buffer is the one worth not pinning again.
+        wanted.sort_unstable_by(|a, b| b.cmp(a));
+        let earmark = Earmark {
+            pool: Arc::downgrade(self),
+            id: self.next_earmark.fetch_add(1, Ordering::Relaxed),
+        };
+        let mut missing = Vec::new();
+        {
+            let mut s = self.lock();
+            s.collect_fenced();
+            for size in wanted {
+                match s.best_idle(size, self.fit_limit(size)) {
+                    Some(key) => {
+                        let idle = s.idle.remove(&key).expect("key just found");
+                        s.earmarked.push(Earmarked {
+                            earmark: earmark.id,
+                            block: idle.block,
+                            serves: size,
+                        });
+                    }
+                    None => missing.push(size),
+                }
+            }
+        }
+        let need = missing.iter().map(|&b| b as u64).fold(other, u64::saturating_add);
+        // On error the earmark drops here, and what it set aside goes back.
+        let queued = match self.budget.enqueue_lowerable(need, rank)? {
+            Ok(mut granted) => {
+                granted.earmark = Some(earmark);
+                return Ok(granted);
+            }
+            Err(queued) => queued,
+        };
+        {
+            let mut s = self.lock();
+            s.wanting.push(Wanting {
+                earmark: earmark.id,
+                sizes: missing,
+                queued: queued.clone(),
+            });
+            // Buffers that came back while the request was being queued.
+            self.offer_locked(&mut s);
+        }
+        // Only now, with idle buffers it lacks handed to it, is idle memory
+        // evicted for the request.
+        self.budget.reclaim();
+        let mut granted = queued.wait();
+        self.lock().wanting.retain(|w| w.earmark != earmark.id);
+        granted.earmark = Some(earmark);
+        Ok(granted)
+    }
+
+    /// A buffer set aside under `earmark` that serves a request of `size`
+    /// (rounded) bytes, checked out.
+    pub(super) fn take_earmarked(self: &Arc<Self>, earmark: u64, size: usize) -> Option<PoolBuffer> {
+        let limit = self.fit_limit(size);
+        let mut s = self.lock();
+        let at = s
+            .earmarked
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.earmark == earmark && (size..=limit).contains(&e.block.mem.len()))
+            .min_by_key(|(_, e)| e.block.mem.len())
+            .map(|(i, _)| i)?;
+        let block = s.earmarked.swap_remove(at).block;
+        s.checked_out += block.mem.len() as u64;
+        s.checked_out_buffers += 1;
+        drop(s);
+        self.counters.reuse_hits.fetch_add(1, Ordering::Relaxed);
+        Some(PoolBuffer::new(Arc::clone(self), block))
+    }
+
+    /// Hands `block` to the admission at the head of the budget's queue if
+    /// it lacks a buffer `block` serves, lowering its request; returns the
+    /// block otherwise.
+    pub(super) fn hand_over(&self, s: &mut State, block: super::Block) -> Option<super::Block> {
+        let len = block.mem.len();
+        for w in &mut s.wanting {
+            // The largest size this block serves.
+            let Some(i) = (0..w.sizes.len())
+                .filter(|&i| w.sizes[i] <= len && len <= self.fit_limit(w.sizes[i]))
+                .max_by_key(|&i| w.sizes[i])
+            else {
+                continue;
+            };
+            if w.queued.lower_if_head(w.sizes[i] as u64) {
+                let serves = w.sizes.swap_remove(i);
+                s.earmarked.push(Earmarked {
+                    earmark: w.earmark,
+                    block,
+                    serves,
+                });
+                self.counters.handed_over.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(bytes = len, "pool handed a returned buffer to a waiting admission");
+                return None;
+            }
+        }
+        Some(block)
+    }
+
+    /// For the budget's eviction: takes back the buffers set aside for
+    /// admissions that wait behind another (raising their requests again),
+    /// so that no request waits for memory set aside for one behind it, and
+    /// hands idle buffers to the admission at the head of the queue.
+    pub(super) fn rebalance(&self) {
+        let mut s = self.lock();
+        let State {
+            wanting,
+            earmarked,
+            idle,
+            ..
+        } = &mut *s;
+        for w in wanting.iter_mut().filter(|w| !w.queued.is_head()) {
+            let mut i = 0;
+            while i < earmarked.len() {
+                let e = &earmarked[i];
+                if e.earmark != w.earmark || !w.queued.raise_unless_granted(e.serves as u64) {
+                    i += 1;
+                    continue;
+                }
+                let e = earmarked.swap_remove(i);
+                w.sizes.push(e.serves);
+                idle.insert(
+                    (e.block.mem.len(), e.block.id),
+                    super::Idle {
+                        block: e.block,
+                        since: std::time::Instant::now(),
+                    },
+                );
+            }
+        }
+        self.offer_locked(&mut s);
+    }
+
+    fn offer_locked(&self, s: &mut State) {
+        if s.wanting.is_empty() {
+            return;
+        }
+        s.collect_fenced();
+        let keys: Vec<(usize, u64)> = s.idle.keys().copied().collect();
+        for key in keys {
+            let idle = s.idle.remove(&key).expect("key just listed");
+            let since = idle.since;
+            if let Some(block) = self.hand_over(s, idle.block) {
+                s.idle.insert(key, super::Idle { block, since });
+            }
+        }
+    }
+
+    /// Puts back what `earmark` set aside and nobody checked out.
+    fn release_earmark(&self, earmark: u64) {
+        let pressure = self.budget.has_waiters();
+        let mut s = self.lock();
+        let mut victims = Vec::new();
+        while let Some(at) = s.earmarked.iter().position(|e| e.earmark == earmark) {
+            let block = s.earmarked.swap_remove(at).block;
+            victims.extend(self.place(&mut s, block, false, pressure));
+        }
+        drop(s);
+        self.free(victims);
+    }
+}

@@ -1,0 +1,215 @@
+//! Admission through the pool: idle buffers set aside for admitted work, and
+//! buffers handed to work waiting for memory instead of freed and pinned
+//! again.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread;
+use std::time::Duration;
+
+use pinprove_mem::{HeapAllocator, MIB, MemoryBudget, PinnedPool, PoolConfig, Rank, UseFence};
+
+const M: u64 = MIB as u64;
+
+fn pool(total: u64) -> (Arc<MemoryBudget>, Arc<PinnedPool>) {
+    let budget = MemoryBudget::new(total);
+    let config = PoolConfig {
+        idle_timeout: None,
+        ..PoolConfig::default()
+    };
+    let pool = PinnedPool::new(Arc::new(HeapAllocator::new(false)), Arc::clone(&budget), config);
+    (budget, pool)
+}
+
+fn wait_for_waiter(budget: &MemoryBudget) {
+    while !budget.has_waiters() {
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn idle_buffers_are_set_aside_and_not_asked_of_the_budget() {
+    let (budget, pool) = pool(64 * M);
+    drop(pool.try_checkout(16 * MIB).unwrap());
+    assert_eq!(budget.used(), 16 * M);
+
+    let mut funds = pool.admit_blocking(&[16 * MIB, 4 * MIB], M, Rank::NORMAL).unwrap();
+    // The idle 16 MiB buffer covers itself: the budget gave 4 MiB + 1 MiB.
+    assert_eq!(funds.bytes(), 5 * M);
+    assert_eq!(budget.used(), 21 * M);
+    let s = pool.stats();
+    assert_eq!((s.idle_bytes, s.earmarked_bytes), (0, 16 * M));
+    // Nobody else gets it.
+    let other = pool.try_checkout(16 * MIB).unwrap();
+    assert_eq!(pool.stats().fresh_allocations, 2);
+
+    let big = pool.checkout_funded(16 * MIB, &mut funds).unwrap();
+    assert_eq!(funds.bytes(), 5 * M, "a set-aside buffer takes nothing from the funds");
+    let small = pool.checkout_funded(4 * MIB, &mut funds).unwrap();
+    assert_eq!(funds.bytes(), M);
+    let s = pool.stats();
+    assert_eq!((s.fresh_allocations, s.reuse_hits, s.earmarked_bytes), (3, 1, 0));
+    drop((big, small, other, funds));
+    pool.clear_idle();
+    assert_eq!(budget.used(), 0);
+}
+
+#[test]
+fn what_was_set_aside_and_not_taken_goes_back_with_the_funds() {
+    let (budget, pool) = pool(64 * M);
+    drop(pool.try_checkout(16 * MIB).unwrap());
+    let funds = pool.admit_blocking(&[16 * MIB], 0, Rank::NORMAL).unwrap();
+    assert_eq!(pool.stats().earmarked_bytes, 16 * M);
+    drop(funds);
+    let s = pool.stats();
+    assert_eq!(
+        (s.idle_bytes, s.earmarked_bytes, s.allocated_bytes),
+        (16 * M, 0, 16 * M)
+    );
+    assert_eq!(budget.used(), 16 * M);
+    // A split of the funds does not carry the earmark away.
+    let mut funds = pool.admit_blocking(&[16 * MIB], 2 * M, Rank::NORMAL).unwrap();
+    drop(funds.split(2 * M));
+    assert_eq!(pool.stats().earmarked_bytes, 16 * M);
+    let b = pool.checkout_funded(16 * MIB, &mut funds).unwrap();
+    assert_eq!(pool.stats().fresh_allocations, 1);
+    drop((b, funds));
+    pool.clear_idle();
+    assert_eq!(budget.used(), 0);
+}
+
+/// Admits `sizes` on another thread, then checks out each of them with the
+/// funds; sends back the fresh allocations counted after its checkouts.
+fn admit_and_check_out(pool: &Arc<PinnedPool>, sizes: Vec<usize>, other: u64) -> thread::JoinHandle<(u64, u64)> {
+    let pool = Arc::clone(pool);
+    thread::spawn(move || {
+        let mut funds = pool.admit_blocking(&sizes, other, Rank::NORMAL).unwrap();
+        let granted = funds.bytes();
+        let bufs: Vec<_> = sizes
+            .iter()
+            .map(|&b| pool.checkout_funded(b, &mut funds).unwrap())
+            .collect();
+        let fresh = pool.stats().fresh_allocations;
+        drop(bufs);
+        (granted, fresh)
+    })
+}
+
+#[test]
+fn a_buffer_returned_while_an_admission_waits_is_handed_to_it() {
+    let (budget, pool) = pool(64 * M);
+    let held = pool.try_checkout(48 * MIB).unwrap();
+    let waiter = admit_and_check_out(&pool, vec![48 * MIB], 2 * M);
+    wait_for_waiter(&budget);
+    drop(held);
+    let (granted, fresh) = waiter.join().unwrap();
+    assert_eq!(granted, 2 * M, "the request was lowered by the buffer handed over");
+    assert_eq!(fresh, 1, "the admission pinned nothing: it got the returned buffer");
+    let s = pool.stats();
+    assert_eq!((s.handed_over, s.freed_buffers, s.reuse_hits), (1, 0, 1));
+    pool.clear_idle();
+    assert_eq!(budget.used(), 0);
+}
+
+struct Flag(Arc<AtomicBool>);
+
+impl UseFence for Flag {
+    fn is_complete(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+    fn wait(&self) {
+        while !self.is_complete() {
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+#[test]
+fn a_fenced_buffer_is_handed_over_once_its_fence_completes() {
+    let (budget, pool) = pool(64 * M);
+    let mut held = pool.try_checkout(48 * MIB).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    held.set_use_fence(Box::new(Flag(Arc::clone(&done))));
+    let waiter = admit_and_check_out(&pool, vec![48 * MIB], 0);
+    wait_for_waiter(&budget);
+    drop(held);
+    // Still read by the device: neither handed over nor freed.
+    budget.reclaim();
+    assert!(budget.has_waiters());
+    assert_eq!(pool.stats().fenced_bytes, 48 * M);
+    done.store(true, Ordering::SeqCst);
+    // What the engine does now and then while requests wait.
+    budget.reclaim();
+    let (granted, fresh) = waiter.join().unwrap();
+    assert_eq!((granted, fresh), (0, 1));
+    assert_eq!(pool.stats().freed_buffers, 0);
+    pool.clear_idle();
+    assert_eq!(budget.used(), 0);
+}
+
+#[test]
+fn only_the_head_of_the_queue_is_handed_buffers() {
+    let (budget, pool) = pool(64 * M);
+    let held = pool.try_checkout(32 * MIB).unwrap();
+    let also_held = pool.try_checkout(16 * MIB).unwrap();
+    // First in the queue: a plain request, not through the pool.
+    let (tx, rx) = mpsc::channel();
+    let b = Arc::clone(&budget);
+    let plain = thread::spawn(move || {
+        let r = b.acquire_blocking(40 * M).unwrap();
+        rx.recv().unwrap();
+        drop(r);
+    });
+    wait_for_waiter(&budget);
+    // Second: an admission that wants a buffer like the one held.
+    let admission = admit_and_check_out(&pool, vec![32 * MIB], 0);
+    while budget.stats().waiters < 2 {
+        thread::sleep(Duration::from_millis(2));
+    }
+    // The returned buffer is freed for the head, not handed to the second.
+    drop(held);
+    drop(also_held);
+    assert_eq!(pool.stats().handed_over, 0);
+    assert_eq!(pool.stats().freed_buffers, 2);
+    tx.send(()).unwrap();
+    plain.join().unwrap();
+    let (granted, fresh) = admission.join().unwrap();
+    assert_eq!((granted, fresh), (32 * M, 3));
+    pool.clear_idle();
+    assert_eq!(budget.used(), 0);
+}
+
+#[test]
+fn a_stream_of_admissions_under_pressure_pins_only_its_first_buffers() {
+    // Room for two partitions' buffers at a time; eight partitions in
+    // turn, each waiting for the one before the last to finish.
+    let (budget, pool) = pool(80 * M);
+    let sizes = vec![16 * MIB, 16 * MIB, 4 * MIB];
+    let mut handles = Vec::new();
+    for _ in 0..8 {
+        let pool = Arc::clone(&pool);
+        let sizes = sizes.clone();
+        handles.push(thread::spawn(move || {
+            let mut funds = pool.admit_blocking(&sizes, M, Rank::NORMAL).unwrap();
+            let bufs: Vec<_> = sizes
+                .iter()
+                .map(|&b| pool.checkout_funded(b, &mut funds).unwrap())
+                .collect();
+            thread::sleep(Duration::from_millis(20));
+            drop(bufs);
+        }));
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    let s = pool.stats();
+    // Two partitions' buffers pinned at first (6); a few more where an
+    // admission fit the budget before a buffer it wanted came back. Freeing
+    // returned buffers for the waiting admissions pins 20 or more.
+    assert!(s.fresh_allocations <= 9, "pinned again under pressure: {s:?}");
+    assert!(s.handed_over >= 6, "{s:?}");
+    assert_eq!(s.reuse_hits + s.fresh_allocations, 24);
+    assert_eq!(budget.used(), s.allocated_bytes);
+    pool.clear_idle();
+    assert_eq!(budget.used(), 0);
+}
