@@ -137,6 +137,9 @@ struct PipelineReport {
     pool_lane_allocations: u64,
     pool_lane_alloc_s: f64,
     pool_freed_buffers: u64,
+    /// Returned buffers handed to a partition waiting for memory instead of
+    /// being freed (and pinned again by it).
+    pool_handed_over: u64,
     peak_rss_bytes: Option<u64>,
     synthetic_params: bool,
     proofs_verified: usize,
@@ -403,6 +406,7 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
             .saturating_sub(pool_before.alloc_time)
             .as_secs_f64(),
         pool_freed_buffers: pool_after.freed_buffers - pool_before.freed_buffers,
+        pool_handed_over: pool_after.handed_over - pool_before.handed_over,
         peak_rss_bytes: peak,
         synthetic_params: args.synthetic_params,
         proofs_verified: verified,
@@ -452,13 +456,14 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         println!("  medians: {}", phase_text(&r.phases, Phase::ALL.iter()));
         println!(
             "  peak RSS {} against a budget of {}; pool: {} checkouts reused a buffer, {} allocated one ({} allocating), \
-             {} buffers freed; pinning by {}: {} allocations ({}) on threads a device waited for",
+             {} buffers freed, {} handed to a waiting partition; pinning by {}: {} allocations ({}) on threads a device waited for",
             r.peak_rss_bytes.map(bytes).unwrap_or_else(|| "?".into()),
             bytes(r.budget_bytes),
             r.pool_reuse_hits,
             r.pool_fresh_allocations,
             d(r.pool_alloc_s),
             r.pool_freed_buffers,
+            r.pool_handed_over,
             r.pinning,
             r.pool_lane_allocations,
             d(r.pool_lane_alloc_s)
