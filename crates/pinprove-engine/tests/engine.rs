@@ -863,6 +863,18 @@ fn preloading_warms_the_pool_for_a_stream_of_the_circuit() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A partition's working set and the loaded parameters' bytes, measured in
+/// an engine with room to spare: what the tests size tight budgets from.
+fn working_set_and_srs(c: &BenchCircuit, params: &std::path::Path, config: EngineConfig) -> (u64, u64) {
+    let (pool, _) = pool_with(1 << 30);
+    let engine = test_engine(&pool, config, 5, 5, 0);
+    engine.register_srs(&c.id(), params);
+    engine.preload_srs(&c.id()).unwrap();
+    assert!(engine.wait_quiet(Duration::from_secs(30)));
+    let srs: u64 = engine.status().srs.iter().map(|i| i.bytes).sum();
+    (engine.working_set(&c.id()).unwrap(), srs)
+}
+
 #[test]
 fn a_stream_waiting_for_memory_is_handed_returned_buffers_instead_of_pinning_again() {
     // A budget for about two partitions beside the parameters, and a job of
@@ -877,15 +889,7 @@ fn a_stream_waiting_for_memory_is_handed_returned_buffers_instead_of_pinning_aga
         warm_partitions: Some(0),
         ..EngineConfig::default()
     };
-    let (ws, srs) = {
-        let (pool, _) = pool_with(1 << 30);
-        let engine = test_engine(&pool, config(), 5, 5, 0);
-        engine.register_srs(&c.id(), &params);
-        engine.preload_srs(&c.id()).unwrap();
-        assert!(engine.wait_quiet(Duration::from_secs(30)));
-        let srs: u64 = engine.status().srs.iter().map(|i| i.bytes).sum();
-        (engine.working_set(&c.id()).unwrap(), srs)
-    };
+    let (ws, srs) = working_set_and_srs(&c, &params, config());
     let total = srs + ws * 5 / 2;
     let (pool, acct) = pool_with(total);
     let engine = test_engine(&pool, config(), 5, 5, 0);
@@ -921,15 +925,7 @@ fn partitions_of_a_type_not_yet_loaded_let_one_of_them_pay_for_the_load() {
         warm_partitions: Some(0),
         ..EngineConfig::default()
     };
-    let (ws, srs) = {
-        let (pool, _) = pool_with(1 << 30);
-        let engine = test_engine(&pool, config(), 5, 5, 0);
-        engine.register_srs(&c.id(), &params);
-        engine.preload_srs(&c.id()).unwrap();
-        assert!(engine.wait_quiet(Duration::from_secs(30)));
-        let srs: u64 = engine.status().srs.iter().map(|i| i.bytes).sum();
-        (engine.working_set(&c.id()).unwrap(), srs)
-    };
+    let (ws, srs) = working_set_and_srs(&c, &params, config());
     let total = srs + ws * 3 / 2;
     let (pool, acct) = pool_with(total);
     let engine = test_engine(&pool, config(), 0, 0, 0);

@@ -7,7 +7,9 @@ use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::Duration;
 
-use pinprove_mem::{HeapAllocator, MIB, MemoryBudget, PinnedPool, PoolConfig, Rank, UseFence};
+mod common;
+use common::Flag;
+use pinprove_mem::{HeapAllocator, MIB, MemoryBudget, PinnedPool, PoolConfig, Rank};
 
 const M: u64 = MIB as u64;
 
@@ -109,19 +111,6 @@ fn a_buffer_returned_while_an_admission_waits_is_handed_to_it() {
     assert_eq!((s.handed_over, s.freed_buffers, s.reuse_hits), (1, 0, 1));
     pool.clear_idle();
     assert_eq!(budget.used(), 0);
-}
-
-struct Flag(Arc<AtomicBool>);
-
-impl UseFence for Flag {
-    fn is_complete(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
-    fn wait(&self) {
-        while !self.is_complete() {
-            thread::sleep(Duration::from_millis(1));
-        }
-    }
 }
 
 #[test]

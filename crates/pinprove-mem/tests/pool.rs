@@ -3,9 +3,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use pinprove_mem::{
-    Error, HeapAllocator, HostAllocator, MIB, MemoryBudget, PinnedPool, PinnedVec, PoolConfig, UseFence,
-};
+mod common;
+use common::Flag;
+use pinprove_mem::{Error, HeapAllocator, HostAllocator, MIB, MemoryBudget, PinnedPool, PinnedVec, PoolConfig};
 
 fn heap() -> Arc<dyn HostAllocator> {
     // Prefaulting is exercised by the allocator's own tests; here it would
@@ -201,19 +201,6 @@ fn funded_checkouts_never_count_memory_twice() {
     drop((reused, big, funds));
     pool.clear_idle();
     assert_eq!(budget.used(), 0);
-}
-
-struct Flag(Arc<AtomicBool>);
-
-impl UseFence for Flag {
-    fn is_complete(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
-    fn wait(&self) {
-        while !self.is_complete() {
-            thread::yield_now();
-        }
-    }
 }
 
 #[test]

@@ -387,25 +387,22 @@ impl PinnedPool {
     /// Checks out a buffer of at least `bytes`, waiting for memory if the
     /// budget is full.
     pub fn checkout_blocking(self: &Arc<Self>, bytes: usize) -> Result<PoolBuffer> {
-        let size = self.rounded_size(bytes)?;
-        if let Some(b) = self.take_idle(size, false) {
-            return Ok(b);
-        }
-        if let Some(b) = self.take_oversized_if_tight(size) {
-            return Ok(b);
-        }
-        let coverage = self.budget.acquire_blocking(size as u64)?;
-        // Waiting may have taken long: a buffer may have come back meanwhile.
-        if let Some(b) = self.take_idle(size, false) {
-            return Ok(b);
-        }
-        self.allocate(size, coverage)
+        self.checkout_waiting(bytes, |budget, n| budget.acquire_blocking(n))
     }
 
     /// Like [`checkout_blocking`](Self::checkout_blocking) for memory that
     /// work already admitted needs to finish (a vector outgrowing its
     /// estimate): waits for memory but not behind queued admissions.
     pub fn checkout_urgent(self: &Arc<Self>, bytes: usize) -> Result<PoolBuffer> {
+        self.checkout_waiting(bytes, |budget, n| budget.acquire_urgent_blocking(n))
+    }
+
+    /// An idle buffer, or a fresh one covered by what `acquire` waits for.
+    fn checkout_waiting(
+        self: &Arc<Self>,
+        bytes: usize,
+        acquire: impl FnOnce(&Arc<MemoryBudget>, u64) -> Result<Reservation>,
+    ) -> Result<PoolBuffer> {
         let size = self.rounded_size(bytes)?;
         if let Some(b) = self.take_idle(size, false) {
             return Ok(b);
@@ -413,7 +410,8 @@ impl PinnedPool {
         if let Some(b) = self.take_oversized_if_tight(size) {
             return Ok(b);
         }
-        let coverage = self.budget.acquire_urgent_blocking(size as u64)?;
+        let coverage = acquire(&self.budget, size as u64)?;
+        // Waiting may have taken long: a buffer may have come back meanwhile.
         if let Some(b) = self.take_idle(size, false) {
             return Ok(b);
         }

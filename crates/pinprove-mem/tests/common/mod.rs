@@ -1,0 +1,23 @@
+//! Helpers shared by the pool's integration tests.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use pinprove_mem::UseFence;
+
+/// A use fence the test completes by setting the flag, as a GPU would by
+/// finishing the copy that reads a buffer.
+pub struct Flag(pub Arc<AtomicBool>);
+
+impl UseFence for Flag {
+    fn is_complete(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+    fn wait(&self) {
+        while !self.is_complete() {
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
