@@ -863,16 +863,53 @@ fn preloading_warms_the_pool_for_a_stream_of_the_circuit() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A partition's working set and the loaded parameters' bytes, measured in
-/// an engine with room to spare: what the tests size tight budgets from.
-fn working_set_and_srs(c: &BenchCircuit, params: &std::path::Path, config: EngineConfig) -> (u64, u64) {
-    let (pool, _) = pool_with(1 << 30);
-    let engine = test_engine(&pool, config, 5, 5, 0);
-    engine.register_srs(&c.id(), params);
-    engine.preload_srs(&c.id()).unwrap();
-    assert!(engine.wait_quiet(Duration::from_secs(30)));
-    let srs: u64 = engine.status().srs.iter().map(|i| i.bytes).sum();
-    (engine.working_set(&c.id()).unwrap(), srs)
+/// A job of `partitions` partitions of a 20,000-constraint circuit, each
+/// `synthesis_ms` slower to synthesize and `device_ms` to prove, run to
+/// completion in a budget of the parameters and `halves`/2 partitions'
+/// working sets (measured first with room to spare; no warm set, so that
+/// the pool grows only by the partitions' checkouts). Returns the pool,
+/// once the engine has gone idle and never held more than the budget.
+fn prove_in_tight_budget(
+    name: &str,
+    halves: u64,
+    partitions: usize,
+    synthesis_ms: u64,
+    device_ms: u64,
+) -> Arc<pinprove_mem::PinnedPool> {
+    let dir = temp_dir(name);
+    let c = BenchCircuit::new(20_000, WitnessMix::Random).unwrap();
+    let params = synthetic_params(&c, &dir);
+    let config = || EngineConfig {
+        synthesis_workers: 4,
+        warm_partitions: Some(0),
+        ..EngineConfig::default()
+    };
+    let (ws, srs) = {
+        let (pool, _) = pool_with(1 << 30);
+        let engine = test_engine(&pool, config(), 5, 5, 0);
+        engine.register_srs(&c.id(), &params);
+        engine.preload_srs(&c.id()).unwrap();
+        assert!(engine.wait_quiet(Duration::from_secs(30)));
+        let srs: u64 = engine.status().srs.iter().map(|i| i.bytes).sum();
+        (engine.working_set(&c.id()).unwrap(), srs)
+    };
+    let total = srs + ws * halves / 2;
+    let (pool, acct) = pool_with(total);
+    let engine = test_engine(&pool, config(), device_ms, device_ms, 0);
+    engine.register_srs(&c.id(), &params);
+    let id = engine
+        .submit(spec(
+            &c.id(),
+            Priority::Normal,
+            (0..partitions).map(|_| slow(&c, synthesis_ms)).collect(),
+        ))
+        .unwrap();
+    let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
+    assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    assert!(acct.max.load(Ordering::SeqCst) <= total);
+    assert_idle(&engine, &pool, &acct, name);
+    std::fs::remove_dir_all(&dir).unwrap();
+    pool
 }
 
 #[test]
@@ -881,33 +918,13 @@ fn a_stream_waiting_for_memory_is_handed_returned_buffers_instead_of_pinning_aga
     // eight: partitions wait for memory while others give their buffers
     // back. Those buffers go to the waiting partitions; freeing them for
     // their bytes would make each partition pin its five buffers afresh.
-    let dir = temp_dir("handover");
-    let c = BenchCircuit::new(20_000, WitnessMix::Random).unwrap();
-    let params = synthetic_params(&c, &dir);
-    let config = || EngineConfig {
-        synthesis_workers: 4,
-        warm_partitions: Some(0),
-        ..EngineConfig::default()
-    };
-    let (ws, srs) = working_set_and_srs(&c, &params, config());
-    let total = srs + ws * 5 / 2;
-    let (pool, acct) = pool_with(total);
-    let engine = test_engine(&pool, config(), 5, 5, 0);
-    engine.register_srs(&c.id(), &params);
-    let id = engine
-        .submit(spec(&c.id(), Priority::Normal, (0..8).map(|_| slow(&c, 20)).collect()))
-        .unwrap();
-    let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-    assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    let pool = prove_in_tight_budget("handover", 5, 8, 20, 5);
     let s = pool.stats();
     assert!(s.handed_over > 0, "no partition waited for memory: {s:?}");
     // Two partitions' five buffers, and a few where a partition fitted the
     // budget before a buffer it needed came back; 40 if every partition
     // pinned its own.
     assert!(s.fresh_allocations <= 16, "{s:?}");
-    assert!(acct.max.load(Ordering::SeqCst) <= total);
-    assert_idle(&engine, &pool, &acct, "handover");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -915,34 +932,14 @@ fn partitions_of_a_type_not_yet_loaded_let_one_of_them_pay_for_the_load() {
     // Room for the parameters once and a partition and a half. Were every
     // partition to reserve the load, those queued behind the first would
     // keep asking for the parameters' bytes after it loaded them, and wait
-    // until the idle parameters were evicted (minutes), only to load them
-    // again.
-    let dir = temp_dir("load-claim");
-    let c = BenchCircuit::new(20_000, WitnessMix::Random).unwrap();
-    let params = synthetic_params(&c, &dir);
-    let config = || EngineConfig {
-        synthesis_workers: 4,
-        warm_partitions: Some(0),
-        ..EngineConfig::default()
-    };
-    let (ws, srs) = working_set_and_srs(&c, &params, config());
-    let total = srs + ws * 3 / 2;
-    let (pool, acct) = pool_with(total);
-    let engine = test_engine(&pool, config(), 0, 0, 0);
-    engine.register_srs(&c.id(), &params);
-    let id = engine
-        .submit(spec(&c.id(), Priority::Normal, (0..4).map(|_| slow(&c, 0)).collect()))
-        .unwrap();
-    let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-    assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    // until the idle parameters were evicted (minutes: the job would time
+    // out), only to load them again.
+    let pool = prove_in_tight_budget("load-claim", 3, 4, 0, 0);
     assert_eq!(
         pool.budget().stats().evicted_bytes,
         0,
         "the parameters were loaded once"
     );
-    assert!(acct.max.load(Ordering::SeqCst) <= total);
-    assert_idle(&engine, &pool, &acct, "load-claim");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
