@@ -189,6 +189,12 @@ pub(crate) fn render(metrics: &Metrics, s: &EngineStatus) -> String {
         "Time spent allocating pool buffers.",
         s.pool_alloc_time.as_secs_f64(),
     );
+    counter(
+        o,
+        "pinprove_pool_handed_over_total",
+        "Returned pool buffers handed to a partition waiting for memory instead of being freed.",
+        s.pool_handed_over as f64,
+    );
     for q in &s.queues {
         let l = label("circuit", &q.circuit_id);
         gauge(o, "pinprove_queue_pending", "Partitions waiting.", &l, q.pending as f64);

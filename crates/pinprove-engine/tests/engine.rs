@@ -383,6 +383,7 @@ fn timelines_and_metrics_describe_the_run() {
         "pinprove_pool_idle_bytes",
         "pinprove_pool_fresh_allocations_total",
         "pinprove_pool_alloc_seconds_total",
+        "pinprove_pool_handed_over_total",
         "pinprove_device_busy_fraction{device=\"test0\"}",
     ] {
         assert!(m.contains(line), "{line} missing:\n{m}");
@@ -908,6 +909,7 @@ fn prove_in_tight_budget(
     assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
     assert!(acct.max.load(Ordering::SeqCst) <= total);
     assert_idle(&engine, &pool, &acct, name);
+    assert_eq!(engine.status().pool_handed_over, pool.stats().handed_over);
     std::fs::remove_dir_all(&dir).unwrap();
     pool
 }

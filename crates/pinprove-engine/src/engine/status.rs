@@ -124,6 +124,9 @@ pub struct EngineStatus {
     pub pool_fresh_allocations: u64,
     /// Time spent in those allocations since start.
     pub pool_alloc_time: Duration,
+    /// Buffers given back while a partition waited for memory and handed
+    /// to it, instead of being freed and pinned again, since start.
+    pub pool_handed_over: u64,
     /// Proofs completed since start.
     pub proofs_completed: u64,
     /// Proofs failed since start.
@@ -200,6 +203,7 @@ impl Inner {
             pool_checked_out: pool.checked_out_bytes,
             pool_fresh_allocations: pool.fresh_allocations,
             pool_alloc_time: pool.alloc_time,
+            pool_handed_over: pool.handed_over,
             proofs_completed: self.metrics.proofs_completed(),
             proofs_failed: self.metrics.proofs_failed(),
             uptime,
