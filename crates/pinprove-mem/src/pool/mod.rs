@@ -39,9 +39,12 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak, mpsc};
 use std::time::{Duration, Instant};
 
 mod admission;
+mod warm;
 
 pub(crate) use admission::Earmark;
 use admission::{Earmarked, Wanting};
+pub use warm::WarmReport;
+use warm::WarmSet;
 
 use crate::alloc::{HostAllocator, HostMemory, MemoryKind, PAGE};
 use crate::budget::{Evictor, MemoryBudget, Reservation};
@@ -70,19 +73,6 @@ impl Default for PoolConfig {
             min_buffer: 64 * 1024,
         }
     }
-}
-
-/// What [`PinnedPool::keep_warm`] did. A call makes up for what every warm
-/// set lacks, not only its own: allocated and missing bytes count all sets.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct WarmReport {
-    /// Bytes of the set asked for.
-    pub wanted_bytes: u64,
-    /// Bytes allocated now, for any warm set (the rest was held already, or
-    /// is missing).
-    pub allocated_bytes: u64,
-    /// Bytes of any warm set the budget could not spare.
-    pub missing_bytes: u64,
 }
 
 /// Something that completes when the device work using a buffer is done.
@@ -180,58 +170,7 @@ struct State {
     wanting: Vec<Wanting>,
 }
 
-struct WarmSet {
-    /// Buffers per size.
-    sizes: BTreeMap<usize, usize>,
-    /// Kept under pressure (see [`PinnedPool::keep_reserved`]).
-    kept: bool,
-}
-
 impl State {
-    /// Buffers per size all warm sets together ask for.
-    fn warm_counts(&self) -> BTreeMap<usize, usize> {
-        self.counts(|_| true)
-    }
-
-    /// Buffers per size the kept sets ask for.
-    fn kept_counts(&self) -> BTreeMap<usize, usize> {
-        self.counts(|set| set.kept)
-    }
-
-    fn counts(&self, which: impl Fn(&WarmSet) -> bool) -> BTreeMap<usize, usize> {
-        let mut all = BTreeMap::new();
-        for set in self.warm.values().filter(|set| which(set)) {
-            for (&size, &n) in &set.sizes {
-                *all.entry(size).or_insert(0) += n;
-            }
-        }
-        all
-    }
-
-    /// Per size, how many of the buffers held are beyond `wanted`: those
-    /// that may be freed.
-    fn spare_beyond(&self, wanted: &BTreeMap<usize, usize>) -> BTreeMap<usize, usize> {
-        self.held
-            .iter()
-            .map(|(&size, &n)| (size, n.saturating_sub(wanted.get(&size).copied().unwrap_or(0))))
-            .collect()
-    }
-
-    /// Whether every buffer of `size` the pool holds is one a kept set
-    /// asks for.
-    fn all_kept(&self, size: usize) -> bool {
-        let held = self.held.get(&size).copied().unwrap_or(0);
-        held > 0 && held <= self.kept_counts().get(&size).copied().unwrap_or(0)
-    }
-
-    /// The warm sets' bytes, and how many of them are held now.
-    fn warm_bytes(&self) -> (u64, u64) {
-        self.warm_counts().iter().fold((0, 0), |(want, have), (&size, &n)| {
-            let held = self.held.get(&size).copied().unwrap_or(0).min(n);
-            (want + (size * n) as u64, have + (size * held) as u64)
-        })
-    }
-
     /// Takes `block` out of the accounts, to be freed.
     fn drop_block(&mut self, block: Block) -> Block {
         let len = block.mem.len();
@@ -537,76 +476,6 @@ impl PinnedPool {
             victims
         };
         self.free(victims)
-    }
-
-    /// Keeps the buffers of `sizes` (requests in bytes, rounded as
-    /// checkouts are) ready under `name`, replacing what `name` asked for
-    /// before: missing buffers are allocated now, out of spare budget only
-    /// (nothing is evicted and nobody waiting is overtaken), and held idle
-    /// past the idle timeout. Buffers in use count as held. Call it from a
-    /// thread that may wait: pinning takes long. Returns what was asked, made
-    /// and left missing.
-    pub fn keep_warm(self: &Arc<Self>, name: &str, sizes: &[usize]) -> Result<WarmReport> {
-        self.warm_set(name, sizes, false)
-    }
-
-    /// Like [`keep_warm`](Self::keep_warm), and these buffers stay while
-    /// others wait for memory: the budget's eviction leaves them and a
-    /// returned one is kept idle, not freed. For work that must start at
-    /// once whatever else runs (a WinningPoSt's buffers), and small: their
-    /// bytes are out of everyone else's reach for as long as the set lasts.
-    pub fn keep_reserved(self: &Arc<Self>, name: &str, sizes: &[usize]) -> Result<WarmReport> {
-        self.warm_set(name, sizes, true)
-    }
-
-    fn warm_set(self: &Arc<Self>, name: &str, sizes: &[usize], kept: bool) -> Result<WarmReport> {
-        let mut set: BTreeMap<usize, usize> = BTreeMap::new();
-        for &b in sizes {
-            *set.entry(self.rounded_size(b)?).or_insert(0) += 1;
-        }
-        let wanted: u64 = set.iter().map(|(&size, &n)| (size * n) as u64).sum();
-        let missing: Vec<usize> = {
-            let mut s = self.lock();
-            if set.is_empty() {
-                s.warm.remove(name);
-            } else {
-                s.warm.insert(name.to_string(), WarmSet { sizes: set, kept });
-            }
-            let warm = s.warm_counts();
-            warm.iter()
-                .flat_map(|(&size, &n)| {
-                    let held = s.held.get(&size).copied().unwrap_or(0);
-                    std::iter::repeat_n(size, n.saturating_sub(held))
-                })
-                .collect()
-        };
-        let mut report = WarmReport {
-            wanted_bytes: wanted,
-            ..WarmReport::default()
-        };
-        for size in missing {
-            let Some(coverage) = self.budget.try_acquire_spare(size as u64) else {
-                report.missing_bytes += size as u64;
-                continue;
-            };
-            let buffer = self.allocate(size, coverage)?;
-            report.allocated_bytes += size as u64;
-            // Straight to the idle set.
-            drop(buffer);
-        }
-        if report.missing_bytes > 0 {
-            tracing::info!(
-                after = name,
-                missing = report.missing_bytes,
-                "warm sets only partly allocated (all sets together): the budget has no more to spare"
-            );
-        }
-        Ok(report)
-    }
-
-    /// Drops the warm set `name`: its buffers age out like any idle one.
-    pub fn stop_warm(&self, name: &str) {
-        self.lock().warm.remove(name);
     }
 
     /// A snapshot of the counters.
