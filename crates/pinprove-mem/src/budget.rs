@@ -177,8 +177,9 @@ impl Rank {
 }
 
 struct Waiter {
-    /// Bytes asked for; only lowered (see [`Queued::lower_if_head`]), under
-    /// the state lock.
+    /// Bytes asked for; changed only under the state lock while the request
+    /// waits (see [`Queued::lower_if_head`] and
+    /// [`Queued::raise_unless_granted`]).
     bytes: AtomicU64,
     rank: Rank,
     /// Set, under the state lock, when the bytes were granted to this waiter.

@@ -35,7 +35,7 @@ fn idle_buffers_are_set_aside_and_not_asked_of_the_budget() {
     drop(pool.try_checkout(16 * MIB).unwrap());
     assert_eq!(budget.used(), 16 * M);
 
-    let mut funds = pool.admit_blocking(&[16 * MIB, 4 * MIB], M, Rank::NORMAL).unwrap();
+    let mut funds = pool.admit_blocking(&[16 * MIB, 4 * MIB], 21 * M, Rank::NORMAL).unwrap();
     // The idle 16 MiB buffer covers itself: the budget gave 4 MiB + 1 MiB.
     assert_eq!(funds.bytes(), 5 * M);
     assert_eq!(budget.used(), 21 * M);
@@ -60,7 +60,7 @@ fn idle_buffers_are_set_aside_and_not_asked_of_the_budget() {
 fn what_was_set_aside_and_not_taken_goes_back_with_the_funds() {
     let (budget, pool) = pool(64 * M);
     drop(pool.try_checkout(16 * MIB).unwrap());
-    let funds = pool.admit_blocking(&[16 * MIB], 0, Rank::NORMAL).unwrap();
+    let funds = pool.admit_blocking(&[16 * MIB], 16 * M, Rank::NORMAL).unwrap();
     assert_eq!(pool.stats().earmarked_bytes, 16 * M);
     drop(funds);
     let s = pool.stats();
@@ -70,7 +70,7 @@ fn what_was_set_aside_and_not_taken_goes_back_with_the_funds() {
     );
     assert_eq!(budget.used(), 16 * M);
     // A split of the funds does not carry the earmark away.
-    let mut funds = pool.admit_blocking(&[16 * MIB], 2 * M, Rank::NORMAL).unwrap();
+    let mut funds = pool.admit_blocking(&[16 * MIB], 18 * M, Rank::NORMAL).unwrap();
     drop(funds.split(2 * M));
     assert_eq!(pool.stats().earmarked_bytes, 16 * M);
     let b = pool.checkout_funded(16 * MIB, &mut funds).unwrap();
@@ -85,7 +85,8 @@ fn what_was_set_aside_and_not_taken_goes_back_with_the_funds() {
 fn admit_and_check_out(pool: &Arc<PinnedPool>, sizes: Vec<usize>, other: u64) -> thread::JoinHandle<(u64, u64)> {
     let pool = Arc::clone(pool);
     thread::spawn(move || {
-        let mut funds = pool.admit_blocking(&sizes, other, Rank::NORMAL).unwrap();
+        let total = other + sizes.iter().map(|&b| pool.rounded_size(b).unwrap() as u64).sum::<u64>();
+        let mut funds = pool.admit_blocking(&sizes, total, Rank::NORMAL).unwrap();
         let granted = funds.bytes();
         let bufs: Vec<_> = sizes
             .iter()
@@ -179,7 +180,7 @@ fn a_stream_of_admissions_under_pressure_pins_only_its_first_buffers() {
         let pool = Arc::clone(&pool);
         let sizes = sizes.clone();
         handles.push(thread::spawn(move || {
-            let mut funds = pool.admit_blocking(&sizes, M, Rank::NORMAL).unwrap();
+            let mut funds = pool.admit_blocking(&sizes, 37 * M, Rank::NORMAL).unwrap();
             let bufs: Vec<_> = sizes
                 .iter()
                 .map(|&b| pool.checkout_funded(b, &mut funds).unwrap())

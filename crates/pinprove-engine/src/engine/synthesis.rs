@@ -288,13 +288,9 @@ impl Inner {
                 // Through the pool: the buffers it will synthesize into are
                 // set aside or handed over, never freed and pinned again.
                 let buffers = self.partition_buffers(&job.circuit_id)?;
-                let pooled: u64 = buffers
-                    .iter()
-                    .filter(|&&b| b > 0)
-                    .map(|&b| self.pool.rounded_size(b).map(|r| r as u64))
-                    .sum::<Result<u64, _>>()?;
-                let other = ws.saturating_sub(pooled).saturating_add(srs_part);
-                Ok(self.pool.admit_blocking(&buffers, other, job.priority.rank())?)
+                Ok(self
+                    .pool
+                    .admit_blocking(&buffers, ws.saturating_add(srs_part), job.priority.rank())?)
             });
             let mut funds = match admitted {
                 Ok(f) => f,

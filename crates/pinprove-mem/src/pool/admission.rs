@@ -59,9 +59,10 @@ pub(super) struct Wanting {
 }
 
 impl PinnedPool {
-    /// Admits work that will check out buffers of `sizes` bytes (through
+    /// Admits work that needs `total` bytes, among them buffers of `sizes`
+    /// bytes it will check out (through
     /// [`checkout_funded`](Self::checkout_funded) with the returned
-    /// reservation) and needs `other` bytes besides, waiting for memory as
+    /// reservation; counted as the pool rounds them), waiting for memory as
     /// [`MemoryBudget::acquire_blocking_ranked`](crate::MemoryBudget::acquire_blocking_ranked)
     /// does at `rank`.
     ///
@@ -71,11 +72,12 @@ impl PinnedPool {
     /// holds the bytes asked for less those of the buffers set aside; its
     /// checkouts take those buffers first, and the ones left when it drops
     /// go back to the pool.
-    pub fn admit_blocking(self: &Arc<Self>, sizes: &[usize], other: u64, rank: Rank) -> Result<Reservation> {
+    pub fn admit_blocking(self: &Arc<Self>, sizes: &[usize], total: u64, rank: Rank) -> Result<Reservation> {
         let mut wanted = Vec::with_capacity(sizes.len());
         for &b in sizes.iter().filter(|&&b| b > 0) {
             wanted.push(self.rounded_size(b)?);
         }
+        let other = total.saturating_sub(wanted.iter().map(|&b| b as u64).sum());
         // Largest first: a big buffer is the one worth not pinning again.
         wanted.sort_unstable_by(|a, b| b.cmp(a));
         let earmark = Earmark {
@@ -141,11 +143,7 @@ impl PinnedPool {
             .min_by_key(|(_, e)| e.block.mem.len())
             .map(|(i, _)| i)?;
         let block = s.earmarked.swap_remove(at).block;
-        s.checked_out += block.mem.len() as u64;
-        s.checked_out_buffers += 1;
-        drop(s);
-        self.counters.reuse_hits.fetch_add(1, Ordering::Relaxed);
-        Some(PoolBuffer::new(Arc::clone(self), block))
+        Some(self.reuse(s, block))
     }
 
     /// Hands `block` to the admission at the head of the budget's queue if
@@ -182,12 +180,9 @@ impl PinnedPool {
     /// hands idle buffers to the admission at the head of the queue.
     pub(super) fn rebalance(&self) {
         let mut s = self.lock();
-        let State {
-            wanting,
-            earmarked,
-            idle,
-            ..
-        } = &mut *s;
+        let now = std::time::Instant::now();
+        let mut taken_back = Vec::new();
+        let State { wanting, earmarked, .. } = &mut *s;
         for w in wanting.iter_mut().filter(|w| !w.queued.is_head()) {
             let mut i = 0;
             while i < earmarked.len() {
@@ -198,14 +193,11 @@ impl PinnedPool {
                 }
                 let e = earmarked.swap_remove(i);
                 w.sizes.push(e.serves);
-                idle.insert(
-                    (e.block.mem.len(), e.block.id),
-                    super::Idle {
-                        block: e.block,
-                        since: std::time::Instant::now(),
-                    },
-                );
+                taken_back.push(e.block);
             }
+        }
+        for block in taken_back {
+            s.put_idle(block, now);
         }
         self.offer_locked(&mut s);
     }
@@ -218,9 +210,8 @@ impl PinnedPool {
         let keys: Vec<(usize, u64)> = s.idle.keys().copied().collect();
         for key in keys {
             let idle = s.idle.remove(&key).expect("key just listed");
-            let since = idle.since;
             if let Some(block) = self.hand_over(s, idle.block) {
-                s.idle.insert(key, super::Idle { block, since });
+                s.put_idle(block, idle.since);
             }
         }
     }

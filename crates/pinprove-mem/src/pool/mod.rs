@@ -203,6 +203,11 @@ impl State {
             .filter(|(len, _)| *len <= limit)
     }
 
+    /// Makes `block` idle, unused since `since`.
+    fn put_idle(&mut self, block: Block, since: Instant) {
+        self.idle.insert((block.mem.len(), block.id), Idle { block, since });
+    }
+
     /// Moves buffers whose fences have completed to the idle set.
     fn collect_fenced(&mut self) {
         let now = Instant::now();
@@ -210,13 +215,7 @@ impl State {
         while i < self.fenced.len() {
             if self.fenced[i].fence.is_complete() {
                 let f = self.fenced.swap_remove(i);
-                self.idle.insert(
-                    (f.block.mem.len(), f.block.id),
-                    Idle {
-                        block: f.block,
-                        since: now,
-                    },
-                );
+                self.put_idle(f.block, now);
             } else {
                 i += 1;
             }
@@ -526,11 +525,17 @@ impl PinnedPool {
         s.collect_fenced();
         let key = s.best_idle(size, limit)?;
         let idle = s.idle.remove(&key).expect("key just found");
-        s.checked_out += key.0 as u64;
+        Some(self.reuse(s, idle.block))
+    }
+
+    /// Checks out `block`, a buffer the pool held (idle or set aside) and
+    /// took out of `s`.
+    fn reuse(self: &Arc<Self>, mut s: MutexGuard<'_, State>, block: Block) -> PoolBuffer {
+        s.checked_out += block.mem.len() as u64;
         s.checked_out_buffers += 1;
         drop(s);
         self.counters.reuse_hits.fetch_add(1, Ordering::Relaxed);
-        Some(PoolBuffer::new(Arc::clone(self), idle.block))
+        PoolBuffer::new(Arc::clone(self), block)
     }
 
     /// The largest buffer that serves a request of `size` bytes.
@@ -604,13 +609,7 @@ impl PinnedPool {
         if pressure && !s.all_kept(len) {
             return Some(s.drop_block(block));
         }
-        s.idle.insert(
-            (len, block.id),
-            Idle {
-                block,
-                since: Instant::now(),
-            },
-        );
+        s.put_idle(block, Instant::now());
         None
     }
 
