@@ -26,8 +26,8 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use blstrs::Scalar;
-use pinprove_groth16::{Density, ProveError, Witness};
-use pinprove_mem::{PinnedPool, PinnedVec};
+use pinprove_groth16::{Density, ProveError, Witness, WitnessRef};
+use pinprove_mem::{PinnedPool, PinnedVec, Reservation};
 use rayon::prelude::*;
 
 /// Aux variables per parallel task.
@@ -82,6 +82,9 @@ pub(crate) struct Prepared {
     pub l: QueryScalars,
     pub a: QueryScalars,
     pub b: QueryScalars,
+    /// How the scalars were sorted: a proof needing the other way
+    /// prepares again.
+    pub mode: Mode,
 }
 
 impl Prepared {
@@ -232,14 +235,29 @@ fn pieces<T>(mut s: &mut [T], lens: impl Iterator<Item = usize>) -> Vec<&mut [T]
     .collect()
 }
 
-/// Prepares the L, A and B scalars of `w`, paying their buffers out of the
-/// witness's working set.
-pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: Mode) -> Result<Prepared, ProveError> {
+/// [`prepare`] for a witness, paid out of its working set.
+pub(crate) fn prepare_witness(
+    w: &mut Witness,
+    pool: &std::sync::Arc<PinnedPool>,
+    mode: Mode,
+) -> Result<Prepared, ProveError> {
+    let (values, funds) = w.parts_mut();
+    prepare(values, funds, pool, mode)
+}
+
+/// Prepares the L, A and B scalars of `w`, paying their buffers out of
+/// `funds` (the witness's working set).
+pub(crate) fn prepare(
+    w: WitnessRef<'_>,
+    mut funds: Option<&mut Reservation>,
+    pool: &std::sync::Arc<PinnedPool>,
+    mode: Mode,
+) -> Result<Prepared, ProveError> {
     let zero = Scalar::from(0u64);
     let one = Scalar::from(1u64);
-    let aux: &[Scalar] = &w.aux;
-    let inputs: &[Scalar] = &w.inputs;
-    let (ad, bd) = (&w.a_aux_density, &w.b_aux_density);
+    let aux: &[Scalar] = w.aux;
+    let inputs: &[Scalar] = w.inputs;
+    let (ad, bd) = (w.a_aux_density, w.b_aux_density);
     if ad.len() != aux.len() || bd.len() != aux.len() || w.b_input_density.len() != inputs.len() {
         return Err(ProveError::Backend {
             backend: "native",
@@ -296,7 +314,7 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
     for q in 0..3 {
         let dense = total.listed[q] == total.selected[q];
         if !(q == 0 && dense) {
-            let mut v = PinnedVec::with_capacity_charged(total.listed[q], pool, w.working_set.as_mut())?;
+            let mut v = PinnedVec::with_capacity_charged(total.listed[q], pool, funds.as_deref_mut())?;
             v.try_resize_par(total.listed[q], zero)?;
             scalars[q] = Some(v);
         }
@@ -307,7 +325,7 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
                     message: format!("{} bases in one query: more than 32-bit indices", total.selected[q]),
                 });
             }
-            let mut v = PinnedVec::with_capacity_charged(total.listed[q], pool, w.working_set.as_mut())?;
+            let mut v = PinnedVec::with_capacity_charged(total.listed[q], pool, funds.as_deref_mut())?;
             v.try_resize_par(total.listed[q], 0u32)?;
             idx[q] = Some(v);
         }
@@ -316,10 +334,10 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
             ones[q] = Some((0..words).map(|_| AtomicU32::new(0)).collect());
         }
         if total.small[q] > 0 {
-            let mut v = PinnedVec::with_capacity_charged(total.small[q], pool, w.working_set.as_mut())?;
+            let mut v = PinnedVec::with_capacity_charged(total.small[q], pool, funds.as_deref_mut())?;
             v.try_resize_par(total.small[q], 0u32)?;
             small_idx[q] = Some(v);
-            let mut v = PinnedVec::with_capacity_charged(total.small[q], pool, w.working_set.as_mut())?;
+            let mut v = PinnedVec::with_capacity_charged(total.small[q], pool, funds.as_deref_mut())?;
             v.try_resize_par(total.small[q], 0u64)?;
             small_values[q] = Some(v);
         }
@@ -401,7 +419,7 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
         if let Some(bits) = bits {
             // Within the working set: a base in the bitmap has no scalar
             // and index in the list.
-            let mut v = PinnedVec::with_capacity_charged(bits.len(), pool, w.working_set.as_mut())?;
+            let mut v = PinnedVec::with_capacity_charged(bits.len(), pool, funds.as_deref_mut())?;
             v.extend(bits.into_iter().map(AtomicU32::into_inner));
             bitmaps[q] = Some(v);
         }
@@ -429,7 +447,7 @@ pub(crate) fn prepare(w: &mut Witness, pool: &std::sync::Arc<PinnedPool>, mode: 
         done.next().expect("three queries"),
         done.next().expect("three queries"),
     );
-    Ok(Prepared { l, a, b })
+    Ok(Prepared { l, a, b, mode })
 }
 
 /// Host bytes [`prepare`] takes at most for queries L, A and B over
@@ -622,7 +640,7 @@ mod tests {
         ] {
             let mut w = witness(&pool, seed, n, share, 0.3);
             for mode in [Mode::Split, Mode::Dense] {
-                let p = prepare(&mut w, &pool, mode).unwrap();
+                let p = prepare_witness(&mut w, &pool, mode).unwrap();
                 for (q, qs) in [&p.l, &p.a, &p.b].into_iter().enumerate() {
                     let want = reference(&w, q);
                     assert_eq!(qs.bases, want.len(), "seed {seed} query {q}");
@@ -642,14 +660,14 @@ mod tests {
     fn mostly_bits_leave_a_short_list() {
         let pool = pool();
         let mut w = witness(&pool, 9, 20_000, 0.98, 0.3);
-        let p = prepare(&mut w, &pool, Mode::Split).unwrap();
+        let p = prepare_witness(&mut w, &pool, Mode::Split).unwrap();
         assert!(p.l.list(&w.aux).len() < 1_000, "{} listed", p.l.list(&w.aux).len());
         assert!(p.l.ones_count > 9_000);
         let small = p.l.small_values.as_ref().map_or(0, |v| v.len());
         assert!(small > 50 && p.l.small_bits <= 64, "{small} small values");
         // Random values only: nothing to split, L lists the aux vector itself.
         let mut w = witness(&pool, 10, 5_000, 0.0, 0.0);
-        let p = prepare(&mut w, &pool, Mode::Split).unwrap();
+        let p = prepare_witness(&mut w, &pool, Mode::Split).unwrap();
         assert!(p.l.scalars.is_none() && p.l.idx.is_none() && p.l.ones.is_none());
     }
 
@@ -662,7 +680,7 @@ mod tests {
         for (seed, share, small) in [(20, 0.0, 0.0), (21, 1.0, 0.0), (22, 0.5, 0.3), (23, 0.02, 0.9)] {
             let mut w = witness(&pool, seed, CHUNK * 3 + 5, share, small);
             let before = pool.stats().checked_out_bytes;
-            let p = prepare(&mut w, &pool, Mode::Split).unwrap();
+            let p = prepare_witness(&mut w, &pool, Mode::Split).unwrap();
             let taken = pool.stats().checked_out_bytes - before;
             let bound = working_set(&pool, [p.l.bases, p.a.bases, p.b.bases]);
             assert!(taken <= bound, "seed {seed}: {taken} bytes taken, {bound} admitted");
@@ -674,7 +692,7 @@ mod tests {
         let pool = pool();
         let mut w = witness(&pool, 11, 100, 0.5, 0.3);
         w.b_aux_density.add_element();
-        assert!(prepare(&mut w, &pool, Mode::Split).is_err());
+        assert!(prepare_witness(&mut w, &pool, Mode::Split).is_err());
     }
 
     #[test]

@@ -929,6 +929,114 @@ fn a_stream_waiting_for_memory_is_handed_returned_buffers_instead_of_pinning_aga
     assert!(s.fresh_allocations <= 16, "{s:?}");
 }
 
+/// A [`TestBackend`] that reports its scratch buffer in its hint, as the
+/// native backend reports its preparation buffers.
+struct LearnsScratch(TestBackend);
+
+impl Backend for LearnsScratch {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.0.capabilities()
+    }
+    fn extra_working_set(&self, shape: &CapacityHint, queries: Option<&pinprove_groth16::QueryLengths>) -> u64 {
+        self.0.extra_working_set(shape, queries)
+    }
+    fn holds_srs(&self, srs: &Srs) -> bool {
+        self.0.holds_srs(srs)
+    }
+    fn resident_srs(&self) -> Vec<pinprove_groth16::ResidentSrs> {
+        self.0.resident_srs()
+    }
+    fn hint(&self, _: &Srs) -> Option<BackendHint> {
+        let bytes = self.0.pool.rounded_size(self.0.scratch).ok()? as u64;
+        (self.0.scratch > 0).then(|| BackendHint {
+            host_buffers: vec![bytes],
+            preparation_bytes: bytes,
+            device_pool_bytes: 0,
+        })
+    }
+    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+        self.0.start(job)
+    }
+}
+
+/// A partition that synthesizes, then waits `after` before it is done.
+struct SlowAfter {
+    circuit: BenchCircuit,
+    after: Duration,
+}
+
+impl pinprove_engine::Partition for SlowAfter {
+    fn synthesize(
+        self: Box<Self>,
+        ctx: pinprove_engine::SynthesisContext<'_>,
+    ) -> Result<(pinprove_groth16::ProvingAssignment, pinprove_groth16::SynthesisStats), ProveError> {
+        let done = ctx.synthesize(self.circuit);
+        thread::sleep(self.after);
+        done
+    }
+}
+
+#[test]
+fn admission_sets_aside_the_buffers_a_backend_learned_to_take_on_a_device_worker() {
+    // The backend's `start` (on a device worker) takes a scratch buffer,
+    // which it reports in its hint after the circuit's first proof. A later
+    // partition's admission sets an idle one aside for it, with the buffers
+    // it synthesizes into: under pressure, a buffer not set aside for
+    // anyone is freed, and the device worker would pin a new one.
+    let dir = temp_dir("scratch-earmark");
+    let (pool, acct) = pool_with(1 << 30);
+    let c = BenchCircuit::new(2000, WitnessMix::Random).unwrap();
+    let params = synthetic_params(&c, &dir);
+    let scratch = 3 << 20;
+    let backend = LearnsScratch(TestBackend {
+        pool: Arc::clone(&pool),
+        start: Duration::ZERO,
+        finish: Duration::ZERO,
+        scratch,
+        holds_srs: true,
+    });
+    let config = EngineConfig {
+        warm_partitions: Some(0),
+        ..EngineConfig::default()
+    };
+    let device = Device {
+        name: "test0".into(),
+        backend: Arc::new(backend),
+    };
+    let engine = Engine::new(config, vec![device], Arc::clone(&pool)).unwrap();
+    engine.register_srs(&c.id(), &params);
+    let prove = |after: u64| {
+        let p = Box::new(SlowAfter {
+            circuit: c.clone(),
+            after: Duration::from_millis(after),
+        });
+        engine.submit(spec(&c.id(), Priority::Normal, vec![p])).unwrap()
+    };
+    let first = prove(0);
+    assert!(matches!(engine.wait(first, None).unwrap(), JobOutcome::Completed(_)));
+    assert_eq!(pool.stats().earmarked_bytes, 0);
+
+    let second = prove(500);
+    // Synthesized (its own buffers checked out), not yet started.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while pool.stats().checked_out_buffers < 5 {
+        assert!(std::time::Instant::now() < deadline, "the partition never synthesized");
+        thread::sleep(Duration::from_millis(5));
+    }
+    let s = pool.stats();
+    assert!(
+        s.earmarked_bytes >= pool.rounded_size(scratch).unwrap() as u64,
+        "the scratch buffer is not set aside: {s:?}"
+    );
+    assert!(matches!(engine.wait(second, None).unwrap(), JobOutcome::Completed(_)));
+    assert_eq!(pool.stats().earmarked_bytes, 0);
+    assert_idle(&engine, &pool, &acct, "scratch earmark");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn partitions_of_a_type_not_yet_loaded_let_one_of_them_pay_for_the_load() {
     // Room for the parameters once and a partition and a half. Were every
@@ -1222,6 +1330,115 @@ fn what_a_backend_learned_is_given_back_to_it_when_a_restarted_engine_loads_the_
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A backend that prepares on the host ahead of `start` (see
+/// `Backend::prepare`): it notes the thread each preparation ran on and
+/// what `start` found prepared; with `fail`, preparing fails.
+struct PreparesAhead {
+    inner: TestBackend,
+    fail: bool,
+    prepared_on: std::sync::Mutex<Vec<String>>,
+    found_in_start: std::sync::Mutex<Vec<Option<String>>>,
+}
+
+impl Backend for PreparesAhead {
+    fn name(&self) -> &'static str {
+        "prepares-ahead"
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    fn prepare(&self, _: &Srs, asg: &mut pinprove_groth16::ProvingAssignment, _: bool) -> Result<(), ProveError> {
+        if self.fail {
+            return Err(ProveError::Backend {
+                backend: "prepares-ahead",
+                message: "cannot prepare".into(),
+            });
+        }
+        let thread = thread::current().name().unwrap_or("?").to_string();
+        self.prepared_on.lock().unwrap().push(thread.clone());
+        asg.set_prepared(Box::new(thread));
+        Ok(())
+    }
+    fn start(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+        for asg in &mut job.assignments {
+            let found = asg
+                .take_prepared()
+                .and_then(|p| p.downcast::<String>().ok())
+                .map(|s| *s);
+            self.found_in_start.lock().unwrap().push(found);
+        }
+        self.inner.start(job)
+    }
+}
+
+#[test]
+fn a_backend_prepares_each_partition_on_the_thread_that_synthesized_it_not_on_a_device_worker() {
+    let dir = temp_dir("prepare-ahead");
+    let (pool, _) = pool_with(1 << 30);
+    let shape = BenchCircuit::new(300, WitnessMix::Bits).unwrap();
+    let path = synthetic_params(&shape, &dir);
+    let engine = |fail: bool| {
+        let backend = Arc::new(PreparesAhead {
+            inner: TestBackend {
+                pool: Arc::clone(&pool),
+                start: Duration::ZERO,
+                finish: Duration::ZERO,
+                scratch: 0,
+                holds_srs: true,
+            },
+            fail,
+            prepared_on: Default::default(),
+            found_in_start: Default::default(),
+        });
+        let e = Engine::new(
+            EngineConfig::default(),
+            vec![Device {
+                name: "dev".into(),
+                backend: Arc::clone(&backend) as Arc<dyn Backend>,
+            }],
+            Arc::clone(&pool),
+        )
+        .unwrap();
+        e.register_srs(&shape.id(), &path);
+        (e, backend)
+    };
+
+    let (e, backend) = engine(false);
+    let id = e
+        .submit(spec(
+            &shape.id(),
+            Priority::Normal,
+            (0..3).map(|i| slow(&shape, i)).collect(),
+        ))
+        .unwrap();
+    assert!(matches!(e.wait(id, None).unwrap(), JobOutcome::Completed(_)));
+    let on = backend.prepared_on.lock().unwrap().clone();
+    assert_eq!(on.len(), 3, "one preparation per partition: {on:?}");
+    assert!(on.iter().all(|t| t.starts_with("synth-")), "prepared on {on:?}");
+    let found = backend.found_in_start.lock().unwrap().clone();
+    assert_eq!(found.len(), 3);
+    assert!(
+        found
+            .iter()
+            .all(|f| f.as_deref().is_some_and(|t| t.starts_with("synth-"))),
+        "start found {found:?}"
+    );
+    drop(e);
+
+    // A preparation that fails fails its job, with the backend's reason.
+    let (e, backend) = engine(true);
+    let id = e
+        .submit(spec(&shape.id(), Priority::Normal, vec![slow(&shape, 0)]))
+        .unwrap();
+    match e.wait(id, None).unwrap() {
+        JobOutcome::Failed(why) => assert!(why.contains("cannot prepare"), "{why}"),
+        other => panic!("expected a failure, got {other:?}"),
+    }
+    assert!(backend.found_in_start.lock().unwrap().is_empty(), "never started");
+    drop(e);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A span's name and its parent's name.
 type SpanSeen = (String, Option<String>);
 
@@ -1426,6 +1643,67 @@ fn a_lost_device_gets_no_more_work_and_the_others_carry_on() {
         "{err}"
     );
     drop(engine);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_circuit_kept_ready_also_keeps_the_buffers_its_backend_learned_to_take() {
+    // As below, with a backend whose `start` takes a scratch buffer it
+    // reports after the first proof: from then on the kept set holds that
+    // buffer too, so an urgent proof does not pin it afresh under pressure.
+    let dir = temp_dir("kept-scratch");
+    let (pool, acct) = pool_with(1 << 30);
+    let c = BenchCircuit::new(3000, WitnessMix::Bits).unwrap();
+    let backend = LearnsScratch(TestBackend {
+        pool: Arc::clone(&pool),
+        start: Duration::ZERO,
+        finish: Duration::ZERO,
+        scratch: 3 << 20,
+        holds_srs: true,
+    });
+    let device = Device {
+        name: "test0".into(),
+        backend: Arc::new(backend),
+    };
+    let engine = Engine::new(EngineConfig::default(), vec![device], Arc::clone(&pool)).unwrap();
+    engine.register_srs(&c.id(), synthetic_params(&c, &dir));
+    engine.keep_ready(&c.id(), 1).unwrap();
+    engine.preload_srs(&c.id()).unwrap();
+    let prove = || {
+        let id = engine
+            .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 0)]))
+            .unwrap();
+        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
+        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    };
+    // The first proof, from which the backend learns.
+    prove();
+    assert!(engine.wait_quiet(Duration::from_secs(30)), "the warm-up ended");
+    let budget = Arc::clone(pool.budget());
+    let hog = budget
+        .try_acquire(budget.limit_for(Priority::Normal.rank()) - budget.used())
+        .unwrap();
+    let wanted = budget.limit_for(Priority::Normal.rank()) / 2;
+    let waiting = {
+        let budget = Arc::clone(&budget);
+        std::thread::spawn(move || budget.acquire_blocking(wanted).map(|r| r.bytes()))
+    };
+    while !budget.has_waiters() {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let before = pool.stats().fresh_allocations;
+    for _ in 0..2 {
+        prove();
+        assert!(budget.has_waiters(), "the pressure lasted");
+    }
+    let s = pool.stats();
+    assert_eq!(
+        s.fresh_allocations, before,
+        "the kept circuit found every buffer: {s:?}"
+    );
+    drop(hog);
+    assert_eq!(waiting.join().unwrap().unwrap(), wanted);
+    assert_idle(&engine, &pool, &acct, "kept scratch");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -1,5 +1,6 @@
 //! The constraint system synthesis writes into.
 
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
@@ -39,6 +40,10 @@ pub struct ProvingAssignment {
     /// Set while a/b/c are still to be computed from a recording's
     /// matrices (a pre-compiled synthesis left for the backend's device).
     pending: Option<Arc<Recording>>,
+    /// What a backend prepared from the witness ahead of its `start` (see
+    /// [`Backend::prepare`](crate::Backend::prepare)); only that backend
+    /// knows its type.
+    prepared: Option<Box<dyn Any + Send + Sync>>,
 }
 
 /// The part of an assignment the MSMs use, once a/b/c are gone.
@@ -56,6 +61,37 @@ pub struct Witness {
     /// What is left of the job's working-set reservation: a backend pays
     /// its scratch vectors out of it; released when the witness is dropped.
     pub working_set: Option<Reservation>,
+}
+
+/// A witness's values and densities, borrowed: what a backend prepares its
+/// MSM scalars from.
+#[derive(Clone, Copy)]
+pub struct WitnessRef<'a> {
+    /// Public inputs, the constant ONE first.
+    pub inputs: &'a [Scalar],
+    /// Auxiliary assignments.
+    pub aux: &'a [Scalar],
+    /// Aux variables used by the A query.
+    pub a_aux_density: &'a Density,
+    /// Inputs used by the B query.
+    pub b_input_density: &'a Density,
+    /// Aux variables used by the B query.
+    pub b_aux_density: &'a Density,
+}
+
+impl Witness {
+    /// The values and densities, beside what is left of the working set
+    /// (to pay for what is prepared from them).
+    pub fn parts_mut(&mut self) -> (WitnessRef<'_>, Option<&mut Reservation>) {
+        let values = WitnessRef {
+            inputs: &self.inputs,
+            aux: &self.aux,
+            a_aux_density: &self.a_aux_density,
+            b_input_density: &self.b_input_density,
+            b_aux_density: &self.b_aux_density,
+        };
+        (values, self.working_set.as_mut())
+    }
 }
 
 /// Capacities to reserve up front, in elements.
@@ -89,6 +125,7 @@ impl ProvingAssignment {
             error: None,
             working_set: None,
             pending: None,
+            prepared: None,
         })
     }
 
@@ -140,6 +177,7 @@ impl ProvingAssignment {
             error: None,
             working_set,
             pending: None,
+            prepared: None,
         }
     }
 
@@ -178,6 +216,29 @@ impl ProvingAssignment {
     /// paid for out of one.
     pub fn working_set_mut(&mut self) -> Option<&mut Reservation> {
         self.working_set.as_mut()
+    }
+
+    /// The values and densities, beside what is left of the working set
+    /// (see [`Witness::parts_mut`]).
+    pub fn witness_parts_mut(&mut self) -> (WitnessRef<'_>, Option<&mut Reservation>) {
+        let values = WitnessRef {
+            inputs: &self.input,
+            aux: &self.aux,
+            a_aux_density: &self.a_aux_density,
+            b_input_density: &self.b_input_density,
+            b_aux_density: &self.b_aux_density,
+        };
+        (values, self.working_set.as_mut())
+    }
+
+    /// Keeps what a backend prepared from the witness for its `start`.
+    pub fn set_prepared(&mut self, prepared: Box<dyn Any + Send + Sync>) {
+        self.prepared = Some(prepared);
+    }
+
+    /// Takes what a backend prepared (see [`set_prepared`](Self::set_prepared)).
+    pub fn take_prepared(&mut self) -> Option<Box<dyn Any + Send + Sync>> {
+        self.prepared.take()
     }
 
     pub(crate) fn take_error(&mut self) -> Option<ProveError> {
@@ -263,6 +324,7 @@ impl ProvingAssignment {
             error: None,
             working_set: None,
             pending: self.pending.clone(),
+            prepared: None,
         })
     }
 

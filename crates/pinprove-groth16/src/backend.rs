@@ -77,6 +77,19 @@ pub trait Backend: Send + Sync {
         0
     }
 
+    /// Host work on a synthesized assignment that needs no device (a GPU
+    /// backend's MSM scalars sorted and listed), for an engine to run on
+    /// the thread that synthesized it, so that the thread feeding the
+    /// device neither spends its time on it nor waits for pool memory.
+    /// Paid for out of the assignment's working set and kept in it for
+    /// [`start`](Self::start), which does the work itself for an
+    /// assignment not prepared (or prepared for other circumstances, such
+    /// as parameters no longer resident). `urgent` as in [`ProvingJob`].
+    fn prepare(&self, srs: &Srs, assignment: &mut ProvingAssignment, urgent: bool) -> Result<(), ProveError> {
+        let _ = (srs, assignment, urgent);
+        Ok(())
+    }
+
     /// Prepares the backend's own copy of an SRS, if it keeps one (loaded
     /// from `srs`'s file); returns the host bytes it holds for it.
     fn prepare_srs(&self, srs: &Srs) -> Result<u64, ProveError> {

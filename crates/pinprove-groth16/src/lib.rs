@@ -36,7 +36,7 @@ mod proof;
 mod synth;
 pub mod synthetic;
 
-pub use assignment::{ProvingAssignment, Witness};
+pub use assignment::{ProvingAssignment, Witness, WitnessRef};
 pub use backend::{Backend, Capabilities, ProvingJob, ResidentSrs, StartedProof, check_job};
 pub use cpu::{CpuBackend, assemble};
 pub use density::Density;

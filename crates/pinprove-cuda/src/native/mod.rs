@@ -137,8 +137,14 @@ impl Default for NativeConfig {
 /// Where the time of one assignment's `start` went.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct NativePhases {
-    /// Scalar preparation on the CPU, before the device lock.
+    /// CPU work in `start` before the device lock: the scalars prepared
+    /// (unless they were ahead of it) and a pre-compiled circuit's
+    /// matrices looked up.
     pub preparation: Duration,
+    /// Scalar preparation done ahead of `start`, on the thread that
+    /// synthesized the witness (see `Backend::prepare`); zero when `start`
+    /// prepared them.
+    pub prepared_ahead: Duration,
     /// Waiting for the device lock (another worker queuing its proof) and
     /// for room in the device queue (the oldest queued proof to run).
     pub device_wait: Duration,

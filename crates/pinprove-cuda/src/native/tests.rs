@@ -113,7 +113,7 @@ fn msms_split_by_value_equal_the_plain_sums() {
     };
     let r1 = resident::<G1>(0, &g1_affine).unwrap();
     let r2 = resident::<G2>(0, &g2_affine).unwrap();
-    let split = split::prepare(&mut w, &pool, Mode::Split).unwrap();
+    let split = split::prepare_witness(&mut w, &pool, Mode::Split).unwrap();
     assert!(split.l.ones_count > 0 && split.l.small_bits == 64 && split.l.idx.is_some());
     let aux: &[Scalar] = &w.aux;
     // L pairs every aux value with a G1 base, B with a G2 base.
@@ -132,7 +132,7 @@ fn msms_split_by_value_equal_the_plain_sums() {
     // summed on the host. (Other tests of this binary that run MSMs at
     // the same time get the same results, only slower.)
     MAX_BATCH.store(512, std::sync::atomic::Ordering::Relaxed);
-    let dense = split::prepare(&mut w, &pool, Mode::Dense).unwrap();
+    let dense = split::prepare_witness(&mut w, &pool, Mode::Dense).unwrap();
     let aux: &[Scalar] = &w.aux;
     let got1 = sum(msm::<G1>(
         0,
@@ -696,4 +696,48 @@ fn later_proofs_of_a_circuit_type_find_their_preparation_buffers_warm() {
     // Evicting the SRS lets the pool forget the set.
     gpu.evict_srs(&srs);
     assert_eq!(pool.stats().warm_bytes, 0);
+}
+
+#[test]
+fn scalars_prepared_ahead_of_start_give_the_same_proofs() {
+    use pinprove_groth16::CpuBackend;
+    use pinprove_groth16::circuits::WitnessMix;
+
+    if !have_gpu("scalars_prepared_ahead_of_start_give_the_same_proofs") {
+        return;
+    }
+    let pool = registered_pool();
+    let Fixture { c, srs, .. } = fixture(&pool, 1 << 12, WitnessMix::Bits, 21);
+    let expected = prove_bytes(&CpuBackend::new(Arc::clone(&pool)), &pool, &srs, &c).unwrap();
+    let gpu = NativeBackend::new(Arc::clone(&pool)).unwrap();
+    // Prepared with the bases not yet resident, proved with them resident:
+    // the preparation does not fit and `start` prepares again.
+    let prepared_then_start = |urgent: bool, before_start: &dyn Fn()| {
+        let hints = pinprove_groth16::CapacityHints::in_memory();
+        let (mut asg, _) =
+            pinprove_groth16::synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
+        gpu.prepare(&srs, &mut asg, urgent).unwrap();
+        before_start();
+        let proof = gpu
+            .start(ProvingJob {
+                srs: Arc::clone(&srs),
+                assignments: vec![asg],
+                randomness: vec![(Scalar::from(3u64), Scalar::from(4u64))],
+                urgent,
+            })
+            .and_then(|p| p.finish())
+            .unwrap();
+        (proof[0].to_bytes().to_vec(), gpu.last_phases().unwrap())
+    };
+    let (bytes, phases) = prepared_then_start(false, &|| gpu.prepare_srs(&srs).map(|_| ()).unwrap());
+    assert_eq!(
+        bytes, expected,
+        "prepared for streamed bases, proved over resident ones"
+    );
+    assert_eq!(phases.prepared_ahead, Duration::ZERO, "prepared again in start");
+    for urgent in [false, true] {
+        let (bytes, phases) = prepared_then_start(urgent, &|| ());
+        assert_eq!(bytes, expected, "prepared ahead (urgent: {urgent})");
+        assert!(phases.prepared_ahead > Duration::ZERO, "{phases:?}");
+    }
 }

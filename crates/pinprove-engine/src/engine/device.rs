@@ -115,7 +115,7 @@ impl Inner {
     }
 
     /// Notes a device lost by `err` (the engine stops routing work to it).
-    fn note_device_error(&self, d: usize, err: &ProveError) {
+    pub(super) fn note_device_error(&self, d: usize, err: &ProveError) {
         let dev = &self.devices[d];
         if dev.lost.record(err) {
             tracing::error!(device = %dev.name, "device lost, no more work goes to it: {}", ErrorChain(err));
@@ -217,9 +217,12 @@ impl Inner {
         match proofs.map(|mut p| p.pop()) {
             Ok(Some(proof)) => {
                 // Kept for a later process's first proof of the circuit.
-                if let Some(hint) = dev.backend.hint(&flight.srs) {
-                    self.hints
-                        .record_backend_hint(&job.circuit_id, dev.backend.name(), hint);
+                if let Some(hint) = dev.backend.hint(&flight.srs)
+                    && self
+                        .hints
+                        .record_backend_hint(&job.circuit_id, dev.backend.name(), hint)
+                {
+                    self.hint_changed(&job.circuit_id);
                 }
                 self.metrics.proofs_completed.fetch_add(1, Ordering::Relaxed);
                 self.metrics.observe(Phase::Total, flight.timings.total());

@@ -68,6 +68,30 @@ impl Inner {
         Ok([abc, abc, abc, bytes(shape.inputs), bytes(shape.aux)])
     }
 
+    /// The pool buffers a partition of `circuit_id` takes between its
+    /// admission and its proof: those it synthesizes into, and those its
+    /// backend prepares into (as a proof of the circuit showed; see
+    /// [`BackendHint::host_buffers`](pinprove_groth16::BackendHint)), so
+    /// that admission sets those aside too. Within the working set `ws`: a
+    /// hint naming more (stale, or tampered with) adds only what fits.
+    fn admission_buffers(&self, circuit_id: &str, ws: u64) -> Result<Vec<usize>, EngineError> {
+        let mut buffers = self.partition_buffers(circuit_id)?.to_vec();
+        let mut room = ws.saturating_sub(buffers.iter().map(|&b| b as u64).sum());
+        let prepared = self
+            .devices
+            .iter()
+            .find_map(|d| self.hints.backend_hint(circuit_id, d.backend.name()))
+            .map(|h| h.host_buffers)
+            .unwrap_or_default();
+        for b in prepared {
+            if b > 0 && b <= room {
+                room -= b;
+                buffers.push(b as usize);
+            }
+        }
+        Ok(buffers)
+    }
+
     /// A partition's shape (see `working_set`), the length of its a, b and
     /// c under the engine's layout, and its parameters' query lengths when
     /// they are registered (one header read gives both).
@@ -97,6 +121,20 @@ impl Inner {
             AbcLayout::PaddedToDomain => domain_size(shape.constraints)?,
         };
         Ok((shape, n, queries))
+    }
+
+    /// A backend learned new buffer sizes for `circuit_id` (see
+    /// [`admission_buffers`](Self::admission_buffers)): a circuit kept
+    /// ready keeps those too from now on.
+    pub(super) fn hint_changed(&self, circuit_id: &str) {
+        let kept = self.kept.lock().recover().contains_key(circuit_id);
+        let warmed = self.warm_sets.lock().recover().contains_key(circuit_id);
+        if kept
+            && warmed
+            && let Err(e) = self.warm(circuit_id)
+        {
+            tracing::warn!(circuit = %circuit_id, "keeping the learned buffers ready failed: {}", ErrorChain(&e));
+        }
     }
 
     /// Warms again, without a, b and c, the circuits warmed with them whose
@@ -139,9 +177,19 @@ impl Inner {
                 (fit as usize).min(self.config.synthesis_workers.max(1))
             }
         };
-        let of = |n: usize| -> Vec<usize> { (0..n).flat_map(|_| buffers).filter(|&b| b > 0).collect() };
-        let sizes = of(partitions);
-        let kept = of(self.kept.lock().recover().get(circuit_id).copied().unwrap_or(0));
+        let sizes: Vec<usize> = (0..partitions).flat_map(|_| buffers).filter(|&b| b > 0).collect();
+        // A kept partition also keeps what its backend prepares into: an
+        // urgent proof's preparation must not pin either.
+        let kept_partitions = self.kept.lock().recover().get(circuit_id).copied().unwrap_or(0);
+        let kept = if kept_partitions > 0 {
+            let one = self.admission_buffers(circuit_id, self.working_set(circuit_id, 0)?)?;
+            (0..kept_partitions)
+                .flat_map(|_| one.iter().copied())
+                .filter(|&b| b > 0)
+                .collect()
+        } else {
+            Vec::new()
+        };
         let (pool, name) = (Arc::clone(&self.pool), circuit_id.to_string());
         let warming = Arc::clone(&self.warming);
         warming.fetch_add(1, Ordering::AcqRel);
@@ -287,7 +335,7 @@ impl Inner {
                 }
                 // Through the pool: the buffers it will synthesize into are
                 // set aside or handed over, never freed and pinned again.
-                let buffers = self.partition_buffers(&job.circuit_id)?;
+                let buffers = self.admission_buffers(&job.circuit_id, ws)?;
                 Ok(self
                     .pool
                     .admit_blocking(&buffers, ws.saturating_add(srs_part), job.priority.rank())?)
@@ -343,10 +391,7 @@ impl Inner {
         let synthesized = tracing::info_span!(parent: &span, Phase::Synthesis.name())
             .in_scope(|| catch(move || self.synthesize_partition(partition, ctx)));
         drop(slot);
-        timings.synthesis = t.elapsed();
-        self.metrics.observe(Phase::Synthesis, timings.synthesis);
-        self.timeline.record(lane, Phase::Synthesis, t, label);
-        let assignment = match synthesized {
+        let mut assignment = match synthesized {
             Ok(Ok(x)) => x,
             Ok(Err(e)) => {
                 self.fail(&job, format!("partition {} synthesis: {}", p.index, ErrorChain(&e)));
@@ -361,12 +406,37 @@ impl Inner {
             return None;
         }
         let mut ticket = ticket;
-        match self.pick_device(&srs) {
-            Ok(d) => ticket.route(d),
+        let device = match self.pick_device(&srs) {
+            Ok(d) => {
+                ticket.route(d);
+                d
+            }
             Err(e) => {
                 self.fail(&job, format!("partition {}: {e}", p.index));
                 return None;
             }
+        };
+        // The backend's host work on the witness, here rather than on the
+        // thread that feeds the device: part of synthesis.
+        let urgent = job.priority.is_urgent();
+        let prepared = catch(|| self.devices[device].backend.prepare(&srs, &mut assignment, urgent));
+        timings.synthesis = t.elapsed();
+        self.metrics.observe(Phase::Synthesis, timings.synthesis);
+        self.timeline.record(lane, Phase::Synthesis, t, label);
+        match prepared {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                self.note_device_error(device, &e);
+                self.fail(&job, format!("partition {} preparation: {}", p.index, ErrorChain(&e)));
+                return None;
+            }
+            Err(msg) => {
+                self.panicked(&job, format!("partition {} preparation panicked: {msg}", p.index));
+                return None;
+            }
+        }
+        if job.stopped() {
+            return None;
         }
         ticket.enter(Phase::HandoffWait);
         Some(Synthesized {

@@ -135,7 +135,10 @@ pub struct DevicePhases {
     /// Pippenger (the rest had 0, 1 or small scalars).
     msm: Vec<(String, f64, usize, f64, usize)>,
     device_s: f64,
+    /// Host work in `start` before the device (see `NativePhases`).
     preparation_s: f64,
+    /// Scalar preparation on the synthesis thread, ahead of `start`.
+    prepared_ahead_s: f64,
 }
 
 #[derive(Serialize)]
@@ -268,6 +271,7 @@ fn device_phases(stack: &Stack) -> Option<DevicePhases> {
         msm,
         device_s: secs(p.device()),
         preparation_s: secs(p.preparation),
+        prepared_ahead_s: secs(p.prepared_ahead),
     })
 }
 
@@ -656,12 +660,13 @@ pub fn measure(
     );
     if let Some(d) = &first_proof_device {
         eprintln!(
-            "  GPU, last partition: upload {:.3} s ({:.1} GB/s), h {:.3} s, device {:.3} s, preparation {:.3} s, MSMs {:?}",
+            "  GPU, last partition: upload {:.3} s ({:.1} GB/s), h {:.3} s, device {:.3} s, preparation {:.3} s in start + {:.3} s ahead, MSMs {:?}",
             d.upload_s,
             d.upload_gbps,
             d.h_s,
             d.device_s,
             d.preparation_s,
+            d.prepared_ahead_s,
             d.msm
                 .iter()
                 .map(|m| (m.0.as_str(), (m.1 * 1000.0).round() / 1000.0))

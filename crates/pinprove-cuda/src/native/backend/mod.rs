@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pinprove_groth16::{
-    AbcLayout, Backend, BackendHint, Capabilities, CapacityHint, LostDevice, ProveError, ProvingJob, QueryLengths, Srs,
-    StartedProof, precompiled,
+    AbcLayout, Backend, BackendHint, Capabilities, CapacityHint, LostDevice, ProveError, ProvingAssignment, ProvingJob,
+    QueryLengths, Srs, StartedProof, precompiled,
 };
 use pinprove_mem::PinnedPool;
 use pinprove_mem::cuda::PooledEvent;
@@ -186,6 +186,11 @@ impl Backend for NativeBackend {
                 .share(q, split::working_set(&self.pool, [q.l, q.a, q.b_g1])),
             None => split::working_set(&self.pool, [shape.inputs.saturating_add(shape.aux); 3]),
         }
+    }
+
+    fn prepare(&self, srs: &Srs, assignment: &mut ProvingAssignment, urgent: bool) -> Result<(), ProveError> {
+        self.lost.check(NAME)?;
+        self.prepare_ahead(srs, assignment, urgent)
     }
 
     fn prepare_srs(&self, srs: &Srs) -> Result<u64, ProveError> {

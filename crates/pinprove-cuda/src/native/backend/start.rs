@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use blstrs::Scalar;
 use pinprove_groth16::domain::domain_size;
-use pinprove_groth16::{AbcLayout, ProveError, ProvingAssignment, ProvingJob, StartedProof, check_job, precompiled};
+use pinprove_groth16::{
+    AbcLayout, ProveError, ProvingAssignment, ProvingJob, Srs, StartedProof, check_job, precompiled,
+};
 use pinprove_mem::cuda::{EventFence, PooledEvent};
 
 use super::super::h::HJob;
@@ -20,7 +22,44 @@ use super::super::{NativePhases, backend_error, check, cuda_error, timed};
 use super::NativeBackend;
 use crate::split::{self, Mode, QueryScalars};
 
+/// A witness's scalars prepared ahead of `start` (see
+/// [`Backend::prepare`](pinprove_groth16::Backend::prepare)), kept in its
+/// assignment.
+struct PreparedAhead {
+    prep: split::Prepared,
+    took: Duration,
+}
+
 impl NativeBackend {
+    /// Prepares `asg`'s scalars now, on the calling thread (urgent ones on
+    /// the backend's urgent threads, which other work does not occupy), as
+    /// `start` would with the bases resident or not as they are now.
+    pub(super) fn prepare_ahead(&self, srs: &Srs, asg: &mut ProvingAssignment, urgent: bool) -> Result<(), ProveError> {
+        let t = Instant::now();
+        let mode = if self.is_resident(srs) {
+            Mode::Split
+        } else {
+            Mode::Dense
+        };
+        let mut prepare = || {
+            let (values, funds) = asg.witness_parts_mut();
+            split::prepare(values, funds, &self.pool, mode)
+        };
+        let prep = if urgent {
+            self.threads_for(true).install(prepare)?
+        } else {
+            prepare()?
+        };
+        let took = t.elapsed();
+        tracing::debug!(
+            ms = took.as_millis() as u64,
+            urgent,
+            "scalars prepared ahead of the device"
+        );
+        asg.set_prepared(Box::new(PreparedAhead { prep, took }));
+        Ok(())
+    }
+
     /// `start` on a device not known lost.
     pub(super) fn queue(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
         let n = check_job(&job)?;
@@ -61,6 +100,7 @@ impl NativeBackend {
                     Some([a, b, c])
                 }
             };
+            let ahead = asg.take_prepared().and_then(|p| p.downcast::<PreparedAhead>().ok());
             let mut w = asg.into_witness();
             let resident = self.lock().get(&key).cloned();
             if resident.is_none() && points.is_none() {
@@ -69,7 +109,19 @@ impl NativeBackend {
                 ));
             }
             let mode = if resident.is_some() { Mode::Split } else { Mode::Dense };
-            let prep = threads.install(|| split::prepare(&mut w, &self.pool, mode))?;
+            // Prepared for bases resident then and not now (or the other
+            // way): its buffers go back before new ones are taken.
+            let ahead = ahead.filter(|a| a.prep.mode == mode);
+            let (prep, prepared_ahead) = match ahead {
+                Some(a) => {
+                    let PreparedAhead { prep, took } = *a;
+                    (prep, took)
+                }
+                None => (
+                    threads.install(|| split::prepare_witness(&mut w, &self.pool, mode))?,
+                    Duration::ZERO,
+                ),
+            };
             let prep_bytes = prep.buffer_bytes();
             self.prep_shares
                 .learn(*job.srs.lengths(), prep_bytes.iter().map(|&b| b as u64).sum());
@@ -197,6 +249,7 @@ impl NativeBackend {
             let batched = |p: &QueryScalars| p.ones_count + p.small_values.as_ref().map_or(0, |v| v.len());
             let phases = NativePhases {
                 preparation: t1 - t0,
+                prepared_ahead,
                 device_wait: t2 - t1,
                 queueing: t3 - t2,
                 abc_bytes: if matrices.is_some() { 0 } else { 3 * n as u64 * 32 },
