@@ -980,12 +980,14 @@ impl pinprove_engine::Partition for SlowAfter {
 }
 
 #[test]
-fn admission_sets_aside_the_buffers_a_backend_learned_to_take_on_a_device_worker() {
+fn admission_sets_aside_for_urgent_work_the_buffers_a_backend_learned_to_take() {
     // The backend's `start` (on a device worker) takes a scratch buffer,
     // which it reports in its hint after the circuit's first proof. A later
-    // partition's admission sets an idle one aside for it, with the buffers
-    // it synthesizes into: under pressure, a buffer not set aside for
-    // anyone is freed, and the device worker would pin a new one.
+    // urgent partition's admission sets an idle one aside for it, with the
+    // buffers it synthesizes into: under pressure, a buffer not set aside
+    // for anyone is freed, and the device worker would pin a new one.
+    // Background partitions do not hold one from admission on (see
+    // `admission_buffers`).
     let dir = temp_dir("scratch-earmark");
     let (pool, acct) = pool_with(1 << 30);
     let c = BenchCircuit::new(2000, WitnessMix::Random).unwrap();
@@ -1008,31 +1010,38 @@ fn admission_sets_aside_the_buffers_a_backend_learned_to_take_on_a_device_worker
     };
     let engine = Engine::new(config, vec![device], Arc::clone(&pool)).unwrap();
     engine.register_srs(&c.id(), &params);
-    let prove = |after: u64| {
+    let prove = |priority: Priority, after: u64| {
         let p = Box::new(SlowAfter {
             circuit: c.clone(),
             after: Duration::from_millis(after),
         });
-        engine.submit(spec(&c.id(), Priority::Normal, vec![p])).unwrap()
+        engine.submit(spec(&c.id(), priority, vec![p])).unwrap()
     };
-    let first = prove(0);
+    let first = prove(Priority::Normal, 0);
     assert!(matches!(engine.wait(first, None).unwrap(), JobOutcome::Completed(_)));
     assert_eq!(pool.stats().earmarked_bytes, 0);
 
-    let second = prove(500);
-    // Synthesized (its own buffers checked out), not yet started.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while pool.stats().checked_out_buffers < 5 {
-        assert!(std::time::Instant::now() < deadline, "the partition never synthesized");
-        thread::sleep(Duration::from_millis(5));
+    // Synthesized (its own buffers checked out), not yet started: what is
+    // set aside for it is the scratch buffer, for an urgent partition only.
+    for priority in [Priority::Critical, Priority::Normal] {
+        let second = prove(priority, 500);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while pool.stats().checked_out_buffers < 5 {
+            assert!(std::time::Instant::now() < deadline, "the partition never synthesized");
+            thread::sleep(Duration::from_millis(5));
+        }
+        let s = pool.stats();
+        if priority.is_urgent() {
+            assert!(
+                s.earmarked_bytes >= pool.rounded_size(scratch).unwrap() as u64,
+                "the scratch buffer is not set aside: {s:?}"
+            );
+        } else {
+            assert_eq!(s.earmarked_bytes, 0, "{s:?}");
+        }
+        assert!(matches!(engine.wait(second, None).unwrap(), JobOutcome::Completed(_)));
+        assert_eq!(pool.stats().earmarked_bytes, 0);
     }
-    let s = pool.stats();
-    assert!(
-        s.earmarked_bytes >= pool.rounded_size(scratch).unwrap() as u64,
-        "the scratch buffer is not set aside: {s:?}"
-    );
-    assert!(matches!(engine.wait(second, None).unwrap(), JobOutcome::Completed(_)));
-    assert_eq!(pool.stats().earmarked_bytes, 0);
     assert_idle(&engine, &pool, &acct, "scratch earmark");
     std::fs::remove_dir_all(&dir).unwrap();
 }

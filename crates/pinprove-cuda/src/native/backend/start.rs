@@ -31,31 +31,22 @@ struct PreparedAhead {
 }
 
 impl NativeBackend {
-    /// Prepares `asg`'s scalars now, on the calling thread (urgent ones on
-    /// the backend's urgent threads, which other work does not occupy), as
-    /// `start` would with the bases resident or not as they are now.
-    pub(super) fn prepare_ahead(&self, srs: &Srs, asg: &mut ProvingAssignment, urgent: bool) -> Result<(), ProveError> {
+    /// Prepares an urgent proof's scalars now, on the backend's urgent
+    /// threads (which background work does not occupy), as `start` would
+    /// with the bases resident or not as they are now.
+    pub(super) fn prepare_ahead(&self, srs: &Srs, asg: &mut ProvingAssignment) -> Result<(), ProveError> {
         let t = Instant::now();
         let mode = if self.is_resident(srs) {
             Mode::Split
         } else {
             Mode::Dense
         };
-        let mut prepare = || {
+        let prep = self.threads_for(true).install(|| {
             let (values, funds) = asg.witness_parts_mut();
             split::prepare(values, funds, &self.pool, mode)
-        };
-        let prep = if urgent {
-            self.threads_for(true).install(prepare)?
-        } else {
-            prepare()?
-        };
+        })?;
         let took = t.elapsed();
-        tracing::debug!(
-            ms = took.as_millis() as u64,
-            urgent,
-            "scalars prepared ahead of the device"
-        );
+        tracing::debug!(ms = took.as_millis() as u64, "scalars prepared ahead of the device");
         asg.set_prepared(Box::new(PreparedAhead { prep, took }));
         Ok(())
     }
