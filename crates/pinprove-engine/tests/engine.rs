@@ -1655,6 +1655,37 @@ fn a_lost_device_gets_no_more_work_and_the_others_carry_on() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Background work holding all the memory it may, and a request for more
+/// waiting behind it: the pool under pressure.
+struct Pressure {
+    hog: pinprove_mem::Reservation,
+    wanted: u64,
+    waiting: thread::JoinHandle<Result<u64, pinprove_mem::Error>>,
+}
+
+impl Pressure {
+    fn on(budget: &Arc<pinprove_mem::MemoryBudget>) -> Pressure {
+        let limit = budget.limit_for(Priority::Normal.rank());
+        let hog = budget.try_acquire(limit - budget.used()).unwrap();
+        // More than eviction can free: it waits until the hog is gone.
+        let wanted = limit / 2;
+        let waiting = {
+            let budget = Arc::clone(budget);
+            thread::spawn(move || budget.acquire_blocking(wanted).map(|r| r.bytes()))
+        };
+        while !budget.has_waiters() {
+            thread::sleep(Duration::from_millis(2));
+        }
+        Pressure { hog, wanted, waiting }
+    }
+
+    /// Ends it: the waiting request gets its memory.
+    fn end(self) {
+        drop(self.hog);
+        assert_eq!(self.waiting.join().unwrap().unwrap(), self.wanted);
+    }
+}
+
 #[test]
 fn a_circuit_kept_ready_also_keeps_the_buffers_its_backend_learned_to_take() {
     // As below, with a backend whose `start` takes a scratch buffer it
@@ -1688,30 +1719,18 @@ fn a_circuit_kept_ready_also_keeps_the_buffers_its_backend_learned_to_take() {
     // The first proof, from which the backend learns.
     prove();
     assert!(engine.wait_quiet(Duration::from_secs(30)), "the warm-up ended");
-    let budget = Arc::clone(pool.budget());
-    let hog = budget
-        .try_acquire(budget.limit_for(Priority::Normal.rank()) - budget.used())
-        .unwrap();
-    let wanted = budget.limit_for(Priority::Normal.rank()) / 2;
-    let waiting = {
-        let budget = Arc::clone(&budget);
-        std::thread::spawn(move || budget.acquire_blocking(wanted).map(|r| r.bytes()))
-    };
-    while !budget.has_waiters() {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    let pressure = Pressure::on(pool.budget());
     let before = pool.stats().fresh_allocations;
     for _ in 0..2 {
         prove();
-        assert!(budget.has_waiters(), "the pressure lasted");
+        assert!(pool.budget().has_waiters(), "the pressure lasted");
     }
     let s = pool.stats();
     assert_eq!(
         s.fresh_allocations, before,
         "the kept circuit found every buffer: {s:?}"
     );
-    drop(hog);
-    assert_eq!(waiting.join().unwrap().unwrap(), wanted);
+    pressure.end();
     assert_idle(&engine, &pool, &acct, "kept scratch");
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -1737,19 +1756,8 @@ fn a_circuit_kept_ready_keeps_its_buffers_while_background_work_waits_for_memory
         engine.preload_srs(&c.id()).unwrap();
     }
     assert!(engine.wait_quiet(Duration::from_secs(30)), "the warm-up ended");
+    let pressure = Pressure::on(pool.budget());
     let budget = Arc::clone(pool.budget());
-    let hog = budget
-        .try_acquire(budget.limit_for(Priority::Normal.rank()) - budget.used())
-        .unwrap();
-    // More than eviction can free: it waits until the hog is gone.
-    let wanted = budget.limit_for(Priority::Normal.rank()) / 2;
-    let waiting = {
-        let budget = Arc::clone(&budget);
-        std::thread::spawn(move || budget.acquire_blocking(wanted).map(|r| r.bytes()))
-    };
-    while !budget.has_waiters() {
-        std::thread::sleep(Duration::from_millis(2));
-    }
     let fresh_pins = |c: &BenchCircuit| {
         let before = pool.stats().fresh_allocations;
         for _ in 0..2 {
@@ -1768,8 +1776,7 @@ fn a_circuit_kept_ready_keeps_its_buffers_while_background_work_waits_for_memory
         other_pins >= 2 * 3,
         "the other pinned a, b and c each time: {other_pins} fresh pins"
     );
-    drop(hog);
-    assert_eq!(waiting.join().unwrap().unwrap(), wanted);
+    pressure.end();
     assert_idle(&engine, &pool, &acct, "kept");
     std::fs::remove_dir_all(&dir).unwrap();
 }

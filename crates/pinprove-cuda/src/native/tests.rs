@@ -729,7 +729,10 @@ fn urgent_scalars_prepared_ahead_of_start_give_the_same_proofs() {
             .unwrap();
         (proof[0].to_bytes().to_vec(), gpu.last_phases().unwrap())
     };
-    let (bytes, phases) = prepared_then_start(true, &|| gpu.prepare_srs(&srs).map(|_| ()).unwrap());
+    let make_resident = || {
+        gpu.prepare_srs(&srs).unwrap();
+    };
+    let (bytes, phases) = prepared_then_start(true, &make_resident);
     assert_eq!(
         bytes, expected,
         "prepared for streamed bases, proved over resident ones"

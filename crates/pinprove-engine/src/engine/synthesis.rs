@@ -399,18 +399,27 @@ impl Inner {
         let synthesized = tracing::info_span!(parent: &span, Phase::Synthesis.name())
             .in_scope(|| catch(move || self.synthesize_partition(partition, ctx)));
         drop(slot);
+        // The phase ends after the backend's preparation below, or here.
+        let end_synthesis = |timings: &mut PartitionTimings| {
+            timings.synthesis = t.elapsed();
+            self.metrics.observe(Phase::Synthesis, timings.synthesis);
+            self.timeline.record(lane, Phase::Synthesis, t, label.clone());
+        };
         let mut assignment = match synthesized {
             Ok(Ok(x)) => x,
             Ok(Err(e)) => {
+                end_synthesis(&mut timings);
                 self.fail(&job, format!("partition {} synthesis: {}", p.index, ErrorChain(&e)));
                 return None;
             }
             Err(msg) => {
+                end_synthesis(&mut timings);
                 self.panicked(&job, format!("partition {} synthesis panicked: {msg}", p.index));
                 return None;
             }
         };
         if job.stopped() {
+            end_synthesis(&mut timings);
             return None;
         }
         let mut ticket = ticket;
@@ -420,6 +429,7 @@ impl Inner {
                 d
             }
             Err(e) => {
+                end_synthesis(&mut timings);
                 self.fail(&job, format!("partition {}: {e}", p.index));
                 return None;
             }
@@ -428,9 +438,7 @@ impl Inner {
         // thread that feeds the device: part of synthesis.
         let urgent = job.priority.is_urgent();
         let prepared = catch(|| self.devices[device].backend.prepare(&srs, &mut assignment, urgent));
-        timings.synthesis = t.elapsed();
-        self.metrics.observe(Phase::Synthesis, timings.synthesis);
-        self.timeline.record(lane, Phase::Synthesis, t, label);
+        end_synthesis(&mut timings);
         match prepared {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
