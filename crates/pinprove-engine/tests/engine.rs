@@ -506,13 +506,7 @@ fn host_points_are_freed_once_every_device_holds_the_srs() {
     let params = synthetic_params(&c, &dir);
     let run = |also_host: bool| {
         let (pool, acct) = pool_with(1 << 30);
-        let test = || TestBackend {
-            pool: Arc::clone(&pool),
-            start: Duration::ZERO,
-            finish: Duration::ZERO,
-            scratch: 0,
-            holds_srs: true,
-        };
+        let test = || TestBackend::instant(&pool);
         let mut devices = vec![Device {
             name: "device0".into(),
             backend: Arc::new(HoldsOnDevice(test(), !also_host)) as Arc<dyn Backend>,
@@ -994,11 +988,8 @@ fn admission_sets_aside_for_urgent_work_the_buffers_a_backend_learned_to_take() 
     let params = synthetic_params(&c, &dir);
     let scratch = 3 << 20;
     let backend = LearnsScratch(TestBackend {
-        pool: Arc::clone(&pool),
-        start: Duration::ZERO,
-        finish: Duration::ZERO,
         scratch,
-        holds_srs: true,
+        ..TestBackend::instant(&pool)
     });
     let config = EngineConfig {
         warm_partitions: Some(0),
@@ -1293,13 +1284,7 @@ fn what_a_backend_learned_is_given_back_to_it_when_a_restarted_engine_loads_the_
     };
     let engine = |learned: BackendHint| {
         let backend = Arc::new(Hinting {
-            inner: TestBackend {
-                pool: Arc::clone(&pool),
-                start: Duration::ZERO,
-                finish: Duration::ZERO,
-                scratch: 0,
-                holds_srs: true,
-            },
+            inner: TestBackend::instant(&pool),
             learned,
             applied: Default::default(),
         });
@@ -1388,13 +1373,7 @@ fn a_backend_prepares_each_partition_on_the_thread_that_synthesized_it_not_on_a_
     let path = synthetic_params(&shape, &dir);
     let engine = |fail: bool| {
         let backend = Arc::new(PreparesAhead {
-            inner: TestBackend {
-                pool: Arc::clone(&pool),
-                start: Duration::ZERO,
-                finish: Duration::ZERO,
-                scratch: 0,
-                holds_srs: true,
-            },
+            inner: TestBackend::instant(&pool),
             fail,
             prepared_on: Default::default(),
             found_in_start: Default::default(),
@@ -1695,11 +1674,8 @@ fn a_circuit_kept_ready_also_keeps_the_buffers_its_backend_learned_to_take() {
     let (pool, acct) = pool_with(1 << 30);
     let c = BenchCircuit::new(3000, WitnessMix::Bits).unwrap();
     let backend = LearnsScratch(TestBackend {
-        pool: Arc::clone(&pool),
-        start: Duration::ZERO,
-        finish: Duration::ZERO,
         scratch: 3 << 20,
-        holds_srs: true,
+        ..TestBackend::instant(&pool)
     });
     let device = Device {
         name: "test0".into(),
