@@ -46,6 +46,14 @@ pub(crate) enum Mode {
     Dense,
 }
 
+impl Mode {
+    /// How a proof sorts its scalars: split when the bases are resident
+    /// on the device, dense when they stream from the host.
+    pub(crate) fn for_bases(resident: bool) -> Mode {
+        if resident { Mode::Split } else { Mode::Dense }
+    }
+}
+
 /// The scalars of one MSM.
 pub(crate) struct QueryScalars {
     /// Number of bases the query has (selected assignments).

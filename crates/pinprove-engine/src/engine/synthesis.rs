@@ -84,10 +84,12 @@ impl Inner {
     fn admission_buffers(&self, circuit_id: &str, ws: u64, urgent: bool) -> Result<Vec<usize>, EngineError> {
         let mut buffers = self.partition_buffers(circuit_id)?.to_vec();
         let mut room = ws.saturating_sub(buffers.iter().map(|&b| b as u64).sum());
+        if !urgent {
+            return Ok(buffers);
+        }
         let prepared = self
             .devices
             .iter()
-            .filter(|_| urgent)
             .find_map(|d| self.hints.backend_hint(circuit_id, d.backend.name()))
             .map(|h| h.host_buffers)
             .unwrap_or_default();
@@ -185,16 +187,16 @@ impl Inner {
                 (fit as usize).min(self.config.synthesis_workers.max(1))
             }
         };
-        let sizes: Vec<usize> = (0..partitions).flat_map(|_| buffers).filter(|&b| b > 0).collect();
+        let of = |n: usize, one: &[usize]| -> Vec<usize> {
+            (0..n).flat_map(|_| one.iter().copied()).filter(|&b| b > 0).collect()
+        };
+        let sizes = of(partitions, &buffers);
         // A kept partition also keeps what its backend prepares into: an
         // urgent proof's preparation must not pin either.
         let kept_partitions = self.kept.lock().recover().get(circuit_id).copied().unwrap_or(0);
         let kept = if kept_partitions > 0 {
             let one = self.admission_buffers(circuit_id, self.working_set(circuit_id, 0)?, true)?;
-            (0..kept_partitions)
-                .flat_map(|_| one.iter().copied())
-                .filter(|&b| b > 0)
-                .collect()
+            of(kept_partitions, &one)
         } else {
             Vec::new()
         };

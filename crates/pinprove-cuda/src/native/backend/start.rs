@@ -36,11 +36,7 @@ impl NativeBackend {
     /// with the bases resident or not as they are now.
     pub(super) fn prepare_ahead(&self, srs: &Srs, asg: &mut ProvingAssignment) -> Result<(), ProveError> {
         let t = Instant::now();
-        let mode = if self.is_resident(srs) {
-            Mode::Split
-        } else {
-            Mode::Dense
-        };
+        let mode = Mode::for_bases(self.is_resident(srs));
         let prep = self.threads_for(true).install(|| {
             let (values, funds) = asg.witness_parts_mut();
             split::prepare(values, funds, &self.pool, mode)
@@ -99,7 +95,7 @@ impl NativeBackend {
                     "the parameters' host points were freed and their bases are not resident on this device",
                 ));
             }
-            let mode = if resident.is_some() { Mode::Split } else { Mode::Dense };
+            let mode = Mode::for_bases(resident.is_some());
             // Prepared for bases resident then and not now (or the other
             // way): its buffers go back before new ones are taken.
             let ahead = ahead.filter(|a| a.prep.mode == mode);
