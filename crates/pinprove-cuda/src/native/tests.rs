@@ -214,9 +214,27 @@ fn start_proof_as(
     c: &pinprove_groth16::circuits::BenchCircuit,
     urgent: bool,
 ) -> Result<Box<dyn StartedProof>, ProveError> {
+    start_synthesized(backend, srs, synthesized(backend, pool, c)?, urgent)
+}
+
+/// `c` synthesized from `pool` in `backend`'s layout.
+fn synthesized(
+    backend: &dyn Backend,
+    pool: &Arc<PinnedPool>,
+    c: &pinprove_groth16::circuits::BenchCircuit,
+) -> Result<pinprove_groth16::ProvingAssignment, ProveError> {
     let hints = pinprove_groth16::CapacityHints::in_memory();
     let layout = backend.capabilities().abc_layout;
-    let (asg, _) = pinprove_groth16::synthesize(c.clone(), &c.id(), pool, &hints, layout, None)?;
+    Ok(pinprove_groth16::synthesize(c.clone(), &c.id(), pool, &hints, layout, None)?.0)
+}
+
+/// Starts the proof of `asg` (r = 3, s = 4).
+fn start_synthesized(
+    backend: &dyn Backend,
+    srs: &Arc<Srs>,
+    asg: pinprove_groth16::ProvingAssignment,
+    urgent: bool,
+) -> Result<Box<dyn StartedProof>, ProveError> {
     backend.start(ProvingJob {
         srs: Arc::clone(srs),
         assignments: vec![asg],
@@ -713,18 +731,10 @@ fn urgent_scalars_prepared_ahead_of_start_give_the_same_proofs() {
     // Prepared with the bases not yet resident, proved with them resident:
     // the preparation does not fit and `start` prepares again.
     let prepared_then_start = |urgent: bool, before_start: &dyn Fn()| {
-        let hints = pinprove_groth16::CapacityHints::in_memory();
-        let (mut asg, _) =
-            pinprove_groth16::synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
+        let mut asg = synthesized(&gpu, &pool, &c).unwrap();
         gpu.prepare(&srs, &mut asg, urgent).unwrap();
         before_start();
-        let proof = gpu
-            .start(ProvingJob {
-                srs: Arc::clone(&srs),
-                assignments: vec![asg],
-                randomness: vec![(Scalar::from(3u64), Scalar::from(4u64))],
-                urgent,
-            })
+        let proof = start_synthesized(&gpu, &srs, asg, urgent)
             .and_then(|p| p.finish())
             .unwrap();
         (proof[0].to_bytes().to_vec(), gpu.last_phases().unwrap())
