@@ -710,6 +710,18 @@ fn later_proofs_of_a_circuit_type_find_their_preparation_buffers_warm() {
         before,
         "later proofs pinned nothing while the device waited"
     );
+    // Other work asking the budget for every byte evicts the syntheses'
+    // buffers, not the preparation's: those stay while the SRS does.
+    let prep = pool.stats().warm_bytes - synthesis_set;
+    let budget = Arc::clone(pool.budget());
+    let everything = budget.available() + pool.stats().idle_bytes;
+    assert!(budget.try_acquire(everything).is_err());
+    let s = pool.stats();
+    assert!(s.idle_bytes >= prep, "the preparation's buffers were freed: {s:?}");
+    pool.keep_warm("test-synthesis", &per_proof.repeat(2)).unwrap();
+    let before = pool.stats().lane_allocations;
+    assert_eq!(prove(), first);
+    assert_eq!(pool.stats().lane_allocations, before, "nothing pinned on a lane after the pressure");
     pool.stop_warm("test-synthesis");
     // Evicting the SRS lets the pool forget the set.
     gpu.evict_srs(&srs);

@@ -89,8 +89,9 @@ impl PinnedPool {
     /// Like [`keep_warm`](Self::keep_warm), and these buffers stay while
     /// others wait for memory: the budget's eviction leaves them and a
     /// returned one is kept idle, not freed. For work that must start at
-    /// once whatever else runs (a WinningPoSt's buffers), and small: their
-    /// bytes are out of everyone else's reach for as long as the set lasts.
+    /// once whatever else runs (a WinningPoSt's buffers, what a device lane
+    /// takes to prepare a proof), and no larger than that: their bytes are
+    /// out of everyone else's reach for as long as the set lasts.
     pub fn keep_reserved(self: &Arc<Self>, name: &str, sizes: &[usize]) -> Result<WarmReport> {
         self.warm_set(name, sizes, true)
     }

@@ -21,7 +21,11 @@ impl NativeBackend {
     /// unless buffers at least that large are kept already. Their sizes
     /// depend on the witness, so they are learned from the circuit type's
     /// first proof; later proofs then find them idle instead of pinning
-    /// fresh memory while the device waits. With `after`, the pinning
+    /// fresh memory while the device waits. The set is kept under pressure
+    /// too, for as long as the SRS is resident: as a warm set, admissions
+    /// waiting for memory had it freed, and the next `start` pinned it again
+    /// on a device lane (2^26 on the H200: 26 pinnings, 3.8 s the device
+    /// waited). With `after`, the pinning
     /// waits for that mark (the device work of the proof they were learned
     /// from): measured on the H200, a 2^24 proof's device work took 5.1 s
     /// instead of 0.3 s while 4 GiB of its warm set were pinned beside it.
@@ -165,15 +169,16 @@ impl NativeBackend {
     }
 }
 
-/// Has `pool` keep the buffers `sizes` warm as `name`, and logs how it went.
+/// Has `pool` keep the buffers `sizes` as `name`, under pressure too, and
+/// logs how it went.
 fn keep(pool: &Arc<PinnedPool>, name: &str, sizes: &[usize]) {
-    match pool.keep_warm(name, sizes) {
+    match pool.keep_reserved(name, sizes) {
         Ok(r) => tracing::debug!(
             set = %name,
             wanted = r.wanted_bytes,
             allocated = r.allocated_bytes,
             missing = r.missing_bytes,
-            "preparation buffers kept warm"
+            "preparation buffers kept"
         ),
         Err(e) => tracing::warn!(set = %name, "keeping preparation buffers warm failed: {e}"),
     }
