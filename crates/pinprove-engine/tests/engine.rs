@@ -1711,6 +1711,106 @@ fn a_circuit_kept_ready_also_keeps_the_buffers_its_backend_learned_to_take() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A backend whose preparation share is the worst case until its first
+/// proof, and nothing once it was learned (as the native backend's); its
+/// hint changes with every proof.
+struct LearnsShare {
+    inner: TestBackend,
+    proofs: AtomicU64,
+}
+
+impl Backend for LearnsShare {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    fn extra_working_set(&self, _: &CapacityHint, _: Option<&pinprove_groth16::QueryLengths>) -> u64 {
+        if self.proofs.load(Ordering::Acquire) > 0 {
+            0
+        } else {
+            256 << 20
+        }
+    }
+    fn holds_srs(&self, srs: &Srs) -> bool {
+        self.inner.holds_srs(srs)
+    }
+    fn resident_srs(&self) -> Vec<pinprove_groth16::ResidentSrs> {
+        self.inner.resident_srs()
+    }
+    fn hint(&self, _: &Srs) -> Option<BackendHint> {
+        let proofs = self.proofs.load(Ordering::Acquire);
+        (proofs > 0).then(|| BackendHint {
+            host_buffers: Vec::new(),
+            preparation_bytes: proofs,
+            device_pool_bytes: 0,
+        })
+    }
+    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+        let started = self.inner.start(job);
+        self.proofs.fetch_add(1, Ordering::AcqRel);
+        started
+    }
+}
+
+#[test]
+fn the_warm_set_grows_when_a_proof_shows_that_more_partitions_fit() {
+    // Before its first proof the backend's share is the worst case, and
+    // the budget admits 3 partitions at once; once learned, all 8 workers'.
+    // The warm set follows, so a stream after the first proof does not pin
+    // the buffers of the partitions it runs beyond the first 3.
+    let dir = temp_dir("warm-regrows");
+    let (pool, acct) = pool_with(1 << 30);
+    let c = BenchCircuit::new(3000, WitnessMix::Bits).unwrap();
+    let device = Device {
+        name: "test0".into(),
+        backend: Arc::new(LearnsShare {
+            inner: TestBackend::instant(&pool),
+            proofs: AtomicU64::new(0),
+        }),
+    };
+    let config = EngineConfig {
+        synthesis_workers: 8,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(config, vec![device], Arc::clone(&pool)).unwrap();
+    engine.register_srs(&c.id(), synthetic_params(&c, &dir));
+    engine.preload_srs(&c.id()).unwrap();
+    assert!(engine.wait_quiet(Duration::from_secs(30)), "the warm-up ended");
+    let before = pool.stats().warm_bytes;
+    assert!(before > 0);
+    let prove = || {
+        let id = engine
+            .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
+            .unwrap();
+        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
+        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+        assert!(engine.wait_quiet(Duration::from_secs(30)), "the warm-up ended");
+    };
+    prove();
+    let after = pool.stats();
+    // (A partition's buffers are also a little smaller once its synthesis
+    // told its exact shape.)
+    assert!(
+        after.warm_bytes > 2 * before,
+        "warmed for 3 partitions ({before} bytes), then for 8: {after:?}"
+    );
+    assert_eq!(after.warm_ready_bytes, after.warm_bytes);
+    // Later hints change too, but no more partitions fit: the warm set is
+    // not made again (on the H200 one made again under pressure was freed
+    // again). Freed here, it holds only what the next proof pinned.
+    pool.clear_idle();
+    prove();
+    let s = pool.stats();
+    assert!(
+        s.warm_ready_bytes < s.warm_bytes / 2,
+        "the warm set was made again: {s:?}"
+    );
+    assert_idle(&engine, &pool, &acct, "warm set regrown");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_circuit_kept_ready_keeps_its_buffers_while_background_work_waits_for_memory() {
     // Background work holds all the memory it may and more waits for it:

@@ -721,7 +721,11 @@ fn later_proofs_of_a_circuit_type_find_their_preparation_buffers_warm() {
     pool.keep_warm("test-synthesis", &per_proof.repeat(2)).unwrap();
     let before = pool.stats().lane_allocations;
     assert_eq!(prove(), first);
-    assert_eq!(pool.stats().lane_allocations, before, "nothing pinned on a lane after the pressure");
+    assert_eq!(
+        pool.stats().lane_allocations,
+        before,
+        "nothing pinned on a lane after the pressure"
+    );
     pool.stop_warm("test-synthesis");
     // Evicting the SRS lets the pool forget the set.
     gpu.evict_srs(&srs);

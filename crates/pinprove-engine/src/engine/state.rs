@@ -400,8 +400,8 @@ pub(crate) struct Inner {
     pub(super) normal_busy: AtomicUsize,
     /// Pool warm-ups running in the background.
     pub(super) warming: Arc<AtomicUsize>,
-    /// The circuits warmed, and whether their warm sets hold a/b/c.
-    pub(super) warm_sets: Mutex<HashMap<String, bool>>,
+    /// The circuits warmed, and how.
+    pub(super) warm_sets: Mutex<HashMap<String, WarmedAs>>,
     /// Partitions whose buffers the pool keeps under pressure, per circuit
     /// (see [`Engine::keep_ready`](super::Engine::keep_ready)).
     pub(super) kept: Mutex<HashMap<String, usize>>,
@@ -515,4 +515,13 @@ pub(super) fn supervise(name: &str, metrics: &Metrics, mut body: impl FnMut()) {
             }
         }
     }
+}
+
+/// How a circuit's warm set was made last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct WarmedAs {
+    /// Whether it holds a/b/c.
+    pub(super) abc: bool,
+    /// For how many partitions at once.
+    pub(super) partitions: usize,
 }

@@ -10,7 +10,7 @@ use pinprove_groth16::{AbcLayout, QueryLengths, Srs, domain::domain_size};
 use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
 
-use super::state::{InFlight, Inner, Pending, Synthesized, Ticket, catch};
+use super::state::{InFlight, Inner, Pending, Synthesized, Ticket, WarmedAs, catch};
 use crate::job::{PartitionTimings, Priority, SynthesisContext};
 use crate::srs::Acquired;
 use crate::{EngineError, Phase};
@@ -133,18 +133,39 @@ impl Inner {
         Ok((shape, n, queries))
     }
 
-    /// A backend learned new buffer sizes for `circuit_id` (see
-    /// [`admission_buffers`](Self::admission_buffers)): a circuit kept
-    /// ready keeps those too from now on.
+    /// A backend learned what a proof of `circuit_id` takes: buffer sizes
+    /// (see [`admission_buffers`](Self::admission_buffers)), which a circuit
+    /// kept ready keeps too from now on, and its preparation share, with
+    /// which the budget may admit more partitions at once than the warm set
+    /// was made for. Then the circuit is warmed again; not otherwise: a
+    /// hint changes with every witness a little larger, and on the H200 a
+    /// warm set redone each time was freed again under pressure (2^26: 30
+    /// buffers freed, 16 pinned anew).
     pub(super) fn hint_changed(&self, circuit_id: &str) {
         let kept = self.kept.lock().recover().contains_key(circuit_id);
-        let warmed = self.warm_sets.lock().recover().contains_key(circuit_id);
-        if kept
-            && warmed
+        let Some(warmed) = self.warm_sets.lock().recover().get(circuit_id).copied() else {
+            return;
+        };
+        let more_fit = matches!(self.warm_partitions(circuit_id), Ok(n) if n != warmed.partitions);
+        if (kept || more_fit)
             && let Err(e) = self.warm(circuit_id)
         {
-            tracing::warn!(circuit = %circuit_id, "keeping the learned buffers ready failed: {}", ErrorChain(&e));
+            tracing::warn!(circuit = %circuit_id, "warming for what the backend learned failed: {}", ErrorChain(&e));
         }
+    }
+
+    /// The partitions a warm set of `circuit_id` is made for: as many as
+    /// the budget admits at once (at most `synthesis_workers`), or
+    /// `warm_partitions`.
+    fn warm_partitions(&self, circuit_id: &str) -> Result<usize, EngineError> {
+        Ok(match self.config.warm_partitions {
+            Some(n) => n,
+            None => {
+                let ws = self.working_set(circuit_id, 0)?.max(1);
+                let fit = self.budget.limit_for(Priority::Normal.rank()) / ws;
+                (fit as usize).min(self.config.synthesis_workers.max(1))
+            }
+        })
     }
 
     /// Warms again, without a, b and c, the circuits warmed with them whose
@@ -156,7 +177,7 @@ impl Inner {
             .lock()
             .recover()
             .iter()
-            .filter(|&(id, &with_abc)| with_abc && !self.abc_on_host(id))
+            .filter(|&(id, warmed)| warmed.abc && !self.abc_on_host(id))
             .map(|(id, _)| id.clone())
             .collect();
         for id in stale {
@@ -175,18 +196,12 @@ impl Inner {
     /// work).
     pub(super) fn warm(&self, circuit_id: &str) -> Result<(), EngineError> {
         let buffers = self.partition_buffers(circuit_id)?;
-        self.warm_sets
-            .lock()
-            .recover()
-            .insert(circuit_id.to_string(), self.abc_on_host(circuit_id));
-        let partitions = match self.config.warm_partitions {
-            Some(n) => n,
-            None => {
-                let ws = self.working_set(circuit_id, 0)?.max(1);
-                let fit = self.budget.limit_for(Priority::Normal.rank()) / ws;
-                (fit as usize).min(self.config.synthesis_workers.max(1))
-            }
+        let partitions = self.warm_partitions(circuit_id)?;
+        let warmed = WarmedAs {
+            abc: self.abc_on_host(circuit_id),
+            partitions,
         };
+        self.warm_sets.lock().recover().insert(circuit_id.to_string(), warmed);
         let of = |n: usize, one: &[usize]| -> Vec<usize> {
             (0..n).flat_map(|_| one.iter().copied()).filter(|&b| b > 0).collect()
         };
