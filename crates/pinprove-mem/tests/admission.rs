@@ -29,6 +29,15 @@ fn wait_for_waiter(budget: &MemoryBudget) {
     }
 }
 
+/// Until an admission waits in the pool too, not only in the budget: the
+/// pool hands returned buffers only to admissions it knows of (between the
+/// two, the budget's eviction frees them for the request).
+fn wait_for_admission(pool: &PinnedPool) {
+    while pool.stats().waiting_admissions == 0 {
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
 #[test]
 fn idle_buffers_are_set_aside_and_not_asked_of_the_budget() {
     let (budget, pool) = pool(64 * M);
@@ -103,7 +112,7 @@ fn a_buffer_returned_while_an_admission_waits_is_handed_to_it() {
     let (budget, pool) = pool(64 * M);
     let held = pool.try_checkout(48 * MIB).unwrap();
     let waiter = admit_and_check_out(&pool, vec![48 * MIB], 2 * M);
-    wait_for_waiter(&budget);
+    wait_for_admission(&pool);
     drop(held);
     let (granted, fresh) = waiter.join().unwrap();
     assert_eq!(granted, 2 * M, "the request was lowered by the buffer handed over");
@@ -121,7 +130,7 @@ fn a_fenced_buffer_is_handed_over_once_its_fence_completes() {
     let done = Arc::new(AtomicBool::new(false));
     held.set_use_fence(Box::new(Flag(Arc::clone(&done))));
     let waiter = admit_and_check_out(&pool, vec![48 * MIB], 0);
-    wait_for_waiter(&budget);
+    wait_for_admission(&pool);
     drop(held);
     // Still read by the device: neither handed over nor freed.
     budget.reclaim();

@@ -109,6 +109,9 @@ pub struct PoolStats {
     /// Returned buffers handed to an admission waiting for memory instead
     /// of being freed (and pinned again by that admission).
     pub handed_over: u64,
+    /// Admissions waiting for memory, to which returned buffers can be
+    /// handed (see [`PinnedPool::admit_blocking`]).
+    pub waiting_admissions: usize,
     /// Bytes the warm sets ask the pool to hold (idle or in use).
     pub warm_bytes: u64,
     /// Of those, bytes the pool holds now.
@@ -493,6 +496,7 @@ impl PinnedPool {
             idle_buffers: s.idle.len(),
             earmarked_bytes: s.earmarked.iter().map(|e| e.block.mem.len() as u64).sum(),
             handed_over: c.handed_over.load(Ordering::Relaxed),
+            waiting_admissions: s.wanting.len(),
             warm_bytes,
             warm_ready_bytes,
             checked_out_buffers: s.checked_out_buffers,
