@@ -83,10 +83,10 @@ impl Inner {
     /// with) adds only what fits.
     fn admission_buffers(&self, circuit_id: &str, ws: u64, urgent: bool) -> Result<Vec<usize>, EngineError> {
         let mut buffers = self.partition_buffers(circuit_id)?.to_vec();
-        let mut room = ws.saturating_sub(buffers.iter().map(|&b| b as u64).sum());
         if !urgent {
             return Ok(buffers);
         }
+        let mut room = ws.saturating_sub(buffers.iter().map(|&b| b as u64).sum());
         let prepared = self
             .devices
             .iter()
