@@ -378,6 +378,15 @@ impl CudaRegisteredAllocator {
             heap: crate::HeapAllocator::new(true),
         })
     }
+
+    /// As [`new`](Self::new), faulting each buffer in with one call
+    /// ([`PinMethod::RegisterWhole`](crate::PinMethod::RegisterWhole)).
+    pub fn populating_whole() -> Result<Self, CudaError> {
+        let r = Self::new()?;
+        Ok(CudaRegisteredAllocator {
+            heap: r.heap.populating_whole(),
+        })
+    }
 }
 
 // SAFETY: the memory is a fresh mapping from `HeapAllocator` (page-aligned,
@@ -433,6 +442,7 @@ pub fn pinned_allocator(method: crate::PinMethod) -> Result<std::sync::Arc<dyn H
     Ok(match method {
         crate::PinMethod::HostAlloc => std::sync::Arc::new(CudaPinnedAllocator::new()?),
         crate::PinMethod::Register => std::sync::Arc::new(CudaRegisteredAllocator::new()?),
+        crate::PinMethod::RegisterWhole => std::sync::Arc::new(CudaRegisteredAllocator::populating_whole()?),
     })
 }
 
