@@ -1,0 +1,85 @@
+//! Speed of the replica against the gadget, release mode:
+//! `cargo test --release -p pinprove-filecoin --lib native -- --ignored --nocapture`.
+
+use std::time::{Duration, Instant};
+
+use bellpepper::util_cs::witness_cs::WitnessCS;
+use bellpepper_core::ConstraintSystem;
+use bellpepper_core::boolean::Boolean;
+use blstrs::Scalar;
+use ff::Field;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::sha256;
+use super::tests::{Recorder, boolean, labeling_message};
+use super::{AllocSink, Bit, PackedBits};
+
+/// What a witness buffer receives: one scalar per allocation.
+struct Scalars(Vec<Scalar>);
+
+impl AllocSink for Scalars {
+    fn push_bits(&mut self, bits: u64, count: u32) {
+        self.0.extend((0..count.min(64)).map(|i| {
+            if (bits >> i) & 1 == 1 {
+                Scalar::ONE
+            } else {
+                Scalar::ZERO
+            }
+        }));
+    }
+}
+
+/// Runs `f` until a second has passed; calls per second.
+fn rate(mut f: impl FnMut()) -> f64 {
+    f();
+    let (start, mut n) = (Instant::now(), 0u32);
+    while start.elapsed() < Duration::from_secs(1) {
+        f();
+        n += 1;
+    }
+    f64::from(n) / start.elapsed().as_secs_f64()
+}
+
+fn compare(name: &str, msg: &[Bit]) {
+    let compressions = (msg.len() + 65).div_ceil(512) as f64;
+    let mut cs = Recorder::default();
+    let booleans: Vec<Boolean> = msg.iter().map(|&b| boolean(&mut cs, b)).collect();
+
+    let gadget = rate(|| {
+        let mut cs = WitnessCS::<Scalar>::new();
+        bellpepper::gadgets::sha256::sha256(&mut cs, &booleans).unwrap();
+        std::hint::black_box(cs.scalar_aux().len());
+    });
+    let mut packed = PackedBits::default();
+    let native_bits = rate(|| {
+        packed.clear();
+        sha256::sha256(msg, &mut packed).unwrap();
+        std::hint::black_box(packed.len());
+    });
+    let mut scalars = Scalars(Vec::new());
+    let native_scalars = rate(|| {
+        scalars.0.clear();
+        sha256::sha256(msg, &mut scalars).unwrap();
+        std::hint::black_box(scalars.0.len());
+    });
+    let per = packed.len() as f64 / compressions;
+    println!(
+        "{name}: {compressions} compressions, {per:.0} allocations each; compressions/s: gadget (WitnessCS) {:.0}, \
+         native into packed bits {:.0} ({:.0}x), native into scalars {:.0} ({:.0}x)",
+        gadget * compressions,
+        native_bits * compressions,
+        native_bits / gadget,
+        native_scalars * compressions,
+        native_scalars / gadget,
+    );
+}
+
+#[test]
+#[ignore = "benchmark; run in release with --ignored --nocapture"]
+fn bench_sha256_against_the_gadget() {
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    compare("labeling (layer 2)", &labeling_message(&mut rng, 2));
+    let node_pair: Vec<Bit> = (0..512).map(|i| Bit::Is(i % 3 == 0)).collect();
+    compare("two 256-bit nodes", &node_pair);
+}

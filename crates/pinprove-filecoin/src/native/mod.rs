@@ -1,0 +1,31 @@
+//! Witness-only replicas of bellpepper gadgets: the same values, in the same
+//! order, that the gadgets hand to `ConstraintSystem::alloc`, computed on
+//! machine words instead of linear combinations.
+//!
+//! A synthesis that only needs the witness (the constraints are fixed by the
+//! circuit's shape and known already) spends nearly all of a PoRep
+//! partition's time inside bellpepper's SHA-256 gadget, building linear
+//! combinations nobody reads. These replicas produce the witness bits
+//! directly; the allocation sequence, including the gadget's constant
+//! folding, must match the gadget's exactly, or every later variable of the
+//! circuit would be shifted.
+//!
+//! * [`Bit`] and [`Word`] — a gadget `Boolean` and `UInt32`, reduced to the
+//!   values and the constant/allocated/negated tags that decide what the
+//!   gadget allocates.
+//! * [`AllocSink`] — where the allocated values go, in order.
+//! * [`sha256`](sha256::sha256), [`compress`](sha256::compress) — the
+//!   SHA-256 gadget and its compression function.
+
+pub mod sha256;
+mod sink;
+mod word;
+
+pub use sink::{AllocSink, PackedBits};
+pub use word::{Bit, Word};
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod bench;
