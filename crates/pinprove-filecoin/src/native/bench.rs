@@ -83,3 +83,41 @@ fn bench_sha256_against_the_gadget() {
     let node_pair: Vec<Bit> = (0..512).map(|i| Bit::Is(i % 3 == 0)).collect();
     compare("two 256-bit nodes", &node_pair);
 }
+
+#[test]
+#[ignore = "benchmark; run in release with --ignored --nocapture"]
+fn bench_create_label_against_the_circuit() {
+    use bellperson::gadgets::uint32::UInt32;
+    use ff::PrimeField;
+    use storage_proofs_porep::stacked::create_label_circuit;
+
+    use super::label;
+    use super::label_tests::Inputs;
+
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    let inputs = Inputs::random(&mut rng, 3);
+    let mut cs = Recorder::default();
+    let (replica_id, parents, node) = inputs.gadget_args(&mut cs);
+    let gadget = rate(|| {
+        let mut cs = WitnessCS::<Scalar>::new();
+        let label = create_label_circuit(
+            &mut cs,
+            &replica_id,
+            parents.clone(),
+            UInt32::constant(inputs.layer),
+            node.clone(),
+        );
+        std::hint::black_box(label.unwrap().get_value());
+    });
+    let parent_bytes: Vec<[u8; 32]> = inputs.parents.iter().map(|p| p.to_repr()).collect();
+    let native = rate(|| {
+        let mut cs = WitnessCS::<Scalar>::new();
+        let words =
+            label::porep_label_message(&inputs.replica_id.to_repr(), &parent_bytes, inputs.layer, inputs.node).unwrap();
+        std::hint::black_box(label::create_porep_label(&mut cs, &words).unwrap().get_value());
+    });
+    println!(
+        "create_label (20 compressions) into WitnessCS, labels/s: circuit {gadget:.1}, native {native:.1} ({:.0}x)",
+        native / gadget
+    );
+}

@@ -16,7 +16,10 @@
 //! * [`AllocSink`] — where the allocated values go, in order.
 //! * [`sha256`](sha256::sha256), [`compress`](sha256::compress) — the
 //!   SHA-256 gadget and its compression function.
+//! * [`label`] — storage-proofs' `create_label_circuit`, allocating through
+//!   a constraint system.
 
+pub mod label;
 pub mod sha256;
 mod sink;
 mod word;
@@ -26,6 +29,9 @@ pub use word::{Bit, Word};
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod label_tests;
 
 #[cfg(test)]
 mod bench;
