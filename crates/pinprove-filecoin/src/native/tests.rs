@@ -302,3 +302,47 @@ fn bellpersons_copy_allocates_the_same() {
     assert_eq!(got, recorded_bits(&cs, start));
     assert_eq!(digest_bits(&digest), out.iter().map(bit_of).collect::<Vec<_>>());
 }
+
+/// The gadget's cost, as a check on the arithmetic below: with every input
+/// bit allocated, the message schedule allocates 48 × (32 + 29 + 32 + 22 +
+/// 34), the rounds 64 × (64 + 32 + 64 + 64) plus 63 × (35 + 35) for the
+/// deferred sums, the feed-forward 2 × 35 + 6 × 33.
+#[test]
+fn an_allocated_compression_allocates_26166_values() {
+    let mut rng = ChaCha8Rng::seed_from_u64(13);
+    let state: [Word; 8] = std::array::from_fn(|_| Word::allocated(rng.r#gen()));
+    let block: [Word; 16] = std::array::from_fn(|_| Word::allocated(rng.r#gen()));
+    let mut count = 0usize;
+    sha256::compress(&state, &block, &mut count);
+    assert_eq!(
+        count,
+        48 * (32 + 29 + 32 + 22 + 34) + 64 * (64 + 32 + 64 + 64) + 63 * 70 + 2 * 35 + 6 * 33
+    );
+    assert_eq!(count, 26_166);
+
+    // Per block of the labeling message (the gadget's counts: the labeling
+    // test compares every value): the first folds the constant IV, the last
+    // hashes constant padding.
+    let msg = labeling_message(&mut rng, 2);
+    let mut blocks = Vec::new();
+    let mut state = sha256::IV;
+    let words: Vec<Word> = msg.chunks(32).map(|c| Word::from_bits_be(c).unwrap()).collect();
+    let mut padded = words.clone();
+    padded.push(Word::constant(0x8000_0000));
+    padded.resize(20 * 16 - 2, Word::constant(0));
+    padded.extend([Word::constant(0), Word::constant(msg.len() as u32)]);
+    for block in padded.chunks(16) {
+        let mut n = 0usize;
+        state = sha256::compress(&state, block.try_into().unwrap(), &mut n);
+        blocks.push(n);
+    }
+    let mut total = 0usize;
+    let digest = sha256::sha256_words(&words, &mut total);
+    assert_eq!(digest, state);
+    assert_eq!(blocks.iter().sum::<usize>(), total);
+    // The constant bit 255 of a middle block's two elements saves 8
+    // allocations in the message schedule's XORs.
+    assert_eq!(blocks[0], 25_337);
+    assert!(blocks[1..19].iter().all(|&n| n == 26_158));
+    assert_eq!(blocks[19], 25_567);
+}
