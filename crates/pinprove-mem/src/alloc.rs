@@ -207,6 +207,7 @@ impl HeapAllocator {
     }
 
     /// Faults each buffer in with one call (see [`PinMethod::RegisterWhole`]).
+    #[cfg_attr(not(any(feature = "cuda", test)), allow(dead_code))]
     pub(crate) fn populating_whole(self) -> Self {
         HeapAllocator {
             populate_chunk: usize::MAX,
