@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use blstrs::Scalar;
 use pinprove_groth16::{Density, ProveError, Witness, WitnessRef};
-use pinprove_mem::{PinnedPool, PinnedVec, Reservation};
+use pinprove_mem::{PinnedPool, PinnedVec, Reservation, UseFence};
 use rayon::prelude::*;
 
 /// Aux variables per parallel task.
@@ -115,6 +115,24 @@ impl Prepared {
                 ]
             })
             .collect()
+    }
+
+    /// Hands every buffer back to the pool now, each fenced by `fence()`:
+    /// the pool reuses a buffer only once the device work reading it has
+    /// completed, whoever still holds the proof.
+    pub fn release_after(self, fence: impl Fn() -> Box<dyn UseFence>) {
+        fn release<T: Copy>(v: Option<PinnedVec<T>>, fence: &impl Fn() -> Box<dyn UseFence>) {
+            if let Some(mut v) = v {
+                v.set_use_fence(fence());
+            }
+        }
+        for q in [self.l, self.a, self.b] {
+            release(q.scalars, &fence);
+            release(q.idx, &fence);
+            release(q.ones, &fence);
+            release(q.small_idx, &fence);
+            release(q.small_values, &fence);
+        }
     }
 }
 

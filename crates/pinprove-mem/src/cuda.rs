@@ -797,7 +797,8 @@ impl Drop for PooledEvent {
 /// A [`UseFence`] that completes when a CUDA event does: record it on the
 /// stream after the copy that reads a pool buffer, attach it to the buffer,
 /// and the pool will not hand the buffer out again before the copy is done.
-pub struct EventFence(PooledEvent);
+/// Several buffers may share one event (`From<Arc<PooledEvent>>`).
+pub struct EventFence(std::sync::Arc<PooledEvent>);
 
 impl EventFence {
     /// Waits for the fence.
@@ -809,7 +810,7 @@ impl EventFence {
     pub fn record(stream: &Stream) -> Result<Self, CudaError> {
         let e = Event::fence()?;
         e.record(stream)?;
-        Ok(EventFence(PooledEvent::standalone(e)))
+        Ok(EventFence::from(PooledEvent::standalone(e)))
     }
 }
 
@@ -817,13 +818,21 @@ impl From<Event> for EventFence {
     /// A fence on an event that is (or will be, before the buffer is
     /// dropped) recorded after the buffer's last use.
     fn from(e: Event) -> Self {
-        EventFence(PooledEvent::standalone(e))
+        EventFence::from(PooledEvent::standalone(e))
     }
 }
 
 impl From<PooledEvent> for EventFence {
     /// As `From<Event>`; the event goes back to its pool with the fence.
     fn from(e: PooledEvent) -> Self {
+        EventFence(std::sync::Arc::new(e))
+    }
+}
+
+impl From<std::sync::Arc<PooledEvent>> for EventFence {
+    /// As `From<PooledEvent>`, for an event recorded after the last use of
+    /// several buffers; it goes back to its pool with the last of them.
+    fn from(e: std::sync::Arc<PooledEvent>) -> Self {
         EventFence(e)
     }
 }

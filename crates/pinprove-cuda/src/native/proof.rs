@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use blstrs::{G1Projective, Scalar};
 use group::Group;
-use pinprove_groth16::{LostDevice, Proof, ProveError, Srs, StartedProof, Witness, assemble};
+use pinprove_groth16::{LostDevice, Proof, ProveError, Srs, StartedProof, assemble};
 use pinprove_mem::cuda::PooledEvent;
 use pinprove_mem::sync::Recover;
 
@@ -16,19 +16,18 @@ use super::matrices::DeviceMatrices;
 use super::msm::{G1, G2, Msm};
 use super::resident::ResidentSrs;
 use super::{NativePhases, cuda_error};
-use crate::split;
 
-/// What a proof's device work reads — the prepared scalars and the witness
-/// in host memory, the resident bases on the device — owned until that work
-/// has completed: dropping it first waits for `done`, so no order of
-/// fields or drops elsewhere can free memory the device still reads.
+/// What a proof's device work reads outside the pool — the resident bases
+/// and matrices on the device — owned until that work has completed:
+/// dropping it first waits for `done`, so no order of fields or drops
+/// elsewhere can free memory the device still reads. (Its pool buffers, the
+/// prepared scalars and the witness, went back to the pool fenced by
+/// `done` when the work was queued.)
 pub(super) struct DeviceReads {
     /// Recorded after the proof's last device work; `None` when that work
     /// ran to completion in `start` (streamed bases).
     pub(super) done: Option<Arc<PooledEvent>>,
     /// Held, never read: what the device reads.
-    pub(super) _prep: split::Prepared,
-    pub(super) _witness: Witness,
     pub(super) _resident: Option<Arc<ResidentSrs>>,
     /// A pre-compiled circuit's matrices, when the device computed a/b/c.
     pub(super) _matrices: Option<Arc<DeviceMatrices>>,

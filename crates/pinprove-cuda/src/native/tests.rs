@@ -628,6 +628,53 @@ fn h_on_the_device_matches_the_cpu_and_survives_running_out_of_memory() {
 }
 
 #[test]
+fn a_queued_proof_returns_its_pool_buffers_fenced_and_a_later_proof_reuses_them_before_it_finishes() {
+    use pinprove_groth16::CpuBackend;
+    use pinprove_groth16::circuits::WitnessMix;
+
+    if !have_gpu("a_queued_proof_returns_its_pool_buffers_fenced_and_a_later_proof_reuses_them_before_it_finishes") {
+        return;
+    }
+    let pool = registered_pool();
+    // Random values: every base is listed, so the lists are large.
+    let Fixture { c, srs, .. } = fixture(&pool, 1 << 12, WitnessMix::Random, 6);
+    let expected = prove_bytes(&CpuBackend::new(Arc::clone(&pool)), &pool, &srs, &c).unwrap();
+    let gpu = NativeBackend::new(Arc::clone(&pool)).unwrap();
+    gpu.prepare_srs(&srs).unwrap();
+    let settled = |what: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while pool.stats().fenced_bytes > 0 {
+            assert!(std::time::Instant::now() < deadline, "{what}: fences never completed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    // The SRS's host points stay checked out.
+    let held = pool.stats().checked_out_buffers;
+    let first = start_proof(&gpu, &pool, &srs, &c).unwrap();
+    // Queued, not finished: its a/b/c, witness and prepared scalars are
+    // all back in the pool, fenced until the device has read them.
+    let s = pool.stats();
+    assert_eq!(
+        s.checked_out_buffers, held,
+        "buffers still held by a queued proof: {s:?}"
+    );
+    settled("first proof");
+    // The next proof, started while the first is unfinished, finds the
+    // first's buffers idle: nothing pinned on a lane for it.
+    let lanes = pool.stats().lane_allocations;
+    let second = start_proof(&gpu, &pool, &srs, &c).unwrap();
+    assert_eq!(
+        pool.stats().lane_allocations,
+        lanes,
+        "the second proof pinned on a lane although the first's buffers were idle"
+    );
+    for started in [first, second] {
+        let proof = started.finish().unwrap().remove(0).to_bytes().to_vec();
+        assert_eq!(proof, expected, "the native proof equals the CPU backend's");
+    }
+}
+
+#[test]
 fn later_proofs_of_a_circuit_type_find_their_preparation_buffers_warm() {
     use pinprove_groth16::circuits::WitnessMix;
 

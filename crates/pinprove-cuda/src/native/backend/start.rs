@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use blstrs::Scalar;
 use pinprove_groth16::domain::domain_size;
 use pinprove_groth16::{
-    AbcLayout, ProveError, ProvingAssignment, ProvingJob, Srs, StartedProof, check_job, precompiled,
+    AbcLayout, ProveError, ProvingAssignment, ProvingJob, Srs, StartedProof, Witness, check_job, precompiled,
 };
+use pinprove_mem::UseFence;
 use pinprove_mem::cuda::{EventFence, PooledEvent};
 
 use super::super::h::HJob;
@@ -271,15 +272,15 @@ impl NativeBackend {
                 resident_bases: resident.is_some(),
                 ..NativePhases::default()
             };
+            // All five MSMs are queued: the last one's mark follows all of
+            // the proof's device work.
+            let done = (!streamed).then(|| Arc::clone(&events.msms[4]));
             // Once this proof's device work is done: pinning now would hold
             // up the very proof whose sizes it learned from.
-            self.keep_preparation_warm(&key, prep_bytes, (!streamed).then(|| Arc::clone(&events.msms[4])));
+            self.keep_preparation_warm(&key, prep_bytes, done.clone());
+            release_after_device(prep, w, done.as_ref());
             let reads = DeviceReads {
-                // All five MSMs are queued: the last one's mark follows
-                // all of the proof's device work.
-                done: (!streamed).then(|| Arc::clone(&events.msms[4])),
-                _prep: prep,
-                _witness: w,
+                done,
                 _resident: resident,
                 _matrices: matrices,
             };
@@ -370,3 +371,24 @@ impl NativeBackend {
 /// whole h MSM (1.09 s at 2^27). Tests set a small value to run proofs in
 /// many pieces on small circuits.
 pub(crate) static H_MSM_PART_BASES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1 << 25);
+
+/// Hands the pool buffers a proof's device work reads (its prepared scalars
+/// and witness) back now, each fenced by `done`, rather than when `finish`
+/// drops the proof: held through the finalizer's wait and the host's sums,
+/// a finished proof's preparation set can still be out when a later proof
+/// prepares, which then pins one more set on a device lane (the likely
+/// cause of the one lane pinning, 4.2 s, while partitions waited at 2^26 on
+/// the H200). Without `done` the device work has completed already
+/// (streamed bases) and they are simply dropped.
+fn release_after_device(prep: split::Prepared, w: Witness, done: Option<&Arc<PooledEvent>>) {
+    let Some(done) = done else {
+        return;
+    };
+    let fence = || -> Box<dyn UseFence> { Box::new(EventFence::from(Arc::clone(done))) };
+    prep.release_after(fence);
+    let Witness {
+        mut inputs, mut aux, ..
+    } = w;
+    inputs.set_use_fence(fence());
+    aux.set_use_fence(fence());
+}
