@@ -11,7 +11,7 @@
 //! urgent_reserve = "auto"            # kept for WindowPoSt/WinningPoSt; auto: min(2 GiB, budget/16)
 //! warm_partitions = 3                # buffers prepared per preloaded circuit; default: what the budget admits
 //! warm_hinted = true                 # at start, also for every circuit the capacity hints know
-//! pinning = "register"               # how pool buffers are page-locked: register or host-alloc
+//! pinning = "register"               # how pool buffers are page-locked: register, register-whole or host-alloc
 //!
 //! [gpu]
 //! backend = "auto"                   # auto, cpu, native, supraseal
@@ -103,7 +103,9 @@ pub struct MemoryConfig {
     pub warm_hinted: bool,
     /// How pinned pool buffers are page-locked: "host-alloc"
     /// (`cudaHostAlloc`) or "register" (huge-page memory faulted in first,
-    /// then `cudaHostRegister`: stalls other CUDA calls for less time).
+    /// then `cudaHostRegister`: stalls other CUDA calls for less time), or
+    /// "register-whole" (the same, each buffer faulted in by one call
+    /// instead of 32 MiB pieces: slower on the H200 host, for comparison).
     #[serde(serialize_with = "display", deserialize_with = "parsed")]
     pub pinning: pinprove_mem::PinMethod,
 }
