@@ -23,6 +23,7 @@ use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, Stack
 
 use crate::aggregate::Aggregation;
 use crate::error::bad;
+use crate::native::porep::{PoRepWitness, native_partition};
 use crate::params::{BlankCircuit, CircuitParams};
 use crate::prover::{Prepared, guarded};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind};
@@ -221,7 +222,16 @@ where
             .map_err(|e| bad(KIND, format!("partition {k}: {e:#}")))?;
         let public = StackedCompound::<Tree, DefaultPieceHasher>::generate_public_inputs(&pub_in, &pp, Some(k))
             .map_err(|e| bad(KIND, format!("partition {k}'s public inputs: {e:#}")))?;
-        parts.push(precompilable_partition_with_inputs(circuit, public.clone()));
+        // Witness-only synthesis computes SHA-256 natively; the classic
+        // path (and the recording) stay on the circuit itself.
+        let part = match PoRepWitness::new(&pub_in, proofs) {
+            Ok(witness) => native_partition(circuit, witness, public.clone()),
+            Err(e) => {
+                tracing::warn!(partition = k, "no native PoRep witness ({e}); the gadgets make it");
+                precompilable_partition_with_inputs(circuit, public.clone())
+            }
+        };
+        parts.push(part);
         inputs.push(public);
     }
     // Non-interactive PoRep proves the same circuit over more partitions

@@ -97,20 +97,8 @@ pub fn porep_label_message(
         return Err(LabelInputError::ParentCount(parents.len()));
     }
     let mut msg = Vec::with_capacity(MESSAGE_BITS / 32);
-    // Each byte, most significant bit first, is what reversing the bits of
-    // the little-endian decomposition byte by byte gives.
     let mut element = |index: usize, bytes: &[u8; 32]| {
-        if bytes[31] & 0x80 != 0 {
-            return Err(LabelInputError::ElementTooLarge(index));
-        }
-        for (j, chunk) in bytes.chunks_exact(4).enumerate() {
-            let mut w = Word::allocated(u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]));
-            if j == 7 {
-                // Bit 255: the most significant bit of the last byte.
-                w.allocated &= !0x80;
-            }
-            msg.push(w);
-        }
+        msg.extend(element_words(bytes).ok_or(LabelInputError::ElementTooLarge(index))?);
         Ok(())
     };
     element(0, replica_id)?;
@@ -123,6 +111,26 @@ pub fn porep_label_message(
     header[2] = Word::allocated(node as u32);
     msg.splice(8..8, header);
     Ok(msg)
+}
+
+/// A field element as the SHA-256 based circuits feed it to the hash
+/// (`AllocatedNum::to_bits_le`, padded with a constant zero to 256 bits,
+/// bit order reversed in each byte): eight allocated words, bit 255 a
+/// constant zero. `bytes` are the element's 32 little-endian bytes
+/// (blstrs' `to_repr`); `None` when bit 255 is set.
+pub fn element_words(bytes: &[u8; 32]) -> Option<[Word; 8]> {
+    if bytes[31] & 0x80 != 0 {
+        return None;
+    }
+    // Each byte most significant bit first: the little-endian
+    // decomposition with the bits of every byte reversed.
+    let mut words = [Word::constant(0); 8];
+    for (w, chunk) in words.iter_mut().zip(bytes.chunks_exact(4)) {
+        *w = Word::allocated(u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]));
+    }
+    // Bit 255: the most significant bit of the last byte.
+    words[7].allocated &= !0x80;
+    Some(words)
 }
 
 /// `create_label_circuit` on the message [`label_message`] builds (any

@@ -18,8 +18,11 @@
 //!   SHA-256 gadget and its compression function.
 //! * [`label`] — storage-proofs' `create_label_circuit`, allocating through
 //!   a constraint system.
+//! * [`porep`] — a whole PoRep partition's witness: these replicas for its
+//!   SHA-256 parts, storage-proofs' gadgets for the rest.
 
 pub mod label;
+pub mod porep;
 pub mod sha256;
 mod sink;
 mod word;

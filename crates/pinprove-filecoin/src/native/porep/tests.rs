@@ -1,0 +1,202 @@
+//! The native PoRep witness against `StackedCircuit`'s, value for value,
+//! on synthetic C1 outputs (they do not verify, but both witnesses are
+//! computed from the same vanilla proofs, so they must agree).
+//!
+//! Timings (release, `--ignored --nocapture`):
+//! `cargo test --release -p pinprove-filecoin --lib native::porep -- --ignored --nocapture`.
+
+use std::time::Instant;
+
+use bellpepper_core::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use blstrs::Scalar as Fr;
+use filecoin_hashers::Domain;
+use filecoin_hashers::poseidon::{PoseidonDomain, PoseidonHasher};
+use filecoin_hashers::sha256::{Sha256Domain, Sha256Hasher};
+use filecoin_proofs::{SectorShape2KiB, SectorShape8MiB, SectorShape32GiB};
+use filecoin_proofs_api::seal::{SealCommitPhase1Output, VanillaSealProof};
+use storage_proofs_core::compound_proof::CompoundProof;
+use storage_proofs_core::merkle::MerkleTreeTrait;
+use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, Tau};
+
+use super::PoRepWitness;
+use crate::ProofKind;
+
+/// The values a circuit allocates, in order; nothing else.
+struct Values {
+    inputs: Vec<Fr>,
+    aux: Vec<Fr>,
+}
+
+impl Values {
+    fn with_capacity(inputs: usize, aux: usize) -> Self {
+        let mut v = Self {
+            inputs: Vec::with_capacity(inputs),
+            aux: Vec::with_capacity(aux),
+        };
+        v.inputs.push(Fr::from(1u64));
+        v
+    }
+}
+
+impl ConstraintSystem<Fr> for Values {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Fr, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.aux.push(f()?);
+        Ok(Variable::new_unchecked(Index::Aux(self.aux.len() - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Fr, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.inputs.push(f()?);
+        Ok(Variable::new_unchecked(Index::Input(self.inputs.len() - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
+        LB: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
+        LC: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
+    {
+    }
+
+    fn push_namespace<NR: Into<String>, N: FnOnce() -> NR>(&mut self, _: N) {}
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}
+
+/// Partition `k` of a synthetic C1 output: the circuit and the native
+/// witness generator, both from the same vanilla proofs.
+#[allow(clippy::ptr_arg)] // StackedCompound::circuit takes a &Vec
+fn partition<Tree>(
+    c1: &SealCommitPhase1Output,
+    proofs: &Vec<stacked::Proof<Tree, Sha256Hasher>>,
+    k: usize,
+) -> (StackedCircuit<Tree, Sha256Hasher>, PoRepWitness<Tree>)
+where
+    Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
+{
+    let pub_in = stacked::PublicInputs {
+        replica_id: c1.replica_id,
+        tau: Some(Tau {
+            comm_d: Sha256Domain::try_from_bytes(&c1.comm_d).unwrap(),
+            comm_r: PoseidonDomain::try_from_bytes(&c1.comm_r).unwrap(),
+        }),
+        k: None,
+        seed: Some(c1.seed),
+    };
+    let pp = crate::porep::public_params::<Tree>(&c1.registered_proof.as_v1_config()).unwrap();
+    let circuit = StackedCompound::<Tree, Sha256Hasher>::circuit(&pub_in, (), proofs, &pp, Some(k)).unwrap();
+    (circuit, PoRepWitness::new(&pub_in, proofs).unwrap())
+}
+
+fn c1_output(sector_size: u64) -> SealCommitPhase1Output {
+    let req = crate::synthetic::request(ProofKind::PoRep, sector_size, 7).unwrap();
+    crate::porep::decode(&req.vanilla_proof).unwrap().0
+}
+
+/// Synthesizes both ways; panics naming the first value that differs.
+/// Returns the seconds each took and the counts.
+fn compare<Tree>(circuit: StackedCircuit<Tree, Sha256Hasher>, witness: &PoRepWitness<Tree>) -> (f64, f64, usize, usize)
+where
+    Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
+{
+    let start = Instant::now();
+    let mut gadget = Values::with_capacity(0, 0);
+    circuit.synthesize(&mut gadget).unwrap();
+    let gadget_s = start.elapsed().as_secs_f64();
+
+    let mut native = Values::with_capacity(gadget.inputs.len(), gadget.aux.len());
+    let start = Instant::now();
+    witness.synthesize(&mut native).unwrap();
+    let native_s = start.elapsed().as_secs_f64();
+
+    for (what, g, n) in [
+        ("input", &gadget.inputs, &native.inputs),
+        ("aux", &gadget.aux, &native.aux),
+    ] {
+        if let Some(i) = (0..g.len().min(n.len())).find(|&i| g[i] != n[i]) {
+            panic!("{what} {i} differs: gadget {:?}, native {:?}", g[i], n[i]);
+        }
+        assert_eq!(g.len(), n.len(), "{what} counts");
+    }
+    (gadget_s, native_s, gadget.inputs.len(), gadget.aux.len())
+}
+
+#[test]
+fn matches_the_circuit_at_2kib() {
+    let c1 = c1_output(2 << 10);
+    let VanillaSealProof::StackedDrg2KiBV1(parts) = &c1.vanilla_proofs else {
+        panic!("not a 2 KiB C1 output");
+    };
+    for (k, proofs) in parts.iter().enumerate() {
+        let (circuit, witness) = partition::<SectorShape2KiB>(&c1, proofs, k);
+        let (_, _, inputs, aux) = compare(circuit, &witness);
+        assert!(inputs > 10 && aux > 100_000, "{inputs} inputs, {aux} aux");
+    }
+}
+
+/// 8 MiB: a comm_d path of 18 levels and trees C and R of 6 (2 KiB: 6 and 2).
+#[test]
+fn matches_the_circuit_at_8mib() {
+    let c1 = c1_output(8 << 20);
+    let VanillaSealProof::StackedDrg8MiBV1(parts) = &c1.vanilla_proofs else {
+        panic!("not an 8 MiB C1 output");
+    };
+    let (circuit, witness) = partition::<SectorShape8MiB>(&c1, &parts[0], 0);
+    compare(circuit, &witness);
+}
+
+/// A wrong input must show: the comparison is not vacuous.
+#[test]
+fn a_changed_value_is_caught() {
+    let c1 = c1_output(2 << 10);
+    let VanillaSealProof::StackedDrg2KiBV1(parts) = &c1.vanilla_proofs else {
+        panic!("not a 2 KiB C1 output");
+    };
+    let (circuit, mut witness) = partition::<SectorShape2KiB>(&c1, &parts[0], 0);
+    witness.challenges[0].drg_parents[0].rows[1] += Fr::from(1u64);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compare(circuit, &witness)));
+    assert!(caught.is_err(), "a changed parent row went unnoticed");
+}
+
+/// 32 GiB (trees C and R with a sub-tree level, 11 layers, 30 comm_d
+/// levels), timed: about 2 × 4.2 GB of memory and a minute on one core.
+#[test]
+#[ignore]
+fn matches_the_circuit_at_32gib_timed() {
+    for size in [2u64 << 10, 32 << 30] {
+        let c1 = c1_output(size);
+        let (gadget, native, inputs, aux) = match &c1.vanilla_proofs {
+            VanillaSealProof::StackedDrg2KiBV1(parts) => {
+                let (c, w) = partition::<SectorShape2KiB>(&c1, &parts[0], 0);
+                compare(c, &w)
+            }
+            VanillaSealProof::StackedDrg32GiBV1(parts) => {
+                let (c, w) = partition::<SectorShape32GiB>(&c1, &parts[0], 0);
+                compare(c, &w)
+            }
+            _ => unreachable!(),
+        };
+        println!(
+            "{size} bytes: {inputs} inputs, {aux} aux; witness synthesis: gadget {gadget:.3} s, native {native:.3} s \
+             ({:.1}x)",
+            gadget / native
+        );
+    }
+}
