@@ -46,9 +46,7 @@ macro_rules! with_tree {
 mod aggregate;
 mod error;
 pub mod kind;
-// A building block of witness-only synthesis, not wired in yet.
-#[allow(dead_code, unused_imports)]
-pub(crate) mod native;
+pub mod native;
 pub mod params;
 mod porep;
 mod post;

@@ -1,6 +1,7 @@
 //! Pre-compiled synthesis of Filecoin circuits at 2 KiB: after a circuit
 //! type's first proof the engine records its R1CS and synthesizes later
-//! partitions witness-only; their proofs must verify with filecoin-proofs.
+//! partitions witness-only (PoRep's through the native SHA-256 witness);
+//! their proofs must verify with filecoin-proofs.
 //! PoSt stays classic (its sector groups synthesize in parallel, which was
 //! faster than pre-compiled synthesis on one thread).
 
@@ -58,8 +59,12 @@ fn porep_and_snap_deals_prove_precompiled_and_verify_and_post_stays_classic() {
     let classic = prover.prove(&porep).unwrap();
     assert!(sector.verify_seal(&classic.proof).unwrap());
     assert_eq!(mode(&prover, "porep-2k"), (SynthesisMode::Precompiled, 0));
+    let native_before = pinprove_filecoin::native::porep::native_witnesses();
     let precompiled = prover.prove(&porep).unwrap();
     assert_eq!(mode(&prover, "porep-2k"), (SynthesisMode::Precompiled, 1));
+    // The one PoRep partition's witness came from the native generator
+    // (and matched the recording: it counts as pre-compiled above).
+    assert_eq!(pinprove_filecoin::native::porep::native_witnesses() - native_before, 1);
     assert!(
         sector.verify_seal(&precompiled.proof).unwrap(),
         "verify_seal accepts the pre-compiled PoRep"

@@ -1,7 +1,6 @@
 //! The label replica against storage-proofs' `create_label_circuit`, with
 //! its inputs made the way the PoRep circuit makes them.
 
-use bellpepper_core::ConstraintSystem;
 use bellpepper_core::boolean::Boolean;
 use bellpepper_core::num::AllocatedNum;
 use bellperson::gadgets::uint32::UInt32;

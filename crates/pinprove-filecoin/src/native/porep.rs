@@ -29,7 +29,7 @@ use generic_array::typenum::{U2, U11};
 use serde::Deserialize;
 use storage_proofs_core::gadgets::por::{AuthPath, PoRCircuit};
 use storage_proofs_core::gadgets::{constraint, encode::encode, insertion::insert, uint64::UInt64, variables::Root};
-use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
+use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_porep::stacked;
 
 use super::label::{create_porep_label, element_words, porep_label_message};
