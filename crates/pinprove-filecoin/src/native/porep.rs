@@ -34,6 +34,7 @@ use storage_proofs_porep::stacked;
 
 use super::label::{create_porep_label, element_words, porep_label_message};
 
+mod constraints;
 mod inputs;
 mod partition;
 
@@ -228,6 +229,7 @@ where
         for value in base.chain(exp.iter().map(|p| p.rows.get(layer - 2))) {
             let bytes = value.ok_or(SynthesisError::Unsatisfiable)?.to_repr();
             alloc_bits_le(cs, &bytes)?;
+            constraints::enforce_n(cs, constraints::to_bits_le()?);
             parents.push(bytes);
         }
         if parents.is_empty() {
@@ -241,7 +243,9 @@ where
         let layer = u32::try_from(layer).map_err(|_| SynthesisError::Unsatisfiable)?;
         let message =
             porep_label_message(replica_id, &expanded, layer, self.node).map_err(|_| SynthesisError::Unsatisfiable)?;
-        create_porep_label(cs.namespace(|| "create_label"), &message)
+        let label = create_porep_label(cs.namespace(|| "create_label"), &message)?;
+        constraints::enforce_n(cs, constraints::label(layer)?);
+        Ok(label)
     }
 }
 
@@ -287,7 +291,9 @@ fn sha256_node<CS: ConstraintSystem<Fr>>(
         message.extend(element_words(&bytes).ok_or(SynthesisError::Unsatisfiable)?);
     }
     // The label's hash-and-pack is this one on another message.
-    create_porep_label(cs, &message)
+    let hash = create_porep_label(&mut cs, &message)?;
+    constraints::enforce_n(&mut cs, constraints::sha256_node()?);
+    Ok(hash)
 }
 
 /// What `AllocatedNum::to_bits_le` allocates: the element's 255 bits,

@@ -1,0 +1,131 @@
+//! How many constraints the replaced gadgets enforce: witness-only
+//! synthesis checks the constraint count against the recording, so the
+//! native parts must enforce as many (empty) constraints as the gadgets.
+//!
+//! The counts are taken from the gadgets themselves, once per process and
+//! shape, on inputs made the way the circuit makes them (which bits are
+//! constants decides what the gadgets fold; the allocated values do not
+//! change their structure).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use bellpepper_core::num::AllocatedNum;
+use bellpepper_core::{ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use bellperson::gadgets::uint32::UInt32;
+use blstrs::Scalar as Fr;
+use filecoin_hashers::sha256::Sha256Hasher;
+use filecoin_hashers::{HashFunction, Hasher};
+use generic_array::typenum::U2;
+use storage_proofs_core::gadgets::uint64::UInt64;
+use storage_proofs_core::util::reverse_bit_numbering;
+use storage_proofs_porep::stacked::{TOTAL_PARENTS, create_label_circuit};
+
+/// Counts constraints; computes nothing.
+#[derive(Default)]
+struct Counter {
+    vars: usize,
+    constraints: usize,
+}
+
+impl ConstraintSystem<Fr> for Counter {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Fr, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.vars += 1;
+        Ok(Variable::new_unchecked(Index::Aux(self.vars - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Fr, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.vars += 1;
+        Ok(Variable::new_unchecked(Index::Input(self.vars - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
+        LB: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
+        LC: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
+    {
+        self.constraints += 1;
+    }
+
+    fn push_namespace<NR: Into<String>, N: FnOnce() -> NR>(&mut self, _: N) {}
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}
+
+/// Enforces `n` constraints that the witness-only synthesis only counts.
+pub(super) fn enforce_n<CS: ConstraintSystem<Fr>>(cs: &mut CS, n: usize) {
+    for _ in 0..n {
+        cs.enforce(|| "native", |lc| lc, |lc| lc, |lc| lc);
+    }
+}
+
+/// Constraints of `AllocatedNum::to_bits_le`.
+pub(super) fn to_bits_le() -> Result<usize, SynthesisError> {
+    static COUNT: OnceLock<Option<usize>> = OnceLock::new();
+    let count = COUNT.get_or_init(|| {
+        let mut cs = Counter::default();
+        let num = AllocatedNum::alloc(&mut cs, || Ok(Fr::from(3u64))).ok()?;
+        let before = cs.constraints;
+        num.to_bits_le(&mut cs).ok()?;
+        Some(cs.constraints - before)
+    });
+    count.ok_or(SynthesisError::Unsatisfiable)
+}
+
+/// Constraints of `Sha256Function::hash_multi_leaf_circuit` on two nodes.
+pub(super) fn sha256_node() -> Result<usize, SynthesisError> {
+    static COUNT: OnceLock<Option<usize>> = OnceLock::new();
+    let count = COUNT.get_or_init(|| {
+        let mut cs = Counter::default();
+        let a = AllocatedNum::alloc(&mut cs, || Ok(Fr::from(5u64))).ok()?;
+        let b = AllocatedNum::alloc(&mut cs, || Ok(Fr::from(7u64))).ok()?;
+        let before = cs.constraints;
+        <Sha256Hasher as Hasher>::Function::hash_multi_leaf_circuit::<U2, _>(&mut cs, &[a, b], 0).ok()?;
+        Some(cs.constraints - before)
+    });
+    count.ok_or(SynthesisError::Unsatisfiable)
+}
+
+/// Constraints of `create_label_circuit` for `layer`, its arguments made as
+/// the PoRep circuit makes them (the parents' decompositions not counted).
+pub(super) fn label(layer: u32) -> Result<usize, SynthesisError> {
+    static COUNTS: OnceLock<Mutex<HashMap<u32, usize>>> = OnceLock::new();
+    let counts = COUNTS.get_or_init(Default::default);
+    if let Some(&n) = counts.lock().unwrap_or_else(|e| e.into_inner()).get(&layer) {
+        return Ok(n);
+    }
+    let mut cs = Counter::default();
+    let bits = |cs: &mut Counter, v: u64| -> Result<_, SynthesisError> {
+        let num = AllocatedNum::alloc(&mut *cs, || Ok(Fr::from(v)))?;
+        Ok(reverse_bit_numbering(num.to_bits_le(&mut *cs)?))
+    };
+    let replica_id = bits(&mut cs, 11)?;
+    let parents = (0..TOTAL_PARENTS as u64)
+        .map(|i| bits(&mut cs, 13 + i))
+        .collect::<Result<Vec<_>, _>>()?;
+    let node = UInt64::alloc(&mut cs, Some(17))?;
+    let before = cs.constraints;
+    create_label_circuit(&mut cs, &replica_id, parents, UInt32::constant(layer), node)?;
+    let n = cs.constraints - before;
+    counts.lock().unwrap_or_else(|e| e.into_inner()).insert(layer, n);
+    Ok(n)
+}
