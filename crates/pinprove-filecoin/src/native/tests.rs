@@ -12,11 +12,25 @@ use sha2::Digest;
 use super::sha256::{self, digest_bits, digest_bytes};
 use super::{Bit, PackedBits, Word};
 
-/// Keeps every value allocated, in order, and nothing else.
+/// Keeps every value allocated, in order, and counts the constraints
+/// (witness-only synthesis checks that count too); nothing else.
 #[derive(Default)]
 pub(super) struct Recorder {
     pub(super) aux: Vec<Scalar>,
+    /// Inputs allocated, without the constant ONE.
     pub(super) inputs: Vec<Scalar>,
+    pub(super) constraints: usize,
+}
+
+impl Recorder {
+    /// A recorder with room for `inputs` and `aux` values.
+    pub(super) fn with_capacity(inputs: usize, aux: usize) -> Self {
+        Recorder {
+            aux: Vec::with_capacity(aux),
+            inputs: Vec::with_capacity(inputs),
+            constraints: 0,
+        }
+    }
 }
 
 impl ConstraintSystem<Scalar> for Recorder {
@@ -50,6 +64,7 @@ impl ConstraintSystem<Scalar> for Recorder {
         LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
         LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
     {
+        self.constraints += 1;
     }
 
     fn push_namespace<NR, N>(&mut self, _: N)

@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use bellpepper_core::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use bellpepper_core::Circuit;
 use blstrs::Scalar as Fr;
 use ff::Field;
 use filecoin_hashers::Domain;
@@ -26,69 +26,7 @@ use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, Tau};
 
 use super::PoRepWitness;
 use crate::ProofKind;
-
-/// The values a circuit allocates, in order, and how many constraints it
-/// enforces (witness-only synthesis checks that count too).
-struct Values {
-    inputs: Vec<Fr>,
-    aux: Vec<Fr>,
-    constraints: usize,
-}
-
-impl Values {
-    fn with_capacity(inputs: usize, aux: usize) -> Self {
-        let mut v = Self {
-            inputs: Vec::with_capacity(inputs),
-            aux: Vec::with_capacity(aux),
-            constraints: 0,
-        };
-        v.inputs.push(Fr::from(1u64));
-        v
-    }
-}
-
-impl ConstraintSystem<Fr> for Values {
-    type Root = Self;
-
-    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Fr, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
-        self.aux.push(f()?);
-        Ok(Variable::new_unchecked(Index::Aux(self.aux.len() - 1)))
-    }
-
-    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Fr, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
-        self.inputs.push(f()?);
-        Ok(Variable::new_unchecked(Index::Input(self.inputs.len() - 1)))
-    }
-
-    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
-    where
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-        LA: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
-        LB: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
-        LC: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
-    {
-        self.constraints += 1;
-    }
-
-    fn push_namespace<NR: Into<String>, N: FnOnce() -> NR>(&mut self, _: N) {}
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
-    }
-}
+use crate::native::tests::Recorder;
 
 /// Partition `k` of a synthetic C1 output: the circuit and the native
 /// witness generator, both from the same vanilla proofs.
@@ -128,11 +66,11 @@ fn compare<Tree>(circuit: StackedCircuit<Tree, Sha256Hasher>, witness: &PoRepWit
 where
     Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
 {
-    let mut gadget = Values::with_capacity(0, 0);
+    let mut gadget = Recorder::with_capacity(0, 0);
     circuit.clone().synthesize(&mut gadget).unwrap();
     let (inputs, aux) = (gadget.inputs.len(), gadget.aux.len());
 
-    let mut native = Values::with_capacity(inputs, aux);
+    let mut native = Recorder::with_capacity(inputs, aux);
     native.aux.resize(aux, Fr::ZERO);
     native.aux.clear();
     // The first run in a process also counts the gadgets' constraints per
@@ -141,7 +79,7 @@ where
     witness.synthesize(&mut native).unwrap();
     let first_s = start.elapsed().as_secs_f64();
     same(&gadget, &native);
-    native.inputs.truncate(1);
+    native.inputs.clear();
     native.aux.clear();
     native.constraints = 0;
     let start = Instant::now();
@@ -150,7 +88,7 @@ where
     same(&gadget, &native);
     println!("native witness: first run {first_s:.3} s, then {native_s:.3} s");
 
-    gadget.inputs.truncate(1);
+    gadget.inputs.clear();
     gadget.aux.clear();
     gadget.constraints = 0;
     let start = Instant::now();
@@ -160,7 +98,7 @@ where
     (gadget_s, native_s, inputs, aux)
 }
 
-fn same(gadget: &Values, native: &Values) {
+fn same(gadget: &Recorder, native: &Recorder) {
     for (what, g, n) in [
         ("input", &gadget.inputs, &native.inputs),
         ("aux", &gadget.aux, &native.aux),
