@@ -213,6 +213,41 @@ fn and(x: Word, y: Word) -> (Word, u32) {
     (r, both)
 }
 
+/// The cases `sha256_ch` and `sha256_maj` tell apart per bit, in the
+/// gadget's order of precedence: each mask holds the bits no earlier case
+/// took; bits whose three operands are all constant are in none.
+struct Cases {
+    a_zero: u32,
+    b_zero: u32,
+    c_zero: u32,
+    c_one: u32,
+    b_one: u32,
+    a_one: u32,
+    all_allocated: u32,
+}
+
+impl Cases {
+    #[inline]
+    fn of(a: Word, b: Word, c: Word) -> Cases {
+        let (ca, cb, cc) = (!a.allocated, !b.allocated, !c.allocated);
+        let mut rest = !(ca & cb & cc);
+        let mut take = |m: u32| {
+            let t = rest & m;
+            rest &= !t;
+            t
+        };
+        Cases {
+            a_zero: take(ca & !a.value),
+            b_zero: take(cb & !b.value),
+            c_zero: take(cc & !c.value),
+            c_one: take(cc & c.value),
+            b_one: take(cb & b.value),
+            a_one: take(ca & a.value),
+            all_allocated: rest,
+        }
+    }
+}
+
 /// `UInt32::sha256_ch`.
 #[inline]
 pub(super) fn ch<S: AllocSink>(a: Word, b: Word, c: Word, sink: &mut S) -> Word {
@@ -221,24 +256,18 @@ pub(super) fn ch<S: AllocSink>(a: Word, b: Word, c: Word, sink: &mut S) -> Word 
         sink.push_bits(u64::from(value), 32);
         return Word::allocated(value);
     }
-    // The gadget's cases, in its order of precedence; each mask keeps the
-    // bits no earlier case took.
-    let (ca, cb, cc) = (!a.allocated, !b.allocated, !c.allocated);
-    let all_const = ca & cb & cc;
-    let mut rest = !all_const;
-    let mut take = |m: u32| {
-        let t = rest & m;
-        rest &= !t;
-        t
-    };
-    let a_zero = take(ca & !a.value);
-    let b_zero = take(cb & !b.value);
-    let c_zero = take(cc & !c.value);
-    let c_one = take(cc & c.value);
-    let b_one = take(cb & b.value);
-    // Left: `a` a constant one (the gadget allocates anyway) or all three
-    // allocated; either way a fresh `Is` bit.
-    let fresh = rest;
+    let Cases {
+        a_zero,
+        b_zero,
+        c_zero,
+        c_one,
+        b_one,
+        a_one,
+        all_allocated,
+    } = Cases::of(a, b, c);
+    // `a` a constant one (the gadget allocates anyway) or all three
+    // allocated: either way a fresh `Is` bit.
+    let fresh = a_one | all_allocated;
 
     let (r_b0, e_b0) = and(a.not(), c);
     let (r_c0, e_c0) = and(a, b);
@@ -278,21 +307,15 @@ pub(super) fn maj<S: AllocSink>(a: Word, b: Word, c: Word, sink: &mut S) -> Word
         sink.push_bits(spread(value) | (spread(bc) << 1), 64);
         return Word::allocated(value);
     }
-    let (ca, cb, cc) = (!a.allocated, !b.allocated, !c.allocated);
-    let all_const = ca & cb & cc;
-    let mut rest = !all_const;
-    let mut take = |m: u32| {
-        let t = rest & m;
-        rest &= !t;
-        t
-    };
-    let a_zero = take(ca & !a.value);
-    let b_zero = take(cb & !b.value);
-    let c_zero = take(cc & !c.value);
-    let c_one = take(cc & c.value);
-    let b_one = take(cb & b.value);
-    let a_one = take(ca & a.value);
-    let all_alloc = rest;
+    let Cases {
+        a_zero,
+        b_zero,
+        c_zero,
+        c_one,
+        b_one,
+        a_one,
+        all_allocated: all_alloc,
+    } = Cases::of(a, b, c);
 
     let (r_a0, e_a0) = and(b, c);
     let (r_b0, e_b0) = and(a, c);
