@@ -18,7 +18,7 @@ use ff::Field;
 use filecoin_hashers::Domain;
 use filecoin_hashers::poseidon::{PoseidonDomain, PoseidonHasher};
 use filecoin_hashers::sha256::{Sha256Domain, Sha256Hasher};
-use filecoin_proofs::{SectorShape2KiB, SectorShape8MiB, SectorShape32GiB};
+use filecoin_proofs::{SectorShape2KiB, SectorShape8MiB, SectorShape32GiB, SectorShape64GiB};
 use filecoin_proofs_api::seal::{SealCommitPhase1Output, VanillaSealProof};
 use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
@@ -163,11 +163,12 @@ fn a_changed_value_is_caught() {
 }
 
 /// 32 GiB (trees C and R with a sub-tree level, 11 layers, 30 comm_d
-/// levels), timed: about 2 × 4.2 GB of memory and a minute on one core.
+/// levels) and 64 GiB (a top-tree level too), timed: about 2 × 4.2 GB of
+/// memory and a minute on one core per size.
 #[test]
 #[ignore]
 fn matches_the_circuit_at_32gib_timed() {
-    for size in [2u64 << 10, 32 << 30] {
+    for size in [2u64 << 10, 32 << 30, 64 << 30] {
         let c1 = c1_output(size);
         let (gadget, native, inputs, aux) = match &c1.vanilla_proofs {
             VanillaSealProof::StackedDrg2KiBV1(parts) => {
@@ -176,6 +177,10 @@ fn matches_the_circuit_at_32gib_timed() {
             }
             VanillaSealProof::StackedDrg32GiBV1(parts) => {
                 let (c, w) = partition::<SectorShape32GiB>(&c1, &parts[0], 0);
+                compare(c, &w)
+            }
+            VanillaSealProof::StackedDrg64GiBV1(parts) => {
+                let (c, w) = partition::<SectorShape64GiB>(&c1, &parts[0], 0);
                 compare(c, &w)
             }
             _ => unreachable!(),
