@@ -55,7 +55,7 @@ pub struct SyntheticArgs {
     /// Memory budget: "auto" or a size such as 100GiB.
     #[arg(long, default_value = "auto")]
     pub budget: BudgetConfig,
-    /// How pinned pool buffers are page-locked: host-alloc or register.
+    /// How pinned pool buffers are page-locked: host-alloc, register or register-whole.
     #[arg(long, default_value_t = pinprove_mem::PinMethod::default())]
     pub pinning: pinprove_mem::PinMethod,
     /// Do not synthesize one partition alone first (its profile is

@@ -48,7 +48,7 @@ pub struct PipelineArgs {
     /// Synthesis workers (default: the engine's).
     #[arg(long)]
     synthesis_workers: Option<usize>,
-    /// How pinned pool buffers are page-locked: host-alloc or register.
+    /// How pinned pool buffers are page-locked: host-alloc, register or register-whole.
     #[arg(long, default_value_t = PinMethod::default())]
     pinning: PinMethod,
     /// Before the measured jobs, time a one-partition job right after the
