@@ -141,6 +141,28 @@ fn a_fenced_buffer_is_handed_over_once_its_fence_completes() {
     budget.reclaim();
     let (granted, fresh) = waiter.join().unwrap();
     assert_eq!((granted, fresh), (0, 1));
+    let s = pool.stats();
+    assert_eq!(s.freed_buffers, 0, "{s:?} {:?}", budget.stats());
+    pool.clear_idle();
+    assert_eq!(budget.used(), 0);
+}
+
+#[test]
+fn shrinking_hands_a_buffer_whose_fence_just_completed_to_a_waiting_admission() {
+    // The budget's eviction first offers idle buffers to the admission
+    // waiting, then frees: a fence completing in between must not turn
+    // the buffer into a freed one.
+    let (budget, pool) = pool(64 * M);
+    let mut held = pool.try_checkout(48 * MIB).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    held.set_use_fence(Box::new(Flag(Arc::clone(&done))));
+    let waiter = admit_and_check_out(&pool, vec![48 * MIB], 0);
+    wait_for_admission(&pool);
+    drop(held);
+    done.store(true, Ordering::SeqCst);
+    pool.shrink(u64::MAX);
+    let (granted, fresh) = waiter.join().unwrap();
+    assert_eq!((granted, fresh), (0, 1), "the admission got the buffer");
     assert_eq!(pool.stats().freed_buffers, 0);
     pool.clear_idle();
     assert_eq!(budget.used(), 0);

@@ -178,8 +178,12 @@ impl PinnedPool {
     /// admissions that wait behind another (raising their requests again),
     /// so that no request waits for memory set aside for one behind it, and
     /// hands idle buffers to the admission at the head of the queue.
-    pub(super) fn rebalance(&self) {
+    /// Returns the bytes by which waiting requests were lowered and raised
+    /// in all.
+    pub(super) fn rebalance(&self) -> (u64, u64) {
         let mut s = self.lock();
+        let served = |s: &State| s.earmarked.iter().map(|e| e.serves as u64).sum::<u64>();
+        let before = served(&s);
         let now = std::time::Instant::now();
         let mut taken_back = Vec::new();
         let State { wanting, earmarked, .. } = &mut *s;
@@ -193,16 +197,19 @@ impl PinnedPool {
                 }
                 let e = earmarked.swap_remove(i);
                 w.sizes.push(e.serves);
-                taken_back.push(e.block);
+                taken_back.push((e.serves as u64, e.block));
             }
         }
-        for block in taken_back {
+        let raised: u64 = taken_back.iter().map(|(serves, _)| serves).sum();
+        for (_, block) in taken_back {
             s.put_idle(block, now);
         }
         self.offer_locked(&mut s);
+        let lowered = (served(&s) + raised).saturating_sub(before);
+        (lowered, raised)
     }
 
-    fn offer_locked(&self, s: &mut State) {
+    pub(super) fn offer_locked(&self, s: &mut State) {
         if s.wanting.is_empty() {
             return;
         }

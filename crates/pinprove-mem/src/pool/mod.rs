@@ -410,6 +410,10 @@ impl PinnedPool {
     fn shrink_where(&self, bytes: u64, leave_kept: bool) -> u64 {
         let victims = {
             let mut s = self.lock();
+            // A buffer whose fence completed since the last offer goes to a
+            // waiting admission, not to the allocator: freed here, it would
+            // be pinned again by that admission.
+            self.offer_locked(&mut s);
             s.collect_fenced();
             let kept = if leave_kept { s.kept_counts() } else { BTreeMap::new() };
             let mut spare = s.spare_beyond(&kept);
@@ -639,9 +643,12 @@ impl Evictor for PinnedPool {
     fn evict(&self, bytes: u64) -> u64 {
         // Buffers an admission at the head of the queue waits for go to it
         // (they lower its request), those set aside for admissions behind
-        // it are taken back; the rest is freed as asked.
-        self.rebalance();
-        self.shrink_unkept(bytes)
+        // it are taken back; the rest is freed as asked, less what the
+        // buffers handed over lowered the requests by (computed before,
+        // `bytes` would also free a buffer that was handed over, used and
+        // returned meanwhile).
+        let (lowered, raised) = self.rebalance();
+        self.shrink_unkept(bytes.saturating_add(raised).saturating_sub(lowered))
     }
 }
 
