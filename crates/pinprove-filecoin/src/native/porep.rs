@@ -26,7 +26,6 @@ use filecoin_hashers::poseidon::{PoseidonDomain, PoseidonHasher};
 use filecoin_hashers::sha256::{Sha256Domain, Sha256Hasher};
 use filecoin_hashers::{HashFunction, Hasher};
 use generic_array::typenum::{U2, U11};
-use serde::Deserialize;
 use storage_proofs_core::gadgets::por::{AuthPath, PoRCircuit};
 use storage_proofs_core::gadgets::{constraint, encode::encode, insertion::insert, uint64::UInt64, variables::Root};
 use storage_proofs_core::merkle::MerkleTreeTrait;
@@ -353,25 +352,6 @@ where
         NATIVE_WITNESSES.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
-}
-
-/// Parses a column proof's parts; storage-proofs keeps them crate-private
-/// and serializes them under these names.
-#[derive(Deserialize)]
-struct ColumnProofParts<P> {
-    column: ColumnParts,
-    inclusion_proof: P,
-}
-
-#[derive(Deserialize)]
-struct ColumnParts {
-    rows: Vec<PoseidonDomain>,
-}
-
-/// The node a labeling proof names (crate-private in storage-proofs too).
-#[derive(Deserialize)]
-struct LabelingNode {
-    node: u64,
 }
 
 #[cfg(test)]

@@ -717,13 +717,11 @@ pub fn measure(
     }
     let stream_device = device_phases(&stack);
     let synthesis = engine.status().synthesis.into_iter().find(|c| c.circuit_id == circuit);
+    let native_witnesses = pinprove_filecoin::native::porep::native_witnesses();
     if let Some(c) = &synthesis {
         eprintln!(
             "synthesis of {circuit}: {:?} now; {} partitions pre-compiled ({} witnesses computed natively), {} classic",
-            c.mode,
-            c.precompiled_partitions,
-            pinprove_filecoin::native::porep::native_witnesses(),
-            c.classic_partitions
+            c.mode, c.precompiled_partitions, native_witnesses, c.classic_partitions
         );
     }
     let mut synth: Vec<Duration> = results.iter().map(|r| r.timings.get(Phase::Synthesis)).collect();
@@ -762,7 +760,7 @@ pub fn measure(
         synthesis_mode: synthesis.as_ref().map_or("classic".into(), |c| format!("{:?}", c.mode)),
         precompiled_partitions: synthesis.as_ref().map_or(0, |c| c.precompiled_partitions),
         classic_partitions: synthesis.as_ref().map_or(0, |c| c.classic_partitions),
-        native_witnesses: pinprove_filecoin::native::porep::native_witnesses(),
+        native_witnesses,
         recording_wait_s,
         record_first_s,
         peak_rss_bytes: peak,

@@ -17,6 +17,7 @@ use blstrs::Scalar as Fr;
 use filecoin_hashers::sha256::Sha256Hasher;
 use filecoin_hashers::{HashFunction, Hasher};
 use generic_array::typenum::U2;
+use pinprove_mem::sync::Recover;
 use storage_proofs_core::gadgets::uint64::UInt64;
 use storage_proofs_core::util::reverse_bit_numbering;
 use storage_proofs_porep::stacked::{TOTAL_PARENTS, create_label_circuit};
@@ -110,7 +111,7 @@ pub(super) fn sha256_node() -> Result<usize, SynthesisError> {
 pub(super) fn label(layer: u32) -> Result<usize, SynthesisError> {
     static COUNTS: OnceLock<Mutex<HashMap<u32, usize>>> = OnceLock::new();
     let counts = COUNTS.get_or_init(Default::default);
-    if let Some(&n) = counts.lock().unwrap_or_else(|e| e.into_inner()).get(&layer) {
+    if let Some(&n) = counts.lock().recover().get(&layer) {
         return Ok(n);
     }
     let mut cs = Counter::default();
@@ -126,6 +127,6 @@ pub(super) fn label(layer: u32) -> Result<usize, SynthesisError> {
     let before = cs.constraints;
     create_label_circuit(&mut cs, &replica_id, parents, UInt32::constant(layer), node)?;
     let n = cs.constraints - before;
-    counts.lock().unwrap_or_else(|e| e.into_inner()).insert(layer, n);
+    counts.lock().recover().insert(layer, n);
     Ok(n)
 }

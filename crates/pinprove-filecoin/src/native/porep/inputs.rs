@@ -2,14 +2,14 @@
 //! circuit's `From<vanilla::Proof>` conversion takes.
 
 use blstrs::Scalar as Fr;
-use filecoin_hashers::poseidon::PoseidonHasher;
+use filecoin_hashers::poseidon::{PoseidonDomain, PoseidonHasher};
 use filecoin_hashers::sha256::Sha256Hasher;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use storage_proofs_core::merkle::{MerkleProof, MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_porep::stacked;
 
-use super::{Challenge, ColumnProofParts, LabelingNode, ParentColumn};
+use super::{Challenge, ParentColumn};
 
 type TreeProof<Tree> = MerkleProof<
     PoseidonHasher,
@@ -77,4 +77,23 @@ fn parts<T: DeserializeOwned>(value: &impl Serialize, what: &str) -> Result<T, S
     serde_json::to_value(value)
         .and_then(serde_json::from_value)
         .map_err(|e| format!("the {what} does not parse: {e}"))
+}
+
+/// Parses a column proof's parts; storage-proofs keeps them crate-private
+/// and serializes them under these names.
+#[derive(Deserialize)]
+struct ColumnProofParts<P> {
+    column: ColumnParts,
+    inclusion_proof: P,
+}
+
+#[derive(Deserialize)]
+struct ColumnParts {
+    rows: Vec<PoseidonDomain>,
+}
+
+/// The node a labeling proof names (crate-private in storage-proofs too).
+#[derive(Deserialize)]
+struct LabelingNode {
+    node: u64,
 }
