@@ -96,12 +96,14 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
-    /// Bytes of each pool buffer the preparation holds, in a fixed order
-    /// (absent buffers are 0): what a proof of the same circuit type will
-    /// ask the pool for again.
-    pub fn buffer_bytes(&self) -> Vec<usize> {
+    /// Bytes the preparation asked the pool for, per buffer in a fixed
+    /// order (absent buffers are 0): what a proof of the same circuit type
+    /// will ask for again. The request, not the buffer that served it: an
+    /// idle buffer up to twice as large may have, and a set kept at that
+    /// size would share its size class with other work's buffers.
+    pub fn asked_bytes(&self) -> Vec<usize> {
         fn bytes<T: Copy>(v: &Option<PinnedVec<T>>) -> usize {
-            v.as_ref().map_or(0, |v| v.buffer_bytes() as usize)
+            v.as_ref().map_or(0, |v| v.len() * std::mem::size_of::<T>())
         }
         [&self.l, &self.a, &self.b]
             .iter()
@@ -711,6 +713,49 @@ mod tests {
             let bound = working_set(&pool, [p.l.bases, p.a.bases, p.b.bases]);
             assert!(taken <= bound, "seed {seed}: {taken} bytes taken, {bound} admitted");
         }
+    }
+
+    #[test]
+    fn asked_bytes_are_the_requests_whatever_buffers_served_them() {
+        // Learned sizes become a kept set: they must be what the next proof
+        // asks for, not the larger idle buffers this one happened to get.
+        let n = 200_000;
+        let fresh = {
+            let pool = pool();
+            let mut w = witness(&pool, 30, n, 0.5, 0.3);
+            prepare_witness(&mut w, &pool, Mode::Split).unwrap().asked_bytes()
+        };
+        assert!(fresh.iter().filter(|&&b| b > 0).count() >= 6, "{fresh:?}");
+        let pool = pool();
+        let mut w = witness(&pool, 30, n, 0.5, 0.3);
+        // Idle buffers 1.9 times each request: the pool serves from them.
+        let big: Vec<_> = fresh
+            .iter()
+            .filter(|&&b| b > 0)
+            .map(|&b| pool.try_checkout(b * 19 / 10).unwrap())
+            .collect();
+        drop(big);
+        let p = prepare_witness(&mut w, &pool, Mode::Split).unwrap();
+        let held: u64 = [&p.l, &p.a, &p.b]
+            .iter()
+            .map(|q| {
+                q.scalars.as_ref().map_or(0, |v| v.buffer_bytes())
+                    + q.idx.as_ref().map_or(0, |v| v.buffer_bytes())
+                    + q.ones.as_ref().map_or(0, |v| v.buffer_bytes())
+                    + q.small_idx.as_ref().map_or(0, |v| v.buffer_bytes())
+                    + q.small_values.as_ref().map_or(0, |v| v.buffer_bytes())
+            })
+            .sum();
+        let rounded: u64 = fresh
+            .iter()
+            .filter(|&&b| b > 0)
+            .map(|&b| pool.rounded_size(b).unwrap() as u64)
+            .sum();
+        assert!(
+            held > rounded,
+            "served from larger buffers: {held} held, {rounded} asked"
+        );
+        assert_eq!(p.asked_bytes(), fresh);
     }
 
     #[test]

@@ -386,6 +386,40 @@ fn fresh_allocations_on_a_device_lane_are_counted_apart() {
 }
 
 #[test]
+fn a_smaller_request_leaves_buffers_a_kept_set_claims_whole() {
+    let (budget, pool) = pool(40 * M);
+    // A device lane's preparation buffer, kept, and nothing else idle.
+    pool.keep_reserved("prep", &[4 * MIB]).unwrap();
+    assert_eq!(pool.stats().idle_bytes, 4 * M);
+    // Other work asking for less pins its own rather than take it, also
+    // when the budget is tight (where a larger idle buffer is otherwise
+    // taken rather than evicted).
+    let fresh = pool.stats().fresh_allocations;
+    let other = pool.try_checkout(3 * MIB).unwrap();
+    assert_eq!(other.len(), 3 * MIB);
+    assert_eq!(pool.stats().fresh_allocations, fresh + 1);
+    let hog = budget.try_acquire(budget.available() - 2 * M).unwrap();
+    assert!(
+        pool.try_checkout(3 * MIB).is_err(),
+        "no room for a fresh buffer, and the kept one is not for it"
+    );
+    drop(hog);
+    // The work it was kept for finds it.
+    let fresh = pool.stats().fresh_allocations;
+    let prep = pool.try_checkout(4 * MIB).unwrap();
+    assert_eq!(pool.stats().fresh_allocations, fresh, "the kept buffer served its size");
+    // Beyond what the kept set claims, a larger buffer serves smaller
+    // requests as before.
+    let spare = pool.try_checkout(4 * MIB).unwrap();
+    drop((prep, spare));
+    let fresh = pool.stats().fresh_allocations;
+    let served = pool.try_checkout(3 * MIB).unwrap();
+    assert_eq!(served.len(), 4 * MIB);
+    assert_eq!(pool.stats().fresh_allocations, fresh);
+    drop((served, other));
+}
+
+#[test]
 fn a_kept_set_survives_other_works_pressure() {
     let (budget, pool) = pool(40 * M);
     // A kept set (a WinningPoSt's buffers) and a warm one (a stream's).

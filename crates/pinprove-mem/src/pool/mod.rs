@@ -197,13 +197,19 @@ impl State {
     }
 
     /// The best-fitting idle buffer of at least `size` and at most `limit`
-    /// bytes.
+    /// bytes. A larger size that kept sets claim whole (see
+    /// [`all_kept`](State::all_kept)) is passed over: kept buffers exist for
+    /// requests of their own size, and a smaller request that took one sent
+    /// the work they were kept for to pin afresh (2^26 on the H200: four
+    /// synthesizing partitions took the preparation sets' buffers, and a
+    /// device lane pinned 9 buffers, 5.95 s, while the GPU waited).
     fn best_idle(&self, size: usize, limit: usize) -> Option<(usize, u64)> {
+        let kept = self.kept_counts();
         self.idle
             .range((size, 0)..)
-            .next()
             .map(|(key, _)| *key)
-            .filter(|(len, _)| *len <= limit)
+            .take_while(|&(len, _)| len <= limit)
+            .find(|&(len, _)| len == size || !self.claimed_whole(len, &kept))
     }
 
     /// Makes `block` idle, unused since `since`.

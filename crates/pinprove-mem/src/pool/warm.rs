@@ -61,8 +61,13 @@ impl State {
     /// Whether every buffer of `size` the pool holds is one a kept set
     /// asks for.
     pub(super) fn all_kept(&self, size: usize) -> bool {
+        self.claimed_whole(size, &self.kept_counts())
+    }
+
+    /// [`all_kept`](Self::all_kept) with the kept sets' counts at hand.
+    pub(super) fn claimed_whole(&self, size: usize, kept: &BTreeMap<usize, usize>) -> bool {
         let held = self.held.get(&size).copied().unwrap_or(0);
-        held > 0 && held <= self.kept_counts().get(&size).copied().unwrap_or(0)
+        held > 0 && held <= kept.get(&size).copied().unwrap_or(0)
     }
 
     /// The warm sets' bytes, and how many of them are held now.

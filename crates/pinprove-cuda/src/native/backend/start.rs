@@ -110,7 +110,18 @@ impl NativeBackend {
                     Duration::ZERO,
                 ),
             };
-            let prep_bytes = prep.buffer_bytes();
+            // As the pool will size them (its classes round up).
+            let prep_bytes: Vec<usize> = prep
+                .asked_bytes()
+                .into_iter()
+                .map(|b| {
+                    if b == 0 {
+                        0
+                    } else {
+                        self.pool.rounded_size(b).unwrap_or(b)
+                    }
+                })
+                .collect();
             self.prep_shares
                 .learn(*job.srs.lengths(), prep_bytes.iter().map(|&b| b as u64).sum());
             let q = |i: usize| resident.as_deref().map(|r| &r.queries[i]);

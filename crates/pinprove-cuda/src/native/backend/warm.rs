@@ -17,8 +17,9 @@ use super::NativeBackend;
 impl NativeBackend {
     /// Has the pool keep, in the background, the preparation buffers of as
     /// many proofs as can be in flight on this device, at the sizes `sizes`
-    /// (a proof's [`Prepared::buffer_bytes`](split::Prepared::buffer_bytes)),
-    /// unless buffers at least that large are kept already. Their sizes
+    /// (a proof's [`Prepared::asked_bytes`](split::Prepared::asked_bytes),
+    /// rounded to the pool's classes), unless buffers at least that large
+    /// are kept already. Their sizes
     /// depend on the witness, so they are learned from the circuit type's
     /// first proof; later proofs then find them idle instead of pinning
     /// fresh memory while the device waits. The set is kept under pressure
