@@ -22,7 +22,7 @@
 //! [synthesis]
 //! workers = 16                       # default: one per CPU
 //! max_concurrent = 8                 # default: as many as the memory budget admits
-//! precompiled = false                # record circuits' R1CS, then synthesize witnesses only
+//! precompiled = true                 # record circuits' R1CS, then synthesize witnesses only
 //!
 //! [filecoin]
 //! parameter_cache = "/var/tmp/filecoin-proof-parameters"
@@ -181,21 +181,35 @@ pub struct GpuConfig {
 }
 
 /// `[synthesis]`
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SynthesisConfig {
     /// Synthesis threads (default: one per CPU).
     pub workers: Option<usize>,
     /// At most this many syntheses at once (default: as the budget admits).
     pub max_concurrent: Option<usize>,
-    /// Pre-compiled circuits (default off): each circuit type's R1CS is
+    /// Pre-compiled circuits (default on): each circuit type's R1CS is
     /// recorded after its first proof (kept in `[hints] dir`, counted in
     /// the memory budget) and later proofs synthesize only the witness.
     /// With the native backend a, b and c are then computed on the GPU from
     /// matrices kept in device memory (only the witness is uploaded); with
-    /// the CPU backend on the CPU. Off by default until measured on every
-    /// Filecoin circuit at production size.
+    /// the CPU backend on the CPU. Circuits it does not pay for (PoSt) and
+    /// circuits whose structure depends on the witness stay classic by
+    /// themselves; `false` keeps every circuit classic.
     pub precompiled: bool,
+}
+
+impl Default for SynthesisConfig {
+    fn default() -> Self {
+        // On since a 32 GiB PoRep C2 streamed at 21.1 s per proof with it on
+        // the H200, against 57 s with witness-only synthesis through the
+        // gadgets and 321 s classic (docs/benchmarks.md).
+        SynthesisConfig {
+            workers: None,
+            max_concurrent: None,
+            precompiled: true,
+        }
+    }
 }
 
 /// `[filecoin]`
@@ -418,9 +432,9 @@ mod tests {
         assert!(Config::parse("[memory]\nurgent_reserve = \"much\"\n").is_err());
         assert_eq!(c.gpu.devices, DeviceSelection::Ordinals(vec![0, 1]));
         assert_eq!(c.gpu.backend, BackendKind::Cpu);
-        assert!(!c.synthesis.precompiled, "off unless asked for");
-        let p = Config::parse("[synthesis]\nprecompiled = true\n").unwrap();
-        assert!(p.synthesis.precompiled);
+        assert!(c.synthesis.precompiled, "on unless turned off");
+        let p = Config::parse("[synthesis]\nprecompiled = false\n").unwrap();
+        assert!(!p.synthesis.precompiled);
         assert_eq!(Config::parse(&p.to_toml()).unwrap(), p);
         for bad in [
             "[memory]\nbudget = \"lots\"",
