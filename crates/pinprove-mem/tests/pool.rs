@@ -386,10 +386,11 @@ fn fresh_allocations_on_a_device_lane_are_counted_apart() {
 }
 
 #[test]
-fn a_smaller_request_leaves_buffers_a_kept_set_claims_whole() {
+fn off_a_device_lane_a_smaller_request_leaves_buffers_a_lane_set_claims_whole() {
     let (budget, pool) = pool(40 * M);
-    // A device lane's preparation buffer, kept, and nothing else idle.
-    pool.keep_reserved("prep", &[4 * MIB]).unwrap();
+    // A device lane's preparation buffer, kept for lanes, and nothing else
+    // idle.
+    pool.keep_for_lanes("prep", &[4 * MIB]).unwrap();
     assert_eq!(pool.stats().idle_bytes, 4 * M);
     // Other work asking for less pins its own rather than take it, also
     // when the budget is tight (where a larger idle buffer is otherwise
@@ -401,22 +402,34 @@ fn a_smaller_request_leaves_buffers_a_kept_set_claims_whole() {
     let hog = budget.try_acquire(budget.available() - 2 * M).unwrap();
     assert!(
         pool.try_checkout(3 * MIB).is_err(),
-        "no room for a fresh buffer, and the kept one is not for it"
+        "no room for a fresh buffer, and the lanes' buffer is not for it"
     );
+    // A lane asking for a little less than it did before takes it.
+    let p = Arc::clone(&pool);
+    let on_lane = thread::spawn(move || {
+        pinprove_mem::mark_device_lane();
+        p.try_checkout(3 * MIB).map(|b| b.len())
+    });
+    assert_eq!(on_lane.join().unwrap().unwrap(), 4 * MIB);
     drop(hog);
-    // The work it was kept for finds it.
+    // So does a request of its own size, anywhere.
     let fresh = pool.stats().fresh_allocations;
     let prep = pool.try_checkout(4 * MIB).unwrap();
     assert_eq!(pool.stats().fresh_allocations, fresh, "the kept buffer served its size");
-    // Beyond what the kept set claims, a larger buffer serves smaller
-    // requests as before.
+    // Beyond what the lane set claims, a larger buffer serves smaller
+    // requests as before; and a kept set that is not for lanes does too.
     let spare = pool.try_checkout(4 * MIB).unwrap();
     drop((prep, spare));
     let fresh = pool.stats().fresh_allocations;
     let served = pool.try_checkout(3 * MIB).unwrap();
     assert_eq!(served.len(), 4 * MIB);
+    drop(served);
+    pool.keep_for_lanes("prep", &[]).unwrap();
+    pool.keep_reserved("urgent", &[4 * MIB, 4 * MIB]).unwrap();
+    let (a, b) = (pool.try_checkout(3 * MIB).unwrap(), pool.try_checkout(3 * MIB).unwrap());
+    assert_eq!((a.len(), b.len()), (4 * MIB, 4 * MIB));
     assert_eq!(pool.stats().fresh_allocations, fresh);
-    drop((served, other));
+    drop((a, b, other));
 }
 
 #[test]

@@ -19,7 +19,9 @@
 //! set ([`PinnedPool::keep_reserved`]) is a warm set the pressure of other
 //! work never takes: its buffers are neither evicted nor freed on return
 //! while others wait, for work that must start at once (a WinningPoSt)
-//! whatever the background is doing.
+//! whatever the background is doing. A lane set
+//! ([`PinnedPool::keep_for_lanes`]) is a kept set for what threads a device
+//! waits for ask for, whose buffers smaller requests elsewhere leave alone.
 //!
 //! Work admitted through the pool ([`PinnedPool::admit_blocking`]) has the
 //! idle buffers it will check out set aside for it, and while it waits for
@@ -197,19 +199,23 @@ impl State {
     }
 
     /// The best-fitting idle buffer of at least `size` and at most `limit`
-    /// bytes. A larger size that kept sets claim whole (see
-    /// [`all_kept`](State::all_kept)) is passed over: kept buffers exist for
-    /// requests of their own size, and a smaller request that took one sent
-    /// the work they were kept for to pin afresh (2^26 on the H200: four
-    /// synthesizing partitions took the preparation sets' buffers, and a
-    /// device lane pinned 9 buffers, 5.95 s, while the GPU waited).
+    /// bytes. Off a device lane, a larger size that lane sets claim whole
+    /// (see [`PinnedPool::keep_for_lanes`]) is passed over: those buffers
+    /// exist for the lanes' requests, and a smaller request that took one
+    /// sent a lane to pin afresh while its device waited (2^26 on the H200:
+    /// synthesizing partitions took the preparation sets' buffers, and the
+    /// lanes pinned 9 buffers, 5.95 s).
     fn best_idle(&self, size: usize, limit: usize) -> Option<(usize, u64)> {
-        let kept = self.kept_counts();
+        let barred = if DEVICE_LANE.with(Cell::get) {
+            BTreeMap::new()
+        } else {
+            self.lane_counts()
+        };
         self.idle
             .range((size, 0)..)
             .map(|(key, _)| *key)
             .take_while(|&(len, _)| len <= limit)
-            .find(|&(len, _)| len == size || !self.claimed_whole(len, &kept))
+            .find(|&(len, _)| len == size || !self.claimed_whole(len, &barred))
     }
 
     /// Makes `block` idle, unused since `since`.

@@ -26,6 +26,8 @@ pub(super) struct WarmSet {
     pub(super) sizes: BTreeMap<usize, usize>,
     /// Kept under pressure (see [`PinnedPool::keep_reserved`]).
     pub(super) kept: bool,
+    /// For device lanes only (see [`PinnedPool::keep_for_lanes`]).
+    pub(super) lanes: bool,
 }
 
 impl State {
@@ -37,6 +39,11 @@ impl State {
     /// Buffers per size the kept sets ask for.
     pub(super) fn kept_counts(&self) -> BTreeMap<usize, usize> {
         self.counts(|set| set.kept)
+    }
+
+    /// Buffers per size the lane sets ask for.
+    pub(super) fn lane_counts(&self) -> BTreeMap<usize, usize> {
+        self.counts(|set| set.lanes)
     }
 
     fn counts(&self, which: impl Fn(&WarmSet) -> bool) -> BTreeMap<usize, usize> {
@@ -64,10 +71,11 @@ impl State {
         self.claimed_whole(size, &self.kept_counts())
     }
 
-    /// [`all_kept`](Self::all_kept) with the kept sets' counts at hand.
-    pub(super) fn claimed_whole(&self, size: usize, kept: &BTreeMap<usize, usize>) -> bool {
+    /// Whether every buffer of `size` the pool holds is one that sets
+    /// asking for `wanted` (per size) ask for.
+    pub(super) fn claimed_whole(&self, size: usize, wanted: &BTreeMap<usize, usize>) -> bool {
         let held = self.held.get(&size).copied().unwrap_or(0);
-        held > 0 && held <= kept.get(&size).copied().unwrap_or(0)
+        held > 0 && held <= wanted.get(&size).copied().unwrap_or(0)
     }
 
     /// The warm sets' bytes, and how many of them are held now.
@@ -88,7 +96,7 @@ impl PinnedPool {
     /// thread that may wait: pinning takes long. Returns what was asked, made
     /// and left missing.
     pub fn keep_warm(self: &Arc<Self>, name: &str, sizes: &[usize]) -> Result<WarmReport> {
-        self.warm_set(name, sizes, false)
+        self.warm_set(name, sizes, false, false)
     }
 
     /// Like [`keep_warm`](Self::keep_warm), and these buffers stay while
@@ -98,10 +106,20 @@ impl PinnedPool {
     /// takes to prepare a proof), and no larger than that: their bytes are
     /// out of everyone else's reach for as long as the set lasts.
     pub fn keep_reserved(self: &Arc<Self>, name: &str, sizes: &[usize]) -> Result<WarmReport> {
-        self.warm_set(name, sizes, true)
+        self.warm_set(name, sizes, true, false)
     }
 
-    fn warm_set(self: &Arc<Self>, name: &str, sizes: &[usize], kept: bool) -> Result<WarmReport> {
+    /// Like [`keep_reserved`](Self::keep_reserved), for what device lanes
+    /// (threads marked with [`mark_device_lane`](super::mark_device_lane))
+    /// ask for: besides, off a lane, a request of a smaller size does not
+    /// take these buffers (one of their own size still does). For buffers
+    /// whose sizes were learned from the lanes' own requests, such as a
+    /// backend's preparation buffers.
+    pub fn keep_for_lanes(self: &Arc<Self>, name: &str, sizes: &[usize]) -> Result<WarmReport> {
+        self.warm_set(name, sizes, true, true)
+    }
+
+    fn warm_set(self: &Arc<Self>, name: &str, sizes: &[usize], kept: bool, lanes: bool) -> Result<WarmReport> {
         let mut set: BTreeMap<usize, usize> = BTreeMap::new();
         for &b in sizes {
             *set.entry(self.rounded_size(b)?).or_insert(0) += 1;
@@ -112,7 +130,14 @@ impl PinnedPool {
             if set.is_empty() {
                 s.warm.remove(name);
             } else {
-                s.warm.insert(name.to_string(), WarmSet { sizes: set, kept });
+                s.warm.insert(
+                    name.to_string(),
+                    WarmSet {
+                        sizes: set,
+                        kept,
+                        lanes,
+                    },
+                );
             }
             let warm = s.warm_counts();
             warm.iter()

@@ -173,7 +173,7 @@ impl NativeBackend {
 /// Has `pool` keep the buffers `sizes` as `name`, under pressure too, and
 /// logs how it went.
 fn keep(pool: &Arc<PinnedPool>, name: &str, sizes: &[usize]) {
-    match pool.keep_reserved(name, sizes) {
+    match pool.keep_for_lanes(name, sizes) {
         Ok(r) => tracing::debug!(
             set = %name,
             wanted = r.wanted_bytes,
