@@ -19,17 +19,17 @@ impl NativeBackend {
     /// many proofs as can be in flight on this device, at the sizes `sizes`
     /// (a proof's [`Prepared::asked_bytes`](split::Prepared::asked_bytes),
     /// rounded to the pool's classes), unless buffers at least that large
-    /// are kept already. Their sizes
-    /// depend on the witness, so they are learned from the circuit type's
-    /// first proof; later proofs then find them idle instead of pinning
-    /// fresh memory while the device waits. The set is kept under pressure
-    /// too, for as long as the SRS is resident: as a warm set, admissions
+    /// are kept already. Their sizes depend on the witness, so they are
+    /// learned from the circuit type's first proof; later proofs then find
+    /// them idle instead of pinning fresh memory while the device waits.
+    /// The set is kept under pressure too, for as long as the SRS is
+    /// resident, and for device lanes only: as a warm set, admissions
     /// waiting for memory had it freed, and the next `start` pinned it again
     /// on a device lane (2^26 on the H200: 26 pinnings, 3.8 s the device
-    /// waited). With `after`, the pinning
-    /// waits for that mark (the device work of the proof they were learned
-    /// from): measured on the H200, a 2^24 proof's device work took 5.1 s
-    /// instead of 0.3 s while 4 GiB of its warm set were pinned beside it.
+    /// waited). With `after`, the pinning waits for that mark (the device
+    /// work of the proof they were learned from): measured on the H200, a
+    /// 2^24 proof's device work took 5.1 s instead of 0.3 s while 4 GiB of
+    /// its warm set were pinned beside it.
     pub(super) fn keep_preparation_warm(
         &self,
         key: &std::path::Path,
