@@ -107,6 +107,19 @@ fn admit_and_check_out(pool: &Arc<PinnedPool>, sizes: Vec<usize>, other: u64) ->
     })
 }
 
+/// An admission of 48 MiB waiting in a 64 MiB pool whose one buffer, of
+/// that size, has just come back fenced by `done` (false: still read by a
+/// device).
+fn admission_waiting_for_a_fenced_buffer(pool: &Arc<PinnedPool>) -> (Arc<AtomicBool>, thread::JoinHandle<(u64, u64)>) {
+    let mut held = pool.try_checkout(48 * MIB).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    held.set_use_fence(Box::new(Flag(Arc::clone(&done))));
+    let waiter = admit_and_check_out(pool, vec![48 * MIB], 0);
+    wait_for_admission(pool);
+    drop(held);
+    (done, waiter)
+}
+
 #[test]
 fn a_buffer_returned_while_an_admission_waits_is_handed_to_it() {
     let (budget, pool) = pool(64 * M);
@@ -126,12 +139,7 @@ fn a_buffer_returned_while_an_admission_waits_is_handed_to_it() {
 #[test]
 fn a_fenced_buffer_is_handed_over_once_its_fence_completes() {
     let (budget, pool) = pool(64 * M);
-    let mut held = pool.try_checkout(48 * MIB).unwrap();
-    let done = Arc::new(AtomicBool::new(false));
-    held.set_use_fence(Box::new(Flag(Arc::clone(&done))));
-    let waiter = admit_and_check_out(&pool, vec![48 * MIB], 0);
-    wait_for_admission(&pool);
-    drop(held);
+    let (done, waiter) = admission_waiting_for_a_fenced_buffer(&pool);
     // Still read by the device: neither handed over nor freed.
     budget.reclaim();
     assert!(budget.has_waiters());
@@ -153,12 +161,7 @@ fn shrinking_hands_a_buffer_whose_fence_just_completed_to_a_waiting_admission() 
     // waiting, then frees: a fence completing in between must not turn
     // the buffer into a freed one.
     let (budget, pool) = pool(64 * M);
-    let mut held = pool.try_checkout(48 * MIB).unwrap();
-    let done = Arc::new(AtomicBool::new(false));
-    held.set_use_fence(Box::new(Flag(Arc::clone(&done))));
-    let waiter = admit_and_check_out(&pool, vec![48 * MIB], 0);
-    wait_for_admission(&pool);
-    drop(held);
+    let (done, waiter) = admission_waiting_for_a_fenced_buffer(&pool);
     done.store(true, Ordering::SeqCst);
     pool.shrink(u64::MAX);
     let (granted, fresh) = waiter.join().unwrap();
