@@ -137,6 +137,47 @@ fn a_buffer_returned_while_an_admission_waits_is_handed_to_it() {
 }
 
 #[test]
+fn a_lane_sets_buffer_coming_back_goes_to_no_admission_of_a_smaller_size() {
+    let (budget, pool) = pool(64 * M);
+    // A device lane's preparation buffer, kept for lanes, in use on a lane.
+    pool.keep_for_lanes("prep", &[32 * MIB]).unwrap();
+    let p = Arc::clone(&pool);
+    let on_lane = thread::spawn(move || {
+        pinprove_mem::mark_device_lane();
+        p.try_checkout(32 * MIB).unwrap()
+    })
+    .join()
+    .unwrap();
+    // An admission for a smaller buffer (one the lane's could serve) waits.
+    let hog = budget.try_acquire(24 * M).unwrap();
+    let waiter = admit_and_check_out(&pool, vec![24 * MIB], 0);
+    wait_for_admission(&pool);
+    // The lane's buffer comes back: it stays idle for the lanes.
+    drop(on_lane);
+    let s = pool.stats();
+    assert_eq!((s.handed_over, s.idle_bytes), (0, 32 * M), "{s:?}");
+    drop(hog);
+    let (_, fresh) = waiter.join().unwrap();
+    assert_eq!(fresh, 2, "the admission pinned its own buffer");
+    assert_eq!(pool.stats().handed_over, 0);
+    // A request of the buffer's own size is handed it as before.
+    let hog = budget.try_acquire(budget.available()).unwrap();
+    let p = Arc::clone(&pool);
+    let on_lane = thread::spawn(move || {
+        pinprove_mem::mark_device_lane();
+        p.try_checkout(32 * MIB).unwrap()
+    })
+    .join()
+    .unwrap();
+    let waiter = admit_and_check_out(&pool, vec![32 * MIB], 0);
+    wait_for_admission(&pool);
+    drop(on_lane);
+    let (granted, _) = waiter.join().unwrap();
+    assert_eq!((granted, pool.stats().handed_over), (0, 1));
+    drop(hog);
+}
+
+#[test]
 fn a_fenced_buffer_is_handed_over_once_its_fence_completes() {
     let (budget, pool) = pool(64 * M);
     let (done, waiter) = admission_waiting_for_a_fenced_buffer(&pool);

@@ -151,10 +151,17 @@ impl PinnedPool {
     /// block otherwise.
     pub(super) fn hand_over(&self, s: &mut State, block: super::Block) -> Option<super::Block> {
         let len = block.mem.len();
+        // Admissions are made off device lanes: a buffer lane sets claim
+        // whole goes only to a request of its own size (see `best_idle`).
+        // Handed to a synthesizing partition as a smaller buffer, it sent a
+        // lane to pin 3.75 GiB afresh (2.6 s) while the GPU waited (2^26 on
+        // the H200).
+        let lanes_only = s.claimed_whole(len, &s.lane_counts());
         for w in &mut s.wanting {
             // The largest size this block serves.
             let Some(i) = (0..w.sizes.len())
                 .filter(|&i| w.sizes[i] <= len && len <= self.fit_limit(w.sizes[i]))
+                .filter(|&i| w.sizes[i] == len || !lanes_only)
                 .max_by_key(|&i| w.sizes[i])
             else {
                 continue;
