@@ -934,8 +934,13 @@ impl Backend for LearnsScratch {
     fn capabilities(&self) -> Capabilities {
         self.0.capabilities()
     }
-    fn extra_working_set(&self, shape: &CapacityHint, queries: Option<&pinprove_groth16::QueryLengths>) -> u64 {
-        self.0.extra_working_set(shape, queries)
+    fn extra_working_set(
+        &self,
+        shape: &CapacityHint,
+        queries: Option<&pinprove_groth16::QueryLengths>,
+        urgent: bool,
+    ) -> u64 {
+        self.0.extra_working_set(shape, queries, urgent)
     }
     fn holds_srs(&self, srs: &Srs) -> bool {
         self.0.holds_srs(srs)
@@ -1726,7 +1731,7 @@ impl Backend for LearnsShare {
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
     }
-    fn extra_working_set(&self, _: &CapacityHint, _: Option<&pinprove_groth16::QueryLengths>) -> u64 {
+    fn extra_working_set(&self, _: &CapacityHint, _: Option<&pinprove_groth16::QueryLengths>, _: bool) -> u64 {
         if self.proofs.load(Ordering::Acquire) > 0 {
             0
         } else {
@@ -1752,6 +1757,62 @@ impl Backend for LearnsShare {
         self.proofs.fetch_add(1, Ordering::AcqRel);
         started
     }
+}
+
+/// A backend that adds `extra` host bytes to urgent partitions only (as
+/// the native backend does once the buffers its background proofs prepare
+/// into are kept).
+struct UrgentExtra {
+    inner: TestBackend,
+    extra: u64,
+}
+
+impl Backend for UrgentExtra {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    fn extra_working_set(&self, _: &CapacityHint, _: Option<&pinprove_groth16::QueryLengths>, urgent: bool) -> u64 {
+        if urgent { self.extra } else { 0 }
+    }
+    fn holds_srs(&self, srs: &Srs) -> bool {
+        self.inner.holds_srs(srs)
+    }
+    fn resident_srs(&self) -> Vec<pinprove_groth16::ResidentSrs> {
+        self.inner.resident_srs()
+    }
+    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+        self.inner.start(job)
+    }
+}
+
+#[test]
+fn a_partition_is_admitted_with_what_its_backend_adds_at_its_urgency() {
+    let dir = temp_dir("urgent-extra");
+    let (pool, _) = pool_with(64 << 20);
+    let c = BenchCircuit::new(3000, WitnessMix::Bits).unwrap();
+    let device = Device {
+        name: "test0".into(),
+        backend: Arc::new(UrgentExtra {
+            inner: TestBackend::instant(&pool),
+            extra: 1 << 30,
+        }),
+    };
+    let engine = Engine::new(EngineConfig::default(), vec![device], Arc::clone(&pool)).unwrap();
+    engine.register_srs(&c.id(), synthetic_params(&c, &dir));
+    assert!(engine.working_set(&c.id()).unwrap() < 64 << 20);
+    let id = engine
+        .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
+        .unwrap();
+    let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
+    assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    let err = engine
+        .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 0)]))
+        .unwrap_err();
+    assert!(matches!(err, EngineError::TooLarge { .. }), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -421,8 +421,9 @@ impl pinprove_groth16::Backend for ComputesAbc {
         &self,
         shape: &pinprove_groth16::CapacityHint,
         queries: Option<&pinprove_groth16::QueryLengths>,
+        urgent: bool,
     ) -> u64 {
-        self.cpu.extra_working_set(shape, queries)
+        self.cpu.extra_working_set(shape, queries, urgent)
     }
     fn start(
         &self,

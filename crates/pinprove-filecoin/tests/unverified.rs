@@ -38,8 +38,8 @@ impl Backend for Spoiling {
     fn capabilities(&self) -> Capabilities {
         self.0.capabilities()
     }
-    fn extra_working_set(&self, shape: &CapacityHint, queries: Option<&QueryLengths>) -> u64 {
-        self.0.extra_working_set(shape, queries)
+    fn extra_working_set(&self, shape: &CapacityHint, queries: Option<&QueryLengths>, urgent: bool) -> u64 {
+        self.0.extra_working_set(shape, queries, urgent)
     }
     fn prepare_srs(&self, srs: &Srs) -> Result<u64, ProveError> {
         self.0.prepare_srs(srs)

@@ -72,8 +72,11 @@ pub trait Backend: Send + Sync {
     /// (a/b/c and the assignments), for admission by the memory budget.
     /// `queries`, when known, are the parameters' query lengths: the bases
     /// each MSM runs over, which bound what a backend prepares for them.
-    fn extra_working_set(&self, shape: &CapacityHint, queries: Option<&QueryLengths>) -> u64 {
-        let _ = (shape, queries);
+    /// `urgent` as in [`ProvingJob`]: a backend whose background proofs
+    /// prepare into buffers it keeps for itself (already in the budget)
+    /// adds nothing for them.
+    fn extra_working_set(&self, shape: &CapacityHint, queries: Option<&QueryLengths>, urgent: bool) -> u64 {
+        let _ = (shape, queries, urgent);
         0
     }
 

@@ -49,7 +49,7 @@ impl Backend for CpuBackend {
         }
     }
 
-    fn extra_working_set(&self, shape: &CapacityHint, _: Option<&QueryLengths>) -> u64 {
+    fn extra_working_set(&self, shape: &CapacityHint, _: Option<&QueryLengths>, _: bool) -> u64 {
         let m = domain_size(shape.constraints).map_or(u64::MAX / 64, |m| m as u64);
         // h's scalars, the twiddle table (ω^j for j < m/2), and the gathered
         // scalars of the A and B MSMs (at most one per variable each).

@@ -178,6 +178,39 @@ fn a_lane_sets_buffer_coming_back_goes_to_no_admission_of_a_smaller_size() {
 }
 
 #[test]
+fn work_short_of_funds_is_handed_a_kept_buffer_that_comes_back_while_it_waits() {
+    let (budget, pool) = pool(64 * M);
+    // A device lane's preparation buffer, kept for lanes, in use on a lane.
+    pool.keep_for_lanes("prep", &[16 * MIB]).unwrap();
+    let on_lane = |pool: &Arc<PinnedPool>| {
+        let pool = Arc::clone(pool);
+        thread::spawn(move || {
+            pinprove_mem::mark_device_lane();
+            let mut funds = pinprove_mem::Reservation::empty(pool.budget());
+            pool.checkout_funded(16 * MIB, &mut funds).unwrap()
+        })
+    };
+    let first = on_lane(&pool).join().unwrap();
+    // Nothing left in the budget: a second lane, with no funds for the
+    // buffer, waits.
+    let hog = budget.try_acquire(budget.available()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let second = on_lane(&pool);
+    let waiter = thread::spawn(move || tx.send(second.join().unwrap()).unwrap());
+    wait_for_waiter(&budget);
+    // The first lane's buffer comes back (kept idle under pressure): the
+    // waiting lane gets it, nothing is pinned afresh.
+    drop(first);
+    let got = rx.recv_timeout(Duration::from_secs(10));
+    let fresh = pool.stats().fresh_allocations;
+    drop(hog);
+    waiter.join().unwrap();
+    let got = got.expect("the lane waited on for memory the kept buffer would have given it");
+    assert_eq!((got.len(), fresh), (16 * MIB, 1));
+    drop(got);
+}
+
+#[test]
 fn a_fenced_buffer_is_handed_over_once_its_fence_completes() {
     let (budget, pool) = pool(64 * M);
     let (done, waiter) = admission_waiting_for_a_fenced_buffer(&pool);

@@ -492,7 +492,8 @@ fn a_backend_hint_prepares_a_new_backend_for_its_first_proof() {
     let gpu = NativeBackend::new(Arc::clone(&pool)).unwrap();
     gpu.prepare_srs(&srs).unwrap();
     assert!(gpu.hint(&srs).is_none(), "nothing learned before a proof");
-    let worst = gpu.extra_working_set(&shape, Some(srs.lengths()));
+    let worst = gpu.extra_working_set(&shape, Some(srs.lengths()), true);
+    assert_eq!(gpu.extra_working_set(&shape, Some(srs.lengths()), false), worst);
     let expected = prove_bytes(&gpu, &pool, &srs, &c).unwrap();
     let hint = gpu.hint(&srs).expect("learned from the proof");
     assert!(!hint.host_buffers.is_empty(), "{hint:?}");
@@ -508,22 +509,28 @@ fn a_backend_hint_prepares_a_new_backend_for_its_first_proof() {
     // trims the device's pool; the hint grows it back and sizes admission.
     let fresh = NativeBackend::new(Arc::clone(&pool)).unwrap();
     fresh.prepare_srs(&srs).unwrap();
-    assert_eq!(
-        fresh.extra_working_set(&shape, Some(srs.lengths())),
-        worst,
-        "unhinted: the worst case"
-    );
+    for urgent in [false, true] {
+        assert_eq!(
+            fresh.extra_working_set(&shape, Some(srs.lengths()), urgent),
+            worst,
+            "unhinted: the worst case"
+        );
+    }
     fresh.apply_hint(&srs, &hint);
     assert!(
         fresh.pool_reserved().unwrap() >= hint.device_pool_bytes,
         "the pool holds what the proofs held"
     );
     assert!(
-        fresh.extra_working_set(&shape, Some(srs.lengths())) < worst,
+        fresh.extra_working_set(&shape, Some(srs.lengths()), true) < worst,
         "admission as seen"
     );
+    // Once the preparation buffers are held, a background proof (which
+    // prepares into them on its device lane) is admitted without them.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while pool.stats().warm_ready_bytes < hint.host_buffers.iter().sum::<u64>() {
+    while pool.stats().warm_ready_bytes < hint.host_buffers.iter().sum::<u64>()
+        || fresh.extra_working_set(&shape, Some(srs.lengths()), false) > 0
+    {
         assert!(std::time::Instant::now() < deadline, "{:?}", pool.stats());
         std::thread::sleep(Duration::from_millis(20));
     }

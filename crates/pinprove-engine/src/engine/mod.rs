@@ -288,9 +288,10 @@ impl Engine {
 
     /// Host bytes one partition of `circuit_id` is admitted with: its
     /// vectors, densities and what the backends add (from its capacity hint,
-    /// or from its parameters before the first synthesis).
+    /// or from its parameters before the first synthesis), in a background
+    /// job.
     pub fn working_set(&self, circuit_id: &str) -> Result<u64, EngineError> {
-        self.inner.working_set(circuit_id, 0)
+        self.inner.working_set(circuit_id, 0, false)
     }
 
     /// The shape of a circuit type as its registered parameters give it
@@ -387,7 +388,7 @@ impl Engine {
             });
         }
         let needed = inner
-            .working_set(&spec.circuit_id, 0)?
+            .working_set(&spec.circuit_id, 0, spec.priority.is_urgent())?
             .saturating_add(inner.srs.load_estimate(&spec.circuit_id)?);
         let limit = inner.budget.limit_for(spec.priority.rank());
         if needed > limit {

@@ -26,14 +26,16 @@ impl Inner {
     /// turn every later submission away. A partition made of `parts` parts
     /// (0: synthesized whole) also has its groups' buffers while it
     /// synthesizes (see [`pinprove_groth16::parts_scratch_bytes`]).
-    pub(super) fn working_set(&self, circuit_id: &str, parts: usize) -> Result<u64, EngineError> {
+    /// `urgent`: for a partition of an urgent job (backends may add more
+    /// for it).
+    pub(super) fn working_set(&self, circuit_id: &str, parts: usize, urgent: bool) -> Result<u64, EngineError> {
         let (shape, n, queries) = self.partition_shape(circuit_id)?;
         let vec = |elems: usize| self.pool.rounded_size(elems.saturating_mul(32)).unwrap_or(usize::MAX) as u64;
         let densities = (shape.inputs.saturating_add(shape.aux.saturating_mul(2)) / 8 + 64) as u64;
         let extra = self
             .devices
             .iter()
-            .map(|d| d.backend.extra_working_set(&shape, queries.as_ref()))
+            .map(|d| d.backend.extra_working_set(&shape, queries.as_ref(), urgent))
             .max()
             .unwrap_or(0);
         // A partition that falls back to the classic synthesis tops its
@@ -161,7 +163,7 @@ impl Inner {
         Ok(match self.config.warm_partitions {
             Some(n) => n,
             None => {
-                let ws = self.working_set(circuit_id, 0)?.max(1);
+                let ws = self.working_set(circuit_id, 0, false)?.max(1);
                 let fit = self.budget.limit_for(Priority::Normal.rank()) / ws;
                 (fit as usize).min(self.config.synthesis_workers.max(1))
             }
@@ -210,7 +212,7 @@ impl Inner {
         // urgent proof's preparation must not pin either.
         let kept_partitions = self.kept.lock().recover().get(circuit_id).copied().unwrap_or(0);
         let kept = if kept_partitions > 0 {
-            let one = self.admission_buffers(circuit_id, self.working_set(circuit_id, 0)?, true)?;
+            let one = self.admission_buffers(circuit_id, self.working_set(circuit_id, 0, true)?, true)?;
             of(kept_partitions, &one)
         } else {
             Vec::new()
@@ -351,20 +353,22 @@ impl Inner {
         let mut load_claim = None;
         let parts = p.partition.parts();
         let (mut funds, srs, load) = loop {
-            let admitted = self.working_set(&job.circuit_id, parts).and_then(|ws| {
-                if srs_part == 0 && load_claim.is_none() {
-                    load_claim = self.srs.claim_load(&job.circuit_id, || job.stopped());
-                    if load_claim.is_some() {
-                        srs_part = self.srs.load_estimate(&job.circuit_id)?;
+            let admitted = self
+                .working_set(&job.circuit_id, parts, job.priority.is_urgent())
+                .and_then(|ws| {
+                    if srs_part == 0 && load_claim.is_none() {
+                        load_claim = self.srs.claim_load(&job.circuit_id, || job.stopped());
+                        if load_claim.is_some() {
+                            srs_part = self.srs.load_estimate(&job.circuit_id)?;
+                        }
                     }
-                }
-                // Through the pool: the buffers it will synthesize into are
-                // set aside or handed over, never freed and pinned again.
-                let buffers = self.admission_buffers(&job.circuit_id, ws, job.priority.is_urgent())?;
-                Ok(self
-                    .pool
-                    .admit_blocking(&buffers, ws.saturating_add(srs_part), job.priority.rank())?)
-            });
+                    // Through the pool: the buffers it will synthesize into are
+                    // set aside or handed over, never freed and pinned again.
+                    let buffers = self.admission_buffers(&job.circuit_id, ws, job.priority.is_urgent())?;
+                    Ok(self
+                        .pool
+                        .admit_blocking(&buffers, ws.saturating_add(srs_part), job.priority.rank())?)
+                });
             let mut funds = match admitted {
                 Ok(f) => f,
                 Err(e) => {

@@ -153,7 +153,12 @@ impl Backend for TestBackend {
             evaluates_recordings: false,
         }
     }
-    fn extra_working_set(&self, _: &pinprove_groth16::CapacityHint, _: Option<&pinprove_groth16::QueryLengths>) -> u64 {
+    fn extra_working_set(
+        &self,
+        _: &pinprove_groth16::CapacityHint,
+        _: Option<&pinprove_groth16::QueryLengths>,
+        _: bool,
+    ) -> u64 {
         self.pool.rounded_size(self.scratch).unwrap() as u64
     }
     fn holds_srs(&self, _: &Srs) -> bool {
@@ -368,7 +373,12 @@ impl Backend for Chaos {
             evaluates_recordings: false,
         }
     }
-    fn extra_working_set(&self, _: &pinprove_groth16::CapacityHint, _: Option<&pinprove_groth16::QueryLengths>) -> u64 {
+    fn extra_working_set(
+        &self,
+        _: &pinprove_groth16::CapacityHint,
+        _: Option<&pinprove_groth16::QueryLengths>,
+        _: bool,
+    ) -> u64 {
         self.pool.rounded_size(64 << 10).unwrap() as u64
     }
     fn start(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {

@@ -50,7 +50,7 @@ pub use warm::WarmReport;
 use warm::WarmSet;
 
 use crate::alloc::{HostAllocator, HostMemory, MemoryKind, PAGE};
-use crate::budget::{Evictor, MemoryBudget, Reservation};
+use crate::budget::{Evictor, MemoryBudget, Rank, Reservation};
 use crate::sync::Recover;
 use crate::{Error, Result};
 
@@ -378,8 +378,9 @@ impl PinnedPool {
     /// Nothing is counted twice: a reused idle buffer is already covered by
     /// the pool, so the matching bytes of `funds` are released; a fresh
     /// buffer takes its coverage out of `funds`. When `funds` holds too
-    /// little, the rest is acquired from the budget as an urgent request
-    /// (the work was admitted already).
+    /// little, the buffer is waited for as an urgent admission (the work
+    /// was admitted already): a buffer of its size coming back is handed to
+    /// it, or the budget grants a fresh one.
     pub fn checkout_funded(self: &Arc<Self>, bytes: usize, funds: &mut Reservation) -> Result<PoolBuffer> {
         if !Arc::ptr_eq(funds.budget(), &self.budget) {
             return Err(Error::ForeignReservation);
@@ -393,7 +394,7 @@ impl PinnedPool {
             funds.release(size as u64);
             return Ok(b);
         }
-        let mut coverage = funds.split(size as u64);
+        let coverage = funds.split(size as u64);
         let short = size as u64 - coverage.bytes();
         if short > 0 {
             if let Some(b) = self.take_oversized_if_tight(size) {
@@ -401,8 +402,14 @@ impl PinnedPool {
                 return Ok(b);
             }
             // The caller's work was admitted with these funds: topping them
-            // up must not queue behind other admissions.
-            coverage.merge(self.budget.acquire_urgent_blocking(short)?)?;
+            // up must not queue behind other admissions. Through the pool,
+            // not the budget alone: a kept buffer of this size returned
+            // while it waits stays idle under pressure, and a wait for
+            // budget only would not end while kept buffers make up the rest
+            // (a device lane whose preparation set was in use, say).
+            drop(coverage);
+            let mut topped = self.admit_blocking(&[size], size as u64, Rank::URGENT)?;
+            return self.checkout_funded(size, &mut topped);
         }
         self.allocate(size, coverage)
     }

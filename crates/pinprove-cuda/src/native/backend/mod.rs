@@ -7,7 +7,7 @@ mod warm;
 
 #[cfg(test)]
 pub(super) use start::H_MSM_PART_BASES;
-use warm::prep_warm_name;
+use warm::{KeptPreparation, prep_warm_name};
 
 use std::collections::HashMap;
 use std::ffi::c_int;
@@ -51,9 +51,9 @@ pub struct NativeBackend {
     urgent_threads: Arc<rayon::ThreadPool>,
     /// Set by the first error that leaves the device unusable.
     lost: LostDevice,
-    /// Per SRS, the preparation buffer sizes the pool keeps warm (see
+    /// Per SRS, the preparation buffers the pool keeps warm (see
     /// [`keep_preparation_warm`](Self::keep_preparation_warm)).
-    prep_warm: Mutex<HashMap<PathBuf, Vec<usize>>>,
+    prep_warm: Arc<Mutex<HashMap<PathBuf, KeptPreparation>>>,
     /// Pre-compiled circuits' matrices on the device.
     matrices: ResidentMatrices,
     /// Preparation memory each circuit's proofs took (what admission counts
@@ -118,7 +118,7 @@ impl NativeBackend {
             events: Events::new(),
             last_phases: Arc::new(Mutex::new(None)),
             lost: LostDevice::default(),
-            prep_warm: Mutex::new(HashMap::new()),
+            prep_warm: Arc::new(Mutex::new(HashMap::new())),
             matrices: ResidentMatrices::default(),
             prep_shares: LearnedShares::default(),
             pool_seen: Mutex::new(HashMap::new()),
@@ -175,12 +175,17 @@ impl Backend for NativeBackend {
         }
     }
 
-    fn extra_working_set(&self, shape: &CapacityHint, queries: Option<&QueryLengths>) -> u64 {
+    fn extra_working_set(&self, shape: &CapacityHint, queries: Option<&QueryLengths>, urgent: bool) -> u64 {
         // The prepared L, A and B scalars, their base indices and bitmaps (h
         // stays on the device), over each query's bases; without the
         // parameters' lengths, every variable in each. Once a proof of the
-        // circuit was seen, what its proofs took instead.
+        // circuit was seen, what its proofs took instead; and nothing for a
+        // background proof once the buffers its lane prepares into are kept
+        // (they are in the budget already). Counted again for each
+        // partition, they kept half of a 2^26 pipeline's partitions waiting
+        // 25 s for admission on the H200, the GPU idle meanwhile.
         match queries {
+            Some(q) if !urgent && self.preparation_kept(q) => 0,
             Some(q) => self
                 .prep_shares
                 .share(q, split::working_set(&self.pool, [q.l, q.a, q.b_g1])),

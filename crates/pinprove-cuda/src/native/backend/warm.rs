@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use pinprove_groth16::{BackendHint, ProveError, Srs};
+use pinprove_groth16::{BackendHint, ProveError, QueryLengths, Srs};
 use pinprove_mem::PinnedPool;
 use pinprove_mem::cuda::PooledEvent;
 use pinprove_mem::sync::Recover;
@@ -14,7 +14,29 @@ use super::super::check;
 use super::super::resident::srs_key;
 use super::NativeBackend;
 
+/// The preparation buffers kept for proofs with one SRS.
+#[derive(Default)]
+pub(super) struct KeptPreparation {
+    /// The SRS's query lengths (what admission knows it by).
+    lengths: QueryLengths,
+    /// One proof's buffers, rounded to the pool's classes.
+    sizes: Vec<usize>,
+    /// Whether the pool held every set when they were last made: then a
+    /// background proof's preparation takes no memory of its own.
+    ready: bool,
+}
+
 impl NativeBackend {
+    /// Whether the preparation buffers of proofs with an SRS of `lengths`
+    /// are kept, every set held.
+    pub(super) fn preparation_kept(&self, lengths: &QueryLengths) -> bool {
+        self.prep_warm
+            .lock()
+            .recover()
+            .values()
+            .any(|k| k.ready && k.lengths == *lengths)
+    }
+
     /// Has the pool keep, in the background, the preparation buffers of as
     /// many proofs as can be in flight on this device, at the sizes `sizes`
     /// (a proof's [`Prepared::asked_bytes`](split::Prepared::asked_bytes),
@@ -33,25 +55,28 @@ impl NativeBackend {
     pub(super) fn keep_preparation_warm(
         &self,
         key: &std::path::Path,
+        lengths: QueryLengths,
         sizes: Vec<usize>,
         after: Option<Arc<PooledEvent>>,
     ) {
         let wanted = {
             let mut warm = self.prep_warm.lock().recover();
             let kept = warm.entry(key.to_path_buf()).or_default();
-            if kept.len() == sizes.len() {
-                if kept.iter().zip(&sizes).all(|(k, s)| s <= k) {
+            kept.lengths = lengths;
+            if kept.sizes.len() == sizes.len() {
+                if kept.sizes.iter().zip(&sizes).all(|(k, s)| s <= k) {
                     return;
                 }
                 // Never shrink what is kept: sizes vary a little between
                 // witnesses.
-                for (k, s) in kept.iter_mut().zip(&sizes) {
+                for (k, s) in kept.sizes.iter_mut().zip(&sizes) {
                     *k = (*k).max(*s);
                 }
             } else {
-                *kept = sizes;
+                kept.sizes = sizes;
             }
-            kept.clone()
+            kept.ready = false;
+            kept.sizes.clone()
         };
         let sets = self.config.queue_depth + self.config.workers_per_device;
         let all: Vec<usize> = (0..sets)
@@ -59,6 +84,7 @@ impl NativeBackend {
             .collect();
         let pool = Arc::clone(&self.pool);
         let name = prep_warm_name(self.config.device, key);
+        let (prep_warm, key) = (Arc::clone(&self.prep_warm), key.to_path_buf());
         let spawned = std::thread::Builder::new()
             .name("native-prep-warm".into())
             .spawn(move || {
@@ -69,7 +95,14 @@ impl NativeBackend {
                     tracing::debug!(set = %name, "not keeping preparation buffers warm: {e}");
                     return;
                 }
-                keep(&pool, &name, &all)
+                if keep(&pool, &name, &all) {
+                    let mut warm = prep_warm.lock().recover();
+                    if let Some(kept) = warm.get_mut(&key)
+                        && kept.sizes == wanted
+                    {
+                        kept.ready = true;
+                    }
+                }
             });
         if let Err(e) = spawned {
             tracing::warn!("cannot start a thread to keep preparation buffers warm: {e}");
@@ -126,6 +159,7 @@ impl NativeBackend {
             .lock()
             .recover()
             .get(&key)?
+            .sizes
             .iter()
             .map(|&b| b as u64)
             .collect();
@@ -152,7 +186,8 @@ impl NativeBackend {
             self.prep_shares.learn(*srs.lengths(), hint.preparation_bytes);
         }
         if !hint.host_buffers.is_empty() {
-            self.keep_preparation_warm(&key, hint.host_buffers.iter().map(|&b| b as usize).collect(), None);
+            let sizes = hint.host_buffers.iter().map(|&b| b as usize).collect();
+            self.keep_preparation_warm(&key, *srs.lengths(), sizes, None);
         }
         if hint.device_pool_bytes > 0 {
             self.note_pool(key, hint.device_pool_bytes);
@@ -171,17 +206,23 @@ impl NativeBackend {
 }
 
 /// Has `pool` keep the buffers `sizes` as `name`, under pressure too, and
-/// logs how it went.
-fn keep(pool: &Arc<PinnedPool>, name: &str, sizes: &[usize]) {
+/// logs how it went; returns whether every set is held.
+fn keep(pool: &Arc<PinnedPool>, name: &str, sizes: &[usize]) -> bool {
     match pool.keep_for_lanes(name, sizes) {
-        Ok(r) => tracing::debug!(
-            set = %name,
-            wanted = r.wanted_bytes,
-            allocated = r.allocated_bytes,
-            missing = r.missing_bytes,
-            "preparation buffers kept"
-        ),
-        Err(e) => tracing::warn!(set = %name, "keeping preparation buffers warm failed: {e}"),
+        Ok(r) => {
+            tracing::debug!(
+                set = %name,
+                wanted = r.wanted_bytes,
+                allocated = r.allocated_bytes,
+                missing = r.missing_bytes,
+                "preparation buffers kept"
+            );
+            r.missing_bytes == 0
+        }
+        Err(e) => {
+            tracing::warn!(set = %name, "keeping preparation buffers warm failed: {e}");
+            false
+        }
     }
 }
 
