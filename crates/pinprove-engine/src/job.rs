@@ -153,6 +153,51 @@ pub trait Partition: Send + 'static {
     fn parts(&self) -> usize {
         0
     }
+
+    /// Heap bytes the partition holds while it synthesizes, besides the
+    /// pool buffers it synthesizes into (a circuit generated in memory, a
+    /// large vanilla proof): admission counts them until synthesis ends,
+    /// so that the partitions synthesizing at once fit the machine, not
+    /// only the budget's pinned memory. 0 by default (see [`holding_heap`]).
+    fn heap_bytes(&self) -> u64 {
+        0
+    }
+}
+
+/// `partition`, saying that its synthesis holds `bytes` of heap (see
+/// [`Partition::heap_bytes`]).
+pub fn holding_heap(partition: Box<dyn Partition>, bytes: u64) -> Box<dyn Partition> {
+    Box::new(HoldingHeap { partition, bytes })
+}
+
+struct HoldingHeap {
+    partition: Box<dyn Partition>,
+    bytes: u64,
+}
+
+impl Partition for HoldingHeap {
+    fn synthesize(
+        self: Box<Self>,
+        ctx: SynthesisContext<'_>,
+    ) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
+        self.partition.synthesize(ctx)
+    }
+
+    fn public_inputs(&self) -> Option<Vec<Scalar>> {
+        self.partition.public_inputs()
+    }
+
+    fn fresh_circuit(&self) -> Option<Box<dyn FreshCircuit>> {
+        self.partition.fresh_circuit()
+    }
+
+    fn parts(&self) -> usize {
+        self.partition.parts()
+    }
+
+    fn heap_bytes(&self) -> u64 {
+        self.bytes
+    }
 }
 
 /// A circuit the engine can record or synthesize from a recording (see

@@ -74,8 +74,8 @@ pub use engine::{
 };
 pub use job::{
     FreshCircuit, JobId, JobOutcome, JobSpec, JobState, JobStatus, Partition, PartitionResult, PartitionTimings,
-    Priority, SynthesisContext, circuit_partition, circuit_partition_with_inputs, precompilable_partition,
-    precompilable_partition_with_inputs,
+    Priority, SynthesisContext, circuit_partition, circuit_partition_with_inputs, holding_heap,
+    precompilable_partition, precompilable_partition_with_inputs,
 };
 pub use phase::Phase;
 pub use srs::{SrsInfo, SrsRegistry, SrsSource};

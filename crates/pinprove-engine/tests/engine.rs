@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use blstrs::Bls12;
 use pinprove_engine::{
     Device, Engine, EngineConfig, EngineError, JobId, JobOutcome, Phase, Priority, circuit_partition_with_inputs,
+    holding_heap,
 };
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::{
@@ -256,6 +257,43 @@ fn cancellation_at_every_stage_returns_everything() {
         engine.cancel(pinprove_engine::JobId(999)),
         Err(EngineError::UnknownJob(_))
     ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_partitions_own_heap_is_admitted_with_it_until_its_synthesis_ends() {
+    let dir = temp_dir("heap");
+    let (pool, acct) = pool_with(64 << 20);
+    let c = BenchCircuit::new(3000, WitnessMix::Bits).unwrap();
+    let config = EngineConfig {
+        warm_partitions: Some(0),
+        ..EngineConfig::default()
+    };
+    let engine = test_engine(&pool, config, 0, 0, 0);
+    engine.register_srs(&c.id(), synthetic_params(&c, &dir));
+    engine.preload_srs(&c.id()).unwrap();
+    assert!(engine.wait_quiet(Duration::from_secs(30)));
+    let ws = engine.working_set(&c.id()).unwrap();
+    // More heap than the budget has beside the partition's buffers: never.
+    let err = engine
+        .submit(spec(
+            &c.id(),
+            Priority::Normal,
+            vec![holding_heap(slow(&c, 0), 64 << 20)],
+        ))
+        .unwrap_err();
+    assert!(matches!(err, EngineError::TooLarge { .. }), "{err}");
+    // Held through synthesis, then given back.
+    let heap = 32 << 20;
+    let before = pool.budget().used();
+    let id = engine
+        .submit(spec(&c.id(), Priority::Normal, vec![holding_heap(slow(&c, 100), heap)]))
+        .unwrap();
+    let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
+    assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    let peak = pool.budget().stats().peak;
+    assert!(peak >= before + ws + heap, "peak {peak}, before {before}, ws {ws}");
+    assert_idle(&engine, &pool, &acct, "heap released");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -169,6 +169,18 @@ impl BenchCircuit {
             .collect()
     }
 
+    /// Heap bytes its synthesis holds besides what it synthesizes into:
+    /// the whole circuit, generated up front (each block's values and
+    /// gates, at the capacities they are made with).
+    pub fn heap_bytes(&self) -> u64 {
+        let values = match self.mix {
+            WitnessMix::Random => 2 * BLOCK + 1,
+            WitnessMix::Bits => BLOCK + 3,
+        };
+        let block = values * size_of::<Scalar>() + BLOCK * size_of::<(u32, Gate)>() + size_of::<Block>();
+        (self.blocks() as u64).saturating_mul(block as u64)
+    }
+
     /// Constraint slots left for gates.
     fn gadget_slots(&self) -> usize {
         // ONE's and each input's Groth16 constraint, and one binding per input.

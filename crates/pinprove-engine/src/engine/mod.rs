@@ -218,6 +218,7 @@ impl Engine {
             normal_busy: AtomicUsize::new(0),
             warming: Arc::new(AtomicUsize::new(0)),
             warm_sets: Mutex::new(HashMap::new()),
+            heaps: Mutex::new(HashMap::new()),
             kept: Mutex::new(HashMap::new()),
             precompiled,
             jobs: Mutex::new(HashMap::new()),
@@ -387,8 +388,10 @@ impl Engine {
                 partitions: n,
             });
         }
+        let heap = spec.partitions.iter().map(|p| p.heap_bytes()).max().unwrap_or(0);
         let needed = inner
             .working_set(&spec.circuit_id, 0, spec.priority.is_urgent())?
+            .saturating_add(heap)
             .saturating_add(inner.srs.load_estimate(&spec.circuit_id)?);
         let limit = inner.budget.limit_for(spec.priority.rank());
         if needed > limit {

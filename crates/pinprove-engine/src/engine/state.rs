@@ -402,6 +402,9 @@ pub(crate) struct Inner {
     pub(super) warming: Arc<AtomicUsize>,
     /// The circuits warmed, and how.
     pub(super) warm_sets: Mutex<HashMap<String, WarmedAs>>,
+    /// Per circuit, the most heap a partition said it holds while it
+    /// synthesizes (see [`Partition::heap_bytes`](crate::Partition::heap_bytes)).
+    pub(super) heaps: Mutex<HashMap<String, u64>>,
     /// Partitions whose buffers the pool keeps under pressure, per circuit
     /// (see [`Engine::keep_ready`](super::Engine::keep_ready)).
     pub(super) kept: Mutex<HashMap<String, usize>>,

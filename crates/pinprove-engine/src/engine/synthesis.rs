@@ -157,13 +157,14 @@ impl Inner {
     }
 
     /// The partitions a warm set of `circuit_id` is made for: as many as
-    /// the budget admits at once (at most `synthesis_workers`), or
-    /// `warm_partitions`.
+    /// the budget admits at once (at most `synthesis_workers`; with the heap
+    /// its partitions said they hold), or `warm_partitions`.
     fn warm_partitions(&self, circuit_id: &str) -> Result<usize, EngineError> {
         Ok(match self.config.warm_partitions {
             Some(n) => n,
             None => {
-                let ws = self.working_set(circuit_id, 0, false)?.max(1);
+                let heap = self.heaps.lock().recover().get(circuit_id).copied().unwrap_or(0);
+                let ws = self.working_set(circuit_id, 0, false)?.saturating_add(heap).max(1);
                 let fit = self.budget.limit_for(Priority::Normal.rank()) / ws;
                 (fit as usize).min(self.config.synthesis_workers.max(1))
             }
@@ -352,6 +353,12 @@ impl Inner {
         let mut srs_part = 0;
         let mut load_claim = None;
         let parts = p.partition.parts();
+        let heap = p.partition.heap_bytes();
+        if heap > 0 {
+            let mut heaps = self.heaps.lock().recover();
+            let most = heaps.entry(job.circuit_id.clone()).or_default();
+            *most = (*most).max(heap);
+        }
         let (mut funds, srs, load) = loop {
             let admitted = self
                 .working_set(&job.circuit_id, parts, job.priority.is_urgent())
@@ -365,9 +372,8 @@ impl Inner {
                     // Through the pool: the buffers it will synthesize into are
                     // set aside or handed over, never freed and pinned again.
                     let buffers = self.admission_buffers(&job.circuit_id, ws, job.priority.is_urgent())?;
-                    Ok(self
-                        .pool
-                        .admit_blocking(&buffers, ws.saturating_add(srs_part), job.priority.rank())?)
+                    let total = ws.saturating_add(heap).saturating_add(srs_part);
+                    Ok(self.pool.admit_blocking(&buffers, total, job.priority.rank())?)
                 });
             let mut funds = match admitted {
                 Ok(f) => f,
@@ -407,6 +413,8 @@ impl Inner {
 
         let t = Instant::now();
         ticket.enter(Phase::Synthesis);
+        // What the partition's own heap needs, until synthesis ends.
+        let heap_funds = funds.split(heap);
         let inputs = p.partition.public_inputs();
         let ctx = SynthesisContext {
             circuit_id: &job.circuit_id,
@@ -419,7 +427,7 @@ impl Inner {
         let partition = p.partition;
         let synthesized = tracing::info_span!(parent: &span, Phase::Synthesis.name())
             .in_scope(|| catch(move || self.synthesize_partition(partition, ctx)));
-        drop(slot);
+        drop((slot, heap_funds));
         // The phase ends after the backend's preparation below, or here.
         let end_synthesis = |timings: &mut PartitionTimings| {
             timings.synthesis = t.elapsed();

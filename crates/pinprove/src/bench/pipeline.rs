@@ -10,7 +10,7 @@ use clap::Args;
 use pinprove_engine::assembly::{BackendKind, DeviceSelection, Stack, StackConfig};
 use pinprove_engine::timeline::analysis::Utilization;
 use pinprove_engine::{
-    EngineConfig, JobOutcome, JobSpec, PartitionResult, Phase, Priority, circuit_partition_with_inputs,
+    EngineConfig, JobOutcome, JobSpec, PartitionResult, Phase, Priority, circuit_partition_with_inputs, holding_heap,
 };
 use pinprove_mem::{BudgetConfig, PinMethod, sys};
 use serde::Serialize;
@@ -248,8 +248,9 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
             .into_iter()
             .map(|seed| {
                 let c = circuit.clone().with_seed(seed as u64);
-                let inputs = c.public_inputs();
-                circuit_partition_with_inputs(c, inputs)
+                let (inputs, heap) = (c.public_inputs(), c.heap_bytes());
+                // The circuit is generated in memory as it synthesizes.
+                holding_heap(circuit_partition_with_inputs(c, inputs), heap)
             })
             .collect();
         engine.submit(JobSpec {
