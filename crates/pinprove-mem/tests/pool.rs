@@ -433,6 +433,45 @@ fn off_a_device_lane_a_smaller_request_leaves_buffers_a_lane_set_claims_whole() 
 }
 
 #[test]
+fn a_lane_set_is_made_whole_out_of_idle_warm_buffers_and_says_when_it_is() {
+    let (budget, pool) = pool(36 * M);
+    assert!(!pool.holds_warm_set("prep"), "not known");
+    // A synthesis's warm set takes the spare budget first, beside an idle
+    // buffer nobody asks for.
+    drop(pool.try_checkout(16 * MIB).unwrap());
+    pool.keep_warm("stream", &[8 * MIB, 8 * MIB]).unwrap();
+    assert_eq!(budget.used(), 32 * M);
+    // The lanes' set frees idle memory for its buffers: first what no set
+    // asks for, then as little of the warm set's as it needs.
+    let r = pool.keep_for_lanes("prep", &[12 * MIB, 12 * MIB]).unwrap();
+    assert_eq!((r.allocated_bytes, r.missing_bytes), (24 * M, 0), "{r:?}");
+    assert!(pool.holds_warm_set("prep"));
+    assert!(!pool.holds_warm_set("stream"), "one of its buffers was freed");
+    assert_eq!(pool.stats().warm_ready_bytes, 32 * M);
+    // A buffer of the lanes' size in use still counts as held; one freed
+    // does not.
+    let p = Arc::clone(&pool);
+    let on_lane = thread::spawn(move || {
+        pinprove_mem::mark_device_lane();
+        p.try_checkout(12 * MIB).unwrap()
+    })
+    .join()
+    .unwrap();
+    assert!(pool.holds_warm_set("prep"));
+    drop(on_lane);
+    pool.clear_idle();
+    assert!(!pool.holds_warm_set("prep"));
+    // A set that is not for lanes frees nothing for itself.
+    pool.stop_warm("prep");
+    pool.stop_warm("stream");
+    drop(pool.try_checkout(16 * MIB).unwrap());
+    let hog = budget.try_acquire(budget.available() - 4 * M).unwrap();
+    let r = pool.keep_reserved("urgent", &[8 * MIB]).unwrap();
+    assert_eq!((r.missing_bytes, pool.stats().idle_bytes), (8 * M, 16 * M), "{r:?}");
+    drop(hog);
+}
+
+#[test]
 fn a_kept_set_survives_other_works_pressure() {
     let (budget, pool) = pool(40 * M);
     // A kept set (a WinningPoSt's buffers) and a warm one (a stream's).

@@ -417,16 +417,18 @@ impl PinnedPool {
     /// Frees idle buffers, largest first, until at least `bytes` are freed
     /// or none is left. Returns the bytes freed.
     pub fn shrink(&self, bytes: u64) -> u64 {
-        self.shrink_where(bytes, false)
+        self.shrink_beyond(bytes, |_| BTreeMap::new())
     }
 
     /// Like [`shrink`](Self::shrink), leaving the buffers kept sets ask for
     /// (what the budget's eviction frees).
     fn shrink_unkept(&self, bytes: u64) -> u64 {
-        self.shrink_where(bytes, true)
+        self.shrink_beyond(bytes, State::kept_counts)
     }
 
-    fn shrink_where(&self, bytes: u64, leave_kept: bool) -> u64 {
+    /// Like [`shrink`](Self::shrink), leaving per size the buffers `leave`
+    /// counts.
+    fn shrink_beyond(&self, bytes: u64, leave: impl Fn(&State) -> BTreeMap<usize, usize>) -> u64 {
         let victims = {
             let mut s = self.lock();
             // A buffer whose fence completed since the last offer goes to a
@@ -434,8 +436,7 @@ impl PinnedPool {
             // be pinned again by that admission.
             self.offer_locked(&mut s);
             s.collect_fenced();
-            let kept = if leave_kept { s.kept_counts() } else { BTreeMap::new() };
-            let mut spare = s.spare_beyond(&kept);
+            let mut spare = s.spare_beyond(&leave(&s));
             let mut victims = Vec::new();
             let mut freed = 0u64;
             let keys: Vec<(usize, u64)> = s.idle.keys().rev().copied().collect();

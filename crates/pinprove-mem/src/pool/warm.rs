@@ -152,7 +152,8 @@ impl PinnedPool {
             ..WarmReport::default()
         };
         for size in missing {
-            let Some(coverage) = self.budget.try_acquire_spare(size as u64) else {
+            let spare = self.budget.try_acquire_spare(size as u64);
+            let Some(coverage) = spare.or_else(|| lanes.then(|| self.room_for_lanes(size)).flatten()) else {
                 report.missing_bytes += size as u64;
                 continue;
             };
@@ -169,6 +170,36 @@ impl PinnedPool {
             );
         }
         Ok(report)
+    }
+
+    /// Frees idle buffers for a lane set's missing buffer of `size` bytes:
+    /// those no warm set asks for first, then those of sets not kept. A
+    /// device lane's preparation goes before a synthesis's buffers kept
+    /// warm: on the H200 at 2^26, a circuit's warm set took the spare
+    /// budget first, three 3.75 GiB preparation buffers were left missing,
+    /// and the lanes would have pinned them while the GPU waited.
+    fn room_for_lanes(&self, size: usize) -> Option<crate::Reservation> {
+        for leave in [State::warm_counts, State::kept_counts] {
+            self.shrink_beyond((size as u64).saturating_sub(self.budget.available()), leave);
+            if let Some(r) = self.budget.try_acquire_spare(size as u64) {
+                return Some(r);
+            }
+        }
+        None
+    }
+
+    /// Whether the pool holds (idle or in use) every buffer the warm set
+    /// `name` asks for, counting first what the other sets ask of the same
+    /// sizes; false for a set not known.
+    pub fn holds_warm_set(&self, name: &str) -> bool {
+        let s = self.lock();
+        let Some(set) = s.warm.get(name) else {
+            return false;
+        };
+        let all = s.warm_counts();
+        set.sizes
+            .keys()
+            .all(|size| s.held.get(size).copied().unwrap_or(0) >= all.get(size).copied().unwrap_or(0))
     }
 
     /// Drops the warm set `name`: its buffers age out like any idle one.

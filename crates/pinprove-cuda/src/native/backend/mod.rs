@@ -53,7 +53,7 @@ pub struct NativeBackend {
     lost: LostDevice,
     /// Per SRS, the preparation buffers the pool keeps warm (see
     /// [`keep_preparation_warm`](Self::keep_preparation_warm)).
-    prep_warm: Arc<Mutex<HashMap<PathBuf, KeptPreparation>>>,
+    prep_warm: Mutex<HashMap<PathBuf, KeptPreparation>>,
     /// Pre-compiled circuits' matrices on the device.
     matrices: ResidentMatrices,
     /// Preparation memory each circuit's proofs took (what admission counts
@@ -118,7 +118,7 @@ impl NativeBackend {
             events: Events::new(),
             last_phases: Arc::new(Mutex::new(None)),
             lost: LostDevice::default(),
-            prep_warm: Arc::new(Mutex::new(HashMap::new())),
+            prep_warm: Mutex::new(HashMap::new()),
             matrices: ResidentMatrices::default(),
             prep_shares: LearnedShares::default(),
             pool_seen: Mutex::new(HashMap::new()),

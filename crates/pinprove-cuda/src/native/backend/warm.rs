@@ -21,20 +21,19 @@ pub(super) struct KeptPreparation {
     lengths: QueryLengths,
     /// One proof's buffers, rounded to the pool's classes.
     sizes: Vec<usize>,
-    /// Whether the pool held every set when they were last made: then a
-    /// background proof's preparation takes no memory of its own.
-    ready: bool,
 }
 
 impl NativeBackend {
     /// Whether the preparation buffers of proofs with an SRS of `lengths`
-    /// are kept, every set held.
+    /// are kept, every set held by the pool: then a background proof's
+    /// preparation takes no memory of its own.
     pub(super) fn preparation_kept(&self, lengths: &QueryLengths) -> bool {
         self.prep_warm
             .lock()
             .recover()
-            .values()
-            .any(|k| k.ready && k.lengths == *lengths)
+            .iter()
+            .filter(|(_, k)| k.lengths == *lengths)
+            .any(|(key, _)| self.pool.holds_warm_set(&prep_warm_name(self.config.device, key)))
     }
 
     /// Has the pool keep, in the background, the preparation buffers of as
@@ -44,6 +43,8 @@ impl NativeBackend {
     /// are kept already. Their sizes depend on the witness, so they are
     /// learned from the circuit type's first proof; later proofs then find
     /// them idle instead of pinning fresh memory while the device waits.
+    /// Once the pool holds every set, a background proof is admitted
+    /// without its preparation memory (see `extra_working_set`).
     /// The set is kept under pressure too, for as long as the SRS is
     /// resident, and for device lanes only: as a warm set, admissions
     /// waiting for memory had it freed, and the next `start` pinned it again
@@ -75,7 +76,6 @@ impl NativeBackend {
             } else {
                 kept.sizes = sizes;
             }
-            kept.ready = false;
             kept.sizes.clone()
         };
         let sets = self.config.queue_depth + self.config.workers_per_device;
@@ -84,7 +84,6 @@ impl NativeBackend {
             .collect();
         let pool = Arc::clone(&self.pool);
         let name = prep_warm_name(self.config.device, key);
-        let (prep_warm, key) = (Arc::clone(&self.prep_warm), key.to_path_buf());
         let spawned = std::thread::Builder::new()
             .name("native-prep-warm".into())
             .spawn(move || {
@@ -95,14 +94,7 @@ impl NativeBackend {
                     tracing::debug!(set = %name, "not keeping preparation buffers warm: {e}");
                     return;
                 }
-                if keep(&pool, &name, &all) {
-                    let mut warm = prep_warm.lock().recover();
-                    if let Some(kept) = warm.get_mut(&key)
-                        && kept.sizes == wanted
-                    {
-                        kept.ready = true;
-                    }
-                }
+                keep(&pool, &name, &all)
             });
         if let Err(e) = spawned {
             tracing::warn!("cannot start a thread to keep preparation buffers warm: {e}");
@@ -206,23 +198,17 @@ impl NativeBackend {
 }
 
 /// Has `pool` keep the buffers `sizes` as `name`, under pressure too, and
-/// logs how it went; returns whether every set is held.
-fn keep(pool: &Arc<PinnedPool>, name: &str, sizes: &[usize]) -> bool {
+/// logs how it went.
+fn keep(pool: &Arc<PinnedPool>, name: &str, sizes: &[usize]) {
     match pool.keep_for_lanes(name, sizes) {
-        Ok(r) => {
-            tracing::debug!(
-                set = %name,
-                wanted = r.wanted_bytes,
-                allocated = r.allocated_bytes,
-                missing = r.missing_bytes,
-                "preparation buffers kept"
-            );
-            r.missing_bytes == 0
-        }
-        Err(e) => {
-            tracing::warn!(set = %name, "keeping preparation buffers warm failed: {e}");
-            false
-        }
+        Ok(r) => tracing::debug!(
+            set = %name,
+            wanted = r.wanted_bytes,
+            allocated = r.allocated_bytes,
+            missing = r.missing_bytes,
+            "preparation buffers kept"
+        ),
+        Err(e) => tracing::warn!(set = %name, "keeping preparation buffers warm failed: {e}"),
     }
 }
 
