@@ -8,7 +8,7 @@ use std::thread;
 use std::time::Duration;
 
 mod common;
-use common::Flag;
+use common::{Flag, spawn_on_device_lane};
 use pinprove_mem::{HeapAllocator, MIB, MemoryBudget, PinnedPool, PoolConfig, Rank};
 
 const M: u64 = MIB as u64;
@@ -141,13 +141,9 @@ fn a_lane_sets_buffer_coming_back_goes_to_no_admission_of_a_smaller_size() {
     let (budget, pool) = pool(64 * M);
     // A device lane's preparation buffer, kept for lanes, in use on a lane.
     pool.keep_for_lanes("prep", &[32 * MIB]).unwrap();
-    let p = Arc::clone(&pool);
-    let on_lane = thread::spawn(move || {
-        pinprove_mem::mark_device_lane();
-        p.try_checkout(32 * MIB).unwrap()
-    })
-    .join()
-    .unwrap();
+    let on_lane = spawn_on_device_lane(&pool, |p| p.try_checkout(32 * MIB).unwrap())
+        .join()
+        .unwrap();
     // An admission for a smaller buffer (one the lane's could serve) waits.
     let hog = budget.try_acquire(24 * M).unwrap();
     let waiter = admit_and_check_out(&pool, vec![24 * MIB], 0);
@@ -162,13 +158,9 @@ fn a_lane_sets_buffer_coming_back_goes_to_no_admission_of_a_smaller_size() {
     assert_eq!(pool.stats().handed_over, 0);
     // A request of the buffer's own size is handed it as before.
     let hog = budget.try_acquire(budget.available()).unwrap();
-    let p = Arc::clone(&pool);
-    let on_lane = thread::spawn(move || {
-        pinprove_mem::mark_device_lane();
-        p.try_checkout(32 * MIB).unwrap()
-    })
-    .join()
-    .unwrap();
+    let on_lane = spawn_on_device_lane(&pool, |p| p.try_checkout(32 * MIB).unwrap())
+        .join()
+        .unwrap();
     let waiter = admit_and_check_out(&pool, vec![32 * MIB], 0);
     wait_for_admission(&pool);
     drop(on_lane);
@@ -183,9 +175,7 @@ fn work_short_of_funds_is_handed_a_kept_buffer_that_comes_back_while_it_waits() 
     // A device lane's preparation buffer, kept for lanes, in use on a lane.
     pool.keep_for_lanes("prep", &[16 * MIB]).unwrap();
     let on_lane = |pool: &Arc<PinnedPool>| {
-        let pool = Arc::clone(pool);
-        thread::spawn(move || {
-            pinprove_mem::mark_device_lane();
+        spawn_on_device_lane(pool, |pool| {
             let mut funds = pinprove_mem::Reservation::empty(pool.budget());
             pool.checkout_funded(16 * MIB, &mut funds).unwrap()
         })

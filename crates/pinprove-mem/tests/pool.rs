@@ -4,7 +4,7 @@ use std::thread;
 use std::time::Duration;
 
 mod common;
-use common::Flag;
+use common::{Flag, spawn_on_device_lane};
 use pinprove_mem::{Error, HeapAllocator, HostAllocator, MIB, MemoryBudget, PinnedPool, PinnedVec, PoolConfig};
 
 fn heap() -> Arc<dyn HostAllocator> {
@@ -405,11 +405,7 @@ fn off_a_device_lane_a_smaller_request_leaves_buffers_a_lane_set_claims_whole() 
         "no room for a fresh buffer, and the lanes' buffer is not for it"
     );
     // A lane asking for a little less than it did before takes it.
-    let p = Arc::clone(&pool);
-    let on_lane = thread::spawn(move || {
-        pinprove_mem::mark_device_lane();
-        p.try_checkout(3 * MIB).map(|b| b.len())
-    });
+    let on_lane = spawn_on_device_lane(&pool, |p| p.try_checkout(3 * MIB).map(|b| b.len()));
     assert_eq!(on_lane.join().unwrap().unwrap(), 4 * MIB);
     drop(hog);
     // So does a request of its own size, anywhere.
@@ -450,13 +446,9 @@ fn a_lane_set_is_made_whole_out_of_idle_warm_buffers_and_says_when_it_is() {
     assert_eq!(pool.stats().warm_ready_bytes, 32 * M);
     // A buffer of the lanes' size in use still counts as held; one freed
     // does not.
-    let p = Arc::clone(&pool);
-    let on_lane = thread::spawn(move || {
-        pinprove_mem::mark_device_lane();
-        p.try_checkout(12 * MIB).unwrap()
-    })
-    .join()
-    .unwrap();
+    let on_lane = spawn_on_device_lane(&pool, |p| p.try_checkout(12 * MIB).unwrap())
+        .join()
+        .unwrap();
     assert!(pool.holds_warm_set("prep"));
     drop(on_lane);
     pool.clear_idle();

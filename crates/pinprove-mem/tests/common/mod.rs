@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use pinprove_mem::UseFence;
+use pinprove_mem::{PinnedPool, UseFence};
 
 /// A use fence the test completes by setting the flag, as a GPU would by
 /// finishing the copy that reads a buffer.
@@ -20,4 +20,17 @@ impl UseFence for Flag {
             thread::sleep(Duration::from_millis(1));
         }
     }
+}
+
+/// Runs `f` on a thread marked as a device lane (see
+/// [`pinprove_mem::mark_device_lane`]), as a GPU backend's thread would.
+pub fn spawn_on_device_lane<T: Send + 'static>(
+    pool: &Arc<PinnedPool>,
+    f: impl FnOnce(&Arc<PinnedPool>) -> T + Send + 'static,
+) -> thread::JoinHandle<T> {
+    let pool = Arc::clone(pool);
+    thread::spawn(move || {
+        pinprove_mem::mark_device_lane();
+        f(&pool)
+    })
 }
