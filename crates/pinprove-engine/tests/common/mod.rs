@@ -17,8 +17,8 @@ use pinprove_engine::{Device, Engine, EngineConfig, JobSpec, Partition, Phase, P
 use pinprove_groth16::circuits::BenchCircuit;
 use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
 use pinprove_groth16::{
-    AbcLayout, Backend, Capabilities, CapacityHints, Proof, ProveError, ProvingAssignment, ProvingJob, ResidentSrs,
-    Srs, StartedProof, SynthesisStats, check_job, synthesize,
+    AbcLayout, Backend, Capabilities, CapacityHint, CapacityHints, Proof, ProveError, ProvingAssignment, ProvingJob,
+    QueryLengths, ResidentSrs, Srs, StartedProof, SynthesisStats, check_job, synthesize,
 };
 use pinprove_mem::{HeapAllocator, HostAllocator, MemoryBudget, MemoryKind, PinnedPool, PoolBuffer, PoolConfig};
 
@@ -153,12 +153,7 @@ impl Backend for TestBackend {
             evaluates_recordings: false,
         }
     }
-    fn extra_working_set(
-        &self,
-        _: &pinprove_groth16::CapacityHint,
-        _: Option<&pinprove_groth16::QueryLengths>,
-        _: bool,
-    ) -> u64 {
+    fn extra_working_set(&self, _: &CapacityHint, _: Option<&QueryLengths>, _: bool) -> u64 {
         self.pool.rounded_size(self.scratch).unwrap() as u64
     }
     fn holds_srs(&self, _: &Srs) -> bool {
@@ -373,12 +368,7 @@ impl Backend for Chaos {
             evaluates_recordings: false,
         }
     }
-    fn extra_working_set(
-        &self,
-        _: &pinprove_groth16::CapacityHint,
-        _: Option<&pinprove_groth16::QueryLengths>,
-        _: bool,
-    ) -> u64 {
+    fn extra_working_set(&self, _: &CapacityHint, _: Option<&QueryLengths>, _: bool) -> u64 {
         self.pool.rounded_size(64 << 10).unwrap() as u64
     }
     fn start(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
