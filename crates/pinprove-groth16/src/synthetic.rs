@@ -175,7 +175,6 @@ const BATCH: usize = 64 * CHUNK;
 /// 32 GiB PoRep's 460 M points would take minutes; repeating keeps that to
 /// seconds, and the MSMs still see as many points (the bases are data to
 /// them; a repeated base only changes results, which do not verify anyway).
-/// Multiples of `BATCH`, so that no written batch crosses a period.
 const G1_PERIOD: usize = 1 << 24;
 const G2_PERIOD: usize = 1 << 22;
 
@@ -197,19 +196,66 @@ where
     out
 }
 
-fn section(w: &mut impl Write, n: usize, g2: bool) -> io::Result<()> {
+/// The encodings of one period of a group's multiples at most, as far as
+/// the sections written so far needed them: later sections (and a
+/// section's later periods) write them again instead of computing them
+/// (2^26 constraints: a sixteenth of the points computed). Up to 1.5 GiB
+/// for G1, 768 MiB for G2.
+#[derive(Default)]
+struct Encoded {
+    bytes: Vec<u8>,
+}
+
+impl Encoded {
+    /// Writes the encodings of points `at..at + n` of a period of
+    /// `period` points of `size` bytes (`at + n <= period`), computing with
+    /// `make(first, count)` those not encoded yet.
+    fn write(
+        &mut self,
+        w: &mut impl Write,
+        at: usize,
+        n: usize,
+        size: usize,
+        make: impl Fn(usize, usize) -> Vec<u8>,
+    ) -> io::Result<()> {
+        // Sections run through a period from its start, so points up to
+        // `at` are encoded already.
+        let have = self.bytes.len() / size;
+        if have < at + n {
+            self.bytes.extend_from_slice(&make(have, at + n - have));
+        }
+        w.write_all(&self.bytes[at * size..(at + n) * size])
+    }
+}
+
+/// A section of `n` points repeating with `period`, in batches.
+fn section_of(
+    w: &mut impl Write,
+    n: usize,
+    period: usize,
+    size: usize,
+    encoded: &mut Encoded,
+    make: impl Fn(usize, usize) -> Vec<u8>,
+) -> io::Result<()> {
     w.write_all(&(n as u32).to_be_bytes())?;
     let mut done = 0;
     while done < n {
-        let k = (n - done).min(BATCH);
-        w.write_all(&if g2 {
-            multiples::<G2Projective>(done % G2_PERIOD, k)
-        } else {
-            multiples::<G1Projective>(done % G1_PERIOD, k)
-        })?;
+        let at = done % period;
+        let k = (n - done).min(BATCH).min(period - at);
+        encoded.write(w, at, k, size, &make)?;
         done += k;
     }
     Ok(())
+}
+
+fn g1_section(w: &mut impl Write, n: usize, encoded: &mut Encoded) -> io::Result<()> {
+    let size = G1Affine::default().to_uncompressed().as_ref().len();
+    section_of(w, n, G1_PERIOD, size, encoded, multiples::<G1Projective>)
+}
+
+fn g2_section(w: &mut impl Write, n: usize, encoded: &mut Encoded) -> io::Result<()> {
+    let size = G2Affine::default().to_uncompressed().as_ref().len();
+    section_of(w, n, G2_PERIOD, size, encoded, multiples::<G2Projective>)
 }
 
 impl CircuitShape {
@@ -319,11 +365,12 @@ pub(crate) fn g2_points(
 pub fn write_synthetic_params(shape: &CircuitShape, w: &mut impl Write) -> io::Result<()> {
     let lengths = shape.lengths().map_err(io::Error::other)?;
     verifying_key(shape.inputs).write(w)?;
-    section(w, lengths.h, false)?;
-    section(w, lengths.l, false)?;
-    section(w, lengths.a, false)?;
-    section(w, lengths.b_g1, false)?;
-    section(w, lengths.b_g2, true)
+    let mut g1 = Encoded::default();
+    for n in [lengths.h, lengths.l, lengths.a, lengths.b_g1] {
+        g1_section(w, n, &mut g1)?;
+    }
+    drop(g1);
+    g2_section(w, lengths.b_g2, &mut Encoded::default())
 }
 
 #[cfg(test)]
@@ -408,6 +455,29 @@ mod tests {
             assert!(same_g1(m.b_g1(), f.b_g1()));
             assert!(m.b_g2().len() == f.b_g2().len() && m.b_g2().iter().zip(f.b_g2()).all(|(a, b)| a == b));
         }
+    }
+
+    #[test]
+    fn sections_write_their_periods_again_as_computed_once() {
+        let size = G1Affine::default().to_uncompressed().as_ref().len();
+        let made = std::sync::atomic::AtomicUsize::new(0);
+        let make = |first: usize, n: usize| {
+            made.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            multiples::<G1Projective>(first, n)
+        };
+        let (period, mut encoded, mut out) = (3, Encoded::default(), Vec::new());
+        for n in [2, 7, 5] {
+            section_of(&mut out, n, period, size, &mut encoded, make).unwrap();
+        }
+        let mut expected = Vec::new();
+        for n in [2u32, 7, 5] {
+            expected.extend_from_slice(&n.to_be_bytes());
+            for i in 0..n as usize {
+                expected.extend_from_slice(&multiples::<G1Projective>(i % period, 1));
+            }
+        }
+        assert!(out == expected, "the sections differ from points computed one by one");
+        assert_eq!(made.into_inner(), period, "each point of the period computed once");
     }
 
     #[test]
