@@ -178,6 +178,16 @@ const BATCH: usize = 64 * CHUNK;
 const G1_PERIOD: usize = 1 << 24;
 const G2_PERIOD: usize = 1 << 22;
 
+/// Bytes of one point's uncompressed encoding.
+fn encoded_len<G: Curve>() -> usize
+where
+    G::AffineRepr: UncompressedEncoding,
+{
+    <G::AffineRepr as UncompressedEncoding>::Uncompressed::default()
+        .as_ref()
+        .len()
+}
+
 /// The encodings of (first+1)·G … (first+n)·G.
 fn multiples<G>(first: usize, n: usize) -> Vec<u8>
 where
@@ -186,9 +196,7 @@ where
 {
     let mut points = vec![G::AffineRepr::default(); n];
     fill::<G, _>(first, &mut points, |a| *a);
-    let size = <G::AffineRepr as UncompressedEncoding>::Uncompressed::default()
-        .as_ref()
-        .len();
+    let size = encoded_len::<G>();
     let mut out = vec![0u8; n * size];
     out.par_chunks_mut(size)
         .zip(points.par_iter())
@@ -248,14 +256,13 @@ fn section_of(
     Ok(())
 }
 
-fn g1_section(w: &mut impl Write, n: usize, encoded: &mut Encoded) -> io::Result<()> {
-    let size = G1Affine::default().to_uncompressed().as_ref().len();
-    section_of(w, n, G1_PERIOD, size, encoded, multiples::<G1Projective>)
-}
-
-fn g2_section(w: &mut impl Write, n: usize, encoded: &mut Encoded) -> io::Result<()> {
-    let size = G2Affine::default().to_uncompressed().as_ref().len();
-    section_of(w, n, G2_PERIOD, size, encoded, multiples::<G2Projective>)
+/// A section of `n` multiples of `G`'s generator, repeating with `period`.
+fn section<G>(w: &mut impl Write, n: usize, period: usize, encoded: &mut Encoded) -> io::Result<()>
+where
+    G: Curve + Group<Scalar = Scalar> + Send + Sync,
+    G::AffineRepr: UncompressedEncoding + Default + Copy + Send + Sync,
+{
+    section_of(w, n, period, encoded_len::<G>(), encoded, multiples::<G>)
 }
 
 impl CircuitShape {
@@ -367,10 +374,10 @@ pub fn write_synthetic_params(shape: &CircuitShape, w: &mut impl Write) -> io::R
     verifying_key(shape.inputs).write(w)?;
     let mut g1 = Encoded::default();
     for n in [lengths.h, lengths.l, lengths.a, lengths.b_g1] {
-        g1_section(w, n, &mut g1)?;
+        section::<G1Projective>(w, n, G1_PERIOD, &mut g1)?;
     }
     drop(g1);
-    g2_section(w, lengths.b_g2, &mut Encoded::default())
+    section::<G2Projective>(w, lengths.b_g2, G2_PERIOD, &mut Encoded::default())
 }
 
 #[cfg(test)]
@@ -459,7 +466,7 @@ mod tests {
 
     #[test]
     fn sections_write_their_periods_again_as_computed_once() {
-        let size = G1Affine::default().to_uncompressed().as_ref().len();
+        let size = encoded_len::<G1Projective>();
         let made = std::sync::atomic::AtomicUsize::new(0);
         let make = |first: usize, n: usize| {
             made.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
