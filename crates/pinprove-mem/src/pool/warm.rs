@@ -24,10 +24,20 @@ pub struct WarmReport {
 pub(super) struct WarmSet {
     /// Buffers per size.
     pub(super) sizes: BTreeMap<usize, usize>,
-    /// Kept under pressure (see [`PinnedPool::keep_reserved`]).
-    pub(super) kept: bool,
-    /// For device lanes only (see [`PinnedPool::keep_for_lanes`]).
-    pub(super) lanes: bool,
+    pub(super) hold: Hold,
+}
+
+/// How a warm set holds its buffers; each kind also does what the one
+/// before it does.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Hold {
+    /// Past the idle timeout (see [`PinnedPool::keep_warm`]).
+    Warm,
+    /// Also under pressure (see [`PinnedPool::keep_reserved`]).
+    Kept,
+    /// Also out of smaller requests' reach off device lanes (see
+    /// [`PinnedPool::keep_for_lanes`]).
+    Lanes,
 }
 
 impl State {
@@ -38,12 +48,12 @@ impl State {
 
     /// Buffers per size the kept sets ask for.
     pub(super) fn kept_counts(&self) -> BTreeMap<usize, usize> {
-        self.counts(|set| set.kept)
+        self.counts(|set| set.hold >= Hold::Kept)
     }
 
     /// Buffers per size the lane sets ask for.
     pub(super) fn lane_counts(&self) -> BTreeMap<usize, usize> {
-        self.counts(|set| set.lanes)
+        self.counts(|set| set.hold == Hold::Lanes)
     }
 
     fn counts(&self, which: impl Fn(&WarmSet) -> bool) -> BTreeMap<usize, usize> {
@@ -96,7 +106,7 @@ impl PinnedPool {
     /// thread that may wait: pinning takes long. Returns what was asked, made
     /// and left missing.
     pub fn keep_warm(self: &Arc<Self>, name: &str, sizes: &[usize]) -> Result<WarmReport> {
-        self.warm_set(name, sizes, false, false)
+        self.warm_set(name, sizes, Hold::Warm)
     }
 
     /// Like [`keep_warm`](Self::keep_warm), and these buffers stay while
@@ -106,7 +116,7 @@ impl PinnedPool {
     /// takes to prepare a proof), and no larger than that: their bytes are
     /// out of everyone else's reach for as long as the set lasts.
     pub fn keep_reserved(self: &Arc<Self>, name: &str, sizes: &[usize]) -> Result<WarmReport> {
-        self.warm_set(name, sizes, true, false)
+        self.warm_set(name, sizes, Hold::Kept)
     }
 
     /// Like [`keep_reserved`](Self::keep_reserved), for what device lanes
@@ -116,10 +126,10 @@ impl PinnedPool {
     /// whose sizes were learned from the lanes' own requests, such as a
     /// backend's preparation buffers.
     pub fn keep_for_lanes(self: &Arc<Self>, name: &str, sizes: &[usize]) -> Result<WarmReport> {
-        self.warm_set(name, sizes, true, true)
+        self.warm_set(name, sizes, Hold::Lanes)
     }
 
-    fn warm_set(self: &Arc<Self>, name: &str, sizes: &[usize], kept: bool, lanes: bool) -> Result<WarmReport> {
+    fn warm_set(self: &Arc<Self>, name: &str, sizes: &[usize], hold: Hold) -> Result<WarmReport> {
         let mut set: BTreeMap<usize, usize> = BTreeMap::new();
         for &b in sizes {
             *set.entry(self.rounded_size(b)?).or_insert(0) += 1;
@@ -130,14 +140,7 @@ impl PinnedPool {
             if set.is_empty() {
                 s.warm.remove(name);
             } else {
-                s.warm.insert(
-                    name.to_string(),
-                    WarmSet {
-                        sizes: set,
-                        kept,
-                        lanes,
-                    },
-                );
+                s.warm.insert(name.to_string(), WarmSet { sizes: set, hold });
             }
             let warm = s.warm_counts();
             warm.iter()
@@ -153,7 +156,8 @@ impl PinnedPool {
         };
         for size in missing {
             let spare = self.budget.try_acquire_spare(size as u64);
-            let Some(coverage) = spare.or_else(|| lanes.then(|| self.room_for_lanes(size)).flatten()) else {
+            let for_lanes = || (hold == Hold::Lanes).then(|| self.room_for_lanes(size)).flatten();
+            let Some(coverage) = spare.or_else(for_lanes) else {
                 report.missing_bytes += size as u64;
                 continue;
             };
