@@ -172,6 +172,13 @@ pub(crate) fn render(metrics: &Metrics, s: &EngineStatus) -> String {
     );
     gauge(
         o,
+        "pinprove_pool_kept_bytes",
+        "Of the warm sets' bytes, those kept under memory pressure too.",
+        "",
+        s.pool_kept as f64,
+    );
+    gauge(
+        o,
         "pinprove_pool_checked_out_bytes",
         "Pool buffers in use.",
         "",

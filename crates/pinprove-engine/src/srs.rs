@@ -395,6 +395,11 @@ impl SrsRegistry {
         bytes
     }
 
+    /// Host bytes the loaded SRSs hold (in the budget until evicted).
+    pub(crate) fn host_bytes(&self) -> u64 {
+        self.loaded().values().map(|e| e.bytes).sum()
+    }
+
     /// What is registered and loaded.
     pub fn status(&self) -> Vec<SrsInfo> {
         let files: Vec<String> = self.sources().keys().cloned().collect();

@@ -1910,6 +1910,115 @@ fn the_warm_set_grows_when_a_proof_shows_that_more_partitions_fit() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A backend whose first proof has the pool keep a set of `set` bytes for
+/// its device lanes, and which adds `share` to a background partition until
+/// the pool holds that set (as the native backend does with its
+/// preparation buffers). Its hint never changes.
+struct KeepsLaneSet {
+    inner: TestBackend,
+    set: usize,
+    share: u64,
+}
+
+impl Backend for KeepsLaneSet {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    fn extra_working_set(&self, _: &CapacityHint, _: Option<&pinprove_groth16::QueryLengths>, urgent: bool) -> u64 {
+        if !urgent && self.inner.pool.holds_warm_set("lanes") {
+            0
+        } else {
+            self.share
+        }
+    }
+    fn holds_srs(&self, srs: &Srs) -> bool {
+        self.inner.holds_srs(srs)
+    }
+    fn resident_srs(&self) -> Vec<pinprove_groth16::ResidentSrs> {
+        self.inner.resident_srs()
+    }
+    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+        self.inner.pool.keep_for_lanes("lanes", &[self.set]).unwrap();
+        self.inner.start(job)
+    }
+}
+
+#[test]
+fn a_warm_set_is_made_again_for_the_partitions_that_fit_beside_lane_sets_once_held() {
+    // Room for 8.5 partitions beside the parameters. Before the first
+    // proof each partition also counts a share of one partition's bytes:
+    // 4 fit. The proof has the pool keep a lane set of about 2 partitions'
+    // bytes, after which the share is not counted; no hint changes. The
+    // warm set is made again for those that fit beside the lane set (more
+    // if it counted the lane set's bytes as its own; still 4 if nothing
+    // made it again).
+    let dir = temp_dir("warm-beside-lanes");
+    let c = BenchCircuit::new(3000, WitnessMix::Bits).unwrap();
+    let params = synthetic_params(&c, &dir);
+    // The hints persist the partition's exact shape, so that its buffers
+    // are the same before the proof and after.
+    let config = || EngineConfig {
+        synthesis_workers: 16,
+        priority_reserve: Some(0),
+        hints_dir: Some(dir.join("hints")),
+        ..EngineConfig::default()
+    };
+    let (ws, srs) = {
+        let (pool, _) = pool_with(1 << 30);
+        let engine = test_engine(&pool, config(), 0, 0, 0);
+        engine.register_srs(&c.id(), &params);
+        let id = engine
+            .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
+            .unwrap();
+        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
+        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+        let srs: u64 = engine.status().srs.iter().map(|i| i.bytes).sum();
+        (engine.working_set(&c.id()).unwrap(), srs)
+    };
+    let total = srs + ws * 17 / 2;
+    let (pool, acct) = pool_with(total);
+    let set = pool.rounded_size(2 * ws as usize).unwrap();
+    assert!((set as u64) < ws * 5 / 2, "a pool class of {set} bytes for {ws}");
+    let device = Device {
+        name: "test0".into(),
+        backend: Arc::new(KeepsLaneSet {
+            inner: TestBackend::instant(&pool),
+            set,
+            share: ws,
+        }),
+    };
+    let engine = Engine::new(config(), vec![device], Arc::clone(&pool)).unwrap();
+    engine.register_srs(&c.id(), &params);
+    engine.preload_srs(&c.id()).unwrap();
+    assert!(engine.wait_quiet(Duration::from_secs(30)), "the warm-up ended");
+    let per_partition = pool.stats().warm_bytes / 4;
+    assert_eq!(pool.stats().warm_bytes, 4 * per_partition, "warmed for 4 partitions");
+    let id = engine
+        .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
+        .unwrap();
+    let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
+    assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    assert!(engine.wait_quiet(Duration::from_secs(30)), "the warm-up ended");
+    assert!(pool.holds_warm_set("lanes"));
+    let s = pool.stats();
+    assert_eq!(s.kept_bytes, set as u64);
+    assert_eq!(engine.status().pool_kept, set as u64);
+    // (The test backend's share of 64 KiB is gone too.)
+    let ws = engine.working_set(&c.id()).unwrap();
+    let fit = (total - srs - set as u64) / ws;
+    assert!(fit > 4 && fit < (total - srs) / ws, "{fit} partitions of {ws} bytes");
+    assert_eq!(
+        s.warm_bytes - s.kept_bytes,
+        fit * per_partition,
+        "warmed for {fit} partitions: {s:?}"
+    );
+    assert_idle(&engine, &pool, &acct, "warm beside lanes");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_circuit_kept_ready_keeps_its_buffers_while_background_work_waits_for_memory() {
     // Background work holds all the memory it may and more waits for it:

@@ -217,13 +217,11 @@ impl Inner {
         match proofs.map(|mut p| p.pop()) {
             Ok(Some(proof)) => {
                 // Kept for a later process's first proof of the circuit.
-                if let Some(hint) = dev.backend.hint(&flight.srs)
-                    && self
-                        .hints
+                let learned = dev.backend.hint(&flight.srs).is_some_and(|hint| {
+                    self.hints
                         .record_backend_hint(&job.circuit_id, dev.backend.name(), hint)
-                {
-                    self.hint_changed(&job.circuit_id);
-                }
+                });
+                self.rewarm_after_proof(&job.circuit_id, learned);
                 self.metrics.proofs_completed.fetch_add(1, Ordering::Relaxed);
                 self.metrics.observe(Phase::Total, flight.timings.total());
                 self.complete(&job, flight, proof, device);

@@ -116,6 +116,10 @@ pub struct EngineStatus {
     pub pool_warm: u64,
     /// Of those, bytes held now.
     pub pool_warm_ready: u64,
+    /// Of the warm sets' bytes, those kept under pressure too (urgent
+    /// circuits' buffers, device lanes' preparation buffers): out of reach
+    /// of other work.
+    pub pool_kept: u64,
     /// Pool bytes checked out.
     pub pool_checked_out: u64,
     /// Pool buffers allocated since start (each pins fresh memory: seconds
@@ -200,6 +204,7 @@ impl Inner {
             pool_idle: pool.idle_bytes,
             pool_warm: pool.warm_bytes,
             pool_warm_ready: pool.warm_ready_bytes,
+            pool_kept: pool.kept_bytes,
             pool_checked_out: pool.checked_out_bytes,
             pool_fresh_allocations: pool.fresh_allocations,
             pool_alloc_time: pool.alloc_time,

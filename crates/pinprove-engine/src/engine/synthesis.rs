@@ -135,21 +135,22 @@ impl Inner {
         Ok((shape, n, queries))
     }
 
-    /// A backend learned what a proof of `circuit_id` takes: buffer sizes
-    /// (see [`admission_buffers`](Self::admission_buffers)), which a circuit
-    /// kept ready keeps too from now on, and its preparation share, with
-    /// which the budget may admit more partitions at once than the warm set
-    /// was made for. Then the circuit is warmed again; not otherwise: a
-    /// hint changes with every witness a little larger, and on the H200 a
-    /// warm set redone each time was freed again under pressure (2^26: 30
-    /// buffers freed, 16 pinned anew).
-    pub(super) fn hint_changed(&self, circuit_id: &str) {
-        let kept = self.kept.lock().recover().contains_key(circuit_id);
+    /// After a proof of `circuit_id`, its warm set is made again when a
+    /// different number of partitions fits at once now (its backend showed
+    /// its preparation share, the device lanes' kept sets came to be held)
+    /// or, for a circuit kept ready, when its backend `learned` what a
+    /// proof takes (buffer sizes, see
+    /// [`admission_buffers`](Self::admission_buffers), which its kept set
+    /// keeps too). Not otherwise: a hint changes with every witness a
+    /// little larger, and on the H200 a warm set redone each time was
+    /// freed again under pressure (2^26: 30 buffers freed, 16 pinned anew).
+    pub(super) fn rewarm_after_proof(&self, circuit_id: &str, learned: bool) {
         let Some(warmed) = self.warm_sets.lock().recover().get(circuit_id).copied() else {
             return;
         };
-        let more_fit = matches!(self.warm_partitions(circuit_id), Ok(n) if n != warmed.partitions);
-        if (kept || more_fit)
+        let kept = learned && self.kept.lock().recover().contains_key(circuit_id);
+        let fit_changed = matches!(self.warm_partitions(circuit_id), Ok(n) if n != warmed.partitions);
+        if (kept || fit_changed)
             && let Err(e) = self.warm(circuit_id)
         {
             tracing::warn!(circuit = %circuit_id, "warming for what the backend learned failed: {}", ErrorChain(&e));
@@ -157,16 +158,25 @@ impl Inner {
     }
 
     /// The partitions a warm set of `circuit_id` is made for: as many as
-    /// the budget admits at once (at most `synthesis_workers`; with the heap
-    /// its partitions said they hold), or `warm_partitions`.
+    /// the budget admits at once beside the kept sets and the loaded SRSs
+    /// (at most `synthesis_workers`; with the heap its partitions said they
+    /// hold), or `warm_partitions`. Those are left out because the budget
+    /// does not evict them for these partitions: counted in, at 2^26 on the
+    /// H200 beside four device lanes' preparation sets (37.6 GB), a warm
+    /// set would be made for partitions that cannot be admitted, and pinned
+    /// in the background only for admissions to free it again.
     fn warm_partitions(&self, circuit_id: &str) -> Result<usize, EngineError> {
         Ok(match self.config.warm_partitions {
             Some(n) => n,
             None => {
                 let heap = self.heaps.lock().recover().get(circuit_id).copied().unwrap_or(0);
                 let ws = self.working_set(circuit_id, 0, false)?.saturating_add(heap).max(1);
-                let fit = self.budget.limit_for(Priority::Normal.rank()) / ws;
-                (fit as usize).min(self.config.synthesis_workers.max(1))
+                let room = self
+                    .budget
+                    .limit_for(Priority::Normal.rank())
+                    .saturating_sub(self.pool.kept_bytes())
+                    .saturating_sub(self.srs.host_bytes());
+                ((room / ws) as usize).min(self.config.synthesis_workers.max(1))
             }
         })
     }

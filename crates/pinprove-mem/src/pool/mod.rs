@@ -118,6 +118,9 @@ pub struct PoolStats {
     pub warm_bytes: u64,
     /// Of those, bytes the pool holds now.
     pub warm_ready_bytes: u64,
+    /// Of the warm sets' bytes, those of kept sets (see
+    /// [`PinnedPool::kept_bytes`]).
+    pub kept_bytes: u64,
     /// Number of checked-out buffers.
     pub checked_out_buffers: usize,
     /// Checkouts served by an idle buffer.
@@ -523,6 +526,7 @@ impl PinnedPool {
             waiting_admissions: s.wanting.len(),
             warm_bytes,
             warm_ready_bytes,
+            kept_bytes: s.kept_bytes(),
             checked_out_buffers: s.checked_out_buffers,
             reuse_hits: c.reuse_hits.load(Ordering::Relaxed),
             fresh_allocations: c.fresh_allocations.load(Ordering::Relaxed),

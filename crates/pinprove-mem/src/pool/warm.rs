@@ -88,6 +88,11 @@ impl State {
         held > 0 && held <= wanted.get(&size).copied().unwrap_or(0)
     }
 
+    /// Bytes the kept sets (the lane sets among them) ask for, held or not.
+    pub(super) fn kept_bytes(&self) -> u64 {
+        self.kept_counts().iter().map(|(&size, &n)| (size * n) as u64).sum()
+    }
+
     /// The warm sets' bytes, and how many of them are held now.
     pub(super) fn warm_bytes(&self) -> (u64, u64) {
         self.warm_counts().iter().fold((0, 0), |(want, have), (&size, &n)| {
@@ -204,6 +209,14 @@ impl PinnedPool {
         set.sizes
             .keys()
             .all(|size| s.held.get(size).copied().unwrap_or(0) >= all.get(size).copied().unwrap_or(0))
+    }
+
+    /// Bytes the kept sets (those of [`keep_reserved`](Self::keep_reserved)
+    /// and [`keep_for_lanes`](Self::keep_for_lanes)) ask for, held or not:
+    /// memory the budget's eviction leaves to them, so no other work can
+    /// count on it.
+    pub fn kept_bytes(&self) -> u64 {
+        self.lock().kept_bytes()
     }
 
     /// Drops the warm set `name`: its buffers age out like any idle one.
