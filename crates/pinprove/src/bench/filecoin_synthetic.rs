@@ -100,9 +100,39 @@ pub struct PartitionProfile {
     abc_bytes: u64,
     aux_bytes: u64,
     synthesis_alone_s: f64,
+    /// Heap the synthesis held at its peak beyond the pool buffers it
+    /// pinned (see [`HeapWatch`]); absent where the kernel does not say.
+    synthesis_heap_bytes: Option<u64>,
     /// With --precompiled: the same partition's circuit recorded, then
     /// synthesized from the recording (witness only).
     precompiled: Option<PrecompiledProfile>,
+}
+
+/// The heap a synthesis holds at its peak beyond the pool buffers it pins:
+/// the process's peak resident memory over the synthesis, less what was
+/// resident before and what the pool allocated meanwhile (its buffers are
+/// resident once allocated). What admission does not count unless the
+/// partition declares it (`Partition::heap_bytes`). Only meaningful with
+/// nothing else running, as in the profile.
+struct HeapWatch {
+    resident: Option<u64>,
+    pool_bytes: u64,
+}
+
+impl HeapWatch {
+    fn start(pool: &pinprove_mem::PinnedPool) -> Self {
+        let resident = sys::reset_peak_rss().ok().and_then(|()| sys::rss_bytes());
+        HeapWatch {
+            resident,
+            pool_bytes: pool.stats().allocated_bytes,
+        }
+    }
+
+    fn finish(self, pool: &pinprove_mem::PinnedPool) -> Option<u64> {
+        let grown = sys::peak_rss_bytes()?.saturating_sub(self.resident?);
+        let pinned = pool.stats().allocated_bytes.saturating_sub(self.pool_bytes);
+        Some(grown.saturating_sub(pinned))
+    }
 }
 
 /// A partition's circuit pre-compiled, alone on the host.
@@ -115,6 +145,9 @@ pub struct PrecompiledProfile {
     /// Witness-only synthesis, into pool buffers.
     witness_s: f64,
     witness_bytes: u64,
+    /// Heap the witness-only synthesis held at its peak beyond its pool
+    /// buffers.
+    witness_heap_bytes: Option<u64>,
     /// a/b/c from the recording on the host's cores (what the GPU does
     /// with the native backend); absent where they would not fit in memory.
     host_evaluation_s: Option<f64>,
@@ -481,6 +514,7 @@ pub fn measure(
             .context("memory for one partition")?;
         let layout = stack.devices[0].backend.capabilities().abc_layout;
         let t = Instant::now();
+        let heap = HeapWatch::start(&stack.pool);
         let (asg, _) = part.synthesize(SynthesisContext {
             circuit_id: &circuit,
             pool: &stack.pool,
@@ -490,6 +524,7 @@ pub fn measure(
             shape: Some(hint),
         })?;
         let alone = t.elapsed();
+        let synthesis_heap_bytes = heap.finish(&stack.pool);
         let [zero, one, small, large] = value_classes(asg.aux());
         let (constraints, inputs, aux) = (asg.num_constraints(), asg.num_inputs(), asg.num_aux());
         let densities = [
@@ -513,8 +548,10 @@ pub fn measure(
                     bytes(stats.bytes)
                 );
                 let t = Instant::now();
+                let heap = HeapWatch::start(&stack.pool);
                 let w = to_prove.synthesize_witness(&rec, &stack.pool, None)?;
                 let witness_s = secs(t.elapsed());
+                let witness_heap_bytes = heap.finish(&stack.pool);
                 let witness_bytes = 32 * (w.inputs.len() + w.aux.len()) as u64;
                 // a/b/c beside the recording and the witness, where they fit.
                 let abc = 3 * 32 * constraints as u64;
@@ -537,6 +574,7 @@ pub fn measure(
                     coefficients: stats.coefficients,
                     witness_s,
                     witness_bytes,
+                    witness_heap_bytes,
                     host_evaluation_s,
                 })
             })
@@ -555,11 +593,18 @@ pub fn measure(
             abc_bytes: 3 * 32 * constraints as u64,
             aux_bytes: 32 * aux as u64,
             synthesis_alone_s: secs(alone),
+            synthesis_heap_bytes,
             precompiled,
         })
     });
     let partition = partition.transpose()?;
     if let Some(p) = &partition {
+        let heap = |b: Option<u64>| b.map_or("?".into(), bytes);
+        eprintln!(
+            "heap held beyond the pool's buffers at the peak: synthesis {}, witness only {}",
+            heap(p.synthesis_heap_bytes),
+            heap(p.precompiled.as_ref().and_then(|pc| pc.witness_heap_bytes))
+        );
         eprintln!(
             "one partition alone: {} constraints, synthesized in {:.1} s; aux values 0 {:.1}%, 1 {:.1}%, small {:.1}%",
             p.constraints,
@@ -787,7 +832,8 @@ pub fn print(r: &SyntheticReport) {
     if let Some(p) = &r.partition {
         println!(
             "  one partition: {} constraints, {} inputs, {} aux; densities A aux {}, B inputs {}, B aux {}; \
-         aux values 0 {:.1}%, 1 {:.1}%, small {:.1}%, other {:.1}%; a/b/c {}, aux {}; synthesized alone in {:.1} s",
+         aux values 0 {:.1}%, 1 {:.1}%, small {:.1}%, other {:.1}%; a/b/c {}, aux {}; synthesized alone in {:.1} s \
+         (heap beyond its buffers {})",
             p.constraints,
             p.inputs,
             p.aux,
@@ -800,17 +846,19 @@ pub fn print(r: &SyntheticReport) {
             100.0 * p.aux_large,
             bytes(p.abc_bytes),
             bytes(p.aux_bytes),
-            p.synthesis_alone_s
+            p.synthesis_alone_s,
+            p.synthesis_heap_bytes.map_or("?".into(), bytes)
         );
         if let Some(pc) = &p.precompiled {
             println!(
-                "  pre-compiled: recorded in {:.1} s ({} non-zero entries, {} coefficients, {}); witness only ({}) in {:.1} s \
-                 ({:.2}x the classic synthesis); a/b/c from the recording on the host: {}",
+                "  pre-compiled: recorded in {:.1} s ({} non-zero entries, {} coefficients, {}); witness only ({}, heap beyond \
+                 them {}) in {:.1} s ({:.2}x the classic synthesis); a/b/c from the recording on the host: {}",
                 pc.record_s,
                 pc.nonzero_entries,
                 pc.coefficients,
                 bytes(pc.recording_bytes),
                 bytes(pc.witness_bytes),
+                pc.witness_heap_bytes.map_or("?".into(), bytes),
                 pc.witness_s,
                 p.synthesis_alone_s / pc.witness_s.max(1e-9),
                 pc.host_evaluation_s
