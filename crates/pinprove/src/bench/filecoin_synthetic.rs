@@ -111,9 +111,12 @@ pub struct PartitionProfile {
 /// The heap a synthesis holds at its peak beyond the pool buffers it pins:
 /// the process's peak resident memory over the synthesis, less what was
 /// resident before and what the pool allocated meanwhile (its buffers are
-/// resident once allocated). What admission does not count unless the
-/// partition declares it (`Partition::heap_bytes`). Only meaningful with
-/// nothing else running, as in the profile.
+/// resident once allocated). The heap's free pages are given back first:
+/// a synthesis reusing what an earlier phase freed (counting the shape of a
+/// WindowPoSt's blank circuit leaves gigabytes) would not grow the resident
+/// set. What admission does not count unless the partition declares it
+/// (`Partition::heap_bytes`). Only meaningful with nothing else running,
+/// as in the profile.
 struct HeapWatch {
     resident: Option<u64>,
     pool_bytes: u64,
@@ -121,6 +124,7 @@ struct HeapWatch {
 
 impl HeapWatch {
     fn start(pool: &pinprove_mem::PinnedPool) -> Self {
+        sys::trim_heap();
         let resident = sys::reset_peak_rss().ok().and_then(|()| sys::rss_bytes());
         HeapWatch {
             resident,
