@@ -22,6 +22,28 @@ use pinprove_groth16::{
 };
 use pinprove_mem::{HeapAllocator, HostAllocator, MemoryBudget, MemoryKind, PinnedPool, PoolBuffer, PoolConfig};
 
+/// The [`Backend`] methods a test backend wrapping another (in its field
+/// `$inner`) takes from it unchanged: name, capabilities, SRS residency.
+#[allow(unused_macros)]
+macro_rules! delegate_identity {
+    ($inner:tt) => {
+        fn name(&self) -> &'static str {
+            self.$inner.name()
+        }
+        fn capabilities(&self) -> pinprove_groth16::Capabilities {
+            self.$inner.capabilities()
+        }
+        fn holds_srs(&self, srs: &pinprove_groth16::Srs) -> bool {
+            self.$inner.holds_srs(srs)
+        }
+        fn resident_srs(&self) -> Vec<pinprove_groth16::ResidentSrs> {
+            self.$inner.resident_srs()
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use delegate_identity;
+
 /// An allocator that keeps its own count of live bytes: the independent
 /// accountant the budget is checked against.
 #[derive(Debug)]

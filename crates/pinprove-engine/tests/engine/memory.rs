@@ -338,12 +338,7 @@ fn a_stream_waiting_for_memory_is_handed_returned_buffers_instead_of_pinning_aga
 pub(super) struct LearnsScratch(pub(super) TestBackend);
 
 impl Backend for LearnsScratch {
-    fn name(&self) -> &'static str {
-        self.0.name()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.0.capabilities()
-    }
+    delegate_identity!(0);
     fn extra_working_set(
         &self,
         shape: &CapacityHint,
@@ -351,12 +346,6 @@ impl Backend for LearnsScratch {
         urgent: bool,
     ) -> u64 {
         self.0.extra_working_set(shape, queries, urgent)
-    }
-    fn holds_srs(&self, srs: &Srs) -> bool {
-        self.0.holds_srs(srs)
-    }
-    fn resident_srs(&self) -> Vec<pinprove_groth16::ResidentSrs> {
-        self.0.resident_srs()
     }
     fn hint(&self, _: &Srs) -> Option<BackendHint> {
         let bytes = self.0.pool.rounded_size(self.0.scratch).ok()? as u64;
@@ -476,20 +465,9 @@ struct UrgentExtra {
 }
 
 impl Backend for UrgentExtra {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
+    delegate_identity!(inner);
     fn extra_working_set(&self, _: &CapacityHint, _: Option<&pinprove_groth16::QueryLengths>, urgent: bool) -> u64 {
         if urgent { self.extra } else { 0 }
-    }
-    fn holds_srs(&self, srs: &Srs) -> bool {
-        self.inner.holds_srs(srs)
-    }
-    fn resident_srs(&self) -> Vec<pinprove_groth16::ResidentSrs> {
-        self.inner.resident_srs()
     }
     fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
         self.inner.start(job)

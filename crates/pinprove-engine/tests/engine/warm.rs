@@ -186,24 +186,13 @@ struct LearnsShare {
 }
 
 impl Backend for LearnsShare {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
+    delegate_identity!(inner);
     fn extra_working_set(&self, _: &CapacityHint, _: Option<&pinprove_groth16::QueryLengths>, _: bool) -> u64 {
         if self.proofs.load(Ordering::Acquire) > 0 {
             0
         } else {
             256 << 20
         }
-    }
-    fn holds_srs(&self, srs: &Srs) -> bool {
-        self.inner.holds_srs(srs)
-    }
-    fn resident_srs(&self) -> Vec<pinprove_groth16::ResidentSrs> {
-        self.inner.resident_srs()
     }
     fn hint(&self, _: &Srs) -> Option<BackendHint> {
         let proofs = self.proofs.load(Ordering::Acquire);
@@ -288,24 +277,13 @@ struct KeepsLaneSet {
 }
 
 impl Backend for KeepsLaneSet {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
+    delegate_identity!(inner);
     fn extra_working_set(&self, _: &CapacityHint, _: Option<&pinprove_groth16::QueryLengths>, urgent: bool) -> u64 {
         if !urgent && self.inner.pool.holds_warm_set("lanes") {
             0
         } else {
             self.share
         }
-    }
-    fn holds_srs(&self, srs: &Srs) -> bool {
-        self.inner.holds_srs(srs)
-    }
-    fn resident_srs(&self) -> Vec<pinprove_groth16::ResidentSrs> {
-        self.inner.resident_srs()
     }
     fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
         self.inner.pool.keep_for_lanes("lanes", &[self.set]).unwrap();
