@@ -517,8 +517,8 @@ pub fn measure(
             .acquire_blocking(hint.abc_bytes() + hint.assignment_bytes())
             .context("memory for one partition")?;
         let layout = stack.devices[0].backend.capabilities().abc_layout;
-        let t = Instant::now();
         let heap = HeapWatch::start(&stack.pool);
+        let t = Instant::now();
         let (asg, _) = part.synthesize(SynthesisContext {
             circuit_id: &circuit,
             pool: &stack.pool,
@@ -551,8 +551,8 @@ pub fn measure(
                     stats.coefficients,
                     bytes(stats.bytes)
                 );
-                let t = Instant::now();
                 let heap = HeapWatch::start(&stack.pool);
+                let t = Instant::now();
                 let w = to_prove.synthesize_witness(&rec, &stack.pool, None)?;
                 let witness_s = secs(t.elapsed());
                 let witness_heap_bytes = heap.finish(&stack.pool);
