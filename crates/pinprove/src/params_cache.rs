@@ -110,14 +110,19 @@ pub fn params_file(
 /// Writes synthetic parameters of `circuit`'s shape to `out` (atomically);
 /// returns the file's size.
 pub fn write_synthetic(circuit: &BenchCircuit, out: &Path) -> Result<u64> {
+    let shape = shape_of(circuit)?;
+    write_atomically(out, |w| Ok(write_synthetic_params(&shape, w)?))?;
+    Ok(shape.file_bytes())
+}
+
+/// The shape of `circuit`'s parameters, from one synthesis of it into heap
+/// memory (freed before this returns).
+pub fn shape_of(circuit: &BenchCircuit) -> Result<CircuitShape> {
     let budget = MemoryBudget::from_config(&BudgetConfig::default());
     let pool = assembly::pool(&budget, PoolMemory::Heap, Default::default(), PoolConfig::default())?;
     let hints = CapacityHints::in_memory();
     let (asg, _) = synthesize(circuit.clone(), &circuit.id(), &pool, &hints, AbcLayout::Exact, None)?;
-    let shape = CircuitShape::of(&asg);
-    drop(asg);
-    write_atomically(out, |w| Ok(write_synthetic_params(&shape, w)?))?;
-    Ok(shape.file_bytes())
+    Ok(CircuitShape::of(&asg))
 }
 
 /// Writes `path` through `write` into a temporary file beside it, renamed

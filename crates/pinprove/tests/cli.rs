@@ -143,6 +143,14 @@ fn bench_pipeline_runs_jobs_through_the_engine_and_draws_the_timeline() {
     ]));
     assert_eq!(r["synthetic_params"], true);
     assert_eq!(r["proofs_verified"], 0);
+    // Made in memory: no parameter file written.
+    assert_eq!(r["params_in_memory"], true);
+    let written: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("synthetic"))
+        .collect();
+    assert!(written.is_empty(), "{written:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -16,7 +16,7 @@ use pinprove_mem::{BudgetConfig, PinMethod, sys};
 use serde::Serialize;
 
 use crate::builtin::CircuitArgs;
-use crate::params_cache::{ParamsKind, params_file};
+use crate::params_cache::{self, ParamsKind, params_file};
 use crate::reference;
 use crate::report::{DeviceShare, Host, NVML_LAG, Output, bytes, dur, median};
 
@@ -65,9 +65,12 @@ pub struct PipelineArgs {
     /// Where generated parameters are cached.
     #[arg(long)]
     params_dir: Option<PathBuf>,
-    /// Use synthetic parameters (right shape, written in seconds) instead of
+    /// Use synthetic parameters (right shape, made in seconds) instead of
     /// generating real ones; the proofs then do not verify and are not
     /// checked. For large circuits, where bellperson's generator takes hours.
+    /// Made in memory at the preload (the circuit synthesized once first,
+    /// for its shape), unless `--params` names a file or a backend reads
+    /// the file itself: then written to a file (cached in `--params-dir`).
     #[arg(long)]
     synthetic_params: bool,
     /// Write the timeline as an SVG chart here.
@@ -114,6 +117,9 @@ struct PipelineReport {
     phases: BTreeMap<String, f64>,
     budget_bytes: u64,
     pinning: String,
+    /// Whether the synthetic parameters were made in memory at the preload
+    /// (else read from a file).
+    params_in_memory: bool,
     /// Preloading the parameters, and then warming the pool (0 when the
     /// warm set was made before the load returned).
     preload_s: f64,
@@ -203,12 +209,6 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
     );
     let circuit = args.circuit.build()?;
     let id = circuit.id();
-    let kind = if args.synthetic_params {
-        ParamsKind::Synthetic
-    } else {
-        ParamsKind::Real
-    };
-    let path = params_file(&circuit, args.params.as_deref(), args.params_dir.as_deref(), kind)?;
     let stack = Stack::build(&StackConfig {
         backend: args.backend,
         budget: args.budget.clone(),
@@ -228,7 +228,27 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         config.synthesis_workers = n;
     }
     let engine = stack.engine(config)?;
-    engine.register_srs(&id, &path);
+    // Synthetic points made in memory spare writing and reading a file of
+    // tens of GB (at 2^26 on the H200 machine, 204-274 s to write).
+    let in_memory = args.synthetic_params
+        && args.params.is_none()
+        && stack.devices.iter().all(|d| d.backend.capabilities().needs_srs_points);
+    let path = if in_memory {
+        let t = Instant::now();
+        let shape = params_cache::shape_of(&circuit)?;
+        eprintln!("parameters' shape counted in {:.1} s", t.elapsed().as_secs_f64());
+        engine.register_synthetic_srs(&id, shape);
+        None
+    } else {
+        let kind = if args.synthetic_params {
+            ParamsKind::Synthetic
+        } else {
+            ParamsKind::Real
+        };
+        let path = params_file(&circuit, args.params.as_deref(), args.params_dir.as_deref(), kind)?;
+        engine.register_srs(&id, &path);
+        Some(path)
+    };
     let t = Instant::now();
     engine.preload_srs(&id).context("loading the parameters")?;
     let preload_s = t.elapsed().as_secs_f64();
@@ -240,7 +260,8 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         "the pool was still warming after 10 minutes"
     );
     let pool_warm_s = t.elapsed().as_secs_f64();
-    eprintln!("parameters loaded in {preload_s:.1} s, pool warmed in {pool_warm_s:.1} s more");
+    let how = if path.is_none() { "made in memory" } else { "loaded" };
+    eprintln!("parameters {how} in {preload_s:.1} s, pool warmed in {pool_warm_s:.1} s more");
 
     // A job of one partition per seed.
     let submit_seeds = |seeds: Vec<usize>| {
@@ -332,10 +353,8 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
     let pool_after = pool.stats();
 
     // Verify a sample of the proofs (all when few).
-    let verified = if args.synthetic_params {
-        0
-    } else {
-        let vk = reference::read_vk(&path)?;
+    let verified = if let (false, Some(path)) = (args.synthetic_params, &path) {
+        let vk = reference::read_vk(path)?;
         let mut n = 0;
         for r in results.iter().step_by((results.len() / 8).max(1)) {
             let inputs = r.public_inputs.as_deref().unwrap_or_default();
@@ -347,6 +366,8 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
             n += 1;
         }
         n
+    } else {
+        0
     };
 
     // The measured jobs' spans only.
@@ -388,6 +409,7 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         phases,
         budget_bytes: budget.total(),
         pinning: args.pinning.to_string(),
+        params_in_memory: path.is_none(),
         preload_s,
         pool_warm_s,
         first_proof_s,
@@ -484,7 +506,8 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
             println!("    next:  {}", w.line());
         }
         if r.synthetic_params {
-            println!("  synthetic parameters: timings are real, the proofs do not verify and were not checked");
+            let made = if r.params_in_memory { " (made in memory)" } else { "" };
+            println!("  synthetic parameters{made}: timings are real, the proofs do not verify and were not checked");
         } else {
             println!("  {} of {} proofs checked with bellperson's verifier", r.proofs_verified, r.jobs * r.partitions);
         }
