@@ -443,10 +443,12 @@ impl Srs {
     ) -> Result<Srs, ParamsError> {
         let started = Instant::now();
         let lengths = shape.lengths()?;
-        let h = synthetic::g1_points(lengths.h, pool, funds.as_deref_mut())?;
-        let l = synthetic::g1_points(lengths.l, pool, funds.as_deref_mut())?;
-        let a = synthetic::g1_points(lengths.a, pool, funds.as_deref_mut())?;
-        let b_g1 = synthetic::g1_points(lengths.b_g1, pool, funds.as_deref_mut())?;
+        let g1 = synthetic::g1_sections(
+            &[lengths.h, lengths.l, lengths.a, lengths.b_g1],
+            pool,
+            funds.as_deref_mut(),
+        )?;
+        let [h, l, a, b_g1] = <[_; 4]>::try_from(g1).unwrap_or_else(|_| unreachable!("one section per length"));
         let b_g2 = synthetic::g2_points(lengths.b_g2, pool, funds)?;
         let memory_bytes = [
             h.buffer_bytes(),
