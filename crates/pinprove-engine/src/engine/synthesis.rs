@@ -153,7 +153,7 @@ impl Inner {
         if (kept || fit_changed)
             && let Err(e) = self.warm(circuit_id)
         {
-            tracing::warn!(circuit = %circuit_id, "warming for what the backend learned failed: {}", ErrorChain(&e));
+            tracing::warn!(circuit = %circuit_id, "warming the pool again failed: {}", ErrorChain(&e));
         }
     }
 
