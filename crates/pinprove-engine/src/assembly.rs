@@ -240,6 +240,12 @@ pub enum AssemblyError {
     /// Pinned memory was required and is not available.
     #[error("pinned host memory is not available: {0}")]
     Pinned(String),
+    /// More backend threads asked for than are started.
+    #[error("{asked} preparation threads asked for; at most {max} are started", max = crate::MAX_THREADS)]
+    TooManyThreads {
+        /// Threads asked for.
+        asked: usize,
+    },
     /// A backend failed to start.
     #[error("starting the {kind} backend")]
     Backend {
@@ -308,6 +314,10 @@ pub struct Stack {
 impl Stack {
     /// Builds the stack `config` describes.
     pub fn build(config: &StackConfig) -> Result<Stack, AssemblyError> {
+        let asked = config.native.prep_threads;
+        if asked > crate::MAX_THREADS {
+            return Err(AssemblyError::TooManyThreads { asked });
+        }
         let kind = resolve(config.backend);
         let ordinals: Vec<Option<usize>> = match kind {
             BackendKind::Cpu | BackendKind::Auto => vec![None],
@@ -563,5 +573,21 @@ mod tests {
         })
         .unwrap();
         assert_eq!(auto.backend, BackendKind::Cpu);
+    }
+
+    #[test]
+    fn too_many_preparation_threads_are_a_clear_error() {
+        let err = Stack::build(&StackConfig {
+            budget: BudgetConfig::Fixed(1 << 28),
+            native: NativeOptions {
+                prep_threads: crate::MAX_THREADS + 1,
+                ..NativeOptions::default()
+            },
+            ..StackConfig::default()
+        })
+        .err()
+        .expect("refused");
+        assert!(matches!(err, AssemblyError::TooManyThreads { .. }), "{err}");
+        assert!(err.to_string().contains("at most 1024"), "{err}");
     }
 }

@@ -235,6 +235,11 @@ fn bad_input_is_a_clear_error() {
         1,
         "synthesis workers asked for",
     );
+    fails_with(
+        &["bench", "pipeline", "--prep-threads", "5000"],
+        1,
+        "preparation threads asked for",
+    );
     fails_with(&["serve", "--devices", "0,x", "--print-config"], 2, "not a GPU ordinal");
     if !cfg!(feature = "cuda") {
         fails_with(&["bench", "h2d"], 1, "without the `cuda` feature");

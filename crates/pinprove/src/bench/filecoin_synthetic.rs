@@ -80,6 +80,11 @@ pub struct SyntheticArgs {
     /// Pieces of proofs queued on one GPU at once (native backend).
     #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().queue_depth)]
     pub queue_depth: usize,
+    /// Threads of the native backend that prepare background proofs'
+    /// scalars and add up their results (0: half the CPUs); they compete
+    /// with synthesis for the cores.
+    #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().prep_threads)]
+    pub prep_threads: usize,
 }
 
 /// One partition, synthesized alone.
@@ -432,6 +437,7 @@ pub fn measure(
         pinning: args.pinning,
         native: pinprove_engine::assembly::NativeOptions {
             queue_depth: args.queue_depth,
+            prep_threads: args.prep_threads,
             ..Default::default()
         },
         ..StackConfig::default()

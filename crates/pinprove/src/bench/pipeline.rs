@@ -39,6 +39,11 @@ pub struct PipelineArgs {
     /// Pieces of proofs queued on one GPU at once (native backend).
     #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().queue_depth)]
     queue_depth: usize,
+    /// Threads of the native backend that prepare background proofs'
+    /// scalars and add up their results (0: half the CPUs); they compete
+    /// with synthesis for the cores.
+    #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().prep_threads)]
+    prep_threads: usize,
     /// Jobs run first, unmeasured, with the same shape: the pinned pool
     /// then holds buffers of the right sizes, as in a daemon past its first
     /// jobs (pinning fresh host memory takes seconds per GiB and would
@@ -117,6 +122,8 @@ struct PipelineReport {
     phases: BTreeMap<String, f64>,
     budget_bytes: u64,
     pinning: String,
+    /// `--prep-threads` (0: the backend's default).
+    prep_threads: usize,
     /// Whether the synthetic parameters were made in memory at the preload
     /// (else read from a file).
     params_in_memory: bool,
@@ -216,6 +223,7 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         pinning: args.pinning,
         native: pinprove_engine::assembly::NativeOptions {
             queue_depth: args.queue_depth,
+            prep_threads: args.prep_threads,
             ..Default::default()
         },
         ..StackConfig::default()
@@ -409,6 +417,7 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         phases,
         budget_bytes: budget.total(),
         pinning: args.pinning.to_string(),
+        prep_threads: args.prep_threads,
         params_in_memory: path.is_none(),
         preload_s,
         pool_warm_s,
