@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use blstrs::{Bls12, G1Affine, G2Affine};
 use group::prime::PrimeCurveAffine;
-use pinprove_engine::{Device, Engine, EngineConfig, JobSpec, Partition, Phase, Priority, SynthesisContext};
+use pinprove_engine::{
+    Device, Engine, EngineConfig, JobId, JobOutcome, JobSpec, Partition, Phase, Priority, SynthesisContext,
+};
 use pinprove_groth16::circuits::BenchCircuit;
 use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
 use pinprove_groth16::{
@@ -242,6 +244,19 @@ pub fn slow(c: &BenchCircuit, delay_ms: u64) -> Box<dyn Partition> {
         circuit: c.clone(),
         delay: Duration::from_millis(delay_ms),
     })
+}
+
+/// Waits (a minute at most) for job `id` of `engine`, failing the test
+/// unless it completed.
+pub fn wait_completed(engine: &Engine, id: JobId) {
+    let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
+    assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+}
+
+/// Submits `spec` to `engine` and waits for it to complete (see
+/// [`wait_completed`]).
+pub fn submit_and_complete(engine: &Engine, spec: JobSpec) {
+    wait_completed(engine, engine.submit(spec).unwrap());
 }
 
 pub fn spec(id: &str, priority: Priority, partitions: Vec<Box<dyn Partition>>) -> JobSpec {

@@ -57,8 +57,7 @@ fn a_critical_partition_is_started_next_on_a_busy_device() {
         .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 0)]))
         .unwrap();
     for id in [critical, background] {
-        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+        wait_completed(&engine, id);
     }
     let starts: Vec<String> = engine
         .timeline()
@@ -92,8 +91,7 @@ fn devices_start_no_background_partition_while_a_critical_one_is_on_its_way() {
         .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 300)]))
         .unwrap();
     for id in [critical, background] {
-        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+        wait_completed(&engine, id);
     }
     let spans = engine.timeline().spans();
     let crit = format!("{critical}/0");
@@ -138,8 +136,7 @@ fn critical_behind_background(
         .submit(spec(&c.id(), Priority::Critical, vec![slow(c, 0)]))
         .unwrap();
     for id in [critical, background] {
-        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+        wait_completed(engine, id);
     }
     let spans: Vec<_> = engine
         .timeline()

@@ -29,11 +29,10 @@ fn a_partitions_own_heap_is_admitted_with_it_until_its_synthesis_ends() {
     // Held through synthesis, then given back.
     let heap = 32 << 20;
     let before = pool.budget().used();
-    let id = engine
-        .submit(spec(&c.id(), Priority::Normal, vec![holding_heap(slow(&c, 100), heap)]))
-        .unwrap();
-    let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-    assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    submit_and_complete(
+        &engine,
+        spec(&c.id(), Priority::Normal, vec![holding_heap(slow(&c, 100), heap)]),
+    );
     let peak = pool.budget().stats().peak;
     assert!(peak >= before + ws + heap, "peak {peak}, before {before}, ws {ws}");
     assert_idle(&engine, &pool, &acct, "heap released");
@@ -168,11 +167,7 @@ fn host_points_are_freed_once_every_device_holds_the_srs() {
         }
         let engine = Engine::new(EngineConfig::default(), devices, Arc::clone(&pool)).unwrap();
         engine.register_srs(&c.id(), &params);
-        let id = engine
-            .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
-            .unwrap();
-        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+        submit_and_complete(&engine, spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]));
         let bytes = engine
             .status()
             .srs
@@ -253,8 +248,7 @@ fn a_critical_job_is_admitted_at_once_while_background_work_holds_the_memory() {
     let critical = engine
         .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 0)]))
         .unwrap();
-    let outcome = engine.wait(critical, Some(Duration::from_secs(60))).unwrap();
-    assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    wait_completed(&engine, critical);
     let bg = engine.job_status(background).unwrap();
     assert_eq!(
         bg.proved, 0,
@@ -302,15 +296,14 @@ fn prove_in_tight_budget(
     let (pool, acct) = pool_with(total);
     let engine = test_engine(&pool, config(), device_ms, device_ms, 0);
     engine.register_srs(&c.id(), &params);
-    let id = engine
-        .submit(spec(
+    submit_and_complete(
+        &engine,
+        spec(
             &c.id(),
             Priority::Normal,
             (0..partitions).map(|_| slow(&c, synthesis_ms)).collect(),
-        ))
-        .unwrap();
-    let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-    assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+        ),
+    );
     assert!(acct.max.load(Ordering::SeqCst) <= total);
     assert_idle(&engine, &pool, &acct, name);
     assert_eq!(engine.status().pool_handed_over, pool.stats().handed_over);
@@ -489,11 +482,7 @@ fn a_partition_is_admitted_with_what_its_backend_adds_at_its_urgency() {
     let engine = Engine::new(EngineConfig::default(), vec![device], Arc::clone(&pool)).unwrap();
     engine.register_srs(&c.id(), synthetic_params(&c, &dir));
     assert!(engine.working_set(&c.id()).unwrap() < 64 << 20);
-    let id = engine
-        .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
-        .unwrap();
-    let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-    assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    submit_and_complete(&engine, spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]));
     let err = engine
         .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 0)]))
         .unwrap_err();

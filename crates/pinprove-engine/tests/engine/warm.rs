@@ -31,11 +31,10 @@ fn preloading_warms_the_pool_for_a_stream_of_the_circuit() {
     // Three partitions' a, b, c, inputs and aux.
     assert_eq!(pool.stats().idle_buffers, 15);
     let fresh = pool.stats().fresh_allocations;
-    let id = engine
-        .submit(spec(&c.id(), Priority::Normal, (0..3).map(|_| slow(&c, 50)).collect()))
-        .unwrap();
-    let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-    assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    submit_and_complete(
+        &engine,
+        spec(&c.id(), Priority::Normal, (0..3).map(|_| slow(&c, 50)).collect()),
+    );
     assert_eq!(
         pool.stats().fresh_allocations,
         fresh,
@@ -66,11 +65,7 @@ fn a_restarted_engine_warms_the_pool_for_the_circuits_its_hints_know() {
         let engine = test_engine(&pool, config(), 0, 0, 0);
         engine.register_srs(&c.id(), &params);
         assert!(engine.warm_hinted().is_empty(), "no hints yet");
-        let id = engine
-            .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
-            .unwrap();
-        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+        submit_and_complete(&engine, spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]));
     }
     let (pool, acct) = pool_with(1 << 30);
     let engine = test_engine(&pool, config(), 0, 0, 0);
@@ -86,11 +81,10 @@ fn a_restarted_engine_warms_the_pool_for_the_circuits_its_hints_know() {
     );
     assert!(engine.warm_hinted().is_empty(), "warmed once");
     let fresh = pool.stats().fresh_allocations;
-    let id = engine
-        .submit(spec(&c.id(), Priority::Normal, (0..3).map(|_| slow(&c, 0)).collect()))
-        .unwrap();
-    let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-    assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    submit_and_complete(
+        &engine,
+        spec(&c.id(), Priority::Normal, (0..3).map(|_| slow(&c, 0)).collect()),
+    );
     assert_eq!(
         pool.stats().fresh_allocations,
         fresh,
@@ -152,11 +146,7 @@ fn a_circuit_kept_ready_also_keeps_the_buffers_its_backend_learned_to_take() {
     engine.keep_ready(&c.id(), 1).unwrap();
     engine.preload_srs(&c.id()).unwrap();
     let prove = || {
-        let id = engine
-            .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 0)]))
-            .unwrap();
-        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+        submit_and_complete(&engine, spec(&c.id(), Priority::Critical, vec![slow(&c, 0)]));
     };
     // The first proof, from which the backend learns.
     prove();
@@ -236,11 +226,7 @@ fn the_warm_set_grows_when_a_proof_shows_that_more_partitions_fit() {
     let before = pool.stats().warm_bytes;
     assert!(before > 0);
     let prove = || {
-        let id = engine
-            .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
-            .unwrap();
-        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+        submit_and_complete(&engine, spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]));
         assert!(engine.wait_quiet(Duration::from_secs(30)), "the warm-up ended");
     };
     prove();
@@ -315,11 +301,7 @@ fn a_warm_set_is_made_again_for_the_partitions_that_fit_beside_lane_sets_once_he
         let (pool, _) = pool_with(1 << 30);
         let engine = test_engine(&pool, config(), 0, 0, 0);
         engine.register_srs(&c.id(), &params);
-        let id = engine
-            .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
-            .unwrap();
-        let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-        assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+        submit_and_complete(&engine, spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]));
         let srs: u64 = engine.status().srs.iter().map(|i| i.bytes).sum();
         (engine.working_set(&c.id()).unwrap(), srs)
     };
@@ -341,11 +323,7 @@ fn a_warm_set_is_made_again_for_the_partitions_that_fit_beside_lane_sets_once_he
     assert!(engine.wait_quiet(Duration::from_secs(30)), "the warm-up ended");
     let per_partition = pool.stats().warm_bytes / 4;
     assert_eq!(pool.stats().warm_bytes, 4 * per_partition, "warmed for 4 partitions");
-    let id = engine
-        .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
-        .unwrap();
-    let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-    assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+    submit_and_complete(&engine, spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]));
     assert!(engine.wait_quiet(Duration::from_secs(30)), "the warm-up ended");
     assert!(pool.holds_warm_set("lanes"));
     let s = pool.stats();
@@ -390,11 +368,7 @@ fn a_circuit_kept_ready_keeps_its_buffers_while_background_work_waits_for_memory
     let fresh_pins = |c: &BenchCircuit| {
         let before = pool.stats().fresh_allocations;
         for _ in 0..2 {
-            let id = engine
-                .submit(spec(&c.id(), Priority::Critical, vec![slow(c, 0)]))
-                .unwrap();
-            let outcome = engine.wait(id, Some(Duration::from_secs(60))).unwrap();
-            assert!(matches!(outcome, JobOutcome::Completed(_)), "{outcome:?}");
+            submit_and_complete(&engine, spec(&c.id(), Priority::Critical, vec![slow(c, 0)]));
             assert!(budget.has_waiters(), "the pressure lasted");
         }
         pool.stats().fresh_allocations - before
