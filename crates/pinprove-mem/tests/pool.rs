@@ -306,6 +306,63 @@ fn concurrent_checkouts_keep_the_books_straight() {
     assert_eq!(budget.used(), 0);
 }
 
+/// Heap memory that takes `delay` to allocate, as pinning does.
+#[derive(Debug)]
+struct SlowHeap {
+    heap: HeapAllocator,
+    delay: Duration,
+}
+
+// SAFETY: every call is passed on to a HeapAllocator, which keeps the
+// trait's promises; the delay changes nothing of the memory.
+unsafe impl HostAllocator for SlowHeap {
+    fn kind(&self) -> pinprove_mem::MemoryKind {
+        self.heap.kind()
+    }
+    fn allocate(&self, len: usize) -> pinprove_mem::Result<std::ptr::NonNull<u8>> {
+        thread::sleep(self.delay);
+        self.heap.allocate(len)
+    }
+    unsafe fn deallocate(&self, ptr: std::ptr::NonNull<u8>, len: usize) {
+        // SAFETY: the caller's promise, passed on unchanged.
+        unsafe { self.heap.deallocate(ptr, len) }
+    }
+}
+
+#[test]
+fn warm_sets_asked_for_at_once_pin_each_missing_buffer_once() {
+    // Each call makes up what all sets lack. Two at once (the engine's
+    // warm set and a backend's lane set after a first proof) must not both
+    // pin the same missing buffers while the other is still pinning.
+    let slow = SlowHeap {
+        heap: HeapAllocator::new(false),
+        delay: Duration::from_millis(30),
+    };
+    let pool = PinnedPool::new(
+        Arc::new(slow),
+        MemoryBudget::new(256 * M),
+        PoolConfig {
+            idle_timeout: None,
+            ..PoolConfig::default()
+        },
+    );
+    let warm = {
+        let pool = Arc::clone(&pool);
+        thread::spawn(move || pool.keep_warm("circuit", &[4 * MIB; 4]).unwrap())
+    };
+    thread::sleep(Duration::from_millis(10));
+    let lanes = pool.keep_for_lanes("lanes", &[4 * MIB; 4]).unwrap();
+    let warm = warm.join().unwrap();
+    let s = pool.stats();
+    assert_eq!(s.warm_bytes, 32 * M);
+    assert_eq!(
+        (s.allocated_bytes, s.fresh_allocations),
+        (32 * M, 8),
+        "{warm:?} {lanes:?}"
+    );
+    assert_eq!(warm.allocated_bytes + lanes.allocated_bytes, 32 * M);
+}
+
 #[test]
 fn a_warm_set_is_made_from_spare_memory_kept_past_the_timeout_and_evictable() {
     let (budget, pool) = pool(40 * M);

@@ -272,6 +272,8 @@ pub struct PinnedPool {
     budget: Arc<MemoryBudget>,
     config: PoolConfig,
     state: Mutex<State>,
+    /// Held by a warm-set call for as long as it pins (see `warm_set`).
+    warming: Mutex<()>,
     counters: Counters,
     next_id: AtomicU64,
     next_earmark: AtomicU64,
@@ -302,6 +304,7 @@ impl PinnedPool {
                 budget,
                 config,
                 state: Mutex::new(State::default()),
+                warming: Mutex::new(()),
                 counters: Counters::default(),
                 next_id: AtomicU64::new(0),
                 next_earmark: AtomicU64::new(0),

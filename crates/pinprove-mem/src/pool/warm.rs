@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::{PinnedPool, State};
 use crate::Result;
+use crate::sync::Recover;
 
 /// What [`PinnedPool::keep_warm`] did. A call makes up for what every warm
 /// set lacks, not only its own: allocated and missing bytes count all sets.
@@ -108,8 +109,9 @@ impl PinnedPool {
     /// before: missing buffers are allocated now, out of spare budget only
     /// (nothing is evicted and nobody waiting is overtaken), and held idle
     /// past the idle timeout. Buffers in use count as held. Call it from a
-    /// thread that may wait: pinning takes long. Returns what was asked, made
-    /// and left missing.
+    /// thread that may wait: pinning takes long, and a warm-set call waits
+    /// for another one in progress. Returns what was asked, made and left
+    /// missing.
     pub fn keep_warm(self: &Arc<Self>, name: &str, sizes: &[usize]) -> Result<WarmReport> {
         self.warm_set(name, sizes, Hold::Warm)
     }
@@ -135,6 +137,10 @@ impl PinnedPool {
     }
 
     fn warm_set(self: &Arc<Self>, name: &str, sizes: &[usize], hold: Hold) -> Result<WarmReport> {
+        // One call at a time: each makes up what every set lacks, and two
+        // at once (a circuit's warm set and a backend's lane set after a
+        // first proof) would both pin the same missing buffers.
+        let _one = self.warming.lock().recover();
         let mut set: BTreeMap<usize, usize> = BTreeMap::new();
         for &b in sizes {
             *set.entry(self.rounded_size(b)?).or_insert(0) += 1;
