@@ -339,28 +339,36 @@ fn repeat<T: Copy + Send + Sync>(v: &mut [T], period: usize) {
         .for_each(|c| c.copy_from_slice(&head[..c.len()]));
 }
 
-/// Synthetic G1 sections of `lens` points, in pool buffers (paid out of
-/// `funds` when given, in order). The period of multiples is computed once,
-/// into the longest section, and copied into the others and into later
-/// periods: every section runs through the same multiples from its start
-/// (2^22 constraints on the 2-core machine: each section computed anew took
-/// 61.7 s).
-pub(crate) fn g1_sections(
+/// Synthetic sections of `lens` multiples of `G`'s generator (converted by
+/// `raw`), repeating with `period`, in pool buffers (paid out of `funds`
+/// when given, in order). The period is computed once, into the longest
+/// section, and copied into the others and into later periods: every
+/// section runs through the same multiples from its start (2^22
+/// constraints on the 2-core machine: the parameters took 61.7 s with each
+/// G1 section computed anew, 34.9 s with the period computed once).
+fn sections<G, R>(
     lens: &[usize],
+    period: usize,
+    raw: impl Fn(&G::AffineRepr) -> R + Sync,
     pool: &Arc<PinnedPool>,
     mut funds: Option<&mut Reservation>,
-) -> Result<Vec<PinnedVec<blst_p1_affine>>, ParamsError> {
+) -> Result<Vec<PinnedVec<R>>, ParamsError>
+where
+    G: Curve + Group<Scalar = Scalar> + Send + Sync,
+    G::AffineRepr: Default + Copy + Send,
+    R: Copy + Default + Send + Sync,
+{
     let mut out = Vec::with_capacity(lens.len());
     for &n in lens {
         let mut v = PinnedVec::with_capacity_charged(n, pool, funds.as_deref_mut())?;
-        v.try_resize(n, blst_p1_affine::default())?;
+        v.try_resize(n, R::default())?;
         out.push(v);
     }
     let Some(longest) = (0..out.len()).max_by_key(|&i| out[i].len()) else {
         return Ok(out);
     };
-    let period = out[longest].len().min(G1_PERIOD);
-    fill::<G1Projective, _>(0, &mut out[longest][..period], |a: &G1Affine| *a.as_ref());
+    let period = out[longest].len().min(period);
+    fill::<G, _>(0, &mut out[longest][..period], raw);
     let (before, rest) = out.split_at_mut(longest);
     if let Some((computed, after)) = rest.split_first_mut() {
         for v in before.iter_mut().chain(after) {
@@ -377,18 +385,23 @@ pub(crate) fn g1_sections(
     Ok(out)
 }
 
-/// `n` synthetic G2 points in a pool buffer (paid out of `funds` when given).
+/// Synthetic G1 sections of `lens` points (see [`sections`]).
+pub(crate) fn g1_sections(
+    lens: &[usize],
+    pool: &Arc<PinnedPool>,
+    funds: Option<&mut Reservation>,
+) -> Result<Vec<PinnedVec<blst_p1_affine>>, ParamsError> {
+    sections::<G1Projective, _>(lens, G1_PERIOD, |a: &G1Affine| *a.as_ref(), pool, funds)
+}
+
+/// `n` synthetic G2 points in a pool buffer (see [`sections`]).
 pub(crate) fn g2_points(
     n: usize,
     pool: &Arc<PinnedPool>,
     funds: Option<&mut Reservation>,
 ) -> Result<PinnedVec<blst_p2_affine>, ParamsError> {
-    let mut v = PinnedVec::with_capacity_charged(n, pool, funds)?;
-    v.try_resize(n, blst_p2_affine::default())?;
-    let period = n.min(G2_PERIOD);
-    fill::<G2Projective, _>(0, &mut v[..period], |a: &G2Affine| *a.as_ref());
-    repeat(&mut v, period);
-    Ok(v)
+    let mut one = sections::<G2Projective, _>(&[n], G2_PERIOD, |a: &G2Affine| *a.as_ref(), pool, funds)?;
+    Ok(one.pop().unwrap_or_else(|| unreachable!("one section for one length")))
 }
 
 /// Writes synthetic parameters for `shape` in bellperson's format (the
