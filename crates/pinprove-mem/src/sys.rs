@@ -82,6 +82,30 @@ pub fn peak_rss_bytes() -> Option<u64> {
     status_field("VmHWM:")
 }
 
+/// The growth of this process's peak resident set from a starting point:
+/// how much more memory a phase held at its peak than was resident when
+/// it began ([`start`](Self::start) resets the peak, so one measurement
+/// at a time).
+#[derive(Clone, Copy, Debug)]
+pub struct PeakGrowth {
+    start: Option<u64>,
+}
+
+impl PeakGrowth {
+    /// Resets the peak and notes what is resident now.
+    pub fn start() -> Self {
+        PeakGrowth {
+            start: reset_peak_rss().ok().and_then(|()| rss_bytes()),
+        }
+    }
+
+    /// Bytes the peak has grown since the start; `None` where the kernel
+    /// cannot reset or report it.
+    pub fn bytes(&self) -> Option<u64> {
+        Some(peak_rss_bytes()?.saturating_sub(self.start?))
+    }
+}
+
 /// Gives the heap's free pages back to the kernel (glibc's `malloc_trim`),
 /// so that resident memory counts only what is in use: a measurement of
 /// resident growth (see [`reset_peak_rss`]) otherwise misses memory a
@@ -155,6 +179,12 @@ mod tests {
         let before = peak_rss_bytes().unwrap();
         if reset_peak_rss().is_ok() {
             assert!(peak_rss_bytes().unwrap() < before, "the peak was reset");
+            // The peak grows by what is touched after the start (less what
+            // the process gave back meanwhile: a little under 64 MiB here).
+            let growth = PeakGrowth::start();
+            drop(crate::HostMemory::allocate(&heap, 64 << 20).unwrap());
+            let grown = growth.bytes().unwrap();
+            assert!((56 << 20..=128 << 20).contains(&grown), "grown by {grown}");
         }
     }
 }

@@ -123,24 +123,22 @@ pub struct PartitionProfile {
 /// (`Partition::heap_bytes`). Only meaningful with nothing else running,
 /// as in the profile.
 struct HeapWatch {
-    resident: Option<u64>,
+    growth: sys::PeakGrowth,
     pool_bytes: u64,
 }
 
 impl HeapWatch {
     fn start(pool: &pinprove_mem::PinnedPool) -> Self {
         sys::trim_heap();
-        let resident = sys::reset_peak_rss().ok().and_then(|()| sys::rss_bytes());
         HeapWatch {
-            resident,
+            growth: sys::PeakGrowth::start(),
             pool_bytes: pool.stats().allocated_bytes,
         }
     }
 
     fn finish(self, pool: &pinprove_mem::PinnedPool) -> Option<u64> {
-        let grown = sys::peak_rss_bytes()?.saturating_sub(self.resident?);
         let pinned = pool.stats().allocated_bytes.saturating_sub(self.pool_bytes);
-        Some(grown.saturating_sub(pinned))
+        Some(self.growth.bytes()?.saturating_sub(pinned))
     }
 }
 

@@ -93,14 +93,14 @@ pub fn run(args: &SynthArgs) -> Result<()> {
     for (name, run) in &variants {
         pool.clear_idle();
         run()?;
-        let start_rss = sys::reset_peak_rss().ok().and_then(|_| sys::rss_bytes());
+        let growth = sys::PeakGrowth::start();
         let (spills, bytes_copied) = run()?;
         rows.push(Row {
             variant: name,
             median_s: 0.0,
             spills,
             bytes_copied,
-            peak_rss_growth_bytes: start_rss.zip(sys::peak_rss_bytes()).map(|(s, p)| p.saturating_sub(s)),
+            peak_rss_growth_bytes: growth.bytes(),
         });
     }
     // Time: rounds that run every variant once, in rotating order, so that a
