@@ -8,6 +8,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
+        // Every request is checked on its wire bytes before it is decoded.
+        .codec_path("crate::codec::BoundedCodec")
         .compile_fds(fds)?;
     Ok(())
 }

@@ -270,9 +270,9 @@ impl Circuit<Scalar> for Wobbly {
     }
 }
 
-#[test]
-fn a_circuit_whose_shape_depends_on_its_witness_stays_classic() {
-    let dir = temp_dir("precompiled-wobbly");
+/// An engine with a recording of [`Wobbly`] made from seed 0, kept in
+/// `dir/hints`.
+fn wobbly_engine(dir: &Path, pool: &Arc<PinnedPool>) -> Engine {
     let params = dir.join("wobbly.params");
     let (asg, _) = pinprove_groth16::synthesize(
         Wobbly { seed: 0 },
@@ -286,43 +286,85 @@ fn a_circuit_whose_shape_depends_on_its_witness_stays_classic() {
     let mut bytes = Vec::new();
     write_synthetic_params(&CircuitShape::of(&asg), &mut bytes).unwrap();
     std::fs::write(&params, bytes).unwrap();
-    let (pool, acct) = pool_with(1 << 30);
     // The test backend checks the assignments, not their parameters: both
     // shapes prove.
     let engine = test_engine(
-        &pool,
+        pool,
         EngineConfig {
             synthesis_workers: 2,
             precompiled: true,
+            hints_dir: Some(dir.join("hints")),
             ..EngineConfig::default()
         },
         0,
         0,
         0,
     );
-    let id = "wobbly";
-    engine.register_srs(id, &params);
-    let job = |seeds: &[u64]| {
-        let parts = seeds
-            .iter()
-            .map(|&seed| precompilable_partition(Wobbly { seed }))
-            .collect();
-        let job = engine.submit(spec(id, Priority::Normal, parts)).unwrap();
-        let out = engine.wait(job, Some(Duration::from_secs(60))).unwrap();
-        assert!(engine.wait_quiet(Duration::from_secs(30)));
-        match out {
-            JobOutcome::Completed(r) => assert_eq!(r.len(), seeds.len()),
-            other => panic!("{other:?}"),
-        }
-    };
-    job(&[0]);
-    assert_eq!(synthesis_of(&engine, id).mode, SynthesisMode::Precompiled);
-    job(&[2, 1, 4]);
-    let s = synthesis_of(&engine, id);
+    engine.register_srs("wobbly", &params);
+    wobbly_job(&engine, &[0]);
+    assert_eq!(synthesis_of(&engine, "wobbly").mode, SynthesisMode::Precompiled);
+    engine
+}
+
+/// Proves one job of [`Wobbly`] partitions of `seeds`; every one proves.
+fn wobbly_job(engine: &Engine, seeds: &[u64]) {
+    let parts = seeds
+        .iter()
+        .map(|&seed| precompilable_partition(Wobbly { seed }))
+        .collect();
+    let job = engine.submit(spec("wobbly", Priority::Normal, parts)).unwrap();
+    let out = engine.wait(job, Some(Duration::from_secs(60))).unwrap();
+    assert!(engine.wait_quiet(Duration::from_secs(30)));
+    match out {
+        JobOutcome::Completed(r) => assert_eq!(r.len(), seeds.len()),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_partition_that_does_not_match_its_recording_falls_back_alone_and_the_recording_stays() {
+    let dir = temp_dir("precompiled-mismatch");
+    let (pool, acct) = pool_with(1 << 30);
+    let engine = wobbly_engine(&dir, &pool);
+    assert_eq!(recording_files(&dir.join("hints")).len(), 1);
+    // Seed 1 does not match the recording (one constraint more): it alone
+    // is synthesized classically, as a malformed request's partition would
+    // be, and the circuit type keeps its recording and its file.
+    wobbly_job(&engine, &[2, 1, 4]);
+    let s = synthesis_of(&engine, "wobbly");
+    assert_eq!(s.mode, SynthesisMode::Precompiled, "{s:?}");
+    assert_eq!((s.precompiled_partitions, s.classic_partitions), (2, 2), "{s:?}");
+    for _ in 0..10 {
+        wobbly_job(&engine, &[3]);
+    }
+    wobbly_job(&engine, &[6]);
+    let s = synthesis_of(&engine, "wobbly");
+    assert_eq!(s.mode, SynthesisMode::Precompiled, "{s:?}");
+    assert_eq!((s.precompiled_partitions, s.classic_partitions), (3, 12), "{s:?}");
+    assert_eq!(
+        recording_files(&dir.join("hints")).len(),
+        1,
+        "the recording's file stays"
+    );
+    assert_idle(&engine, &pool, &acct, "wobbly");
+    drop(engine);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_circuit_none_of_whose_partitions_match_its_recording_goes_classic() {
+    let dir = temp_dir("precompiled-wobbly");
+    let (pool, acct) = pool_with(1 << 30);
+    let engine = wobbly_engine(&dir, &pool);
+    // Only odd seeds from here on: none matches the recording of seed 0.
+    wobbly_job(&engine, &[1, 3, 5, 7, 9, 11, 13]);
+    assert_eq!(synthesis_of(&engine, "wobbly").mode, SynthesisMode::Precompiled);
+    wobbly_job(&engine, &[15]);
+    let s = synthesis_of(&engine, "wobbly");
     assert_eq!(s.mode, SynthesisMode::ClassicOnly, "{s:?}");
-    assert_eq!(s.precompiled_partitions + s.classic_partitions, 4);
-    job(&[6]);
-    assert_eq!(synthesis_of(&engine, id).classic_partitions, s.classic_partitions + 1);
+    assert_eq!((s.precompiled_partitions, s.classic_partitions), (0, 9), "{s:?}");
+    wobbly_job(&engine, &[2]);
+    assert_eq!(synthesis_of(&engine, "wobbly").classic_partitions, 10);
     assert_idle(&engine, &pool, &acct, "wobbly");
     drop(engine);
     std::fs::remove_dir_all(&dir).unwrap();

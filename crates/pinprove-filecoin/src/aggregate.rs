@@ -34,7 +34,7 @@ use rand::rngs::OsRng;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
-use crate::params::{GENERATED_BELOW, write_atomically};
+use crate::params::{GENERATED_BELOW, open_lock, write_atomically};
 
 /// The inner-product SRS's file name in the parameter cache.
 pub const SRS_FILE: &str = "v28-fil-inner-product-v1.srs";
@@ -59,14 +59,19 @@ impl InnerProductSrs {
     /// Reads the SRS of the parameter cache `dir`, made first when it is
     /// missing and `sector_bytes` is a test size. A short (made) SRS is
     /// refused for production sizes.
-    pub(crate) fn load(dir: &Path, sector_bytes: u64) -> anyhow::Result<InnerProductSrs> {
+    pub(crate) fn load(dir: &Path, sector_bytes: u64, generate: bool) -> anyhow::Result<InnerProductSrs> {
         let path = dir.join(SRS_FILE);
         if !path.is_file() {
             ensure!(
-                sector_bytes < GENERATED_BELOW,
+                sector_bytes < GENERATED_BELOW && generate,
                 "Filecoin's inner-product SRS is missing: {} (non-interactive PoRep aggregates with it; \
-                 fetch it into the parameter cache, as `lotus fetch-params` does)",
-                path.display()
+                 fetch it into the parameter cache, as `lotus fetch-params` does{})",
+                path.display(),
+                if sector_bytes < GENERATED_BELOW {
+                    ", or switch `filecoin.generate_parameters` on to make one for test sectors"
+                } else {
+                    ""
+                }
             );
             make(&path)?;
         }
@@ -235,7 +240,7 @@ fn make(path: &Path) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let lock = File::create(path.with_extension("srs.lock"))?;
+    let lock = open_lock(&path.with_extension("srs.lock"))?;
     lock.lock()?;
     if path.is_file() {
         return Ok(());
@@ -253,19 +258,19 @@ mod tests {
     fn a_made_srs_reads_back_and_is_refused_for_production_sizes() {
         let dir = std::env::temp_dir().join(format!("pinprove-srs-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let missing = InnerProductSrs::load(&dir, 32 << 30).err().unwrap();
+        let missing = InnerProductSrs::load(&dir, 32 << 30, true).err().unwrap();
         assert!(format!("{missing:#}").contains("missing"), "{missing:#}");
-        let srs = InnerProductSrs::load(&dir, 2 << 10).unwrap();
+        let srs = InnerProductSrs::load(&dir, 2 << 10, true).unwrap();
         assert_eq!(srs.generic.g_alpha_powers.len(), 2 * MADE_FOR_PROOFS);
         assert!(srs.keys(16).is_ok());
         assert!(srs.keys(2 * MADE_FOR_PROOFS).is_err(), "too few powers");
         assert!(srs.keys(12).is_err(), "not a power of two");
-        let refused = InnerProductSrs::load(&dir, 32 << 30).err().unwrap();
+        let refused = InnerProductSrs::load(&dir, 32 << 30, true).err().unwrap();
         assert!(format!("{refused:#}").contains("test sectors"), "{refused:#}");
         // A truncated file is an error, not a short SRS.
         let bytes = std::fs::read(dir.join(SRS_FILE)).unwrap();
         std::fs::write(dir.join(SRS_FILE), &bytes[..bytes.len() - 100]).unwrap();
-        assert!(InnerProductSrs::load(&dir, 2 << 10).is_err());
+        assert!(InnerProductSrs::load(&dir, 2 << 10, true).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -35,17 +35,21 @@ pub enum FilecoinError {
     #[error("{0} bytes is not a sector size Filecoin proves (2 KiB, 8 MiB, 512 MiB, 32 GiB, 64 GiB)")]
     SectorSize(u64),
     /// The parameters of a circuit are not in the cache (and are not made
-    /// for sectors of this size).
+    /// for sectors of this size, or generation is off).
     #[error(
         "the parameters of {circuit_id} are missing: {} (fetch them into the parameter cache, \
-         as `lotus fetch-params <sector size>` does)",
-        path.display()
+         as `lotus fetch-params <sector size>` does{})",
+        path.display(),
+        if *generation_off { "; or switch `filecoin.generate_parameters` on to make \
+         test parameters" } else { "" }
     )]
     MissingParameters {
         /// The circuit.
         circuit_id: String,
         /// The file looked for.
         path: PathBuf,
+        /// A test size whose parameters would be made with generation on.
+        generation_off: bool,
     },
     /// Making or reading parameters failed.
     #[error("the parameters of {circuit_id}")]

@@ -46,6 +46,7 @@ macro_rules! with_tree {
 mod aggregate;
 mod error;
 pub mod kind;
+pub mod limits;
 pub mod native;
 pub mod params;
 mod porep;

@@ -5,18 +5,32 @@
 //! files are bellperson's format, read by pinprove's own reader.
 //!
 //! Filecoin never generates parameters for you. For the test sector sizes
-//! (below 32 GiB) pinprove does, on first use: a one-time setup with fresh
-//! randomness, whose proofs verify only against its own verifying key (not
-//! the network's). Generation takes minutes on a small machine and is
-//! reported while it runs; concurrent processes wait for the one that
-//! generates (a lock file beside the parameters).
+//! (below 32 GiB) pinprove can, on first use, when generation is switched
+//! on ([`ParamCache::with_generation`]; the daemon leaves it off unless its
+//! configuration says otherwise): a one-time setup with fresh randomness,
+//! whose proofs verify only against its own verifying key (not the
+//! network's). Generation takes minutes on a small machine and is reported
+//! while it runs; concurrent processes wait for the one that generates (a
+//! lock file beside the parameters, opened without following links).
+//!
+//! Parameters of production sizes are checked once against the digest
+//! storage-proofs carries for their file (its `parameters.json`, what
+//! `FIL_PROOFS_VERIFY_PRODUCTION_PARAMS` checks): a tampered file would
+//! make proofs that verify against its own key and fail on chain. The check
+//! reads the whole file (tens of GB, about a minute); it is remembered by
+//! path, size and modification time, in memory and in a stamp file beside
+//! the parameters where the cache is writable.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use pinprove_mem::sync::Recover;
 
 use bellperson::groth16::Parameters;
 use blstrs::Bls12;
@@ -121,6 +135,7 @@ impl BlankCircuit {
 pub struct ParamCache {
     dir: PathBuf,
     progress: Arc<dyn GenerationProgress>,
+    generate: bool,
 }
 
 impl std::fmt::Debug for ParamCache {
@@ -135,7 +150,21 @@ impl ParamCache {
         ParamCache {
             dir: dir.into(),
             progress: Arc::new(LogProgress),
+            generate: true,
         }
+    }
+
+    /// Whether parameters of test sector sizes are made when missing
+    /// (default: yes). Off, a missing file is
+    /// [`FilecoinError::MissingParameters`] for every size.
+    pub fn with_generation(mut self, generate: bool) -> ParamCache {
+        self.generate = generate;
+        self
+    }
+
+    /// Whether missing parameters of test sizes are made.
+    pub fn generates(&self) -> bool {
+        self.generate
     }
 
     /// The cache `FIL_PROOFS_PARAMETER_CACHE` names, else the default.
@@ -166,17 +195,35 @@ impl ParamCache {
         self.dir.join(format!("v{VERSION}-{cache_id}.vk"))
     }
 
-    /// The parameter file of `circuit`, made first when it is missing and
-    /// its sector is a test size.
-    pub(crate) fn ensure(&self, circuit: CircuitParams) -> Result<PathBuf, FilecoinError> {
+    /// The parameter file of `circuit` when it is in the cache (checked
+    /// against Filecoin's digest for production sizes), `None` when it is
+    /// missing.
+    pub(crate) fn existing(&self, circuit: &CircuitParams) -> Result<Option<PathBuf>, FilecoinError> {
         let path = self.params_path(&circuit.cache_id);
-        if path.is_file() {
-            return Ok(path);
+        if !path.is_file() {
+            return Ok(None);
         }
         if circuit.sector_bytes >= GENERATED_BELOW {
+            check_production(&path).map_err(|source| FilecoinError::Parameters {
+                circuit_id: circuit.circuit_id.clone(),
+                source,
+            })?;
+        }
+        Ok(Some(path))
+    }
+
+    /// The parameter file of `circuit`, made first when it is missing, its
+    /// sector is a test size and generation is on.
+    pub(crate) fn ensure(&self, circuit: CircuitParams) -> Result<PathBuf, FilecoinError> {
+        if let Some(path) = self.existing(&circuit)? {
+            return Ok(path);
+        }
+        let path = self.params_path(&circuit.cache_id);
+        if circuit.sector_bytes >= GENERATED_BELOW || !self.generate {
             return Err(FilecoinError::MissingParameters {
                 circuit_id: circuit.circuit_id,
                 path,
+                generation_off: circuit.sector_bytes < GENERATED_BELOW,
             });
         }
         let id = circuit.circuit_id.clone();
@@ -186,7 +233,7 @@ impl ParamCache {
         };
         std::fs::create_dir_all(&self.dir).map_err(|e| failed(e.into()))?;
         // One process generates; the others wait here and find the file.
-        let lock = File::create(path.with_extension("params.lock")).map_err(|e| failed(e.into()))?;
+        let lock = open_lock(&path.with_extension("params.lock")).map_err(|e| failed(e.into()))?;
         lock.lock().map_err(|e| failed(e.into()))?;
         if path.is_file() {
             return Ok(path);
@@ -232,14 +279,51 @@ impl ParamCache {
     }
 }
 
+/// Opens (creating it) a lock file without following a link at its path:
+/// a link planted in a shared cache directory cannot make this process
+/// create or truncate a file elsewhere.
+pub(crate) fn open_lock(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// Temporary files being written now, removed by [`remove_temporary_files`]
+/// when a process must stop in the middle of a write.
+static WRITING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Removes the temporary files of writes still in progress (a daemon
+/// stopping before a parameter file was complete).
+pub fn remove_temporary_files() {
+    for tmp in WRITING.lock().recover().drain(..) {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
 /// Writes `path` through a temporary file beside it, renamed into place.
+/// The temporary file is created new, never through a link.
 pub(crate) fn write_atomically(
     path: &Path,
     write: impl FnOnce(&mut BufWriter<File>) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    // A file left by an earlier process of the same id, or a planted link:
+    // removed, not followed.
+    let _ = std::fs::remove_file(&tmp);
+    WRITING.lock().recover().push(tmp.clone());
     let result = (|| {
-        let mut w = BufWriter::with_capacity(8 << 20, File::create(&tmp)?);
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)?;
+        let mut w = BufWriter::with_capacity(8 << 20, file);
         write(&mut w)?;
         w.flush()?;
         w.get_ref().sync_all()?;
@@ -249,5 +333,77 @@ pub(crate) fn write_atomically(
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
+    WRITING.lock().recover().retain(|p| p != &tmp);
     result
+}
+
+/// Production parameter files already checked in this process: path,
+/// size, modification time.
+static CHECKED: Mutex<Option<HashSet<(PathBuf, u64, i64)>>> = Mutex::new(None);
+
+/// Checks a production parameter file against the digest storage-proofs
+/// carries for its name (blake2b-512 of the file, the first 32 hex
+/// digits), once per path, size and modification time.
+pub(crate) fn check_production(path: &Path) -> anyhow::Result<()> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| anyhow::anyhow!("{} has no file name", path.display()))?;
+    let Some(entry) = storage_proofs_core::parameter_cache::PARAMETERS.get(name) else {
+        anyhow::bail!("{name} is not a parameter file Filecoin publishes (not in storage-proofs' parameters.json)");
+    };
+    let meta = std::fs::metadata(path)?;
+    let key = (
+        path.to_path_buf(),
+        meta.len(),
+        meta.mtime_nsec() + meta.mtime() * 1_000_000_000,
+    );
+    if CHECKED.lock().recover().as_ref().is_some_and(|c| c.contains(&key)) {
+        return Ok(());
+    }
+    let stamp = path.with_extension("params.checked");
+    let stamp_text = format!("{} {} {}\n", key.1, key.2, entry.digest);
+    let stamped = std::fs::read_to_string(&stamp).is_ok_and(|s| s == stamp_text);
+    if !stamped {
+        tracing::info!(
+            file = name,
+            bytes = key.1,
+            "checking the parameter file against Filecoin's digest (once)"
+        );
+        let started = Instant::now();
+        let digest = file_digest(path)?;
+        if digest != entry.digest {
+            anyhow::bail!(
+                "{} does not match the digest storage-proofs carries for it ({digest}, expected {}): \
+                 the file is damaged or not Filecoin's; fetch it again",
+                path.display(),
+                entry.digest
+            );
+        }
+        tracing::info!(
+            file = name,
+            seconds = started.elapsed().as_secs_f64(),
+            "parameter file matches Filecoin's digest"
+        );
+        // Best effort: a read-only cache is checked again next start.
+        let _ = write_atomically(&stamp, |w| Ok(w.write_all(stamp_text.as_bytes())?));
+    }
+    CHECKED.lock().recover().get_or_insert_with(HashSet::new).insert(key);
+    Ok(())
+}
+
+/// The digest storage-proofs records for a parameter file: blake2b-512,
+/// the first 32 hex digits.
+pub(crate) fn file_digest(path: &Path) -> std::io::Result<String> {
+    let mut file = File::open(path)?;
+    let mut state = blake2b_simd::State::new();
+    let mut buf = vec![0u8; 8 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        state.update(&buf[..n]);
+    }
+    Ok(state.finalize().to_hex()[..32].to_string())
 }

@@ -3,6 +3,8 @@
 //! circuit per partition, as filecoin-proofs' `seal_commit_phase2` builds
 //! them.
 
+use std::borrow::Cow;
+
 use base64::Engine as _;
 use filecoin_hashers::poseidon::PoseidonHasher;
 use filecoin_hashers::sha256::Sha256Hasher;
@@ -19,13 +21,14 @@ use serde::Deserialize;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::parameter_cache::CacheableParameters;
+use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg, Tau, generate_replica_id};
 
 use crate::aggregate::Aggregation;
 use crate::error::bad;
 use crate::native::porep::{PoRepWitness, native_partition};
 use crate::params::{BlankCircuit, CircuitParams};
-use crate::prover::{Prepared, guarded};
+use crate::prover::{Checks, Prepared, guarded};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind};
 
 const KIND: ProofKind = ProofKind::PoRep;
@@ -47,19 +50,75 @@ pub(crate) fn decode(vanilla_proof: &[u8]) -> Result<(SealCommitPhase1Output, Op
     if vanilla_proof.is_empty() {
         return Err(bad(KIND, "no C1 output (vanilla_proof is empty)"));
     }
-    let (c1, wrapper) = match serde_json::from_slice::<CurioC1>(vanilla_proof) {
+    check_json(vanilla_proof, "vanilla_proof")?;
+    let (c1, wrapper): (Cow<'_, [u8]>, _) = match serde_json::from_slice::<CurioC1>(vanilla_proof) {
         Ok(w) => {
             // Go's encoding/json writes `[]byte` as standard base64.
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(w.phase1_out.trim())
                 .map_err(|e| bad(KIND, format!("Phase1Out is not base64: {e}")))?;
-            (bytes, Some((w.sector_num, w.sector_size)))
+            check_json(&bytes, "Phase1Out")?;
+            (Cow::Owned(bytes), Some((w.sector_num, w.sector_size)))
         }
-        Err(_) => (vanilla_proof.to_vec(), None),
+        Err(_) => (Cow::Borrowed(vanilla_proof), None),
     };
     let out = serde_json::from_slice::<SealCommitPhase1Output>(&c1)
         .map_err(|e| bad(KIND, format!("the C1 output does not decode: {e}")))?;
     Ok((out, wrapper))
+}
+
+/// The least JSON bytes per array or object a C1 output may average: every
+/// container decodes to a vector (24 bytes and up) or a struct, and in real
+/// C1 outputs a container spans far more (a 32-byte hash is an array of 32
+/// numbers, 70 bytes or more); nested empty arrays (`[[],[],…]`, 3 bytes
+/// each) would grow eightfold when decoded.
+const JSON_BYTES_PER_CONTAINER: usize = 16;
+/// The deepest nesting of a C1 output is well below this.
+const JSON_MAX_DEPTH: usize = 32;
+
+/// Refuses JSON that would decode into far more memory than it takes on
+/// the wire: too many arrays and objects for its length, or nested too
+/// deep. One pass over the bytes, allocating nothing.
+fn check_json(json: &[u8], what: &str) -> Result<(), FilecoinError> {
+    let (mut containers, mut depth, mut deepest) = (0usize, 0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in json {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                containers += 1;
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if deepest > JSON_MAX_DEPTH {
+        return Err(bad(
+            KIND,
+            format!("{what} nests {deepest} levels deep; a C1 output nests fewer than {JSON_MAX_DEPTH}"),
+        ));
+    }
+    if containers > json.len() / JSON_BYTES_PER_CONTAINER + 16 {
+        return Err(bad(
+            KIND,
+            format!(
+                "{what} holds {containers} arrays and objects in {} bytes, more than a C1 output can",
+                json.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The Filecoin number of the seal proof a C1 output (plain, or wrapped as
@@ -69,12 +128,22 @@ pub fn registered_proof_of(vanilla_proof: &[u8]) -> Result<u64, FilecoinError> {
 }
 
 /// Builds a PoRep job from `req`.
-pub(crate) fn prepare(req: &ProofRequest) -> Result<Prepared, FilecoinError> {
+pub(crate) fn prepare(req: &ProofRequest, checks: Checks) -> Result<Prepared, FilecoinError> {
+    let asked = kind::seal_proof(req.registered_proof)?;
+    let most = crate::limits::porep_c1_bytes(u64::from(asked.sector_size()))?;
+    if req.vanilla_proof.len() > most {
+        return Err(bad(
+            KIND,
+            format!(
+                "the C1 output is {} bytes; one of a {asked:?} sector is at most {most}",
+                req.vanilla_proof.len()
+            ),
+        ));
+    }
     let (c1, wrapper) = decode(&req.vanilla_proof)?;
     // The C1 output says which proof it is; the request may only agree.
     let rsp = c1.registered_proof;
     let sector_bytes = u64::from(rsp.sector_size());
-    let asked = kind::seal_proof(req.registered_proof)?;
     if asked.sector_size() != rsp.sector_size() {
         return Err(bad(
             KIND,
@@ -121,6 +190,7 @@ pub(crate) fn prepare(req: &ProofRequest) -> Result<Prepared, FilecoinError> {
         ticket,
         prover_id: kind::prover_id(req.miner_id),
         sector_number: req.sector_number,
+        checks,
     };
     let size_mismatch = || {
         bad(
@@ -154,6 +224,7 @@ struct Common {
     ticket: [u8; 32],
     prover_id: [u8; 32],
     sector_number: u64,
+    checks: Checks,
 }
 
 type SealProof<Tree> = stacked::Proof<Tree, DefaultPieceHasher>;
@@ -206,18 +277,27 @@ where
         k: None,
         seed: Some(c.seed),
     };
+    if let Some((k, proofs)) = vanilla.iter().enumerate().find(|(_, p)| p.len() != per_partition) {
+        return Err(bad(
+            KIND,
+            format!(
+                "partition {k} has {} challenge proofs, not {per_partition}",
+                proofs.len()
+            ),
+        ));
+    }
+    // What filecoin-proofs checks when it makes the C1 output: a challenge
+    // proof of another shape would build a circuit its recording and
+    // parameters do not fit, and a false one a proof that cannot verify.
+    if c.checks.vanilla
+        && !StackedDrg::<Tree, DefaultPieceHasher>::verify_all_partitions(&pp, &pub_in, &vanilla)
+            .map_err(|e| bad(KIND, format!("the vanilla proofs: {e:#}")))?
+    {
+        return Err(bad(KIND, "the C1 output's vanilla proofs do not verify"));
+    }
     let mut parts = Vec::with_capacity(partitions);
     let mut inputs = Vec::with_capacity(partitions);
     for (k, proofs) in vanilla.iter().enumerate() {
-        if proofs.len() != per_partition {
-            return Err(bad(
-                KIND,
-                format!(
-                    "partition {k} has {} challenge proofs, not {per_partition}",
-                    proofs.len()
-                ),
-            ));
-        }
         let circuit = StackedCompound::<Tree, DefaultPieceHasher>::circuit(&pub_in, (), proofs, &pp, Some(k))
             .map_err(|e| bad(KIND, format!("partition {k}: {e:#}")))?;
         let public = StackedCompound::<Tree, DefaultPieceHasher>::generate_public_inputs(&pub_in, &pp, Some(k))

@@ -11,11 +11,12 @@
 //! sector list, so the partition's sectors stand at its position there
 //! (after placeholders for the partitions before it).
 
+use bincode::Options;
 use filecoin_hashers::Hasher;
 use filecoin_hashers::poseidon::PoseidonHasher;
 use filecoin_proofs::parameters::{window_post_setup_params, winning_post_setup_params};
 use filecoin_proofs::{FallbackPoStSectorProof, PoStConfig, PoStType, as_safe_commitment};
-use filecoin_proofs_api::RegisteredPoStProof;
+use filecoin_proofs_api::{ApiVersion, RegisteredPoStProof};
 use pinprove_engine::{Partition, SynthesisContext};
 use pinprove_groth16::{ProveError, ProvingAssignment, Scalar, SynthesisStats};
 use storage_proofs_core::compound_proof::{self, CompoundProof};
@@ -27,6 +28,7 @@ use storage_proofs_post::fallback::{
 };
 
 use crate::error::bad;
+use crate::limits::{bincode_limited, check_elements};
 use crate::params::{BlankCircuit, CircuitParams};
 use crate::prover::{Checks, Prepared, guarded};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind};
@@ -64,6 +66,39 @@ pub(crate) fn prepare(req: &ProofRequest, checks: Checks) -> Result<Prepared, Fi
     if req.vanilla_proofs.is_empty() {
         return Err(bad(k, "no vanilla proofs"));
     }
+    // Counts and sizes before anything is decoded.
+    let limits = crate::limits::wire_limits(k, req.registered_proof)?;
+    if req.vanilla_proofs.len() > limits.vanilla_proofs {
+        return Err(bad(
+            k,
+            format!(
+                "{} vanilla proofs; a {rpp:?} {} at most {}",
+                req.vanilla_proofs.len(),
+                if k == ProofKind::WinningPoSt {
+                    "proof proves"
+                } else {
+                    "partition holds"
+                },
+                limits.vanilla_proofs
+            ),
+        ));
+    }
+    check_elements(k, &req.vanilla_proofs, limits.element, "vanilla proof")?;
+    if k == ProofKind::WindowPoSt {
+        let most = match cfg.api_version {
+            ApiVersion::V1_2_0 => crate::limits::MAX_WINDOW_PARTITIONS,
+            _ => crate::limits::MAX_LEGACY_WINDOW_PARTITIONS,
+        };
+        if req.partition_index >= most {
+            return Err(bad(
+                k,
+                format!(
+                    "partition index {} is out of range: a {rpp:?} deadline has fewer than {most} partitions",
+                    req.partition_index
+                ),
+            ));
+        }
+    }
     let c = Common {
         kind: k,
         rpp,
@@ -92,16 +127,23 @@ where
     Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
 {
     let k = c.kind;
+    let limit = crate::limits::post_sector_proof_bytes(c.rpp)?;
+    let leaves = (u64::from(c.cfg.sector_size) / 32) as usize;
     let proofs = vanilla
         .iter()
         .enumerate()
         .map(|(i, b)| {
-            bincode::deserialize::<FallbackPoStSectorProof<Tree>>(b).map_err(|e| {
+            let p: FallbackPoStSectorProof<Tree> = bincode_limited(limit).deserialize(b).map_err(|e| {
                 bad(
                     k,
                     format!("vanilla proof {i} does not decode as a {:?} sector proof: {e}", c.rpp),
                 )
-            })
+            })?;
+            // Only a proof of the registered proof's shape is padded or
+            // built into a circuit.
+            check_shape::<Tree>(&p, c.cfg.challenge_count, leaves)
+                .map_err(|why| bad(k, format!("vanilla proof {i}: {why}")))?;
+            Ok::<_, FilecoinError>(p)
         })
         .collect::<Result<Vec<_>, _>>()?;
     let domain = |bytes: &[u8; 32], what: &str| {
@@ -121,16 +163,6 @@ where
     let per_partition = pp.sector_count;
     let (circuit, public) = match k {
         ProofKind::WinningPoSt => {
-            if proofs.len() != c.cfg.sector_count {
-                return Err(bad(
-                    k,
-                    format!(
-                        "{} vanilla proofs; a WinningPoSt proves {} sector",
-                        proofs.len(),
-                        c.cfg.sector_count
-                    ),
-                ));
-            }
             let pub_in = fallback::PublicInputs {
                 randomness,
                 prover_id,
@@ -139,35 +171,27 @@ where
             };
             let proof = winning_partition::<Tree>(&proofs[0], per_partition)
                 .ok_or_else(|| bad(k, "the vanilla proof holds no sector proof or no challenge"))?;
+            let circuit = FallbackPoStCompound::<Tree>::circuit(&pub_in, Default::default(), &proof, &pp, Some(0))
+                .map_err(|e| bad(k, format!("{e:#}")))?;
+            // As the verifier sees it: the one sector, once per challenge.
+            // Checked so too: with the sector listed once, storage-proofs
+            // checks the first challenge's inclusion proof alone.
+            let seen = fallback::PublicInputs {
+                sectors: sectors.iter().cycle().take(per_partition).cloned().collect(),
+                ..pub_in
+            };
             if c.checks.vanilla {
-                let ok = FallbackPoSt::<Tree>::verify_all_partitions(&pp, &pub_in, std::slice::from_ref(&proof))
+                let ok = FallbackPoSt::<Tree>::verify_all_partitions(&pp, &seen, std::slice::from_ref(&proof))
                     .map_err(|e| bad(k, format!("the vanilla proof: {e:#}")))?;
                 if !ok {
                     return Err(bad(k, "the vanilla proof does not verify"));
                 }
             }
-            let circuit = FallbackPoStCompound::<Tree>::circuit(&pub_in, Default::default(), &proof, &pp, Some(0))
-                .map_err(|e| bad(k, format!("{e:#}")))?;
-            // As the verifier sees it: the one sector, once per challenge.
-            let seen = fallback::PublicInputs {
-                sectors: sectors.iter().cycle().take(per_partition).cloned().collect(),
-                ..pub_in
-            };
             let public = FallbackPoStCompound::<Tree>::generate_public_inputs(&seen, &pp, Some(0))
                 .map_err(|e| bad(k, format!("public inputs: {e:#}")))?;
             (circuit, public)
         }
         _ => {
-            if proofs.len() > per_partition {
-                return Err(bad(
-                    k,
-                    format!(
-                        "{} sectors in one partition; a {:?} partition holds at most {per_partition}",
-                        proofs.len(),
-                        c.rpp
-                    ),
-                ));
-            }
             if !sectors.windows(2).all(|w| u64::from(w[0].id) < u64::from(w[1].id)) {
                 return Err(bad(
                     k,
@@ -190,20 +214,7 @@ where
             }
             let circuit = FallbackPoStCompound::<Tree>::circuit(&pub_in, Default::default(), &proof, &pp, Some(0))
                 .map_err(|e| bad(k, format!("{e:#}")))?;
-            // The partition's sectors at their place in the whole list.
-            let before = c
-                .partition
-                .checked_mul(per_partition)
-                .ok_or_else(|| bad(k, format!("partition index {} is out of range", c.partition)))?;
-            let placed: Vec<_> = std::iter::repeat_n(sectors[0].clone(), before)
-                .chain(sectors.iter().cloned())
-                .collect();
-            let seen = fallback::PublicInputs {
-                sectors: placed,
-                ..pub_in
-            };
-            let public = FallbackPoStCompound::<Tree>::generate_public_inputs(&seen, &pp, Some(c.partition))
-                .map_err(|e| bad(k, format!("public inputs: {e:#}")))?;
+            let public = window_inputs::<Tree>(c, &pp, pub_in)?;
             (circuit, public)
         }
     };
@@ -220,6 +231,88 @@ where
 }
 
 type PartitionProof<Tree> = fallback::Proof<<Tree as MerkleTreeTrait>::Proof>;
+
+/// A WindowPoSt partition's public inputs as the verifier derives them
+/// from the whole sector list. Since WindowPoSt V1_2 a challenge depends on
+/// the sector alone, not on its position in that list, so the partition's
+/// own sectors give the same inputs as the whole list; legacy V1 proofs
+/// place the sectors after placeholders for the partitions before them
+/// (their index is bounded by [`MAX_LEGACY_WINDOW_PARTITIONS`](crate::limits::MAX_LEGACY_WINDOW_PARTITIONS)).
+fn window_inputs<Tree>(
+    c: &Common,
+    pp: &fallback::PublicParams,
+    pub_in: fallback::PublicInputs<<Tree::Hasher as Hasher>::Domain>,
+) -> Result<Vec<Scalar>, FilecoinError>
+where
+    Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
+{
+    let k = c.kind;
+    let (seen, partition) = match c.cfg.api_version {
+        ApiVersion::V1_2_0 => (pub_in, 0),
+        _ => {
+            let before = c.partition * pp.sector_count;
+            let placed = std::iter::repeat_n(pub_in.sectors[0].clone(), before)
+                .chain(pub_in.sectors.iter().cloned())
+                .collect();
+            (
+                fallback::PublicInputs {
+                    sectors: placed,
+                    ..pub_in
+                },
+                c.partition,
+            )
+        }
+    };
+    FallbackPoStCompound::<Tree>::generate_public_inputs(&seen, pp, Some(partition))
+        .map_err(|e| bad(k, format!("public inputs: {e:#}")))
+}
+
+/// Whether a sector proof has the shape of the registered proof's: one
+/// sector, `challenges` inclusion proofs, each with the tree's path length
+/// and every level's arity. A proof of another shape is refused before it
+/// is padded, verified or built into a circuit (a path of any length would
+/// otherwise be copied once per sector of the partition).
+fn check_shape<Tree: MerkleTreeTrait>(
+    proof: &FallbackPoStSectorProof<Tree>,
+    challenges: usize,
+    leaves: usize,
+) -> Result<(), String> {
+    use generic_array::typenum::Unsigned;
+    use storage_proofs_core::merkle::MerkleProofTrait;
+    let [sector] = proof.vanilla_proof.sectors.as_slice() else {
+        return Err(format!(
+            "{} sectors in one sector's proof",
+            proof.vanilla_proof.sectors.len()
+        ));
+    };
+    if sector.inclusion_proofs.len() != challenges {
+        return Err(format!(
+            "{} inclusion proofs, not one per challenge ({challenges})",
+            sector.inclusion_proofs.len()
+        ));
+    }
+    let (sub, top) = (Tree::SubTreeArity::to_usize(), Tree::TopTreeArity::to_usize());
+    for (n, p) in sector.inclusion_proofs.iter().enumerate() {
+        let path = p.path();
+        let expected = p.expected_len(leaves);
+        if path.len() != expected {
+            return Err(format!("inclusion proof {n} has {} levels, not {expected}", path.len()));
+        }
+        let base = expected - usize::from(sub > 0) - usize::from(top > 0);
+        let arities = std::iter::repeat_n(Tree::Arity::to_usize(), base)
+            .chain((sub > 0).then_some(sub))
+            .chain((top > 0).then_some(top));
+        for (level, ((hashes, index), arity)) in path.iter().zip(arities).enumerate() {
+            if hashes.len() + 1 != arity || *index >= arity {
+                return Err(format!(
+                    "inclusion proof {n}, level {level}: {} siblings at index {index}, the tree is {arity}-ary there",
+                    hashes.len()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
 
 /// A WindowPoSt partition's vanilla proof as the circuit takes it: the
 /// sectors' proofs in order, the last repeated to fill the partition (as

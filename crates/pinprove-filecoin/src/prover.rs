@@ -238,8 +238,15 @@ impl FilecoinProver {
             self.engine.register_synthetic_srs(&id, shape);
             None
         } else {
-            let _one = self.generating.lock().recover();
-            let path = self.params.ensure(circuit)?;
+            // A file in the cache needs no lock: only a generation waits
+            // for another one.
+            let path = match self.params.existing(&circuit)? {
+                Some(path) => path,
+                None => {
+                    let _one = self.generating.lock().recover();
+                    self.params.ensure(circuit)?
+                }
+            };
             self.engine.register_srs(&id, &path);
             Some(path)
         };
@@ -264,7 +271,7 @@ impl FilecoinProver {
             vanilla: !self.options.synthetic_inputs,
         };
         let prepared = match req.kind {
-            ProofKind::PoRep => porep::prepare(req)?,
+            ProofKind::PoRep => porep::prepare(req, checks)?,
             ProofKind::SnapDeals => snap::prepare(req, checks)?,
             ProofKind::WindowPoSt | ProofKind::WinningPoSt => post::prepare(req, checks)?,
         };
@@ -397,7 +404,11 @@ impl FilecoinProver {
             s.check_for(sector_bytes)?;
             return Ok(Arc::clone(s));
         }
-        let s = Arc::new(InnerProductSrs::load(self.params.dir(), sector_bytes)?);
+        let s = Arc::new(InnerProductSrs::load(
+            self.params.dir(),
+            sector_bytes,
+            self.params.generates(),
+        )?);
         *srs = Some(Arc::clone(&s));
         Ok(s)
     }

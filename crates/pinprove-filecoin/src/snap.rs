@@ -8,6 +8,7 @@
 //! parameters (`empty-sector-update-…`), and so does pinprove: the cache id
 //! comes from the update circuit's public parameters.
 
+use bincode::Options;
 use filecoin_hashers::Domain;
 use filecoin_proofs::SectorUpdateConfig;
 use filecoin_proofs_api::RegisteredUpdateProof;
@@ -20,6 +21,7 @@ use storage_proofs_update::constants::{TreeDDomain, TreeRDomain, TreeRHasher};
 use storage_proofs_update::{EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof};
 
 use crate::error::bad;
+use crate::limits::{bincode_limited, check_elements};
 use crate::params::{BlankCircuit, CircuitParams};
 use crate::prover::{Checks, Prepared, guarded};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind};
@@ -80,16 +82,20 @@ where
             ),
         ));
     }
+    let limit = crate::limits::snap_partition_proof_bytes(c.rup)?;
+    check_elements(KIND, vanilla, limit, "partition proof")?;
     let proofs = vanilla
         .iter()
         .enumerate()
         .map(|(i, b)| {
-            bincode::deserialize::<PartitionProof<Tree>>(b).map_err(|e| {
-                bad(
-                    KIND,
-                    format!("partition proof {i} does not decode as a {:?} proof: {e}", c.rup),
-                )
-            })
+            bincode_limited(limit)
+                .deserialize::<PartitionProof<Tree>>(b)
+                .map_err(|e| {
+                    bad(
+                        KIND,
+                        format!("partition proof {i} does not decode as a {:?} proof: {e}", c.rup),
+                    )
+                })
         })
         .collect::<Result<Vec<_>, _>>()?;
     let r = |bytes: &[u8; 32], what: &str| {

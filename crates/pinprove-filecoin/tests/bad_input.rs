@@ -4,8 +4,11 @@
 mod common;
 
 use common::*;
+use filecoin_hashers::poseidon::PoseidonDomain;
+use filecoin_proofs::{FallbackPoStSectorProof, SectorShape2KiB};
 use pinprove_filecoin::sample::SampleSector;
-use pinprove_filecoin::{FilecoinError, ProofRequest};
+use pinprove_filecoin::{FilecoinError, FilecoinOptions, FilecoinProver, ParamCache, ProofRequest};
+use storage_proofs_core::merkle::{MerkleProof, MerkleProofTrait};
 
 /// `req` is refused as the caller's fault, with a message saying `says`.
 fn refused(prover: &pinprove_filecoin::FilecoinProver, what: &str, req: &ProofRequest, says: &str) {
@@ -100,7 +103,7 @@ fn corrupted_inputs_of_every_kind_are_clear_failures_and_the_engine_keeps_servin
         &prover,
         "wpost: more sectors than a partition holds",
         &r,
-        "4 sectors in one partition; a StackedDrgWindow2KiBV1_2 partition holds at most 2",
+        "4 vanilla proofs; a StackedDrgWindow2KiBV1_2 partition holds at most 2",
     );
     let mut r = good.clone();
     r.registered_proof = 13;
@@ -120,7 +123,7 @@ fn corrupted_inputs_of_every_kind_are_clear_failures_and_the_engine_keeps_servin
         &prover,
         "winning: two vanilla proofs",
         &r,
-        "2 vanilla proofs; a WinningPoSt proves 1 sector",
+        "2 vanilla proofs; a StackedDrgWinning2KiBV1 proof proves at most 1",
     );
     let mut r = good.clone();
     r.randomness = sector.randomness().to_vec();
@@ -182,5 +185,212 @@ fn corrupted_inputs_of_every_kind_are_clear_failures_and_the_engine_keeps_servin
     let proved = prover.prove(&good).unwrap();
     assert!(SampleSector::verify_update(&good, &proved.proof).unwrap());
     assert_idle(prover.engine(), "after a good proof");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A WinningPoSt request whose one sector proof was rebuilt by `change`,
+/// which gets every inclusion proof's path (siblings and index per level).
+fn with_paths(good: &ProofRequest, change: impl Fn(usize, &mut Vec<(Vec<PoseidonDomain>, usize)>)) -> ProofRequest {
+    let mut p: FallbackPoStSectorProof<SectorShape2KiB> = bincode::deserialize(&good.vanilla_proofs[0]).unwrap();
+    let sector = &mut p.vanilla_proof.sectors[0];
+    sector.inclusion_proofs = sector
+        .inclusion_proofs
+        .iter()
+        .enumerate()
+        .map(|(i, proof)| {
+            let mut path = proof.path();
+            change(i, &mut path);
+            MerkleProof::from_parts(proof.leaf(), proof.root(), path)
+        })
+        .collect();
+    let mut r = good.clone();
+    r.vanilla_proofs[0] = bincode::serialize(&p).unwrap();
+    r
+}
+
+#[test]
+fn hostile_shapes_and_sizes_are_refused_before_anything_is_built_from_them() {
+    let dir = temp_dir("hostile");
+    let mut sector = SampleSector::seal(&dir.join("sector"), 2048, 7, 1000, 5).unwrap();
+    let prover = prover(8 << 30);
+
+    // WindowPoSt: a partition index no deadline has (which once made the
+    // daemon allocate 343 GB for placeholders, and abort).
+    let randomness = sector.randomness();
+    let window = sector.window_post_requests(&[7], randomness).unwrap().remove(0);
+    let mut r = window.clone();
+    r.partition_index = u32::MAX;
+    refused(
+        &prover,
+        "wpost: partition u32::MAX",
+        &r,
+        "partition index 4294967295 is out of range",
+    );
+    let mut r = window.clone();
+    r.partition_index = pinprove_filecoin::limits::MAX_WINDOW_PARTITIONS;
+    refused(&prover, "wpost: partition 3000", &r, "fewer than 3000 partitions");
+    // An entry longer than a sector proof of this registered proof.
+    let mut r = window.clone();
+    r.vanilla_proofs[0].resize(645_000, 0);
+    refused(
+        &prover,
+        "wpost: a 645 KB sector proof",
+        &r,
+        "vanilla proof 0 is 645000 bytes; one of this registered proof is",
+    );
+
+    // WinningPoSt: sector proofs of the right encoding but not the
+    // registered proof's shape, refused before they are padded (the one
+    // sector is copied once per challenge).
+    let randomness = sector.randomness();
+    let good = sector.winning_post_request(randomness).unwrap();
+    let r = with_paths(&good, |_, path| {
+        path.pop();
+    });
+    refused(&prover, "winning: a level short", &r, "has 1 levels, not 2");
+    // As many bytes as a real proof, one sibling moved a level down.
+    let r = with_paths(&good, |i, path| {
+        if i == 3 {
+            let moved = path[1].0.pop().unwrap();
+            path[0].0.push(moved);
+        }
+    });
+    refused(
+        &prover,
+        "winning: eight siblings",
+        &r,
+        "inclusion proof 3, level 0: 8 siblings at index",
+    );
+    // Randomness that challenges the same leaf first and others after:
+    // every one of the 66 inclusion proofs is checked, not the first alone.
+    let rpp = sector.winning_post_proof().unwrap();
+    let challenges = |r: &[u8; 32]| {
+        let id = filecoin_proofs_api::SectorId::from(7);
+        let prover_id = pinprove_filecoin::kind::prover_id(1000);
+        filecoin_proofs_api::post::generate_fallback_sector_challenges(rpp, r, &[id], prover_id).unwrap()[&id].clone()
+    };
+    let ours = challenges(&randomness);
+    let other = (0..10_000)
+        .map(|_| sector.randomness())
+        .find(|r| {
+            let theirs = challenges(r);
+            theirs[0] == ours[0] && theirs != ours
+        })
+        .expect("one in 64 agrees on the first challenge");
+    let mut r = good.clone();
+    r.randomness = other.to_vec();
+    refused(
+        &prover,
+        "winning: the first challenge alone agrees",
+        &r,
+        "the vanilla proof does not verify",
+    );
+    let mut p: FallbackPoStSectorProof<SectorShape2KiB> = bincode::deserialize(&good.vanilla_proofs[0]).unwrap();
+    p.vanilla_proof.sectors[0].inclusion_proofs.truncate(10);
+    let mut r = good.clone();
+    r.vanilla_proofs[0] = bincode::serialize(&p).unwrap();
+    refused(
+        &prover,
+        "winning: 10 challenges",
+        &r,
+        "10 inclusion proofs, not one per challenge (66)",
+    );
+
+    // PoRep: a C1 output larger than one of its sector size can be, JSON
+    // that would grow eightfold when decoded, and vanilla proofs that do
+    // not verify.
+    let porep = sector.porep_request();
+    let mut r = porep.clone();
+    r.vanilla_proof = vec![b' '; 2_000_000];
+    refused(
+        &prover,
+        "porep: 2 MB for 2 KiB",
+        &r,
+        "the C1 output is 2000000 bytes; one of a StackedDrg2KiBV1_1 sector is at most",
+    );
+    let mut bomb = b"[".to_vec();
+    for _ in 0..200_000 {
+        bomb.extend_from_slice(b"[],");
+    }
+    bomb.extend_from_slice(b"[]]");
+    let mut r = porep.clone();
+    r.vanilla_proof = bomb;
+    refused(&prover, "porep: nested empty arrays", &r, "arrays and objects in");
+    let mut r = porep.clone();
+    r.vanilla_proof = "[".repeat(100).into_bytes();
+    refused(&prover, "porep: deep nesting", &r, "nests 100 levels deep");
+    let mut c1: serde_json::Value = serde_json::from_slice(&sector.c1).unwrap();
+    let seed = &mut c1["seed"][0];
+    *seed = serde_json::json!((seed.as_u64().unwrap() + 1) % 256);
+    let mut r = porep.clone();
+    r.vanilla_proof = serde_json::to_vec(&c1).unwrap();
+    refused(
+        &prover,
+        "porep: another seed",
+        &r,
+        "the C1 output's vanilla proofs do not verify",
+    );
+
+    assert_idle(prover.engine(), "after the refusals");
+    let proved = prover.prove(&good).unwrap();
+    assert!(sector.verify_winning_post(randomness, &proved.proof).unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn parameters_are_made_only_when_generation_is_on_and_never_through_a_link() {
+    use std::os::unix::fs::symlink;
+    let dir = temp_dir("params-off");
+    let cache = dir.join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let engine = prover(1 << 30).engine().clone();
+    let off = FilecoinProver::new(
+        engine.clone(),
+        ParamCache::new(&cache).with_generation(false),
+        FilecoinOptions::default(),
+    );
+    let err = off.register("winning-2k").unwrap_err();
+    assert!(matches!(err, FilecoinError::MissingParameters { .. }), "{err}");
+    assert!(err.to_string().contains("filecoin.generate_parameters"), "{err}");
+    assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 0, "nothing was made");
+
+    // A link planted where the lock file goes is not followed: the file it
+    // points at is neither created nor truncated.
+    let FilecoinError::MissingParameters { path, .. } = err else {
+        unreachable!()
+    };
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"keep me").unwrap();
+    symlink(&victim, path.with_extension("params.lock")).unwrap();
+    let on = FilecoinProver::new(engine, ParamCache::new(&cache), FilecoinOptions::default());
+    let err = on.register("winning-2k").unwrap_err();
+    assert!(
+        pinprove_mem::ErrorChain(&err).to_string().contains("winning-2k"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+    assert!(!path.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_production_parameter_file_that_is_not_filecoins_is_refused() {
+    let dir = temp_dir("params-tampered");
+    let prover = FilecoinProver::new(
+        prover(1 << 30).engine().clone(),
+        ParamCache::new(&dir),
+        FilecoinOptions::default(),
+    );
+    let FilecoinError::MissingParameters { path, .. } = prover.register("winning-32g").unwrap_err() else {
+        panic!("a missing file first");
+    };
+    // A file of the right name whose bytes are not the published ones.
+    std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
+    let err = prover.register("winning-32g").unwrap_err();
+    let text = pinprove_mem::ErrorChain(&err).to_string();
+    assert!(
+        text.contains("does not match the digest storage-proofs carries"),
+        "{text}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -92,3 +92,84 @@ fn production_size_synthetic_requests_build_every_partition() {
     };
     assert!(err.is_bad_input(), "{err}");
 }
+
+/// Curio's wrapper around a C1 output, as Go's encoding/json writes it.
+fn curio_wrapped(c1: &[u8], sector_size: u64) -> Vec<u8> {
+    use base64::Engine as _;
+    format!(
+        "{{\"SectorNum\":1,\"Phase1Out\":\"{}\",\"SectorSize\":{sector_size}}}",
+        base64::engine::general_purpose::STANDARD.encode(c1)
+    )
+    .into_bytes()
+}
+
+/// The length `json` would have if every number in it of fewer than three
+/// digits had three.
+fn widest_numbers(json: &[u8]) -> usize {
+    let mut extra = 0;
+    let mut run = 0;
+    for &b in json.iter().chain(b" ") {
+        if b.is_ascii_digit() {
+            run += 1;
+        } else {
+            if run > 0 && run < 3 {
+                extra += 3 - run;
+            }
+            run = 0;
+        }
+    }
+    json.len() + extra
+}
+
+#[test]
+fn vanilla_proofs_of_every_size_have_the_lengths_the_limits_compute() {
+    use pinprove_filecoin::kind::{post_proof, update_proof};
+    use pinprove_filecoin::limits::{porep_c1_bytes, post_sector_proof_bytes, snap_partition_proof_bytes};
+    for (n, size) in pinprove_filecoin::kind::SECTOR_SIZES.into_iter().enumerate() {
+        let n = n as u64;
+        let winning = synthetic::request(ProofKind::WinningPoSt, size, 1).unwrap();
+        let window = synthetic::request(ProofKind::WindowPoSt, size, 2).unwrap();
+        let snap = synthetic::request(ProofKind::SnapDeals, size, 3).unwrap();
+        let porep = synthetic::request(ProofKind::PoRep, size, 4).unwrap();
+        for (what, req, exact) in [
+            (
+                "winning",
+                &winning,
+                post_sector_proof_bytes(post_proof(n).unwrap()).unwrap(),
+            ),
+            (
+                "window",
+                &window,
+                post_sector_proof_bytes(post_proof(10 + n).unwrap()).unwrap(),
+            ),
+            (
+                "snap",
+                &snap,
+                snap_partition_proof_bytes(update_proof(n).unwrap()).unwrap(),
+            ),
+        ] {
+            for v in &req.vanilla_proofs {
+                assert_eq!(v.len(), exact, "{what} at {size} bytes");
+            }
+        }
+        // The C1 output, plain and wrapped, fits; and so would one whose
+        // every number were three digits wide (a byte's widest: 255).
+        let wrapped = curio_wrapped(&porep.vanilla_proof, size);
+        let widest = widest_numbers(&porep.vanilla_proof);
+        let limit = porep_c1_bytes(size).unwrap();
+        assert!(widest.div_ceil(3) * 4 + 100 < limit, "{size}: widest {widest}");
+        println!(
+            "{size}: C1 {} bytes ({widest} at its widest), wrapped {} bytes, limit {limit}; \
+             WindowPoSt partition {} bytes, SnapDeals {} bytes",
+            porep.vanilla_proof.len(),
+            wrapped.len(),
+            window.vanilla_proofs.iter().map(Vec::len).sum::<usize>(),
+            snap.vanilla_proofs.iter().map(Vec::len).sum::<usize>(),
+        );
+        assert!(wrapped.len() < limit, "{size}");
+        assert_eq!(
+            pinprove_filecoin::registered_proof_of(&wrapped).unwrap(),
+            pinprove_filecoin::registered_proof_of(&porep.vanilla_proof).unwrap()
+        );
+    }
+}

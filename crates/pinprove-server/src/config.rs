@@ -4,7 +4,8 @@
 //! ```toml
 //! listen = "127.0.0.1:9820"          # or "unix:///run/pinprove/pinprove.sock"
 //! http_listen = "127.0.0.1:9821"     # status, metrics, health; "" turns it off
-//! auth_token_file = "/etc/pinprove/token"   # bearer token required on TCP listeners
+//! http_allowed_hosts = ["prover1"]   # Host names the page answers besides IPs and localhost
+//! auth_token_file = "/etc/pinprove/token"   # bearer token for TCP gRPC, /status and /metrics
 //!
 //! [memory]
 //! budget = "auto"                    # or a size: "96GiB"
@@ -28,6 +29,7 @@
 //! parameter_cache = "/var/tmp/filecoin-proof-parameters"
 //! preload = ["porep-32g", "wpost-32g"]
 //! verify = true
+//! generate_parameters = false        # make missing test-size parameters (minutes of CPU)
 //!
 //! [hints]
 //! dir = "/var/cache/pinprove/hints"  # capacity hints, and circuit recordings when precompiled
@@ -35,8 +37,13 @@
 //! [jobs]
 //! keep_results = 1000
 //! keep_results_secs = 3600
+//! keep_results_bytes = "64MiB"
 //! disconnect_grace_secs = 30
 //! shutdown_grace_secs = 600
+//! max_active = { porep = 64, snap = 64, wpost = 64, winning = 16 }
+//! max_request_bytes = "auto"         # requests held, decoded; auto: RAM/8, at most 16 GiB
+//! max_preparing = 4                  # requests decoded at once
+//! max_receiving = 4                  # proof requests received at once
 //!
 //! [log]
 //! level = "info"
@@ -60,6 +67,10 @@ pub struct Config {
     pub listen: String,
     /// Where the HTTP status page listens (`host:port`); empty: nowhere.
     pub http_listen: String,
+    /// Host names the status page answers to besides IP addresses and
+    /// `localhost` (a name in any other `Host` header is refused, so that
+    /// no web page can reach the page through DNS rebinding).
+    pub http_allowed_hosts: Vec<String>,
     /// A file holding the bearer token TCP clients must send
     /// (`authorization: Bearer <token>`); none when empty.
     pub auth_token_file: Option<PathBuf>,
@@ -223,6 +234,10 @@ pub struct FilecoinConfig {
     pub preload: Vec<String>,
     /// Verify every proof before returning it.
     pub verify: bool,
+    /// Make missing parameters of test sector sizes (2 KiB to 512 MiB) on
+    /// first use: minutes of every core and GBs of disk that any client
+    /// could start, so off unless asked for (the demo asks).
+    pub generate_parameters: bool,
 }
 
 /// `[hints]`
@@ -241,11 +256,92 @@ pub struct JobsConfig {
     pub keep_results: usize,
     /// … for at most this long.
     pub keep_results_secs: u64,
+    /// … and in at most this many bytes (proofs and ids).
+    #[serde(serialize_with = "display", deserialize_with = "parsed")]
+    pub keep_results_bytes: ByteSize,
     /// A `Prove` whose client went away cancels its job after this long,
     /// unless a retry of the same request attached to it meanwhile.
     pub disconnect_grace_secs: u64,
     /// On SIGTERM, running proofs get this long to finish.
     pub shutdown_grace_secs: u64,
+    /// Jobs of each kind accepted and not yet finished; a request beyond
+    /// is answered `RESOURCE_EXHAUSTED`. Each kind has its own count, so a
+    /// flood of one cannot lock the others out.
+    pub max_active: ActiveLimits,
+    /// Bytes of requests accepted and not yet finished (their payloads,
+    /// decoded, and the circuits built from them: counted as
+    /// [`REQUEST_MEMORY_FACTOR`](crate::REQUEST_MEMORY_FACTOR) times their
+    /// wire size): "auto" (an eighth of the host's memory, at most 16 GiB)
+    /// or a size. PoRep and SnapDeals may take three quarters of it; the
+    /// rest is WindowPoSt's and WinningPoSt's.
+    #[serde(serialize_with = "display", deserialize_with = "parsed")]
+    pub max_request_bytes: ReserveSize,
+    /// Requests decoded and checked at once (CPU work beside synthesis);
+    /// the others wait their turn.
+    pub max_preparing: usize,
+    /// Proof requests (`Prove`, `SubmitProof`) whose bytes are received at
+    /// once; the others wait, sending no more than their flow-control
+    /// window, before their bytes are read.
+    pub max_receiving: usize,
+}
+
+/// `[jobs] max_active`: unfinished jobs per kind.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ActiveLimits {
+    /// PoRep C2.
+    pub porep: usize,
+    /// SnapDeals.
+    pub snap: usize,
+    /// WindowPoSt partitions.
+    pub wpost: usize,
+    /// WinningPoSt.
+    pub winning: usize,
+}
+
+impl Default for ActiveLimits {
+    /// Each Curio node keeps at most `MaxPending` (10) proofs in flight over
+    /// every kind, and a few nodes may share a daemon: several times that
+    /// per kind.
+    fn default() -> Self {
+        ActiveLimits {
+            porep: 64,
+            snap: 64,
+            wpost: 64,
+            winning: 16,
+        }
+    }
+}
+
+impl ActiveLimits {
+    /// The limit of `kind`.
+    pub fn of(&self, kind: pinprove_filecoin::ProofKind) -> usize {
+        use pinprove_filecoin::ProofKind as K;
+        match kind {
+            K::PoRep => self.porep,
+            K::SnapDeals => self.snap,
+            K::WindowPoSt => self.wpost,
+            K::WinningPoSt => self.winning,
+        }
+    }
+}
+
+/// A number of bytes, written as a size ("64MiB") in the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl std::str::FromStr for ByteSize {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        pinprove_mem::parse_bytes(s).map(ByteSize)
+    }
+}
+
+impl std::fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
 }
 
 /// `[log]`
@@ -264,6 +360,7 @@ impl Default for Config {
         Config {
             listen: "127.0.0.1:9820".into(),
             http_listen: "127.0.0.1:9821".into(),
+            http_allowed_hosts: Vec::new(),
             auth_token_file: None,
             memory: MemoryConfig::default(),
             gpu: GpuConfig::default(),
@@ -293,6 +390,7 @@ impl Default for FilecoinConfig {
             parameter_cache: pinprove_filecoin::ParamCache::from_env().dir().to_path_buf(),
             preload: Vec::new(),
             verify: true,
+            generate_parameters: false,
         }
     }
 }
@@ -314,8 +412,13 @@ impl Default for JobsConfig {
         JobsConfig {
             keep_results: 1000,
             keep_results_secs: 3600,
+            keep_results_bytes: ByteSize(64 << 20),
             disconnect_grace_secs: 30,
             shutdown_grace_secs: 600,
+            max_active: ActiveLimits::default(),
+            max_request_bytes: ReserveSize::Auto,
+            max_preparing: 4,
+            max_receiving: 4,
         }
     }
 }
@@ -368,6 +471,21 @@ impl Config {
                 Some(0) => return bad(format!("{what} must be at least 1")),
                 Some(n) if n > limit => return bad(format!("{what} is {n}, more than {limit}")),
                 _ => {}
+            }
+        }
+        for (what, n) in [
+            ("jobs.max_preparing", self.jobs.max_preparing),
+            ("jobs.max_receiving", self.jobs.max_receiving),
+            ("jobs.max_active.porep", self.jobs.max_active.porep),
+            ("jobs.max_active.snap", self.jobs.max_active.snap),
+            ("jobs.max_active.wpost", self.jobs.max_active.wpost),
+            ("jobs.max_active.winning", self.jobs.max_active.winning),
+        ] {
+            if n == 0 {
+                return bad(format!("{what} must be at least 1"));
+            }
+            if n > 1 << 20 {
+                return bad(format!("{what} is {n}, more than {}", 1 << 20));
             }
         }
         for id in &self.filecoin.preload {

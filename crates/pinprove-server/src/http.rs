@@ -2,28 +2,105 @@
 //! pool, parameters, queues, GPUs, partitions in flight with their phase,
 //! the daemon's jobs), `GET /metrics` (Prometheus text), `GET /healthz`
 //! (503 once a GPU is lost).
+//!
+//! The page answers only requests whose `Host` is an IP address,
+//! `localhost`, or a name in `http_allowed_hosts`: a web page a browser
+//! loaded from elsewhere cannot reach it through a name it points at the
+//! daemon (DNS rebinding). With a bearer token configured, `/status` and
+//! `/metrics` need it too; `/healthz` says only whether the GPUs are well.
 
 use std::fmt::Write as _;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::Json;
-use axum::extract::State as Axum;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::extract::{Request, State as Axum};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
 
+use crate::codec::shown;
 use crate::jobs::{Jobs, State};
 use crate::service::Service;
 
+/// What the page serves, and to whom.
+#[derive(Clone)]
+pub(crate) struct Page {
+    pub service: Arc<Service>,
+    /// The bearer token `/status` and `/metrics` need, when configured.
+    pub token: Option<Arc<str>>,
+    /// Host names answered besides IP addresses and `localhost`.
+    pub hosts: Vec<String>,
+}
+
 /// The router.
-pub(crate) fn router(service: Arc<Service>) -> axum::Router {
-    axum::Router::new()
+pub(crate) fn router(page: Page) -> axum::Router {
+    let guarded = axum::Router::new()
         .route("/status", get(status))
         .route("/metrics", get(metrics))
+        .route_layer(middleware::from_fn_with_state(page.clone(), needs_token));
+    axum::Router::new()
+        .merge(guarded)
         .route("/healthz", get(healthz))
-        .with_state(service)
+        .layer(middleware::from_fn_with_state(page.clone(), known_host))
+        .with_state(page)
+}
+
+/// Whether `host` (a `Host` header: name or address, maybe a port) is one
+/// the page answers to.
+fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    let name = match host.strip_prefix('[') {
+        // [::1]:9821
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, port)| {
+            if port.chars().all(|c| c.is_ascii_digit()) {
+                h
+            } else {
+                host
+            }
+        }),
+    };
+    name.parse::<IpAddr>().is_ok()
+        || name.eq_ignore_ascii_case("localhost")
+        || allowed.iter().any(|a| a.eq_ignore_ascii_case(name))
+}
+
+async fn known_host(Axum(page): Axum<Page>, headers: HeaderMap, req: Request, next: Next) -> Response {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+    if host_allowed(host, &page.hosts) {
+        return next.run(req).await;
+    }
+    (
+        StatusCode::MISDIRECTED_REQUEST,
+        format!(
+            "this page answers to IP addresses, localhost and http_allowed_hosts, not host \"{}\"\n",
+            shown(host)
+        ),
+    )
+        .into_response()
+}
+
+async fn needs_token(Axum(page): Axum<Page>, headers: HeaderMap, req: Request, next: Next) -> Response {
+    let Some(token) = &page.token else {
+        return next.run(req).await;
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(t) if t.len() == token.len() && t.bytes().zip(token.bytes()).fold(0u8, |a, (x, y)| a | (x ^ y)) == 0 => {
+            next.run(req).await
+        }
+        _ => (
+            StatusCode::UNAUTHORIZED,
+            "this page needs `authorization: Bearer <token>`\n",
+        )
+            .into_response(),
+    }
 }
 
 #[derive(Serialize)]
@@ -44,17 +121,19 @@ struct StatusView {
     engine: pinprove_engine::EngineStatus,
 }
 
-async fn status(Axum(s): Axum<Arc<Service>>) -> Json<StatusView> {
+async fn status(Axum(page): Axum<Page>) -> Json<StatusView> {
+    let s = &page.service;
     let jobs = s
         .jobs
         .active()
         .iter()
         .map(|j| JobView {
             job: j.id.clone(),
-            request_id: j.request_id.clone(),
+            request_id: shown(&j.request_id),
             kind: j.kind.name(),
             state: match j.state() {
-                State::Preparing => "preparing",
+                State::Preparing => "decoding",
+                State::Decoded => "waiting for parameters",
                 State::Submitted => "proving",
                 State::Ended(_) => "ended",
             },
@@ -69,15 +148,16 @@ async fn status(Axum(s): Axum<Arc<Service>>) -> Json<StatusView> {
     })
 }
 
-async fn metrics(Axum(s): Axum<Arc<Service>>) -> impl IntoResponse {
+async fn metrics(Axum(page): Axum<Page>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        metrics_text(&s.jobs),
+        metrics_text(&page.service.jobs),
     )
 }
 
-async fn healthz(Axum(s): Axum<Arc<Service>>) -> (StatusCode, String) {
-    let lost: Vec<String> = s
+async fn healthz(Axum(page): Axum<Page>) -> (StatusCode, String) {
+    let lost: Vec<String> = page
+        .service
         .jobs
         .prover()
         .engine()
@@ -125,6 +205,11 @@ pub(crate) fn metrics_text(jobs: &Jobs) -> String {
             "Jobs cancelled because their client went away.",
             &c.disconnected_cancels,
         ),
+        (
+            "pinprove_requests_refused_full_total",
+            "Requests refused because accepted work was at its bounds.",
+            &c.refused_full,
+        ),
     ] {
         let _ = writeln!(
             out,
@@ -132,6 +217,23 @@ pub(crate) fn metrics_text(jobs: &Jobs) -> String {
             v.load(Ordering::Relaxed)
         );
     }
+    let (active, bytes, max_bytes, known) = jobs.load();
+    let _ = writeln!(
+        out,
+        "# HELP pinprove_jobs_active Jobs accepted and not finished, by kind.\n# TYPE pinprove_jobs_active gauge"
+    );
+    for (k, n) in pinprove_filecoin::ProofKind::ALL.iter().zip(active) {
+        let _ = writeln!(out, "pinprove_jobs_active{{kind=\"{}\"}} {n}", k.name());
+    }
+    let _ = writeln!(
+        out,
+        "# HELP pinprove_request_bytes Bytes counted for accepted, unfinished requests.\n\
+         # TYPE pinprove_request_bytes gauge\npinprove_request_bytes {bytes}\n\
+         # HELP pinprove_request_bytes_limit The bound on those bytes.\n\
+         # TYPE pinprove_request_bytes_limit gauge\npinprove_request_bytes_limit {max_bytes}\n\
+         # HELP pinprove_jobs_known Jobs in the job table (unfinished, and results kept for retries).\n\
+         # TYPE pinprove_jobs_known gauge\npinprove_jobs_known {known}"
+    );
     let _ = writeln!(
         out,
         "# HELP pinprove_verifications_total Proofs verified before they were returned.\n\

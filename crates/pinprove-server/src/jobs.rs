@@ -1,6 +1,6 @@
 //! The daemon's jobs: requests, their dedup by id and payload, their
-//! results kept for retries, and the cancellation of jobs whose clients went
-//! away.
+//! results kept for retries, the cancellation of jobs whose clients went
+//! away, and the bounds on accepted work.
 //!
 //! A `request_id` is a retry key, not a payload's identity: Curio reuses
 //! one id for every WindowPoSt partition of a deadline (with different
@@ -8,19 +8,31 @@
 //! again only by its id *and* the digest of its payload; a repeat of both
 //! while the job is queued, running or completed gets that job; after a
 //! failure or cancellation it starts a new attempt.
+//!
+//! Accepted work is bounded before anything of a request is decoded: each
+//! kind has its own count of unfinished jobs, and every unfinished job's
+//! request is counted in bytes (its wire size times
+//! [`REQUEST_MEMORY_FACTOR`](crate::REQUEST_MEMORY_FACTOR), for its
+//! decoded form and circuits) against a limit of which WindowPoSt and
+//! WinningPoSt keep a quarter for themselves. Beyond either, a request is
+//! refused with `RESOURCE_EXHAUSTED` and a reason; Curio fails that task
+//! and retries it later. Job ids are 128 random bits: whoever holds one
+//! was given it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use pinprove_engine::{JobId, JobState as EngineJobState};
+use pinprove_engine::{JobId, JobState as EngineJobState, Priority};
 use pinprove_filecoin::{FilecoinError, FilecoinProver, ProofKind, ProofRequest, Proved};
 use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
+use rand::RngCore;
 use sha2::{Digest, Sha256};
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 
+use crate::codec::shown;
 use crate::config::JobsConfig;
 
 /// How a job ended.
@@ -32,15 +44,18 @@ pub(crate) enum Ended {
     Refused(String),
     /// Proving failed.
     Failed(String),
-    /// Cancelled (by a client, or because its client went away).
+    /// Cancelled (by a client, because its client went away, or at
+    /// shutdown).
     Cancelled,
 }
 
 /// Where a job is.
 #[derive(Clone, Debug)]
 pub(crate) enum State {
-    /// Its parameters are being found (or made).
+    /// Its request is being decoded and checked.
     Preparing,
+    /// Decoded and checked; its parameters are being found (or made).
+    Decoded,
     /// In the engine.
     Submitted,
     /// Done.
@@ -58,7 +73,10 @@ pub(crate) struct Job {
     state: watch::Sender<State>,
     /// `Prove` calls waiting for it now.
     waiters: AtomicUsize,
-    /// Cancelled before it reached the engine.
+    /// A `SubmitProof` took it: its caller awaits it by id, from any
+    /// connection, so no disconnect cancels it.
+    detached: AtomicBool,
+    /// Cancelled: no more work is started for it.
     cancelled: AtomicBool,
 }
 
@@ -67,13 +85,17 @@ impl Job {
         self.state.borrow().clone()
     }
 
+    fn ended(&self) -> bool {
+        matches!(*self.state.borrow(), State::Ended(_))
+    }
+
     /// The engine's job, once submitted.
     pub(crate) fn engine_job(&self) -> Option<JobId> {
         self.engine_job.get().copied()
     }
 
     /// Waits for the end, at most `timeout`; `None` when it ran out.
-    pub(crate) async fn ended(&self, timeout: Option<Duration>) -> Option<Ended> {
+    pub(crate) async fn wait_end(&self, timeout: Option<Duration>) -> Option<Ended> {
         let mut rx = self.state.subscribe();
         let wait = async {
             loop {
@@ -92,8 +114,15 @@ impl Job {
         }
     }
 
-    fn end(&self, e: Ended) {
-        self.state.send_replace(State::Ended(e));
+    /// Ends the job once; returns whether this call ended it.
+    fn end(&self, e: Ended) -> bool {
+        self.state.send_if_modified(|s| {
+            if matches!(s, State::Ended(_)) {
+                return false;
+            }
+            *s = State::Ended(e);
+            true
+        })
     }
 }
 
@@ -104,8 +133,9 @@ struct Table {
     /// (request id, payload digest) → job id, while queued, running or
     /// completed.
     by_key: HashMap<(String, [u8; 32]), String>,
-    /// Ended jobs, oldest first, for expiry.
-    ended: VecDeque<(Instant, String)>,
+    /// Ended jobs, oldest first, with the bytes each keeps, for expiry.
+    ended: VecDeque<(Instant, String, usize)>,
+    ended_bytes: usize,
 }
 
 /// Counts of the daemon's own (for metrics).
@@ -117,18 +147,53 @@ pub(crate) struct Counters {
     pub deduplicated: AtomicU64,
     pub cancelled: AtomicU64,
     pub refused: AtomicU64,
+    /// Requests refused because accepted work was at its bounds.
+    pub refused_full: AtomicU64,
     pub disconnected_cancels: AtomicU64,
     /// Proofs verified before they were returned, and the time that took.
     pub verified: AtomicU64,
     pub verification_us: AtomicU64,
 }
 
+/// Accepted work not yet finished: what the bounds are checked against.
+#[derive(Default)]
+struct Work {
+    /// Per kind, in [`ProofKind::ALL`] order.
+    active: [AtomicUsize; 4],
+    bytes: AtomicU64,
+}
+
+fn kind_index(kind: ProofKind) -> usize {
+    ProofKind::ALL
+        .iter()
+        .position(|k| *k == kind)
+        .expect("every kind is in ALL")
+}
+
+/// A job's share of the bounds, given back when its work is over (its
+/// request decoded, proved or refused, its engine job ended).
+pub(crate) struct Admitted {
+    jobs: Arc<Jobs>,
+    kind: usize,
+    bytes: u64,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.jobs.work.active[self.kind].fetch_sub(1, Ordering::AcqRel);
+        self.jobs.work.bytes.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
+
 /// The job table.
 pub(crate) struct Jobs {
     prover: Arc<FilecoinProver>,
     config: JobsConfig,
+    /// The bound on accepted requests' bytes.
+    max_request_bytes: u64,
     table: Mutex<Table>,
-    next: AtomicU64,
+    work: Work,
+    preparing: Semaphore,
     draining: AtomicBool,
     pub counters: Counters,
 }
@@ -138,17 +203,28 @@ pub(crate) struct Jobs {
 pub(crate) enum Refusal {
     /// Bad input: the message says what.
     Invalid(String),
+    /// Accepted work is at its bounds: the message says which.
+    Full(String),
     /// The daemon is stopping.
     Draining,
 }
 
+/// The bytes of accepted requests `auto` allows: an eighth of the host's
+/// memory, at most 16 GiB.
+fn auto_request_bytes() -> u64 {
+    (pinprove_mem::sys::usable_memory_bytes() / 8).min(16 << 30)
+}
+
 impl Jobs {
     pub(crate) fn new(prover: Arc<FilecoinProver>, config: JobsConfig) -> Arc<Jobs> {
+        let max_request_bytes = config.max_request_bytes.bytes().unwrap_or_else(auto_request_bytes);
         Arc::new(Jobs {
             prover,
+            preparing: Semaphore::new(config.max_preparing),
             config,
+            max_request_bytes,
             table: Mutex::new(Table::default()),
-            next: AtomicU64::new(1),
+            work: Work::default(),
             draining: AtomicBool::new(false),
             counters: Counters::default(),
         })
@@ -158,9 +234,69 @@ impl Jobs {
         &self.prover
     }
 
-    /// Takes no new work from now on.
+    pub(crate) fn draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    /// Takes no new work from now on, and cancels what has not reached the
+    /// engine yet (requests being decoded, jobs waiting for parameters):
+    /// only proofs already proving get the grace period.
     pub(crate) fn drain(&self) {
         self.draining.store(true, Ordering::Release);
+        for job in self.active() {
+            if job.engine_job().is_none() {
+                self.cancel(&job);
+            }
+        }
+    }
+
+    /// Where accepted work stands: (unfinished jobs per kind, their request
+    /// bytes, the bound on those bytes, jobs known).
+    pub(crate) fn load(&self) -> ([usize; 4], u64, u64, usize) {
+        let active = std::array::from_fn(|i| self.work.active[i].load(Ordering::Acquire));
+        let known = self.table.lock().recover().by_id.len();
+        (
+            active,
+            self.work.bytes.load(Ordering::Acquire),
+            self.max_request_bytes,
+            known,
+        )
+    }
+
+    /// Takes a share of the bounds for a request of `kind` carrying
+    /// `bytes`, or says which bound is full. Called under the table's lock,
+    /// so that two requests never both take the last place.
+    fn admit(self: &Arc<Self>, kind: ProofKind, bytes: u64) -> Result<Admitted, String> {
+        let i = kind_index(kind);
+        let most = self.config.max_active.of(kind);
+        let active = self.work.active[i].load(Ordering::Acquire);
+        if active >= most {
+            return Err(format!(
+                "{active} {kind} jobs are accepted and unfinished, the most this daemon takes \
+                 ([jobs] max_active); try again later"
+            ));
+        }
+        // PoRep and SnapDeals leave a quarter to the deadline-bound kinds.
+        let urgent = kind.default_priority() >= Priority::High;
+        let limit = if urgent {
+            self.max_request_bytes
+        } else {
+            self.max_request_bytes - self.max_request_bytes / 4
+        };
+        let held = self.work.bytes.load(Ordering::Acquire);
+        if held + bytes > limit {
+            return Err(format!(
+                "accepted requests hold {held} bytes and this one needs {bytes}; {kind} requests may hold {limit} \
+                 ([jobs] max_request_bytes); try again later"
+            ));
+        }
+        self.work.active[i].fetch_add(1, Ordering::AcqRel);
+        self.work.bytes.fetch_add(bytes, Ordering::AcqRel);
+        Ok(Admitted {
+            jobs: Arc::clone(self),
+            kind: i,
+            bytes,
+        })
     }
 
     /// The job of this request: an existing one with the same id and
@@ -168,8 +304,10 @@ impl Jobs {
     /// `digest` is the payload's (see [`digest`]). With `attach`, the caller
     /// (a `Prove` call) holds the job from the moment it is found or made,
     /// so that a client going away while the request is still being decoded
-    /// cancels it like any other. Returns once the request was decoded and
-    /// checked: a refused request is an error, and nothing of it is queued.
+    /// cancels it like any other; without, the caller (`SubmitProof`) will
+    /// await it by id and no disconnect cancels it. Returns once the request
+    /// was decoded and checked: a refused request is an error, and nothing
+    /// of it is queued.
     ///
     /// The decoding runs in a task of its own: if this future is dropped
     /// (the client went away), the job still reaches an end and is never
@@ -181,7 +319,7 @@ impl Jobs {
         req: ProofRequest,
         attach: bool,
     ) -> Result<(Arc<Job>, Option<Attached>), Refusal> {
-        if self.draining.load(Ordering::Acquire) {
+        if self.draining() {
             return Err(Refusal::Draining);
         }
         // The job is in the table before its request is decoded, so that a
@@ -189,13 +327,25 @@ impl Jobs {
         let (job, attached) = {
             let mut t = self.table.lock().recover();
             if let Some(job) = Self::known(&mut t, &request_id, &digest) {
+                if !attach {
+                    job.detached.store(true, Ordering::Release);
+                }
                 let attached = attach.then(|| self.attach(&job));
                 drop(t);
                 self.counters.deduplicated.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(job = %job.id, "a repeat of a known request: the same job");
                 (job, attached)
             } else {
-                let id = format!("job-{}", self.next.fetch_add(1, Ordering::Relaxed));
+                let admitted = match self.admit(req.kind, request_bytes(&req)) {
+                    Ok(a) => a,
+                    Err(why) => {
+                        drop(t);
+                        self.counters.refused_full.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(kind = %req.kind, request = %shown(&request_id), "request refused: {why}");
+                        return Err(Refusal::Full(why));
+                    }
+                };
+                let id = new_job_id();
                 let job = Arc::new(Job {
                     id: id.clone(),
                     request_id: request_id.clone(),
@@ -205,6 +355,7 @@ impl Jobs {
                     engine_job: OnceLock::new(),
                     state: watch::Sender::new(State::Preparing),
                     waiters: AtomicUsize::new(0),
+                    detached: AtomicBool::new(!attach),
                     cancelled: AtomicBool::new(false),
                 });
                 t.by_id.insert(id.clone(), Arc::clone(&job));
@@ -212,7 +363,7 @@ impl Jobs {
                 let attached = attach.then(|| self.attach(&job));
                 drop(t);
                 let (jobs, j) = (Arc::clone(self), Arc::clone(&job));
-                tokio::spawn(async move { jobs.prepare_and_run(j, req).await });
+                tokio::spawn(async move { jobs.prepare_and_run(j, req, admitted).await });
                 (job, attached)
             }
         };
@@ -235,10 +386,17 @@ impl Jobs {
         }
     }
 
-    /// A new job's life: its request decoded and its circuits built, then
-    /// the engine, then the verified result.
-    async fn prepare_and_run(self: Arc<Self>, job: Arc<Job>, req: ProofRequest) {
+    /// A new job's life: its request decoded and its circuits built (a few
+    /// at a time), then the engine, then the verified result. `admitted`
+    /// is held until the work is over.
+    async fn prepare_and_run(self: Arc<Self>, job: Arc<Job>, req: ProofRequest, admitted: Admitted) {
         let kind = req.kind;
+        let Ok(permit) = self.preparing.acquire().await else {
+            return self.finish(&job, Ended::Failed("the daemon is stopping".into()));
+        };
+        if job.cancelled.load(Ordering::Acquire) {
+            return self.finish(&job, Ended::Cancelled);
+        }
         let prover = Arc::clone(&self.prover);
         // Decoding and building circuits is CPU work: off the runtime.
         let prepared = match tokio::task::spawn_blocking(move || prover.prepare(&req)).await {
@@ -257,9 +415,19 @@ impl Jobs {
                 return;
             }
         };
+        drop(permit);
+        // The caller may go: the request is taken.
+        job.state.send_if_modified(|s| {
+            let preparing = matches!(s, State::Preparing);
+            if preparing {
+                *s = State::Decoded;
+            }
+            preparing
+        });
         self.counters.submitted.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(job = %job.id, request = %job.request_id.escape_debug(), %kind, "proof requested");
-        self.run(job, prepared).await;
+        tracing::info!(job = %job.id, request = %shown(&job.request_id), %kind, "proof requested");
+        self.run(&job, prepared).await;
+        drop(admitted);
     }
 
     /// The job a request with this id and payload digest gets again: one
@@ -289,29 +457,40 @@ impl Jobs {
     }
 
     /// A job's life after its request was decoded: parameters, the engine,
-    /// the verified result.
-    async fn run(self: Arc<Self>, job: Arc<Job>, prepared: pinprove_filecoin::PreparedProof) {
+    /// the verified result. Returns once the engine is done with it, also
+    /// when it was cancelled (and ended) earlier.
+    async fn run(self: &Arc<Self>, job: &Arc<Job>, prepared: pinprove_filecoin::PreparedProof) {
         if job.cancelled.load(Ordering::Acquire) {
             // Cancelled while its request was being decoded.
-            return self.finish(&job, Ended::Cancelled);
+            return self.finish(job, Ended::Cancelled);
         }
         let prover = Arc::clone(&self.prover);
         let submitted = tokio::task::spawn_blocking(move || prover.submit_prepared(prepared)).await;
         let sub = match submitted {
             Ok(Ok(sub)) => sub,
-            Ok(Err(e)) => return self.finish(&job, failure(&e)),
-            Err(e) => return self.finish(&job, Ended::Failed(format!("submitting the proof panicked: {e}"))),
+            Ok(Err(e)) => return self.finish(job, failure(&e)),
+            Err(e) => return self.finish(job, Ended::Failed(format!("submitting the proof panicked: {e}"))),
         };
         let _ = job.engine_job.set(sub.job);
-        job.state.send_replace(State::Submitted);
+        job.state.send_if_modified(|s| {
+            // A job cancelled while it waited for its parameters has ended.
+            let waiting = matches!(s, State::Decoded);
+            if waiting {
+                *s = State::Submitted;
+            }
+            waiting
+        });
         let engine = self.prover.engine();
         if job.cancelled.load(Ordering::Acquire) {
             let _ = engine.cancel(sub.job);
         }
         let outcome = match engine.outcome(sub.job) {
             Ok(f) => f.await,
-            Err(e) => return self.finish(&job, Ended::Failed(ErrorChain(&e).to_string())),
+            Err(e) => return self.finish(job, Ended::Failed(ErrorChain(&e).to_string())),
         };
+        if job.ended() {
+            return;
+        }
         // Assembly and verification are CPU work.
         let prover = Arc::clone(&self.prover);
         let finished = tokio::task::spawn_blocking(move || prover.finish(&sub, outcome)).await;
@@ -320,11 +499,33 @@ impl Jobs {
             Ok(Err(e)) => failure(&e),
             Err(e) => Ended::Failed(format!("verifying the proof panicked: {e}")),
         };
-        self.finish(&job, ended);
+        self.finish(job, ended);
     }
 
+    /// Ends `job` as `ended` (once: a job already ended stays as it is),
+    /// and keeps its result for retries within the kept count, bytes and
+    /// age.
     fn finish(&self, job: &Arc<Job>, ended: Ended) {
-        match &ended {
+        let kept = match &ended {
+            Ended::Proved(p) => p.proof.len(),
+            Ended::Failed(why) | Ended::Refused(why) => why.len(),
+            Ended::Cancelled => 0,
+        } + job.request_id.len()
+            + job.id.len()
+            + 256;
+        let (log, counter) = (
+            ended.clone(),
+            match &ended {
+                Ended::Proved(_) => &self.counters.proved,
+                Ended::Failed(_) | Ended::Refused(_) => &self.counters.failed,
+                Ended::Cancelled => &self.counters.cancelled,
+            },
+        );
+        if !job.end(ended) {
+            return;
+        }
+        counter.fetch_add(1, Ordering::Relaxed);
+        match log {
             Ended::Proved(p) => {
                 let verify_us = p.verification.map_or(0, |d| d.as_micros() as u64);
                 self.counters
@@ -337,26 +538,22 @@ impl Jobs {
             Ended::Cancelled => tracing::info!(job = %job.id, "proof cancelled"),
             Ended::Failed(why) | Ended::Refused(why) => tracing::warn!(job = %job.id, "proof failed: {why}"),
         }
-        let counter = match &ended {
-            Ended::Proved(_) => &self.counters.proved,
-            Ended::Failed(_) | Ended::Refused(_) => &self.counters.failed,
-            Ended::Cancelled => &self.counters.cancelled,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        job.end(ended);
         let mut t = self.table.lock().recover();
-        t.ended.push_back((Instant::now(), job.id.clone()));
+        t.ended.push_back((Instant::now(), job.id.clone(), kept));
+        t.ended_bytes += kept;
         self.expire(&mut t);
     }
 
-    /// Forgets ended jobs beyond the kept count and age.
+    /// Forgets ended jobs beyond the kept count, bytes and age.
     fn expire(&self, t: &mut Table) {
         let age = Duration::from_secs(self.config.keep_results_secs);
-        while let Some((at, id)) = t.ended.front().cloned() {
-            if t.ended.len() <= self.config.keep_results && at.elapsed() <= age {
+        let bytes = usize::try_from(self.config.keep_results_bytes.0).unwrap_or(usize::MAX);
+        while let Some((at, id, kept)) = t.ended.front().cloned() {
+            if t.ended.len() <= self.config.keep_results && t.ended_bytes <= bytes && at.elapsed() <= age {
                 break;
             }
             t.ended.pop_front();
+            t.ended_bytes -= kept;
             if let Some(job) = t.by_id.remove(&id) {
                 let key = (job.request_id.clone(), job.digest);
                 if t.by_key.get(&key) == Some(&id) {
@@ -372,11 +569,13 @@ impl Jobs {
         t.by_id.get(id).cloned()
     }
 
-    /// Cancels a job, queued or running; returns whether it had started.
-    pub(crate) fn cancel(&self, job: &Job) -> bool {
+    /// Cancels a job; returns whether it was proving. One that has not
+    /// reached the engine (being decoded, or waiting for its parameters) ends
+    /// at once; its background work stops at its next step.
+    pub(crate) fn cancel(&self, job: &Arc<Job>) -> bool {
         job.cancelled.store(true, Ordering::Release);
         let Some(engine_job) = job.engine_job() else {
-            // Still preparing: it ends when it reaches the engine.
+            self.finish(job, Ended::Cancelled);
             return false;
         };
         let engine = self.prover.engine();
@@ -388,9 +587,10 @@ impl Jobs {
     }
 
     /// A `Prove` call attaches to `job`; the guard it gets detaches on drop,
-    /// and when the call went away without the result (its client is gone)
-    /// and nobody else waits, the job is cancelled after the grace period —
-    /// unless a retry attached meanwhile.
+    /// and when the call went away without the result (its client is gone),
+    /// nobody else waits and no `SubmitProof` took the job, the job is
+    /// cancelled after the grace period — unless a retry attached
+    /// meanwhile.
     pub(crate) fn attach(self: &Arc<Self>, job: &Arc<Job>) -> Attached {
         job.waiters.fetch_add(1, Ordering::AcqRel);
         Attached {
@@ -403,14 +603,12 @@ impl Jobs {
     /// Every job not ended, with where it is.
     pub(crate) fn active(&self) -> Vec<Arc<Job>> {
         let t = self.table.lock().recover();
-        t.by_id
-            .values()
-            .filter(|j| !matches!(j.state(), State::Ended(_)))
-            .cloned()
-            .collect()
+        t.by_id.values().filter(|j| !j.ended()).cloned().collect()
     }
 
-    /// Waits until no job is active, at most `grace`; returns whether none is.
+    /// Waits until no job is active, at most `grace`; returns whether none
+    /// is. (A cancelled job's background step that cannot be interrupted,
+    /// a parameter generation, is not waited for.)
     pub(crate) async fn wait_idle(&self, grace: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + grace;
         loop {
@@ -423,6 +621,26 @@ impl Jobs {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// A new job id: 128 random bits, so that no client can name another's job.
+fn new_job_id() -> String {
+    let mut b = [0u8; 16];
+    rand::rngs::OsRng.fill_bytes(&mut b);
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("job-{hex}")
+}
+
+/// What a request is counted as in the bounds on accepted work: its
+/// payload's bytes, decoded and built into circuits.
+fn request_bytes(req: &ProofRequest) -> u64 {
+    let payload = req.vanilla_proof.len()
+        + req.vanilla_proofs.iter().map(Vec::len).sum::<usize>()
+        + req.randomness.len()
+        + req.comm_r_old.len()
+        + req.comm_r_new.len()
+        + req.comm_d_new.len();
+    (payload as u64 + 4096) * crate::REQUEST_MEMORY_FACTOR
 }
 
 fn failure(e: &FilecoinError) -> Ended {
@@ -450,7 +668,8 @@ impl Attached {
 impl Drop for Attached {
     fn drop(&mut self) {
         let left = self.job.waiters.fetch_sub(1, Ordering::AcqRel) - 1;
-        if self.done || left > 0 || matches!(self.job.state(), State::Ended(_)) {
+        let detached = self.job.detached.load(Ordering::Acquire);
+        if self.done || left > 0 || detached || self.job.ended() {
             return;
         }
         let (jobs, job) = (Arc::clone(&self.jobs), Arc::clone(&self.job));
@@ -460,7 +679,7 @@ impl Drop for Attached {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
                 tokio::time::sleep(grace).await;
-                if job.waiters.load(Ordering::Acquire) == 0 && !matches!(job.state(), State::Ended(_)) {
+                if job.waiters.load(Ordering::Acquire) == 0 && !job.detached.load(Ordering::Acquire) && !job.ended() {
                     jobs.counters.disconnected_cancels.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(job = %job.id, "no client came back: job cancelled");
                     jobs.cancel(&job);
@@ -471,7 +690,8 @@ impl Drop for Attached {
 }
 
 /// The digest of a request's payload: every field but the request id and
-/// the priority, in the order of the wire message.
+/// the priority, in the order of the wire message. Tens of MB for a 32 GiB
+/// proof: computed off the async runtime.
 pub(crate) fn digest(req: &ProofRequest) -> [u8; 32] {
     let mut h = Sha256::new();
     let mut field = |tag: u8, bytes: &[u8]| {

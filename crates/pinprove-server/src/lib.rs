@@ -22,9 +22,11 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod codec;
 pub mod config;
 mod gpus;
 mod http;
+mod intake;
 mod jobs;
 mod service;
 pub mod wire;
@@ -52,8 +54,20 @@ use tokio::task::JoinHandle;
 
 pub use config::Config;
 
-/// Largest message either way: a wrapped 32 GiB C1 output is about 68 MB.
+/// Largest message the client sends or takes (Curio's own limit). The
+/// daemon takes less: each method what it can legitimately carry (see
+/// [`codec`]).
 pub const MAX_MESSAGE_BYTES: usize = 256 << 20;
+
+/// How many times its wire size an accepted request is counted in the
+/// bound on accepted work (`[jobs] max_request_bytes`): the request as
+/// received, its decoded vanilla proofs, and the circuits built from them
+/// are held until the proof is done. Measured on synthetic 32 GiB requests
+/// (2-core machine): a WindowPoSt partition (58.6 MB on the wire) held
+/// 2.4 times its size once prepared (4.7 at the peak of its preparation,
+/// which few requests reach at once: `[jobs] max_preparing`); a PoRep C1
+/// output (38.7 MB) 1.65 times, 2 at the peak.
+pub const REQUEST_MEMORY_FACTOR: u64 = 3;
 
 /// Why the daemon could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +118,9 @@ impl Endpoint {
 /// A running daemon.
 pub struct Daemon {
     endpoint: Endpoint,
+    /// The unix socket this process bound (device and inode), which it
+    /// alone removes at shutdown.
+    socket: Option<(u64, u64)>,
     http: Option<SocketAddr>,
     jobs: Arc<jobs::Jobs>,
     stop: watch::Sender<bool>,
@@ -165,7 +182,9 @@ impl Daemon {
         })?;
         let prover = Arc::new(FilecoinProver::new(
             Arc::new(engine),
-            ParamCache::new(&config.filecoin.parameter_cache).with_progress(generation),
+            ParamCache::new(&config.filecoin.parameter_cache)
+                .with_progress(generation)
+                .with_generation(config.filecoin.generate_parameters),
             FilecoinOptions {
                 verify: config.filecoin.verify,
                 ..FilecoinOptions::default()
@@ -223,12 +242,24 @@ impl Daemon {
         };
         let (stop, stopped) = watch::channel(false);
         let mut tasks = Vec::new();
-        let (endpoint, grpc) = listen::grpc(&config.listen, Arc::clone(&service), token, stopped.clone()).await?;
+        let (endpoint, socket, grpc) = listen::grpc(
+            &config.listen,
+            Arc::clone(&service),
+            token.clone(),
+            config.jobs.max_receiving,
+            stopped.clone(),
+        )
+        .await?;
         tasks.push(grpc);
         let http = match config.http_listen.trim() {
             "" => None,
             addr => {
-                let (bound, task) = listen::http(addr, Arc::clone(&service), stopped).await?;
+                let page = crate::http::Page {
+                    service: Arc::clone(&service),
+                    token,
+                    hosts: config.http_allowed_hosts.clone(),
+                };
+                let (bound, task) = listen::http(addr, page, stopped).await?;
                 tasks.push(task);
                 Some(bound)
             }
@@ -237,6 +268,7 @@ impl Daemon {
         tracing::info!(grpc = %endpoint.uri(), http = %http_page, "pinprove daemon serving");
         Ok(Daemon {
             endpoint,
+            socket,
             http,
             jobs,
             stop,
@@ -266,8 +298,11 @@ impl Daemon {
         self.shutdown().await
     }
 
-    /// Stops taking work, lets running proofs finish within the grace
-    /// period (then cancels what is left), and stops the servers.
+    /// Stops taking work and cancels what has not reached the engine, lets
+    /// running proofs finish within the grace period (then cancels what is
+    /// left), stops the servers, and removes its socket and any temporary
+    /// file it was writing. Returns within the grace period and a few
+    /// seconds.
     pub async fn shutdown(self) -> Result<(), ServerError> {
         tracing::info!(
             grace_s = self.grace.as_secs(),
@@ -290,9 +325,14 @@ impl Daemon {
                 Err(_) => tracing::warn!("a server did not stop within 10 s"),
             }
         }
-        if let Endpoint::Unix(p) = &self.endpoint {
-            let _ = std::fs::remove_file(p);
+        if let (Endpoint::Unix(p), Some(ours)) = (&self.endpoint, self.socket) {
+            // Only the socket this process bound: another daemon may have
+            // replaced it since.
+            if listen::identity(p) == Some(ours) {
+                let _ = std::fs::remove_file(p);
+            }
         }
+        pinprove_filecoin::params::remove_temporary_files();
         tracing::info!("pinprove daemon stopped");
         Ok(())
     }
@@ -327,6 +367,7 @@ mod listen {
     use tonic::transport::Server;
 
     use super::*;
+    use crate::intake;
     use crate::pb::proving_engine_server::ProvingEngineServer;
     use crate::service::Service;
 
@@ -361,80 +402,113 @@ mod listen {
         bound
     }
 
-    /// Binds `addr` and serves the gRPC service on it.
+    /// The device and inode of the file at `path` (not following a link).
+    pub(super) fn identity(path: &Path) -> Option<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino()))
+    }
+
+    /// Makes room for a socket at `path`: nothing there, or a socket no
+    /// daemon answers on any more (left by one that died), which is
+    /// removed. A socket that answers belongs to a running daemon: starting
+    /// a second one there is an error, not a takeover.
+    fn clear_socket(path: &Path) -> Result<(), ServerError> {
+        let Ok(m) = std::fs::symlink_metadata(path) else {
+            return Ok(());
+        };
+        if !m.file_type().is_socket() {
+            return Err(ServerError::Config(format!(
+                "{} exists and is not a socket",
+                path.display()
+            )));
+        }
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(ServerError::Config(format!(
+                "another daemon is listening on {}; stop it first, or choose another socket",
+                path.display()
+            )));
+        }
+        std::fs::remove_file(path).map_err(listen_error(&path.display().to_string()))
+    }
+
+    /// The gRPC server with the daemon's transport bounds: messages no
+    /// larger than a method can carry, windows, streams per connection.
+    fn server() -> Server {
+        Server::builder()
+            .initial_stream_window_size(intake::STREAM_WINDOW)
+            .initial_connection_window_size(intake::CONNECTION_WINDOW)
+            .max_concurrent_streams(intake::MAX_STREAMS_PER_CONNECTION)
+            .http2_keepalive_interval(Some(Duration::from_secs(60)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+    }
+
+    /// Binds `addr` and serves the gRPC service on it; returns the endpoint,
+    /// the identity of the unix socket it bound (if one), and the task.
+    #[allow(clippy::type_complexity)]
     pub(super) async fn grpc(
         addr: &str,
         service: Arc<Service>,
         token: Option<Arc<str>>,
+        receiving: usize,
         stop: watch::Receiver<bool>,
-    ) -> Result<(Endpoint, JoinHandle<Result<(), ServerError>>), ServerError> {
+    ) -> Result<(Endpoint, Option<(u64, u64)>, JoinHandle<Result<(), ServerError>>), ServerError> {
+        // Each method's size is bounded by the intake (a message declaring
+        // more is refused before it is read) and the codec; tonic's own
+        // limit stays the protocol's.
         let svc = ProvingEngineServer::from_arc(service)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        let builder = || Server::builder().http2_adaptive_window(Some(true));
+        // A unix socket is guarded by its mode (0600); TCP by the token,
+        // when one is configured.
+        let tcp = !addr.starts_with("unix://");
+        let required = token.filter(|_| tcp);
+        let check = move |req: tonic::Request<()>| {
+            let Some(token) = &required else {
+                return Ok(req);
+            };
+            let given = req
+                .metadata()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "));
+            match given {
+                Some(t) if same(t.as_bytes(), token.as_bytes()) => Ok(req),
+                Some(_) => Err(tonic::Status::unauthenticated("wrong bearer token")),
+                None => Err(tonic::Status::unauthenticated(
+                    "this daemon needs `authorization: Bearer <token>`",
+                )),
+            }
+        };
+        let svc = intake::Intake::new(InterceptedService::new(svc, check), receiving);
         if let Some(path) = addr.strip_prefix("unix://") {
             let path = PathBuf::from(path);
-            // A socket left by an earlier run is replaced; anything else is not.
-            if let Ok(m) = std::fs::symlink_metadata(&path) {
-                if !m.file_type().is_socket() {
-                    return Err(ServerError::Config(format!(
-                        "{} exists and is not a socket",
-                        path.display()
-                    )));
-                }
-                std::fs::remove_file(&path).map_err(listen_error(addr))?;
-            }
+            clear_socket(&path)?;
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir).map_err(listen_error(addr))?;
             }
             let listener = bind_private(&path).map_err(listen_error(addr))?;
-            let incoming = UnixListenerStream::new(listener);
+            let ours = identity(&path);
+            let incoming = intake::limit_connections(UnixListenerStream::new(listener));
             let task = tokio::spawn(async move {
-                builder()
+                server()
                     .add_service(svc)
                     .serve_with_incoming_shutdown(incoming, stopped(stop))
                     .await
                     .map_err(|e| ServerError::Serve(Box::new(e)))
             });
-            return Ok((Endpoint::Unix(path), task));
+            return Ok((Endpoint::Unix(path), ours, task));
         }
         let listener = TcpListener::bind(addr).await.map_err(listen_error(addr))?;
         let bound = listener.local_addr().map_err(listen_error(addr))?;
-        let incoming = TcpListenerStream::new(listener);
-        let task = match token {
-            None => tokio::spawn(async move {
-                builder()
-                    .add_service(svc)
-                    .serve_with_incoming_shutdown(incoming, stopped(stop))
-                    .await
-                    .map_err(|e| ServerError::Serve(Box::new(e)))
-            }),
-            Some(token) => {
-                let check = move |req: tonic::Request<()>| {
-                    let given = req
-                        .metadata()
-                        .get("authorization")
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.strip_prefix("Bearer "));
-                    match given {
-                        Some(t) if same(t.as_bytes(), token.as_bytes()) => Ok(req),
-                        Some(_) => Err(tonic::Status::unauthenticated("wrong bearer token")),
-                        None => Err(tonic::Status::unauthenticated(
-                            "this daemon needs `authorization: Bearer <token>`",
-                        )),
-                    }
-                };
-                let guarded = InterceptedService::new(svc, check);
-                tokio::spawn(async move {
-                    builder()
-                        .add_service(guarded)
-                        .serve_with_incoming_shutdown(incoming, stopped(stop))
-                        .await
-                        .map_err(|e| ServerError::Serve(Box::new(e)))
-                })
-            }
-        };
-        Ok((Endpoint::Tcp(bound), task))
+        let incoming = intake::limit_connections(TcpListenerStream::new(listener));
+        let task = tokio::spawn(async move {
+            server()
+                .add_service(svc)
+                .serve_with_incoming_shutdown(incoming, stopped(stop))
+                .await
+                .map_err(|e| ServerError::Serve(Box::new(e)))
+        });
+        Ok((Endpoint::Tcp(bound), None, task))
     }
 
     /// Compares in time independent of where the inputs differ.
@@ -445,12 +519,12 @@ mod listen {
     /// Binds `addr` and serves the HTTP page on it.
     pub(super) async fn http(
         addr: &str,
-        service: Arc<Service>,
+        page: crate::http::Page,
         stop: watch::Receiver<bool>,
     ) -> Result<(SocketAddr, JoinHandle<Result<(), ServerError>>), ServerError> {
         let listener = TcpListener::bind(addr).await.map_err(listen_error(addr))?;
         let bound = listener.local_addr().map_err(listen_error(addr))?;
-        let app = crate::http::router(service);
+        let app = crate::http::router(page);
         let task = tokio::spawn(async move {
             axum::serve(listener, app)
                 .with_graceful_shutdown(stopped(stop))

@@ -9,6 +9,7 @@ use pinprove_filecoin::ProofKind;
 use pinprove_mem::ErrorChain;
 use tonic::{Request, Response, Status};
 
+use crate::codec::shown;
 use crate::gpus::Gpus;
 use crate::jobs::{Attached, Ended, Job, Jobs, Refusal, State, digest};
 use crate::pb::{self, await_proof_response, srs_status};
@@ -24,19 +25,33 @@ impl Service {
     /// A request's job; with `attach`, held by the caller from the start
     /// (see [`Jobs::submit`]).
     async fn take(&self, s: pb::SubmitProofRequest, attach: bool) -> Result<(Arc<Job>, Option<Attached>), Status> {
+        if self.jobs.draining() {
+            return Err(draining());
+        }
         let (request_id, req) = crate::wire::request_of(s)?;
-        let d = digest(&req);
+        // Tens of MB to hash for a 32 GiB proof: off the runtime.
+        let (d, req) = tokio::task::spawn_blocking(move || (digest(&req), req))
+            .await
+            .map_err(|e| Status::internal(format!("hashing the request failed: {e}")))?;
         self.jobs.submit(request_id, d, req, attach).await.map_err(|r| match r {
             Refusal::Invalid(m) => Status::invalid_argument(m),
-            Refusal::Draining => Status::unavailable("the daemon is shutting down and takes no new proofs"),
+            Refusal::Full(m) => Status::resource_exhausted(m),
+            Refusal::Draining => draining(),
         })
     }
 
     fn job(&self, id: &str) -> Result<Arc<Job>, Status> {
-        self.jobs
-            .get(id)
-            .ok_or_else(|| Status::not_found(format!("no job {id:?} (unknown, or forgotten since it ended)")))
+        self.jobs.get(id).ok_or_else(|| {
+            Status::not_found(format!(
+                "no job \"{}\" (unknown, or forgotten since it ended)",
+                shown(id)
+            ))
+        })
     }
+}
+
+fn draining() -> Status {
+    Status::unavailable("the daemon is shutting down and takes no new work")
 }
 
 /// The wire form of how a job ended.
@@ -98,7 +113,7 @@ impl pb::proving_engine_server::ProvingEngine for Service {
         let r = request.into_inner();
         let job = self.job(&r.job_id)?;
         let timeout = (r.timeout_ms > 0).then(|| Duration::from_millis(r.timeout_ms));
-        let ended = job.ended(timeout).await;
+        let ended = job.wait_end(timeout).await;
         Ok(Response::new(response(&job, ended)))
     }
 
@@ -111,7 +126,7 @@ impl pb::proving_engine_server::ProvingEngine for Service {
         // the guard cancels the job after the grace period, also while its
         // request is still being decoded.
         let (job, attached) = self.take(submit, true).await?;
-        let ended = job.ended(None).await;
+        let ended = job.wait_end(None).await;
         if let Some(a) = attached {
             a.done();
         }
@@ -149,6 +164,9 @@ impl pb::proving_engine_server::ProvingEngine for Service {
         &self,
         request: Request<pb::PreloadSrsRequest>,
     ) -> Result<Response<pb::PreloadSrsResponse>, Status> {
+        if self.jobs.draining() {
+            return Err(draining());
+        }
         let id = request.into_inner().circuit_id;
         let prover = Arc::clone(self.jobs.prover());
         let loaded = tokio::task::spawn_blocking(move || -> Result<(bool, Duration), Status> {

@@ -34,6 +34,8 @@ fn config(dir: &Path) -> Config {
     c.hints.dir = dir.join("hints");
     c.jobs.disconnect_grace_secs = 1;
     c.jobs.shutdown_grace_secs = 120;
+    // A fresh machine makes the 2 KiB parameters on first use.
+    c.filecoin.generate_parameters = true;
     c
 }
 

@@ -66,6 +66,9 @@ fn demo(args: &DemoArgs, work: &Path) -> Result<()> {
     // A few proofs of a short run: buffers prepared for circuits proved
     // before would only add memory.
     config.memory.warm_hinted = false;
+    // The demo's sector sizes are test sizes: it makes their parameters
+    // when the cache lacks them (a daemon does only when told to).
+    config.filecoin.generate_parameters = true;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -193,7 +193,13 @@ pub fn run(args: &ProveArgs) -> Result<()> {
             None => {
                 let config = match &args.config {
                     Some(p) => Config::load(p)?,
-                    None => Config::default(),
+                    // A one-off proof in this process: test sizes'
+                    // parameters are made if missing, as the demo does.
+                    None => {
+                        let mut c = Config::default();
+                        c.filecoin.generate_parameters = true;
+                        c
+                    }
                 };
                 let local = InProcess::start(config).await?;
                 let r = match local.client().await {

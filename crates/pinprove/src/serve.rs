@@ -59,9 +59,13 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         .thread_name("pinprove-serve")
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(async {
+    let served = runtime.block_on(async {
         let daemon = Daemon::start(config).await?;
         daemon.run_until(pinprove_server::termination()).await?;
         anyhow::Ok(())
-    })
+    });
+    // Work that cannot be interrupted (a parameter generation a cancelled
+    // job waited for) is not waited for: the daemon has stopped.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    served
 }

@@ -14,9 +14,11 @@
 //!   only, from a copy of their circuit: the partition itself is left
 //!   untouched, so a copy that does not match the recording falls back to
 //!   the classic synthesis of the partition and the job never notices;
-//! * classic only — a partition did not match (its shape depends on its
-//!   witness) or the circuit cannot be recorded: classic for the life of
-//!   the engine, and the recording file is deleted.
+//! * classic only — the circuit cannot be recorded, or none of its
+//!   partitions ever matched the recording (its shape depends on its
+//!   witness): classic for the life of the engine. A partition that does
+//!   not match (often one built from malformed input) falls back alone;
+//!   the recording and its file stay.
 //!
 //! A recording is paid for out of the memory budget for as long as it is
 //! held; when the budget cannot give it, the circuit type stays classic and
@@ -121,7 +123,16 @@ struct Entry {
     state: State,
     precompiled: u64,
     classic: u64,
+    /// Partitions in a row that did not match the recording, none
+    /// synthesized from it since it was made or loaded.
+    mismatches: u32,
+    /// Whether a partition was ever synthesized from its recording.
+    matched: bool,
 }
+
+/// Mismatches in a row, with no partition ever matching, after which a
+/// circuit type is taken for one whose shape depends on its witness.
+const MISMATCHES_BEFORE_CLASSIC: u32 = 8;
 
 /// What a background load or recording came to.
 enum Made {
@@ -191,6 +202,8 @@ impl Precompiler {
                 state: State::Classic,
                 precompiled: 0,
                 classic: 0,
+                mismatches: 0,
+                matched: false,
             });
             if !self.enabled {
                 return None;
@@ -450,9 +463,15 @@ impl Precompiler {
     }
 
     /// A partition of `circuit_id` could not be synthesized from the
-    /// recording: classic only from now on when the circuit does not match
-    /// its recording; otherwise (memory, or the circuit's own synthesis
-    /// failing on this witness) only this partition falls back.
+    /// recording: that partition falls back to its classic synthesis.
+    ///
+    /// A partition whose shape differs from the recording's is most often
+    /// one built from a request's malformed data, so one never gives up a
+    /// recording: the recording and its file stay, and later partitions
+    /// are synthesized from it. Only a circuit type none of whose
+    /// partitions ever matched, after [`MISMATCHES_BEFORE_CLASSIC`] in a
+    /// row, is taken for one whose shape depends on its witness and goes
+    /// classic for the life of the engine (its file is kept).
     fn failed(&self, circuit_id: &str, e: &PrecompiledError) {
         self.fallbacks.fetch_add(1, Ordering::Relaxed);
         if !e.is_mismatch() {
@@ -463,24 +482,43 @@ impl Precompiler {
             );
             return;
         }
-        tracing::warn!(
-            circuit = circuit_id,
-            "{}; the circuit is synthesized classically from now on",
-            ErrorChain(e)
-        );
-        self.set(circuit_id, State::ClassicOnly);
-        if let Some(dir) = &self.dir {
-            let _ = std::fs::remove_file(dir.join(file_name(circuit_id)));
+        let give_up = {
+            let mut circuits = self.circuits.lock().recover();
+            let Some(entry) = circuits.get_mut(circuit_id) else {
+                return;
+            };
+            entry.mismatches += 1;
+            let give_up = !entry.matched && entry.mismatches >= MISMATCHES_BEFORE_CLASSIC;
+            if give_up {
+                entry.state = State::ClassicOnly;
+            }
+            give_up
+        };
+        if give_up {
+            tracing::warn!(
+                circuit = circuit_id,
+                "{}; no partition of this circuit matched its recording in {MISMATCHES_BEFORE_CLASSIC} \
+                 tries: it is synthesized classically from now on",
+                ErrorChain(e)
+            );
+        } else {
+            tracing::warn!(
+                circuit = circuit_id,
+                "{}; this partition is synthesized classically (the recording stays)",
+                ErrorChain(e)
+            );
         }
     }
 
     fn count(&self, circuit_id: &str, precompiled: bool) {
         if let Some(e) = self.circuits.lock().recover().get_mut(circuit_id) {
-            *if precompiled {
-                &mut e.precompiled
+            if precompiled {
+                e.precompiled += 1;
+                e.matched = true;
+                e.mismatches = 0;
             } else {
-                &mut e.classic
-            } += 1;
+                e.classic += 1;
+            }
         }
     }
 
