@@ -32,11 +32,12 @@ struct pinprove_msm_call {
     void* mark;                  // cudaEvent_t recorded after the MSM's device work (may be null)
     size_t max_batch;            // points per Pippenger batch; 0: the default
     size_t base_offset;          // the first base the scalars pair with (idx null)
+    size_t idx_base;             // the query's base at the handle's first (windows): idx and small_idx less it
 };
 
 // The layout both sides rely on (x86-64 and aarch64 Linux: LP64).
 #ifdef __cplusplus
-static_assert(sizeof(pinprove_msm_call) == 104, "pinprove_msm_call size");
+static_assert(sizeof(pinprove_msm_call) == 112, "pinprove_msm_call size");
 static_assert(offsetof(pinprove_msm_call, n) == 40, "pinprove_msm_call.n");
 static_assert(offsetof(pinprove_msm_call, n_small) == 64, "pinprove_msm_call.n_small");
 static_assert(offsetof(pinprove_msm_call, small_bits) == 72, "pinprove_msm_call.small_bits");
@@ -44,4 +45,5 @@ static_assert(offsetof(pinprove_msm_call, mont) == 76, "pinprove_msm_call.mont")
 static_assert(offsetof(pinprove_msm_call, mark) == 80, "pinprove_msm_call.mark");
 static_assert(offsetof(pinprove_msm_call, max_batch) == 88, "pinprove_msm_call.max_batch");
 static_assert(offsetof(pinprove_msm_call, base_offset) == 96, "pinprove_msm_call.base_offset");
+static_assert(offsetof(pinprove_msm_call, idx_base) == 104, "pinprove_msm_call.idx_base");
 #endif

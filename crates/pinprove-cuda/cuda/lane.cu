@@ -16,22 +16,51 @@
 
 namespace pinprove {
 
-lane_t& lane(int device)
+static std::mutex lanes_mu;
+
+// The most stream-ordered memory each GPU's pool may hold (by sppark
+// ordinal), set before its lane is made.
+static std::map<int, uint64_t>& pool_limits()
 {
-    static std::mutex mu;
+    static auto* limits = new std::map<int, uint64_t>;
+    return *limits;
+}
+
+static std::map<int, std::unique_ptr<lane_t>>& lanes()
+{
     // Never destroyed: streams must not be torn down after the CUDA runtime
     // at exit.
     static auto* lanes = new std::map<int, std::unique_ptr<lane_t>>;
-    std::lock_guard<std::mutex> guard(mu);
-    auto& l = (*lanes)[device];
+    return *lanes;
+}
+
+lane_t& lane(int device)
+{
+    std::lock_guard<std::mutex> guard(lanes_mu);
+    auto& l = lanes()[device];
     if (!l) {
         // Stream-ordered allocations are made and freed for every proof;
         // keep what is freed in the device's pool instead of returning it
-        // to the driver at each synchronization (see trim_pool).
+        // to the driver at each synchronization (see trim_pool). With a
+        // limit, the pool is one of pinprove's own that cannot grow past it
+        // (the plan keeps proofs within it; this only makes a planning
+        // mistake an allocation error instead of memory taken from others).
         int current;
         CUDA_OK(cudaGetDevice(&current));
         cudaMemPool_t pool;
-        CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, current));
+        auto limit = pool_limits().find(device);
+        if (limit != pool_limits().end()) {
+            cudaMemPoolProps props = {};
+            props.allocType = cudaMemAllocationTypePinned;
+            props.handleTypes = cudaMemHandleTypeNone;
+            props.location.type = cudaMemLocationTypeDevice;
+            props.location.id = current;
+            props.maxSize = limit->second;
+            CUDA_OK(cudaMemPoolCreate(&pool, &props));
+            CUDA_OK(cudaDeviceSetMemPool(current, pool));
+        } else {
+            CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, current));
+        }
         uint64_t keep = UINT64_MAX;
         CUDA_OK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
         l.reset(new lane_t{device});
@@ -58,7 +87,7 @@ void trim_pool()
     int current;
     CUDA_OK(cudaGetDevice(&current));
     cudaMemPool_t pool;
-    CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, current));
+    CUDA_OK(cudaDeviceGetMemPool(&pool, current));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemPoolTrimTo(pool, 0));
 }
@@ -66,7 +95,7 @@ void trim_pool()
 static size_t pool_reserved(int cuda_device)
 {
     cudaMemPool_t pool;
-    CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, cuda_device));
+    CUDA_OK(cudaDeviceGetMemPool(&pool, cuda_device));
     uint64_t reserved = 0;
     CUDA_OK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
     return reserved;
@@ -86,6 +115,17 @@ extern "C" RustError::by_value pinprove_pool_reserved(int device, uint64_t* byte
         (void)cudaGetLastError();
         return RustError{e.code(), e.what()};
     }
+    return RustError{cudaSuccess};
+}
+
+// Limits GPU `device`'s stream-ordered pool to `bytes`; only before its
+// lane is made (the first proof's work), once.
+extern "C" RustError::by_value pinprove_lane_limit(int device, uint64_t bytes)
+{
+    std::lock_guard<std::mutex> guard(pinprove::lanes_mu);
+    if (pinprove::lanes().count(device) != 0)
+        return RustError{cudaErrorInvalidValue, "the GPU's pool is made already: its limit is set before"};
+    pinprove::pool_limits()[device] = bytes;
     return RustError{cudaSuccess};
 }
 

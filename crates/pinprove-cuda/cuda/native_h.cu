@@ -57,34 +57,46 @@ fr_t z_on_coset_inverse(uint32_t lg_m)
     return x.reciprocal();
 }
 
-// One h computation: its device memory (a, then h; b; c) and the event
-// recorded once h is computed. Work is queued on the GPU's lane; freeing
-// the job queues the release of its memory behind every reader (the h MSM
-// reads h on the lane's digits stream), so it never blocks the host.
+// One h computation: its device memory (a, then h; b; c: three buffers,
+// so that b and c go back as soon as the quotient has read them and only h
+// stays through its MSM) and the event recorded once h is computed. Work
+// is queued on the GPU's lane; freeing the job queues the release of its
+// memory behind every reader (the h MSM reads h on the lane's digits
+// stream), so it never blocks the host.
 struct h_job_t {
     pinprove::lane_t& lane;
     size_t m;
-    fr_t* abc = nullptr; // m elements each, from the copy stream
+    fr_t* abc[3] = {nullptr, nullptr, nullptr}; // m elements each, from the copy stream
     cudaEvent_t ready = nullptr;
     bool queued = false; // `ready` is recorded after all of the job's work
 
     h_job_t(pinprove::lane_t& l, size_t m_) : lane(l), m(m_) {}
     ~h_job_t()
     {
-        if (abc != nullptr) {
+        bool any = abc[0] != nullptr || abc[1] != nullptr || abc[2] != nullptr;
+        if (any && !queued)
+            // Failed half-way: nothing says how far the streams got.
+            lane.sync();
+        for (fr_t*& v : abc) {
+            if (v == nullptr)
+                continue;
             if (queued) {
                 (void)cudaStreamWaitEvent(lane.digits, ready, 0);
-                (void)cudaFreeAsync(abc, lane.digits);
+                (void)cudaFreeAsync(v, lane.digits);
             } else {
-                // Failed half-way: nothing says how far the streams got.
-                lane.sync();
-                (void)cudaFreeAsync(abc, lane.compute);
+                (void)cudaFreeAsync(v, lane.compute);
             }
+            v = nullptr;
         }
         if (ready != nullptr)
             (void)cudaEventDestroy(ready);
     }
-    fr_t* vec(int k) { return abc + k * m; }
+    void alloc(cudaStream_t on)
+    {
+        for (fr_t*& v : abc)
+            v = pinprove::alloc_async<fr_t>(m, on);
+    }
+    fr_t* vec(int k) { return abc[k]; }
 };
 
 // Queues, on the compute stream, the transforms of a, b and c (n
@@ -113,6 +125,11 @@ void queue_transforms(h_job_t& job, const gpu_t& gpu, size_t n, uint32_t lg_m, c
     quotient_on_coset<<<gpu.sm_count() * 4, 256, 0, lane.compute>>>(job.vec(0), job.vec(1), job.vec(2), m,
                                                                     z_on_coset_inverse(lg_m));
     CUDA_OK(cudaGetLastError());
+    // b and c are read: their memory goes back now, in stream order.
+    for (int k = 1; k < 3; k++) {
+        CUDA_OK(cudaFreeAsync(job.abc[k], lane.compute));
+        job.abc[k] = nullptr;
+    }
     NTT::Base_dev_ptr(lane.compute, job.vec(0), lg_m, NTT::InputOutputOrder::NN, NTT::Direction::inverse,
                       NTT::Type::coset);
     CUDA_OK(cudaGetLastError());
@@ -146,7 +163,7 @@ extern "C" RustError::by_value pinprove_h_begin(void** out, int device, const fr
         const gpu_t& gpu = gpu_for(device);
         pinprove::lane_t& lane = pinprove::lane(device);
         job.reset(new h_job_t{lane, m});
-        job->abc = pinprove::alloc_async<fr_t>(3 * m, lane.copy);
+        job->alloc(lane.copy);
         CUDA_OK(cudaEventCreateWithFlags(&job->ready, cudaEventDisableTiming));
         const fr_t* host[3] = {a, b, c};
         CUDA_OK(cudaEventRecord(marks[0], lane.copy));
@@ -202,7 +219,7 @@ extern "C" RustError::by_value pinprove_h_begin_precompiled(void** out, const vo
         const gpu_t& gpu = gpu_for(mats.device);
         lane = &pinprove::lane(mats.device);
         job.reset(new h_job_t{*lane, m});
-        job->abc = pinprove::alloc_async<fr_t>(3 * m, lane->copy);
+        job->alloc(lane->copy);
         w = pinprove::alloc_async<fr_t>(mats.vars, lane->copy);
         CUDA_OK(cudaEventCreateWithFlags(&job->ready, cudaEventDisableTiming));
         CUDA_OK(cudaEventRecord(marks[0], lane->copy));

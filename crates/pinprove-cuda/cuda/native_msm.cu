@@ -3,8 +3,10 @@
 // kernels.
 //
 // Bases either stay resident in device memory, uploaded once per SRS, or
-// stream from host memory on every call. With resident bases an MSM is
-// queued on the GPU's lane (lane.cuh) and the call returns at once; it is
+// stream from host memory on every call through windows of device memory
+// filled on the lane's copy stream while the previous window's bases are
+// summed. An MSM over device bases is queued on the GPU's lane (lane.cuh)
+// and the call returns at once; it is
 // split by scalar value: bases whose scalar is 1 are summed by batched
 // addition (one point addition each, selected by a bitmap), small values
 // bit plane by bit plane, and only the rest — gathered into a dense array
@@ -70,28 +72,65 @@ typedef fr_t scalar_t;
 
 namespace {
 
-// One query's bases in device memory.
+// Bases in device memory an MSM reads: a query's, resident, or a window
+// of a query's that streams from host memory. An MSM call's handle points
+// at this part of either.
 template<class affine_t>
-struct resident_t {
+struct bases_t {
     typedef typename affine_t::mem_t affine_h;
     int device;
     size_t n;
-    dev_ptr_t<affine_h> points;
-    resident_t(int d, size_t n_) : device(d), n(n_), points(n_) {}
+    affine_h* ptr = nullptr;
+};
+
+// One query's bases in device memory, uploaded once.
+template<class affine_t>
+struct resident_t : bases_t<affine_t> {
+    dev_ptr_t<typename affine_t::mem_t> points;
+    resident_t(int d, size_t n_) : points(n_)
+    {
+        this->device = d;
+        this->n = n_;
+        this->ptr = n_ > 0 ? &points[0] : nullptr;
+    }
+};
+
+// Room for `capacity` bases in the lane's stream-ordered memory, filled
+// with a window of a query's bases before each MSM call over them (see
+// pinprove_window_g1_fill). Allocated on the compute stream, which every
+// fill waits for, and released there behind the work queued so far.
+template<class affine_t>
+struct window_t : bases_t<affine_t> {
+    pinprove::lane_t& lane;
+    size_t capacity;
+    window_t(int d, pinprove::lane_t& l, size_t cap) : lane(l), capacity(cap)
+    {
+        this->device = d;
+        this->n = 0;
+        this->ptr = pinprove::alloc_async<typename affine_t::mem_t>(cap, l.compute);
+        pinprove::order(l.copy, l.compute);
+    }
+    ~window_t()
+    {
+        if (this->ptr != nullptr)
+            (void)cudaFreeAsync(this->ptr, lane.compute);
+    }
 };
 
 // One MSM over resident bases, as Rust describes it (ffi.h).
 typedef pinprove_msm_call msm_call_t;
 
-// dst[j] = src[idx[j]], word by word (coalesced on both sides).
-__global__ void gather_points(uint32_t* dst, const uint32_t* src, const uint32_t* idx, size_t n, uint32_t words)
+// dst[j] = src[idx[j] - base], word by word (coalesced on both sides):
+// indices name a query's bases, `src` holds them from `base` on.
+__global__ void gather_points(uint32_t* dst, const uint32_t* src, const uint32_t* idx, size_t n, uint32_t words,
+                              uint32_t base)
 {
     size_t total = n * words;
     size_t stride = (size_t)blockDim.x * gridDim.x;
     for (size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += stride) {
         size_t j = t / words;
         uint32_t w = (uint32_t)(t % words);
-        dst[t] = src[(size_t)idx[j] * words + w];
+        dst[t] = src[(size_t)(idx[j] - base) * words + w];
     }
 }
 
@@ -397,14 +436,14 @@ struct curve {
                                  (uint32_t)n, d_bitmap, accumulate, COUNTER_ID);
     }
 
-    // dst = the resident bases named by the device indices, on the compute
-    // stream.
-    static void gather(const pinprove::lane_t& lane, const gpu_t& gpu, affine_h* dst, const resident_t<affine_t>& res,
-                       const uint32_t* d_idx, size_t n)
+    // dst = the bases named by the device indices (less `base`), on the
+    // compute stream.
+    static void gather(const pinprove::lane_t& lane, const gpu_t& gpu, affine_h* dst, const bases_t<affine_t>& res,
+                       const uint32_t* d_idx, size_t n, uint32_t base)
     {
         const uint32_t words = sizeof(affine_h) / sizeof(uint32_t);
-        gather_points<<<gpu.sm_count() * 4, 256, 0, lane.compute>>>((uint32_t*)dst, (const uint32_t*)&res.points[0],
-                                                                    d_idx, n, words);
+        gather_points<<<gpu.sm_count() * 4, 256, 0, lane.compute>>>((uint32_t*)dst, (const uint32_t*)res.ptr, d_idx,
+                                                                    n, words, base);
         CUDA_OK(cudaGetLastError());
     }
 
@@ -479,17 +518,19 @@ struct curve {
         }
     }
 
-    // Queues one MSM over resident bases (see pinprove_msm_resident_g1_begin).
+    // Queues one MSM over bases in device memory (see
+    // pinprove_msm_resident_g1_begin).
     static RustError begin(void** out, const void* handle, const msm_call_t& c)
     {
         *out = nullptr;
         std::unique_ptr<job_t> job;
         try {
-            auto& res = *static_cast<const resident_t<affine_t>*>(handle);
+            auto& res = *static_cast<const bases_t<affine_t>*>(handle);
             bool plain = c.ones == nullptr && c.idx == nullptr && c.n_small == 0;
             if (c.base_offset > res.n || (c.idx == nullptr && c.n > res.n - c.base_offset) ||
-                (c.base_offset > 0 && !plain))
+                (c.base_offset > 0 && !plain) || c.idx_base > UINT32_MAX)
                 return RustError{cudaErrorInvalidValue, "an MSM's bases beyond the resident ones"};
+            const uint32_t base = (uint32_t)c.idx_base;
             const gpu_t& gpu = gpu_for(res.device);
             pinprove::lane_t& lane = pinprove::lane(res.device);
             job.reset(new job_t{lane});
@@ -538,21 +579,21 @@ struct curve {
 
             if (c.ones != nullptr) {
                 async_buf<bucket_h> sums{lane, lane.compute, nsums};
-                add_selected(lane, gpu, sums.ptr, &res.points[0], res.n, d_bitmap.ptr, false);
+                add_selected(lane, gpu, sums.ptr, res.ptr, res.n, d_bitmap.ptr, false);
                 CUDA_OK(cudaMemcpyAsync(job->block + ones_at, sums.ptr, nsums * sizeof(bucket_h),
                                         cudaMemcpyDeviceToHost, lane.compute));
             }
             if (small)
-                sum_small(*job, gpu, res, d_small_idx.ptr, d_small_values.ptr, c.n_small, c.small_bits,
-                          small_at);
+                sum_small(*job, gpu, res, d_small_idx.ptr, d_small_values.ptr, c.n_small, c.small_bits, small_at,
+                          base);
             if (c.n > 0) {
                 const scalar_t* scalars = host_scalars ? d_list.ptr : static_cast<const scalar_t*>(c.d_scalars);
                 if (c.idx != nullptr) {
                     async_buf<affine_h> gathered{lane, lane.compute, c.n};
-                    gather(lane, gpu, gathered.ptr, res, d_idx.ptr, c.n);
+                    gather(lane, gpu, gathered.ptr, res, d_idx.ptr, c.n, base);
                     pippenger(*job, gpu, gathered.ptr, scalars, c.n, c.mont, pip, pip_at);
                 } else {
-                    pippenger(*job, gpu, &res.points[0] + c.base_offset, scalars, c.n, c.mont, pip, pip_at);
+                    pippenger(*job, gpu, res.ptr + c.base_offset, scalars, c.n, c.mont, pip, pip_at);
                 }
             }
             CUDA_OK(cudaEventRecord(job->done, lane.compute));
@@ -575,12 +616,12 @@ struct curve {
     // bit planes: for each plane, from the top, double the running partial
     // sums and add the bases whose value has that bit — one batched
     // addition per plane instead of a Pippenger pass.
-    static void sum_small(job_t& job, const gpu_t& gpu, const resident_t<affine_t>& res, const uint32_t* d_idx,
-                          const uint64_t* d_values, size_t n, uint32_t bits, size_t at)
+    static void sum_small(job_t& job, const gpu_t& gpu, const bases_t<affine_t>& res, const uint32_t* d_idx,
+                          const uint64_t* d_values, size_t n, uint32_t bits, size_t at, uint32_t base)
     {
         const pinprove::lane_t& lane = job.lane;
         async_buf<affine_h> points{lane, lane.compute, n};
-        gather(lane, gpu, points.ptr, res, d_idx, n);
+        gather(lane, gpu, points.ptr, res, d_idx, n, base);
         size_t words = bitmap_words(n);
         async_buf<uint32_t> planes{lane, lane.compute, words * bits};
         CUDA_OK(cudaMemsetAsync(planes.ptr, 0, words * bits * sizeof(uint32_t), lane.compute));
@@ -646,7 +687,7 @@ struct curve {
             if (n > 0)
                 gpu.HtoD(&res->points[0], bases, n, sizeof(affine_t));
             gpu.sync();
-            *out = res.release();
+            *out = static_cast<bases_t<affine_t>*>(res.release());
         } catch (const cuda_error& e) {
             (void)cudaGetLastError();
             return RustError{e.code(), e.what()};
@@ -658,10 +699,54 @@ struct curve {
 
     static void free(void* handle)
     {
-        auto* res = static_cast<resident_t<affine_t>*>(handle);
+        auto* res = static_cast<resident_t<affine_t>*>(static_cast<bases_t<affine_t>*>(handle));
         if (res != nullptr) {
             select_gpu(res->device); // frees on the device that holds them
             delete res;
+        }
+    }
+
+    static RustError window(void** out, int device, size_t capacity)
+    {
+        *out = nullptr;
+        try {
+            gpu_for(device);
+            std::unique_ptr<window_t<affine_t>> w{new window_t<affine_t>{device, pinprove::lane(device), capacity}};
+            *out = static_cast<bases_t<affine_t>*>(w.release());
+        } catch (const cuda_error& e) {
+            (void)cudaGetLastError();
+            return RustError{e.code(), e.what()};
+        } catch (const std::bad_alloc&) {
+            return RustError{cudaErrorMemoryAllocation, "host memory for a window of bases"};
+        }
+        return RustError{cudaSuccess};
+    }
+
+    static RustError fill(void* handle, const affine_t* bases, size_t n, void* after)
+    {
+        auto& w = *static_cast<window_t<affine_t>*>(static_cast<bases_t<affine_t>*>(handle));
+        if (n > w.capacity)
+            return RustError{cudaErrorInvalidValue, "more bases than the window holds"};
+        try {
+            gpu_for(w.device);
+            if (after != nullptr)
+                CUDA_OK(cudaStreamWaitEvent(w.lane.copy, static_cast<cudaEvent_t>(after), 0));
+            if (n > 0)
+                CUDA_OK(cudaMemcpyAsync(w.ptr, bases, n * sizeof(affine_h), cudaMemcpyHostToDevice, w.lane.copy));
+            w.n = n;
+        } catch (const cuda_error& e) {
+            (void)cudaGetLastError();
+            return RustError{e.code(), e.what()};
+        }
+        return RustError{cudaSuccess};
+    }
+
+    static void free_window(void* handle)
+    {
+        auto* w = static_cast<window_t<affine_t>*>(static_cast<bases_t<affine_t>*>(handle));
+        if (w != nullptr) {
+            select_gpu(w->device);
+            delete w;
         }
     }
 };
@@ -757,4 +842,43 @@ extern "C" void pinprove_resident_g1_free(void* p)
 extern "C" void pinprove_resident_g2_free(void* p)
 {
     g2::free(p);
+}
+
+// A window for `capacity` bases on `device`'s lane, in stream-ordered
+// memory: *out is a handle for pinprove_msm_resident_*_begin (which reads
+// the bases the last fill put there), freed with the matching _free (in
+// stream order, behind the work queued on the lane so far).
+extern "C" RustError::by_value pinprove_window_g1(void** out, int device, size_t capacity)
+{
+    return g1::window(out, device, capacity);
+}
+
+extern "C" RustError::by_value pinprove_window_g2(void** out, int device, size_t capacity)
+{
+    return g2::window(out, device, capacity);
+}
+
+// Queues the upload of n host bases (pinned, valid until the MSMs that
+// read them are done) into a window, on the lane's copy stream, once
+// `after` (a cudaEvent_t, may be null: the MSM that last read the window)
+// has completed. MSM calls queued afterwards read these bases.
+extern "C" RustError::by_value pinprove_window_g1_fill(void* window, const affine_t* bases, size_t n, void* after)
+{
+    return g1::fill(window, bases, n, after);
+}
+
+extern "C" RustError::by_value pinprove_window_g2_fill(void* window, const affine_fp2_t* bases, size_t n,
+                                                       void* after)
+{
+    return g2::fill(window, bases, n, after);
+}
+
+extern "C" void pinprove_window_g1_free(void* p)
+{
+    g1::free_window(p);
+}
+
+extern "C" void pinprove_window_g2_free(void* p)
+{
+    g2::free_window(p);
 }

@@ -15,6 +15,15 @@
 //!
 //! Waiting for room happens outside the lock, so an urgent proof is never
 //! held up by a background proof that waits for the device.
+//!
+//! Device memory is admitted the same way: before a proof queues work that
+//! allocates device memory it reserves the bytes (its plan's peak for that
+//! work, see `plan`), and each queued piece says how many of them it gives
+//! back once its mark completes. A reservation waits, on the oldest marks,
+//! until the queued work leaves room for it — an urgent proof's too: its
+//! turn comes first, its memory only once there is some. So proofs queue
+//! behind each other only as far as the GPU's memory allows, and an
+//! allocation that fails is a bug of the plan, not a race.
 
 // Without `cuda` only the tests use this module.
 #![cfg_attr(not(feature = "cuda"), allow(dead_code))]
@@ -32,8 +41,14 @@ pub(crate) struct DeviceQueue<C> {
 }
 
 struct State<C> {
-    /// The completion marks of the pieces queued, oldest first.
-    queued: VecDeque<Arc<C>>,
+    /// The completion marks of the pieces queued, oldest first, with the
+    /// device bytes each gives back when it completes.
+    queued: VecDeque<(Arc<C>, u64)>,
+    /// Device bytes reserved: by queued pieces, and by the turn queueing
+    /// now.
+    held: u64,
+    /// Device bytes proofs may reserve (u64::MAX: not bounded).
+    room: u64,
     /// A proof is queueing its work now.
     issuing: bool,
     /// A background proof queued some of its pieces and will queue the
@@ -50,6 +65,9 @@ pub(crate) struct Turn<'a, C> {
     queue: &'a DeviceQueue<C>,
     /// A background proof's turn, which may queue its work in pieces.
     background: bool,
+    /// Device bytes this proof reserved that no queued piece gives back
+    /// yet.
+    reserved: u64,
 }
 
 impl<C> DeviceQueue<C> {
@@ -59,6 +77,8 @@ impl<C> DeviceQueue<C> {
             depth: depth.max(1),
             state: Mutex::new(State {
                 queued: VecDeque::new(),
+                held: 0,
+                room: u64::MAX,
                 issuing: false,
                 continuing: false,
                 urgent_waiting: 0,
@@ -69,6 +89,32 @@ impl<C> DeviceQueue<C> {
 
     fn lock(&self) -> MutexGuard<'_, State<C>> {
         self.state.lock().recover()
+    }
+
+    /// Bounds the device bytes proofs may reserve (see [`Turn::reserve`]).
+    pub(crate) fn set_room(&self, bytes: u64) {
+        self.lock().room = bytes;
+        self.changed.notify_all();
+    }
+
+    /// Device bytes reserved now (queued pieces and the turn queueing).
+    pub(crate) fn held(&self) -> u64 {
+        self.lock().held
+    }
+
+    /// The oldest queued mark, taken off the queue once `wait` returned
+    /// (its bytes given back); `None` when nothing is queued.
+    fn wait_oldest<E>(&self, wait: &impl Fn(&C) -> Result<(), E>) -> Option<Result<(), E>> {
+        let oldest = self.lock().queued.front().map(|(m, _)| Arc::clone(m))?;
+        let waited = wait(&oldest);
+        let mut s = self.lock();
+        if s.queued.front().is_some_and(|(f, _)| Arc::ptr_eq(f, &oldest)) {
+            let (_, bytes) = s.queued.pop_front().expect("checked above");
+            s.held -= bytes;
+        }
+        drop(s);
+        self.changed.notify_all();
+        Some(waited)
     }
 
     /// Waits for a turn to queue work. A background proof waits for room
@@ -93,15 +139,12 @@ impl<C> DeviceQueue<C> {
                 s = self.changed.wait(s).recover();
                 continue;
             }
-            let Some(oldest) = s.queued.front().filter(|_| s.queued.len() >= self.depth).cloned() else {
+            if s.queued.len() < self.depth {
                 break;
-            };
-            drop(s);
-            let waited = wait(&oldest);
-            s = self.lock();
-            if s.queued.front().is_some_and(|f| Arc::ptr_eq(f, &oldest)) {
-                s.queued.pop_front();
             }
+            drop(s);
+            let waited = self.wait_oldest(&wait).unwrap_or(Ok(()));
+            s = self.lock();
             if let Err(e) = waited {
                 if continuing {
                     s.continuing = false;
@@ -115,6 +158,7 @@ impl<C> DeviceQueue<C> {
         Ok(Turn {
             queue: self,
             background: true,
+            reserved: 0,
         })
     }
 
@@ -132,6 +176,7 @@ impl<C> DeviceQueue<C> {
         Turn {
             queue: self,
             background: false,
+            reserved: 0,
         }
     }
 
@@ -143,36 +188,88 @@ impl<C> DeviceQueue<C> {
 }
 
 impl<'a, C> Turn<'a, C> {
-    /// The proof's work is queued; `done` completes after all of it.
-    pub(crate) fn queued(self, done: Arc<C>) {
-        self.queue.lock().queued.push_back(done);
+    /// Reserves `bytes` of device memory for work this proof queues next,
+    /// waiting (on the oldest queued marks, with `wait`) until the queued
+    /// work leaves room. When nothing is queued it proceeds whatever the
+    /// room: the plan made the proof fit an idle device.
+    pub(crate) fn reserve<E>(&mut self, bytes: u64, wait: impl Fn(&C) -> Result<(), E>) -> Result<(), E> {
+        loop {
+            {
+                let mut s = self.queue.lock();
+                if s.held.saturating_add(bytes) <= s.room || s.queued.is_empty() {
+                    s.held += bytes;
+                    self.reserved += bytes;
+                    return Ok(());
+                }
+            }
+            if let Some(Err(e)) = self.queue.wait_oldest(&wait) {
+                return Err(e);
+            }
+        }
     }
 
-    /// A piece of the proof's work is queued (`done` completes after it)
-    /// and more follows: a background proof lets urgent proofs queue theirs
-    /// now and waits for room, ahead of every other background proof; an
-    /// urgent proof (whose turn is exclusive anyway) keeps its turn. An
-    /// error from `wait` ends the proof's turn.
-    pub(crate) fn piece<E>(self, done: Arc<C>, wait: impl Fn(&C) -> Result<(), E>) -> Result<Turn<'a, C>, E> {
+    /// Takes `bytes` (at most what the proof reserved) off its reservation
+    /// to give back when `done` completes.
+    fn release_at(&mut self, s: &mut State<C>, done: Arc<C>, bytes: u64) {
+        let bytes = bytes.min(self.reserved);
+        self.reserved -= bytes;
+        s.queued.push_back((done, bytes));
+    }
+
+    /// The proof's work is queued; `done` completes after all of it, and
+    /// gives back everything the proof still has reserved.
+    pub(crate) fn queued(mut self, done: Arc<C>) {
+        let queue = self.queue;
+        let mut s = queue.lock();
+        let all = self.reserved;
+        self.release_at(&mut s, done, all);
+    }
+
+    /// A piece of the proof's work is queued (`done` completes after it
+    /// and gives back `release` of the bytes reserved; the rest stays
+    /// reserved for the pieces that follow) and more follows: a background
+    /// proof lets urgent proofs queue theirs now and waits for room, ahead
+    /// of every other background proof; an urgent proof (whose turn is
+    /// exclusive anyway) keeps its turn. An error from `wait` ends the
+    /// proof's turn.
+    pub(crate) fn piece<E>(
+        mut self,
+        done: Arc<C>,
+        release: u64,
+        wait: impl Fn(&C) -> Result<(), E>,
+    ) -> Result<Turn<'a, C>, E> {
+        let queue = self.queue;
         if !self.background {
+            // An urgent proof's pieces are one: what it reserved comes back
+            // with its last mark.
+            let _ = (done, release);
             return Ok(self);
         }
-        let queue = self.queue;
-        {
+        let carried = {
             let mut s = queue.lock();
-            s.queued.push_back(done);
+            self.release_at(&mut s, done, release);
             s.continuing = true;
-        }
+            std::mem::take(&mut self.reserved)
+        };
         // Ends this turn (issuing is cleared and everyone woken) with the
         // proof still marked as continuing.
         drop(self);
-        queue.background_turn(true, wait)
+        let mut next = queue.background_turn(true, wait).inspect_err(|_| {
+            let mut s = queue.lock();
+            s.held -= carried;
+        })?;
+        next.reserved = carried;
+        Ok(next)
     }
 }
 
 impl<C> Drop for Turn<'_, C> {
     fn drop(&mut self) {
-        self.queue.lock().issuing = false;
+        let mut s = self.queue.lock();
+        // Reserved for work that was never queued (an error on the way).
+        s.held -= self.reserved;
+        s.issuing = false;
+        drop(s);
         self.queue.changed.notify_all();
     }
 }
@@ -264,7 +361,7 @@ mod tests {
         thread::sleep(Duration::from_millis(50));
         assert!(order_rx.try_recv().is_err());
         first.complete();
-        let urgent_mark = q.lock().queued.back().cloned().unwrap();
+        let urgent_mark = q.lock().queued.back().map(|(m, _)| Arc::clone(m)).unwrap();
         urgent_mark.complete();
         for t in background {
             t.join().unwrap();
@@ -338,7 +435,7 @@ mod tests {
                     turn.queued(m);
                     return;
                 }
-                turn = turn.piece(m, Mark::wait).unwrap();
+                turn = turn.piece(m, 0, Mark::wait).unwrap();
             }
         })
     }
@@ -388,7 +485,7 @@ mod tests {
     fn an_urgent_turn_is_kept_across_its_pieces() {
         let q = DeviceQueue::<Mark>::new(1);
         let turn = q.enter(true, Mark::wait).unwrap();
-        let turn = turn.piece(Arc::new(Mark::default()), Mark::wait).unwrap();
+        let turn = turn.piece(Arc::new(Mark::default()), 0, Mark::wait).unwrap();
         assert_eq!(
             q.len(),
             0,
@@ -403,7 +500,7 @@ mod tests {
         let q = DeviceQueue::<Mark>::new(1);
         let turn = q.enter(false, Mark::wait).unwrap();
         let err = turn
-            .piece(Arc::new(Mark::default()), |_: &Mark| Err::<(), _>("device lost"))
+            .piece(Arc::new(Mark::default()), 0, |_: &Mark| Err::<(), _>("device lost"))
             .err();
         assert_eq!(err, Some("device lost"));
         let _next = q.enter(false, Mark::wait).unwrap();
@@ -417,5 +514,66 @@ mod tests {
         assert_eq!(err, Some("device lost"));
         assert_eq!(q.len(), 0, "the mark that failed left the queue");
         let _turn = q.enter(false, Mark::wait).unwrap();
+    }
+
+    #[test]
+    fn a_proof_waits_for_the_device_memory_queued_work_holds() {
+        let q = Arc::new(DeviceQueue::<Mark>::new(8));
+        q.set_room(10);
+        let mut a = q.enter(false, Mark::wait).unwrap();
+        a.reserve(8, Mark::wait).unwrap();
+        let first = Arc::new(Mark::default());
+        a.queued(Arc::clone(&first));
+        assert_eq!(q.held(), 8);
+        let entered = Arc::new(AtomicBool::new(false));
+        let t = {
+            let (q, entered) = (Arc::clone(&q), Arc::clone(&entered));
+            thread::spawn(move || {
+                // Urgent or not, memory is waited for.
+                let mut b = q.enter(true, Mark::wait).unwrap();
+                b.reserve(5, Mark::wait).unwrap();
+                entered.store(true, Ordering::SeqCst);
+                let m = Arc::new(Mark::default());
+                b.queued(m);
+            })
+        };
+        thread::sleep(Duration::from_millis(100));
+        assert!(!entered.load(Ordering::SeqCst), "8 + 5 bytes do not fit in 10");
+        first.complete();
+        t.join().unwrap();
+        assert!(entered.load(Ordering::SeqCst));
+        assert_eq!(q.held(), 5, "the first proof's bytes came back with its mark");
+    }
+
+    #[test]
+    fn a_piece_gives_back_part_of_a_reservation_and_the_rest_follows_the_proof() {
+        let q = DeviceQueue::<Mark>::new(8);
+        q.set_room(100);
+        let mut t = q.enter(false, Mark::wait).unwrap();
+        t.reserve(12, Mark::wait).unwrap();
+        let h = Arc::new(Mark::default());
+        let mut t = t.piece(Arc::clone(&h), 8, Mark::wait).unwrap();
+        t.reserve(3, Mark::wait).unwrap();
+        let last = Arc::new(Mark::default());
+        t.queued(Arc::clone(&last));
+        assert_eq!(q.held(), 15);
+        h.complete();
+        last.complete();
+        // Waiting for room takes completed marks off the queue.
+        let mut u = q.enter(false, Mark::wait).unwrap();
+        u.reserve(100, Mark::wait).unwrap();
+        assert_eq!(q.held(), 100);
+        drop(u);
+        assert_eq!(q.held(), 0, "a reservation no work took comes back when the turn ends");
+    }
+
+    #[test]
+    fn a_reservation_larger_than_the_room_goes_ahead_on_an_idle_device() {
+        let q = DeviceQueue::<Mark>::new(2);
+        q.set_room(10);
+        let mut t = q.enter(false, Mark::wait).unwrap();
+        t.reserve(50, Mark::wait).unwrap();
+        t.queued(Arc::new(Mark::default()));
+        assert_eq!(q.held(), 50);
     }
 }

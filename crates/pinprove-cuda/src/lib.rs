@@ -22,6 +22,8 @@ pub mod fault;
 mod native;
 #[cfg(feature = "cuda")]
 pub mod nvml;
+pub mod plan;
+mod slices;
 mod split;
 #[cfg(feature = "cuda")]
 mod supraseal;

@@ -12,7 +12,7 @@
 //! it against real proofs and synthetic ones of every size.
 
 use filecoin_proofs::SectorUpdateConfig;
-use filecoin_proofs_api::{RegisteredPoStProof, RegisteredUpdateProof};
+use filecoin_proofs_api::{RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof};
 use generic_array::typenum::Unsigned;
 use storage_proofs_core::merkle::{MerkleTreeTrait, base_path_length};
 use storage_proofs_update::constants::{TreeRHasher, apex_leaf_count, challenge_count};
@@ -31,26 +31,37 @@ pub const MAX_WINDOW_PARTITIONS: u32 = 3000;
 /// the placeholders stay small.
 pub const MAX_LEGACY_WINDOW_PARTITIONS: u32 = 16;
 
-/// The largest C1 output (`vanilla_proof`) a PoRep request may carry, in
-/// bytes, for each sector size: about twice the largest a real one can be.
+/// The largest C1 output (`vanilla_proof`) a PoRep request for seal proof
+/// `rsp` may carry, in bytes: about twice the largest a real one can be,
+/// and never more than [`MAX_C1_BYTES`].
 ///
-/// A C1 output's shape is fixed per sector size; only the width of its
-/// numbers varies. Synthetic C1 outputs of the real shape measured 100 KB
-/// (2 KiB sectors) to 266 KB (512 MiB) and 38.7 MB (32 GiB) to 39.2 MB
-/// (64 GiB); written with every byte three digits wide and base64-wrapped
-/// as Curio sends them, at most 0.4 MB and 58.5 MB (the test
+/// A C1 output's shape is fixed per sector size and partition count; only
+/// the width of its numbers varies. Synthetic C1 outputs of the real shape
+/// (one partition below 32 GiB at 2 KiB, ten at 32 and 64 GiB) measured
+/// 100 KB (2 KiB sectors) to 266 KB (512 MiB) and 38.7 MB (32 GiB) to
+/// 39.2 MB (64 GiB); written with every byte three digits wide and
+/// base64-wrapped as Curio sends them, at most 0.4 MB and 58.5 MB (the test
 /// `vanilla_proofs_of_every_size_have_the_lengths_the_limits_compute`
 /// checks the limits against both). Real 32 GiB ones are reported at about
-/// 68 MB wrapped.
-pub fn porep_c1_bytes(sector_bytes: u64) -> Result<usize, FilecoinError> {
+/// 68 MB wrapped. The allowance is per partition: a non-interactive PoRep
+/// proves more (13 at test sizes, 126 at 32 GiB, whose C1 output no
+/// cuzk.v1 client can send).
+pub fn porep_c1_bytes(rsp: RegisteredSealProof) -> Result<usize, FilecoinError> {
+    let sector_bytes = u64::from(rsp.sector_size());
     kind::size_tag(sector_bytes)?;
     // Test sizes below 32 GiB; production sizes from it.
-    Ok(if sector_bytes < crate::params::GENERATED_BELOW {
+    let per_partition: usize = if sector_bytes < crate::params::GENERATED_BELOW {
         1 << 20
     } else {
-        128 << 20
-    })
+        16 << 20
+    };
+    let partitions = usize::from(rsp.as_v1_config().partitions);
+    Ok((per_partition * partitions).min(MAX_C1_BYTES))
 }
+
+/// The largest C1 output any PoRep request may carry: twice a real 32 GiB
+/// one as Curio wraps it.
+pub const MAX_C1_BYTES: usize = 128 << 20;
 
 /// The bincode length of one inclusion proof in a tree of `leaves` leaves
 /// with base arity `A`, sub-tree arity `B` and top arity `C` (0: none), as
@@ -124,7 +135,7 @@ impl WireLimits {
 pub fn wire_limits(kind: ProofKind, registered_proof: u64) -> Result<WireLimits, FilecoinError> {
     Ok(match kind {
         ProofKind::PoRep => WireLimits {
-            vanilla_proof: porep_c1_bytes(u64::from(kind::seal_proof(registered_proof)?.sector_size()))?,
+            vanilla_proof: porep_c1_bytes(kind::seal_proof(registered_proof)?)?,
             vanilla_proofs: 0,
             element: 0,
         },

@@ -130,7 +130,7 @@ pub fn registered_proof_of(vanilla_proof: &[u8]) -> Result<u64, FilecoinError> {
 /// Builds a PoRep job from `req`.
 pub(crate) fn prepare(req: &ProofRequest, checks: Checks) -> Result<Prepared, FilecoinError> {
     let asked = kind::seal_proof(req.registered_proof)?;
-    let most = crate::limits::porep_c1_bytes(u64::from(asked.sector_size()))?;
+    let most = crate::limits::porep_c1_bytes(asked)?;
     if req.vanilla_proof.len() > most {
         return Err(bad(
             KIND,

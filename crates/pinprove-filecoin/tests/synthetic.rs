@@ -156,7 +156,7 @@ fn vanilla_proofs_of_every_size_have_the_lengths_the_limits_compute() {
         // every number were three digits wide (a byte's widest: 255).
         let wrapped = curio_wrapped(&porep.vanilla_proof, size);
         let widest = widest_numbers(&porep.vanilla_proof);
-        let limit = porep_c1_bytes(size).unwrap();
+        let limit = porep_c1_bytes(pinprove_filecoin::kind::seal_proof(5 + n).unwrap()).unwrap();
         assert!(widest.div_ceil(3) * 4 + 100 < limit, "{size}: widest {widest}");
         println!(
             "{size}: C1 {} bytes ({widest} at its widest), wrapped {} bytes, limit {limit}; \

@@ -102,6 +102,23 @@ unsafe extern "C" {
     ) -> sppark::Error;
     pub(super) fn pinprove_resident_g1_free(p: *mut c_void);
     pub(super) fn pinprove_resident_g2_free(p: *mut c_void);
+    pub(super) fn pinprove_window_g1(out: *mut *mut c_void, device: c_int, capacity: usize) -> sppark::Error;
+    pub(super) fn pinprove_window_g2(out: *mut *mut c_void, device: c_int, capacity: usize) -> sppark::Error;
+    pub(super) fn pinprove_window_g1_fill(
+        window: *mut c_void,
+        bases: *const blst_p1_affine,
+        n: usize,
+        after: *mut c_void,
+    ) -> sppark::Error;
+    pub(super) fn pinprove_window_g2_fill(
+        window: *mut c_void,
+        bases: *const blst_p2_affine,
+        n: usize,
+        after: *mut c_void,
+    ) -> sppark::Error;
+    pub(super) fn pinprove_window_g1_free(p: *mut c_void);
+    pub(super) fn pinprove_window_g2_free(p: *mut c_void);
+    pub(super) fn pinprove_lane_limit(device: c_int, bytes: u64) -> sppark::Error;
 }
 
 /// One matrix of a recording as the upload reads it:
@@ -132,11 +149,12 @@ pub(super) struct MsmCall {
     pub(super) mark: *mut c_void,
     pub(super) max_batch: usize,
     pub(super) base_offset: usize,
+    pub(super) idx_base: usize,
 }
 
 // The layout `cuda/ffi.h` asserts too.
 const _: () = {
-    assert!(size_of::<MsmCall>() == 104);
+    assert!(size_of::<MsmCall>() == 112);
     assert!(offset_of!(MsmCall, n) == 40);
     assert!(offset_of!(MsmCall, n_small) == 64);
     assert!(offset_of!(MsmCall, small_bits) == 72);
@@ -144,4 +162,5 @@ const _: () = {
     assert!(offset_of!(MsmCall, mark) == 80);
     assert!(offset_of!(MsmCall, max_batch) == 88);
     assert!(offset_of!(MsmCall, base_offset) == 96);
+    assert!(offset_of!(MsmCall, idx_base) == 104);
 };

@@ -1,6 +1,7 @@
 //! MSMs on the GPU: the curve-generic forwarding to the C interface, and
-//! one MSM queued on the device (over resident bases) or run to completion
-//! (streamed bases), summed on the host's threads once done.
+//! one MSM queued on the device as calls of bounded device memory (see
+//! [`crate::slices`]) over resident bases or windows of streamed ones,
+//! summed on the host's threads once done.
 
 use std::ffi::{c_int, c_void};
 
@@ -13,7 +14,8 @@ use pinprove_mem::cuda::Event;
 use super::ffi::*;
 use super::h::HJob;
 use super::resident::Resident;
-use super::{backend_error, check};
+use super::{backend_error, check, cuda_error};
+use crate::slices::{QueryShape, calls};
 use crate::split::QueryScalars;
 
 /// G1 or G2 for the MSM calls.
@@ -28,15 +30,14 @@ pub(super) trait Curve {
     /// As `pinprove_resident_g1`.
     unsafe fn upload(out: *mut *mut c_void, device: c_int, bases: *const Self::Affine, n: usize) -> sppark::Error;
     /// # Safety
-    /// As `pinprove_msm_g1`.
-    unsafe fn host(
-        out: *mut Self::Raw,
-        device: c_int,
-        bases: *const Self::Affine,
-        scalars: *const Scalar,
-        d_scalars: *const Scalar,
-        n: usize,
-    ) -> sppark::Error;
+    /// As `pinprove_window_g1`.
+    unsafe fn window(out: *mut *mut c_void, device: c_int, capacity: usize) -> sppark::Error;
+    /// # Safety
+    /// As `pinprove_window_g1_fill`.
+    unsafe fn fill(window: *mut c_void, bases: *const Self::Affine, n: usize, after: *mut c_void) -> sppark::Error;
+    /// # Safety
+    /// As `pinprove_window_g1_free`.
+    unsafe fn free_window(window: *mut c_void);
     /// # Safety
     /// As `pinprove_msm_resident_g1_begin`.
     unsafe fn begin(out: *mut *mut c_void, resident: *const c_void, call: &MsmCall) -> sppark::Error;
@@ -52,7 +53,7 @@ pub(super) struct G2;
 /// `impl Curve` for one group: the same forwarding over that group's FFI.
 macro_rules! curve {
     ($curve:ident, $affine:ty, $raw:ty, $point:ty, $g2:expr, $name:literal,
-     $upload:ident, $host:ident, $begin:ident, $part:ident) => {
+     $upload:ident, $window:ident, $fill:ident, $free_window:ident, $begin:ident, $part:ident) => {
         impl Curve for $curve {
             type Affine = $affine;
             type Raw = $raw;
@@ -64,16 +65,17 @@ macro_rules! curve {
                 // SAFETY: forwarded contract.
                 unsafe { $upload(out, device, bases, n) }
             }
-            unsafe fn host(
-                out: *mut $raw,
-                device: c_int,
-                bases: *const $affine,
-                scalars: *const Scalar,
-                d_scalars: *const Scalar,
-                n: usize,
-            ) -> sppark::Error {
+            unsafe fn window(out: *mut *mut c_void, device: c_int, capacity: usize) -> sppark::Error {
                 // SAFETY: forwarded contract.
-                unsafe { $host(out, device, bases, scalars, d_scalars, n, true) }
+                unsafe { $window(out, device, capacity) }
+            }
+            unsafe fn fill(window: *mut c_void, bases: *const $affine, n: usize, after: *mut c_void) -> sppark::Error {
+                // SAFETY: forwarded contract.
+                unsafe { $fill(window, bases, n, after) }
+            }
+            unsafe fn free_window(window: *mut c_void) {
+                // SAFETY: forwarded contract.
+                unsafe { $free_window(window) }
             }
             unsafe fn begin(out: *mut *mut c_void, resident: *const c_void, call: &MsmCall) -> sppark::Error {
                 // SAFETY: forwarded contract.
@@ -100,7 +102,9 @@ curve!(
     false,
     "G1",
     pinprove_resident_g1,
-    pinprove_msm_g1,
+    pinprove_window_g1,
+    pinprove_window_g1_fill,
+    pinprove_window_g1_free,
     pinprove_msm_resident_g1_begin,
     pinprove_msm_g1_part
 );
@@ -112,10 +116,96 @@ curve!(
     true,
     "G2",
     pinprove_resident_g2,
-    pinprove_msm_g2,
+    pinprove_window_g2,
+    pinprove_window_g2_fill,
+    pinprove_window_g2_free,
     pinprove_msm_resident_g2_begin,
     pinprove_msm_g2_part
 );
+
+/// Two windows of device memory that a proof's streamed bases pass
+/// through, one filled while the other's are summed; each with the event
+/// recorded after the last MSM call that read it, which its next fill
+/// waits for. Freed (in stream order, behind the work queued) on drop.
+pub(super) struct Windows<C: Curve> {
+    handles: [*mut c_void; 2],
+    read: [Event; 2],
+    capacity: usize,
+    next: usize,
+    _curve: std::marker::PhantomData<C>,
+}
+
+// SAFETY: the handles name device memory only the lane's queued work uses;
+// the owner fills and frees them from one thread at a time.
+unsafe impl<C: Curve> Send for Windows<C> {}
+
+impl<C: Curve> Windows<C> {
+    /// Two windows of `capacity` bases on `device` (current).
+    pub(super) fn new(device: c_int, capacity: usize) -> Result<Windows<C>, ProveError> {
+        let read = [Event::fence().map_err(cuda_error)?, Event::fence().map_err(cuda_error)?];
+        let mut w = Windows {
+            handles: [std::ptr::null_mut(); 2],
+            read,
+            capacity,
+            next: 0,
+            _curve: std::marker::PhantomData,
+        };
+        for h in &mut w.handles {
+            // SAFETY: writes one handle, freed in Drop.
+            check(unsafe { C::window(h, device, capacity) }, C::UPLOAD)?;
+        }
+        Ok(w)
+    }
+
+    /// The next window, filled with `bases` once the calls that last read
+    /// it are done (an event never recorded is no wait), and the event to
+    /// record after the calls that read it now.
+    fn fill(&mut self, bases: &[C::Affine]) -> Result<(*mut c_void, *mut c_void), ProveError> {
+        let k = self.next;
+        self.next = 1 - k;
+        if bases.len() > self.capacity {
+            return Err(backend_error("more bases than a window holds"));
+        }
+        let read = self.read[k].as_raw();
+        // SAFETY: the window is live; `bases` (pinned host memory the
+        // proof's SRS keeps alive until its device work is done) holds
+        // `len` points; the copy waits for the calls that last read it.
+        check(unsafe { C::fill(self.handles[k], bases.as_ptr(), bases.len(), read) }, C::UPLOAD)?;
+        Ok((self.handles[k], read))
+    }
+}
+
+impl<C: Curve> Drop for Windows<C> {
+    fn drop(&mut self) {
+        for h in self.handles {
+            if !h.is_null() {
+                // SAFETY: from C::window, freed once; the release is queued
+                // behind the work that reads it.
+                unsafe { C::free_window(h) }
+            }
+        }
+    }
+}
+
+/// Where an MSM's bases are.
+pub(super) enum Bases<'a, C: Curve> {
+    /// In device memory for good.
+    Resident(&'a Resident),
+    /// In pinned host memory, streamed through the proof's windows.
+    Streamed {
+        host: &'a [C::Affine],
+        windows: &'a mut Windows<C>,
+    },
+}
+
+impl<C: Curve> Bases<'_, C> {
+    fn len(&self) -> usize {
+        match self {
+            Bases::Resident(r) => r.len,
+            Bases::Streamed { host, .. } => host.len(),
+        }
+    }
+}
 
 /// The scalars of one MSM.
 pub(super) enum MsmScalars<'a> {
@@ -163,22 +253,23 @@ impl<'a> DeviceScalars<'a> {
     }
 }
 
-/// An MSM queued on the device; [`Msm::sum`] waits for it and sums its
-/// results on the host. Dropping it waits for its device work, so the host
-/// memory it reads (which its owner must keep alive until then) and its
-/// result buffer are never in use by the device afterwards.
+/// An MSM queued on the device as one or more calls; [`Msm::sum`] waits
+/// for them and sums their results on the host. Dropping it waits for its
+/// device work, so the host memory it reads (which its owner must keep
+/// alive until then) and its result buffers are never in use by the
+/// device afterwards.
 pub(super) enum Msm<C: Curve> {
-    Pending(*mut c_void),
+    Pending(Vec<*mut c_void>),
     Done(C::Point),
 }
 
-// SAFETY: the pending handle is a C++ object that any thread may wait on,
-// sum and free (CUDA events are not tied to threads); it is used by one
+// SAFETY: the pending handles are C++ objects that any thread may wait on,
+// sum and free (CUDA events are not tied to threads); they are used by one
 // owner at a time.
 unsafe impl<C: Curve> Send for Msm<C> {}
 
-/// A pending MSM whose device work has completed: its results are only
-/// read from here on.
+/// A pending MSM call whose device work has completed: its results are
+/// only read from here on.
 #[derive(Clone, Copy)]
 struct Completed(*const c_void);
 
@@ -197,43 +288,49 @@ impl Completed {
 }
 
 impl<C: Curve> Msm<C> {
-    /// Waits for the device work, then adds up the MSM's parts on `threads`.
+    /// Waits for the device work, then adds up the calls' parts on
+    /// `threads`.
     pub(super) fn sum(&mut self, threads: &rayon::ThreadPool) -> Result<C::Point, ProveError> {
         use rayon::prelude::*;
-        match self {
-            Msm::Done(p) => Ok(*p),
-            Msm::Pending(raw) => {
-                // SAFETY: `raw` came from C::begin and is not freed yet.
-                check(unsafe { pinprove_msm_wait(*raw) }, C::MSM)?;
-                let done = Completed(*raw);
-                // SAFETY: as above.
-                let parts = unsafe { pinprove_msm_parts(done.raw()) };
-                let p = threads.install(|| {
-                    (0..parts)
-                        .into_par_iter()
-                        .map(|i| {
-                            let mut out = C::Raw::default();
-                            // SAFETY: the work has completed (waited for
-                            // above), i is below the part count, and the
-                            // handle lives until `self` is replaced below.
-                            unsafe { C::part(done.raw(), i, &mut out) };
-                            C::point(out)
-                        })
-                        .reduce(C::Point::identity, |a, b| a + b)
-                });
-                *self = Msm::Done(p); // drops the pending handle
-                Ok(p)
-            }
+        let Msm::Pending(raws) = self else {
+            let Msm::Done(p) = self else { unreachable!() };
+            return Ok(*p);
+        };
+        let mut parts = Vec::new();
+        for &raw in raws.iter() {
+            // SAFETY: `raw` came from C::begin and is not freed yet.
+            check(unsafe { pinprove_msm_wait(raw) }, C::MSM)?;
+            let done = Completed(raw);
+            // SAFETY: as above.
+            let n = unsafe { pinprove_msm_parts(done.raw()) };
+            parts.extend((0..n).map(|i| (done, i)));
         }
+        let p = threads.install(|| {
+            parts
+                .into_par_iter()
+                .map(|(done, i)| {
+                    let mut out = C::Raw::default();
+                    // SAFETY: the work has completed (waited for above), i
+                    // is below the call's part count, and the handle lives
+                    // until `self` is replaced below.
+                    unsafe { C::part(done.raw(), i, &mut out) };
+                    C::point(out)
+                })
+                .reduce(C::Point::identity, |a, b| a + b)
+        });
+        *self = Msm::Done(p); // frees the pending handles
+        Ok(p)
     }
 }
 
 impl<C: Curve> Drop for Msm<C> {
     fn drop(&mut self) {
-        if let Msm::Pending(raw) = *self {
-            // SAFETY: from C::begin, freed once; the call waits for the
-            // device work first.
-            unsafe { pinprove_msm_free(raw) }
+        if let Msm::Pending(raws) = self {
+            for &raw in raws.iter() {
+                // SAFETY: from C::begin, freed once; the call waits for
+                // the device work first.
+                unsafe { pinprove_msm_free(raw) }
+            }
         }
     }
 }
@@ -242,36 +339,80 @@ impl<C: Curve> Drop for Msm<C> {
 /// Tests set a small value to run the batch loop on small inputs.
 pub(super) static MAX_BATCH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// Queues one MSM over a query's bases (resident ones when given: then it
-/// returns at once; streamed bases run to completion here). `mark` (a
-/// timing event) is recorded after the MSM's device work.
+/// Listed scalars (and small values) per MSM call. Tests set a small
+/// value to cut small MSMs into several calls.
+pub(super) static MAX_LISTED: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(crate::plan::MAX_LISTED);
+
+/// Queues one MSM over a query's bases as calls of bounded device memory
+/// (see [`crate::slices`]) and returns at once. `mark` (a timing event) is
+/// recorded after the MSM's device work.
 pub(super) fn msm<C: Curve>(
     device: c_int,
-    host_bases: Option<&[C::Affine]>,
-    resident: Option<&Resident>,
+    mut bases: Bases<'_, C>,
     scalars: MsmScalars<'_>,
     mark: Option<&Event>,
 ) -> Result<Msm<C>, ProveError> {
-    let n_bases = match (resident, host_bases) {
-        (Some(r), _) => r.len,
-        (None, Some(b)) => b.len(),
-        (None, None) => return Err(backend_error("bases neither resident nor in host memory")),
-    };
-    let first = match &scalars {
-        MsmScalars::Device(d) if d.first + d.len > d.total || d.total != n_bases => {
-            return Err(backend_error(format!(
-                "scalars {}..{} of {} for {n_bases} bases in a {}",
-                d.first,
-                d.first + d.len,
-                d.total,
-                C::MSM
-            )));
+    let n_bases = bases.len();
+    let max_batch = MAX_BATCH.load(std::sync::atomic::Ordering::Relaxed);
+    let mut pending = Msm::<C>::Pending(Vec::new());
+    let mut queue = |pending: &mut Msm<C>, handle: *const c_void, call: &MsmCall| -> Result<(), ProveError> {
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: the bases behind `handle` (resident, or a window just
+        // filled) hold the call's bases; its host inputs are slices of the
+        // caller's prepared scalars (kept alive until the returned Msm is
+        // dropped, which waits for the device work), its indices within
+        // the handle's bases once less `idx_base` (slices::calls cuts them
+        // so), its device scalars kept alive by the borrowed h job and
+        // readable after `d_ready`.
+        check(unsafe { C::begin(&mut raw, handle, call) }, C::MSM)?;
+        if let Msm::Pending(v) = pending {
+            v.push(raw);
         }
-        MsmScalars::Device(d) => d.first,
-        MsmScalars::Query(..) => 0,
+        Ok(())
     };
-    let (list, d_scalars, d_ready, n, idx, ones, small) = match &scalars {
-        MsmScalars::Device(d) => (&[][..], d.ptr, d.ready, d.len, None, None, None),
+    match scalars {
+        MsmScalars::Device(d) => {
+            if d.first + d.len > d.total || d.total != n_bases {
+                return Err(backend_error(format!(
+                    "scalars {}..{} of {} for {n_bases} bases in a {}",
+                    d.first,
+                    d.first + d.len,
+                    d.total,
+                    C::MSM
+                )));
+            }
+            let call = |n: usize, ptr: *const Scalar, base_offset: usize, mark: *mut c_void| MsmCall {
+                scalars: std::ptr::null(),
+                d_scalars: ptr,
+                d_ready: d.ready,
+                ones: std::ptr::null(),
+                idx: std::ptr::null(),
+                n,
+                small_idx: std::ptr::null(),
+                small_values: std::ptr::null(),
+                n_small: 0,
+                small_bits: 0,
+                mont: true,
+                mark,
+                max_batch,
+                base_offset,
+                idx_base: 0,
+            };
+            match &mut bases {
+                Bases::Resident(r) => queue(&mut pending, r.handle, &call(d.len, d.ptr, d.first, std::ptr::null_mut()))?,
+                Bases::Streamed { host, windows } => {
+                    let width = windows.capacity;
+                    let part = &host[d.first..d.first + d.len];
+                    for w in crate::plan::windows(d.len, width) {
+                        let (handle, read) = windows.fill(&part[w.clone()])?;
+                        // A device address, never dereferenced here.
+                        let ptr = d.ptr.wrapping_add(w.start);
+                        queue(&mut pending, handle, &call(w.len(), ptr, 0, read))?;
+                    }
+                }
+            }
+        }
         MsmScalars::Query(q, aux) => {
             let list = q.list(aux);
             if q.bases != n_bases {
@@ -283,85 +424,80 @@ pub(super) fn msm<C: Curve>(
                 )));
             }
             let idx = q.idx.as_deref();
-            if idx.is_some_and(|i| i.len() != list.len()) {
+            if idx.is_some_and(|i| i.len() != list.len()) || (idx.is_none() && list.len() > n_bases) {
                 return Err(backend_error("an index per listed scalar"));
             }
             let small = match (&q.small_idx, &q.small_values) {
-                (Some(i), Some(v)) if i.len() == v.len() && q.small_bits <= 64 => Some((&i[..], &v[..], q.small_bits)),
+                (Some(i), Some(v)) if i.len() == v.len() && q.small_bits <= 64 => Some((&i[..], &v[..])),
                 (None, None) => None,
                 _ => return Err(backend_error("small values without their bases")),
             };
             let ones = q.ones.as_deref();
-            (
-                list,
-                std::ptr::null(),
-                std::ptr::null_mut(),
-                list.len(),
+            if ones.is_some_and(|o| o.len() * 32 < n_bases.next_multiple_of(1024)) {
+                return Err(backend_error("a bitmap shorter than its bases"));
+            }
+            let shape = QueryShape {
+                bases: n_bases,
                 idx,
-                ones,
-                small,
-            )
-        }
-    };
-    let whole = idx.is_none() && ones.is_none() && small.is_none();
-    // A part of a plain MSM (resident bases only) pairs its scalars with
-    // the bases from `first` on; the rest pair every base with one scalar.
-    let part = matches!(&scalars, MsmScalars::Device(d) if d.len < d.total);
-    if whole && !part && n != n_bases {
-        return Err(backend_error(format!(
-            "{n} scalars for {n_bases} bases in a {}",
-            C::MSM
-        )));
-    }
-    if ones.is_some_and(|o| o.len() * 32 < n_bases.next_multiple_of(1024)) {
-        return Err(backend_error("a bitmap shorter than its bases"));
-    }
-    let ptr = |s: Option<&[u32]>| s.map_or(std::ptr::null(), <[u32]>::as_ptr);
-    match resident {
-        Some(r) => {
-            let call = MsmCall {
-                scalars: list.as_ptr(),
-                d_scalars,
-                d_ready,
-                ones: ptr(ones),
-                idx: ptr(idx),
-                n,
-                small_idx: ptr(small.map(|s| s.0)),
-                small_values: small.map_or(std::ptr::null(), |s| s.1.as_ptr()),
-                n_small: small.map_or(0, |s| s.0.len()),
-                small_bits: small.map_or(0, |s| s.2),
-                mont: true,
-                mark: mark.map_or(std::ptr::null_mut(), Event::as_raw),
-                max_batch: MAX_BATCH.load(std::sync::atomic::Ordering::Relaxed),
-                base_offset: first,
+                listed: list.len(),
+                small_idx: small.map(|s| s.0),
+                ones: ones.is_some(),
             };
-            let mut raw = std::ptr::null_mut();
-            // SAFETY: the resident handle is alive (borrowed) and holds
-            // `bases.len()` points; `list` holds `n` scalars, `idx` (if any)
-            // n indices below bases.len() (as `split::prepare` builds them),
-            // `ones` a padded bitmap over the bases (checked above), the
-            // small values as many base indices below bases.len(), or
-            // `d_scalars` n device scalars kept alive by the borrowed job and
-            // readable after `d_ready`. The caller keeps the host inputs and
-            // the resident bases alive until the returned Msm is dropped,
-            // which waits for the device work.
-            check(unsafe { C::begin(&mut raw, r.handle, &call) }, C::MSM)?;
-            Ok(Msm::Pending(raw))
-        }
-        None if !whole => Err(backend_error("split scalars need resident bases")),
-        None if part => Err(backend_error("an MSM in parts needs resident bases")),
-        None => {
-            let bases = host_bases.expect("checked above: no resident bases, so host ones");
-            let mut out = C::Raw::default();
-            // SAFETY: `bases` holds n points (checked), paired one to one
-            // with the n scalars in `list` or at `d_scalars`, which the
-            // caller has waited for. The call returns after its device work
-            // completed.
-            check(
-                unsafe { C::host(&mut out, device, bases.as_ptr(), list.as_ptr(), d_scalars, n) },
-                C::MSM,
-            )?;
-            Ok(Msm::Done(C::point(out)))
+            let window = match &bases {
+                Bases::Resident(_) => None,
+                Bases::Streamed { windows, .. } => Some(windows.capacity),
+            };
+            let max_listed = MAX_LISTED.load(std::sync::atomic::Ordering::Relaxed);
+            let cuts = calls(&shape, window, max_listed);
+            let mut filled: Option<std::ops::Range<usize>> = None;
+            let mut handle: *const c_void = std::ptr::null();
+            let mut read: *mut c_void = std::ptr::null_mut();
+            for cut in cuts {
+                match &mut bases {
+                    Bases::Resident(r) => handle = r.handle,
+                    Bases::Streamed { host, windows } => {
+                        if filled.as_ref() != Some(&cut.bases) {
+                            (handle, read) = windows.fill(&host[cut.bases.clone()])?;
+                            filled = Some(cut.bases.clone());
+                        }
+                    }
+                }
+                let streamed = window.is_some();
+                let slice_ptr = |v: &[u32], r: &std::ops::Range<usize>| v[r.clone()].as_ptr();
+                let call = MsmCall {
+                    scalars: list[cut.listed.clone()].as_ptr(),
+                    d_scalars: std::ptr::null(),
+                    d_ready: std::ptr::null_mut(),
+                    ones: match (&cut.ones, ones) {
+                        (Some(words), Some(o)) => o[words.start..].as_ptr(),
+                        _ => std::ptr::null(),
+                    },
+                    idx: idx.map_or(std::ptr::null(), |i| slice_ptr(i, &cut.listed)),
+                    n: cut.listed.len(),
+                    small_idx: small.map_or(std::ptr::null(), |s| slice_ptr(s.0, &cut.small)),
+                    small_values: small.map_or(std::ptr::null(), |s| s.1[cut.small.clone()].as_ptr()),
+                    n_small: cut.small.len(),
+                    small_bits: if cut.small.is_empty() { 0 } else { q.small_bits },
+                    mont: true,
+                    mark: if streamed { read } else { std::ptr::null_mut() },
+                    max_batch,
+                    // A dense list (no indices: no ones or small values
+                    // either) pairs with the bases in order, from its run's
+                    // first on.
+                    base_offset: if idx.is_none() {
+                        cut.listed.start - cut.bases.start
+                    } else {
+                        0
+                    },
+                    idx_base: if streamed { cut.bases.start } else { 0 },
+                };
+                queue(&mut pending, handle, &call)?;
+            }
         }
     }
+    if let Some(m) = mark {
+        // SAFETY: the event is live (borrowed) and belongs to this device.
+        check(unsafe { pinprove_lane_mark(device, m.as_raw()) }, "marking the device's queue")?;
+    }
+    Ok(pending)
 }

@@ -1,0 +1,322 @@
+//! What a circuit keeps in device memory and what streams, decided once,
+//! before its first proof, from the memory pinprove may use on the GPU.
+//!
+//! A device allocation that fails is a bug of this plan, not a path the
+//! backend takes: every buffer a proof allocates is bounded here, with the
+//! witness's worst case (every scalar a full-width one), and the backend
+//! admits a proof to the GPU only while the proofs in flight leave room for
+//! its peak ([`Plan::proof_bytes`]).
+//!
+//! In order of what each saves per proof, the plan keeps on the device:
+//! 1. the SRS bases (a 32 GiB PoRep's are 44 GiB; streamed, they cross PCIe
+//!    once per proof), when they fit beside one proof;
+//! 2. the circuit's pre-compiled matrices (a/b/c computed on the GPU from
+//!    the witness; otherwise on the host, and a/b/c cross PCIe instead),
+//!    when they fit beside the bases and one proof;
+//! 3. otherwise the bases stream through two windows of device memory, one
+//!    filled while the other's bases are summed, as large as the memory
+//!    left allows (up to [`MAX_WINDOW`] bases).
+//!
+//! Streamed or resident, scalars are split the same way (ones by batched
+//! addition, small values by bit planes, the rest by Pippenger): a window
+//! is summed as resident bases are.
+
+// Without `cuda` only the tests use this module.
+#![cfg_attr(not(feature = "cuda"), allow(dead_code))]
+
+use serde::Serialize;
+
+/// Bytes of a G1 base (affine, uncompressed as the device reads it).
+pub(crate) const G1_BASE: u64 = 96;
+/// Bytes of a G2 base.
+pub(crate) const G2_BASE: u64 = 192;
+/// Bytes of a scalar.
+pub(crate) const SCALAR: u64 = 32;
+/// The most bases a streamed window holds: larger windows gain nothing
+/// (the copy of one already overlaps the sums of the other).
+pub(crate) const MAX_WINDOW: usize = 1 << 25;
+/// The fewest: below this the per-window overheads dominate; a cap that
+/// cannot hold two windows of this size is too small for the circuit.
+pub(crate) const MIN_WINDOW: usize = 1 << 16;
+/// Windows are whole bitmap blocks (sppark's batched addition reads 1024
+/// bits at a time).
+const WINDOW_ALIGN: usize = 1024;
+/// Most Pippenger points per batch on the device (`MAX_BATCH` in
+/// native_msm.cu): its digit arrays are sized by the batch.
+const PIPPENGER_BATCH: usize = 1 << 24;
+/// Most listed scalars (and most small values) one MSM call takes: an
+/// MSM with more is queued as several calls, so that its device memory
+/// (gathered points, uploaded scalars, Pippenger scratch) is bounded
+/// whatever the witness. Filecoin's witnesses list about 1% of a query's
+/// bases (1.5 M of 130 M at 32 GiB): one call.
+pub(crate) const MAX_LISTED: usize = PIPPENGER_BATCH;
+/// Room left for what the plan does not count: sppark's NTT tables, the
+/// CUDA context's own allocations, fragmentation of the stream-ordered
+/// pool.
+pub(crate) const SLACK: u64 = 512 << 20;
+
+/// What a circuit's proofs need, as the plan sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CircuitSizes {
+    /// The evaluation domain (a power of two above the constraints).
+    pub domain: usize,
+    /// Variables (inputs and aux): a pre-compiled proof uploads as many
+    /// witness values.
+    pub vars: usize,
+    /// Bases of each query: h, l, a, b in G1, b in G2.
+    pub bases: [usize; 5],
+    /// The pre-compiled matrices' device bytes, once recorded.
+    pub matrices: Option<u64>,
+}
+
+impl CircuitSizes {
+    /// The SRS's bases in device memory.
+    pub(crate) fn bases_bytes(&self) -> u64 {
+        self.bases[..4].iter().map(|&n| n as u64 * G1_BASE).sum::<u64>() + self.bases[4] as u64 * G2_BASE
+    }
+
+    /// The largest query (every MSM's worst case is one over all its
+    /// bases).
+    fn largest_query(&self) -> usize {
+        self.bases.iter().copied().max().unwrap_or(0)
+    }
+}
+
+/// How a circuit's proofs use one GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    /// The memory the plan was made for (the cap, or the device's free
+    /// memory when it is lower).
+    pub usable: u64,
+    /// The SRS bases stay in device memory.
+    pub bases_resident: bool,
+    /// The pre-compiled matrices may go to device memory.
+    pub matrices_on_device: bool,
+    /// Bases per streamed window (0 with resident bases).
+    pub window: usize,
+    /// Device bytes held across proofs: bases and matrices.
+    pub held_bytes: u64,
+    /// Device bytes one proof takes at its peak, beyond those.
+    pub proof_bytes: u64,
+    /// Proofs whose peaks fit at once beside what is held.
+    pub proofs_at_once: u64,
+}
+
+/// Why no plan fits.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "{usable} bytes of GPU memory are too few for this circuit (domain of {domain} elements): \
+     a proof needs {needed} with its bases streamed in the smallest windows"
+)]
+pub struct PlanError {
+    /// The memory there was.
+    pub usable: u64,
+    /// The circuit's domain.
+    pub domain: usize,
+    /// What the smallest streamed plan needs.
+    pub needed: u64,
+}
+
+/// Device bytes of one Pippenger pass over up to `n` points of a curve
+/// whose bucket takes `bucket` bytes: buckets, digits and sort scratch per
+/// batch (native_msm.cu's `pippenger`, window width as `plan` picks it).
+fn pippenger_bytes(n: usize, bucket: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    let batch = n.min(PIPPENGER_BATCH) as u64;
+    let np = (n as u64).div_ceil(32) * 32;
+    let lg = 63 - (np + np / 2).leading_zeros();
+    let wbits = lg.saturating_sub(8).clamp(10, 18) as u64;
+    let nwins = 254 / wbits + 1;
+    let row = 1u64 << (wbits - 1);
+    // Partial sums of batched addition: generously, for a large GPU.
+    let sums = 1 << 14;
+    (nwins * row + sums) * bucket + nwins * (batch + row) * 4 + 2 * batch * 8
+}
+
+/// Device bytes one MSM call over `bases` bases (of `base` bytes, buckets
+/// of `bucket`) takes beyond its bases, in the worst case: as many listed
+/// scalars as a call takes (uploaded with their indices, their points
+/// gathered, summed by Pippenger), as many small values (indices, values,
+/// gathered points, 64 bit planes), and the bitmap of ones.
+fn msm_bytes(bases: usize, base: u64, bucket: u64) -> u64 {
+    let n = bases.min(MAX_LISTED) as u64;
+    let listed = n * (SCALAR + 4 + base);
+    let small = n * (4 + 8 + base) + 64 * n.div_ceil(8);
+    let ones = (bases as u64).div_ceil(8);
+    listed + small + ones + pippenger_bytes(n as usize, bucket)
+}
+
+/// Peak device bytes of one proof beyond what is held: the h step (a, b
+/// and c in device memory, and the witness when the matrices compute them
+/// there), then h while its MSM runs, then the other MSMs; with streamed
+/// bases, two windows and the MSM work of two windows at once.
+fn proof_bytes(s: &CircuitSizes, matrices: bool, window: Option<usize>) -> u64 {
+    let m = s.domain as u64;
+    let witness = if matrices { s.vars as u64 * SCALAR } else { 0 };
+    let h_step = 3 * m * SCALAR + witness;
+    let msms = match window {
+        None => {
+            // Resident bases: the h MSM in parts of 2^25 (scalars already
+            // on the device), then each query whole.
+            let h_part = (s.domain.min(1 << 25), 0);
+            // Two calls in flight: one summing while the next is queued.
+            let queries = [1, 2, 3]
+                .iter()
+                .map(|&q| 2 * msm_bytes(s.bases[q], G1_BASE, 2 * G1_BASE))
+                .chain(std::iter::once(2 * msm_bytes(s.bases[4], G2_BASE, 2 * G2_BASE)))
+                .max()
+                .unwrap_or(0);
+            (m * SCALAR + pippenger_bytes(h_part.0, 2 * G1_BASE)).max(queries)
+        }
+        Some(w) => {
+            let g1 = 2 * w as u64 * G1_BASE + 2 * msm_bytes(w, G1_BASE, 2 * G1_BASE);
+            let g2 = 2 * w as u64 * G2_BASE + 2 * msm_bytes(w, G2_BASE, 2 * G2_BASE);
+            // h stays on the device through its own MSM only.
+            (m * SCALAR + 2 * w as u64 * G1_BASE + 2 * pippenger_bytes(w, 2 * G1_BASE)).max(g1).max(g2)
+        }
+    };
+    h_step.max(msms)
+}
+
+impl Plan {
+    /// The plan for a circuit of `sizes` on a device with `usable` bytes
+    /// pinprove may take.
+    pub(crate) fn new(sizes: &CircuitSizes, usable: u64) -> Result<Plan, PlanError> {
+        let room = usable.saturating_sub(SLACK);
+        let matrices = sizes.matrices;
+        let plan = |bases_resident: bool, matrices_on_device: bool, window: usize| {
+            let held = if bases_resident { sizes.bases_bytes() } else { 0 }
+                + if matrices_on_device { matrices.unwrap_or(0) } else { 0 };
+            let proof = proof_bytes(sizes, matrices_on_device, (!bases_resident).then_some(window));
+            Plan {
+                usable,
+                bases_resident,
+                matrices_on_device,
+                window: if bases_resident { 0 } else { window },
+                held_bytes: held,
+                proof_bytes: proof,
+                proofs_at_once: room.saturating_sub(held) / proof.max(1),
+            }
+        };
+        let fits = |p: &Plan| p.held_bytes + p.proof_bytes <= room;
+        // Matrices not recorded yet are planned for when they are.
+        let with_matrices = matrices.is_some();
+        for bases_resident in [true, false] {
+            if bases_resident {
+                for m in [true, false] {
+                    if m && !with_matrices {
+                        continue;
+                    }
+                    let p = plan(true, m, 0);
+                    if fits(&p) {
+                        return Ok(p);
+                    }
+                }
+                continue;
+            }
+            for m in [true, false] {
+                if m && !with_matrices {
+                    continue;
+                }
+                let mut w = MAX_WINDOW.min(sizes.largest_query().next_multiple_of(WINDOW_ALIGN));
+                while w >= MIN_WINDOW.min(w) {
+                    let p = plan(false, m, w);
+                    if fits(&p) {
+                        return Ok(p);
+                    }
+                    if w <= MIN_WINDOW {
+                        break;
+                    }
+                    w = (w / 2).next_multiple_of(WINDOW_ALIGN);
+                }
+            }
+        }
+        let smallest = plan(false, false, MIN_WINDOW.min(sizes.largest_query().next_multiple_of(WINDOW_ALIGN)));
+        Err(PlanError {
+            usable,
+            domain: sizes.domain,
+            needed: smallest.held_bytes + smallest.proof_bytes + SLACK,
+        })
+    }
+}
+
+/// The windows a streamed MSM over `bases` bases passes through, as base
+/// ranges of at most `window` bases (the last may be shorter).
+pub(crate) fn windows(bases: usize, window: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let window = window.max(1);
+    (0..bases.div_ceil(window)).map(move |k| k * window..((k + 1) * window).min(bases))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    /// A 32 GiB PoRep partition, as measured (docs/benchmarks.md).
+    fn porep_32g(matrices: Option<u64>) -> CircuitSizes {
+        CircuitSizes {
+            domain: 1 << 27,
+            vars: 130_170_221,
+            bases: [(1 << 27) - 1, 130_169_893, 129_753_620, 33_112_282, 33_112_282],
+            matrices,
+        }
+    }
+
+    #[test]
+    fn a_large_gpu_keeps_bases_and_matrices() {
+        let s = porep_32g(Some(7_461_105_138));
+        assert_eq!(s.bases_bytes(), 47_373_896_256, "the bytes the upload logged");
+        let p = Plan::new(&s, 139 * GIB).unwrap();
+        assert!(p.bases_resident && p.matrices_on_device, "{p:?}");
+        assert!(p.proofs_at_once >= 1);
+        // Not recorded yet: bases resident, matrices decided later.
+        let p = Plan::new(&porep_32g(None), 139 * GIB).unwrap();
+        assert!(p.bases_resident && !p.matrices_on_device, "{p:?}");
+    }
+
+    #[test]
+    fn cards_storage_providers_own_stream_their_bases_and_every_plan_fits() {
+        for (cap, matrices_fit) in [(29, true), (22, false), (15, false)] {
+            let s = porep_32g(Some(7_461_105_138));
+            let p = Plan::new(&s, cap * GIB).unwrap_or_else(|e| panic!("{cap} GiB: {e}"));
+            assert!(!p.bases_resident, "{cap} GiB: {p:?}");
+            assert_eq!(p.matrices_on_device, matrices_fit, "{cap} GiB: {p:?}");
+            assert!(p.window >= MIN_WINDOW && p.window % WINDOW_ALIGN == 0, "{cap} GiB: {p:?}");
+            assert!(p.held_bytes + p.proof_bytes + SLACK <= cap * GIB, "{cap} GiB: {p:?}");
+            assert!(p.proofs_at_once >= 1, "{cap} GiB: {p:?}");
+        }
+        // An 80 GB card keeps both, as measured (21.8 s per proof).
+        let p = Plan::new(&porep_32g(Some(7_461_105_138)), 78 * GIB).unwrap();
+        assert!(p.bases_resident && p.matrices_on_device, "{p:?}");
+    }
+
+    #[test]
+    fn a_cap_below_any_plan_says_what_the_circuit_needs() {
+        let e = Plan::new(&porep_32g(None), 8 * GIB).unwrap_err();
+        assert_eq!(e.usable, 8 * GIB);
+        assert!(e.needed > 12 * GIB, "a, b and c alone take 12 GiB: {e}");
+        assert!(e.to_string().contains("too few"), "{e}");
+    }
+
+    #[test]
+    fn every_cap_from_15_gib_up_has_a_plan_that_fits() {
+        for matrices in [None, Some(7_461_105_138)] {
+            let s = porep_32g(matrices);
+            for cap in 15..=140 {
+                let p = Plan::new(&s, cap * GIB).unwrap_or_else(|e| panic!("{cap} GiB: {e}"));
+                assert!(p.held_bytes + p.proof_bytes + SLACK <= cap * GIB, "{cap} GiB: {p:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn windows_cover_the_bases_in_order() {
+        let w: Vec<_> = windows(10_000, 4096).collect();
+        assert_eq!(w, vec![0..4096, 4096..8192, 8192..10_000]);
+        assert_eq!(windows(0, 4096).count(), 0);
+        assert_eq!(windows(4096, 4096).collect::<Vec<_>>(), vec![0..4096]);
+    }
+}
