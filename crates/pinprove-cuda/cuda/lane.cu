@@ -118,15 +118,16 @@ extern "C" RustError::by_value pinprove_pool_reserved(int device, uint64_t* byte
     return RustError{cudaSuccess};
 }
 
-// Limits GPU `device`'s stream-ordered pool to `bytes`; only before its
-// lane is made (the first proof's work), once.
-extern "C" RustError::by_value pinprove_lane_limit(int device, uint64_t bytes)
+// Limits GPU `device`'s stream-ordered pool to `bytes` when its lane is
+// made (with the first proof's work); returns whether the limit applies
+// (false: the lane was made already, with its pool as it was then).
+extern "C" bool pinprove_lane_limit(int device, uint64_t bytes)
 {
     std::lock_guard<std::mutex> guard(pinprove::lanes_mu);
     if (pinprove::lanes().count(device) != 0)
-        return RustError{cudaErrorInvalidValue, "the GPU's pool is made already: its limit is set before"};
+        return false;
     pinprove::pool_limits()[device] = bytes;
-    return RustError{cudaSuccess};
+    return true;
 }
 
 // Grows GPU `device`'s stream-ordered pool to at least `bytes`, so that

@@ -17,7 +17,6 @@
 // are dropped by the caller. For witnesses that are mostly bits this saves
 // most of the MSM work.
 //
-// Streamed bases go through sppark's own msm_t driver, synchronously.
 // Results are Jacobian points with the memory layout of blst's blst_p1 /
 // blst_p2.
 
@@ -647,35 +646,6 @@ struct curve {
         *out = static_cast<const job_t*>(static_cast<const pending_t*>(pending))->part(i);
     }
 
-    // Pippenger through sppark's own driver, over bases in host memory
-    // (streamed to the device); scalars in host memory or on the device.
-    // Synchronous.
-    static RustError host_msm(point_t* out, int device, const affine_t* bases, const scalar_t* scalars,
-                              const void* d_scalars, size_t n, bool mont)
-    {
-        typedef msm_t<bucket_t, point_t, affine_t, scalar_t> msm_type;
-        out->inf();
-        if (n == 0)
-            return RustError{cudaSuccess};
-        try {
-            gpu_for(device);
-            msm_type m{nullptr, n, sizeof(affine_t), device};
-            RustError err = d_scalars != nullptr
-                                ? m.invoke(*out, bases, n, dev_ptr_t<scalar_t>{(scalar_t*)d_scalars}, mont)
-                                : m.invoke(*out, bases, n, scalars, mont);
-            if (err.code != cudaSuccess) {
-                std::string what = err.message ? err.message : "MSM";
-                std::free(err.message);
-                throw cuda_error{err.code, what};
-            }
-        } catch (const cuda_error& e) {
-            out->inf();
-            (void)cudaGetLastError();
-            return RustError{e.code(), e.what()};
-        }
-        return RustError{cudaSuccess};
-    }
-
     static RustError upload(void** out, int device, const affine_t* bases, size_t n)
     {
         *out = nullptr;
@@ -755,21 +725,6 @@ typedef curve<bucket_t, point_t, affine_t> g1;
 typedef curve<bucket_fp2_t, point_fp2_t, affine_fp2_t> g2;
 
 } // namespace
-
-// MSM over bases in host memory (streamed to the device). Scalars are in
-// host memory, or — when d_scalars is not null — already on the device and
-// complete. Synchronous.
-extern "C" RustError::by_value pinprove_msm_g1(point_t* out, int device, const affine_t* bases, const scalar_t* scalars,
-                                               const void* d_scalars, size_t n, bool mont)
-{
-    return g1::host_msm(out, device, bases, scalars, d_scalars, n, mont);
-}
-
-extern "C" RustError::by_value pinprove_msm_g2(point_fp2_t* out, int device, const affine_fp2_t* bases,
-                                               const scalar_t* scalars, const void* d_scalars, size_t n, bool mont)
-{
-    return g2::host_msm(out, device, bases, scalars, d_scalars, n, mont);
-}
 
 // Queues an MSM over resident bases on its GPU's lane and returns at once;
 // *out is the pending MSM, summed through pinprove_msm_wait and

@@ -98,7 +98,8 @@ impl<C> DeviceQueue<C> {
     }
 
     /// Device bytes reserved now (queued pieces and the turn queueing).
-    pub(crate) fn held(&self) -> u64 {
+    #[cfg(test)]
+    fn held(&self) -> u64 {
         self.lock().held
     }
 

@@ -53,11 +53,11 @@ pub(crate) const MAX_LISTED: usize = PIPPENGER_BATCH;
 /// Room left for what the plan does not count: sppark's NTT tables, the
 /// CUDA context's own allocations, fragmentation of the stream-ordered
 /// pool.
-pub(crate) const SLACK: u64 = 512 << 20;
+pub const SLACK: u64 = 512 << 20;
 
 /// What a circuit's proofs need, as the plan sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct CircuitSizes {
+pub struct CircuitSizes {
     /// The evaluation domain (a power of two above the constraints).
     pub domain: usize,
     /// Variables (inputs and aux): a pre-compiled proof uploads as many
@@ -70,8 +70,32 @@ pub(crate) struct CircuitSizes {
 }
 
 impl CircuitSizes {
+    /// The sizes a recording gives (its matrices' device bytes included).
+    pub(crate) fn of_recording(r: &pinprove_groth16::precompiled::Recording) -> CircuitSizes {
+        let stats = r.stats();
+        let domain = pinprove_groth16::domain::domain_size(stats.constraints).unwrap_or(usize::MAX / 2);
+        let b = r.b_input_density().total() + r.b_aux_density().total();
+        // As native_spmv.cu lays them out: per matrix, row offsets (8
+        // bytes each), columns (4) and coefficient ids (2) per entry; the
+        // coefficients once.
+        let matrices = 3 * (stats.constraints as u64 + 1) * 8
+            + stats.nnz.iter().map(|&n| n as u64 * 6).sum::<u64>()
+            + stats.coefficients as u64 * SCALAR;
+        CircuitSizes {
+            domain,
+            vars: stats.inputs + stats.aux,
+            bases: [domain - 1, stats.aux, stats.inputs + r.a_aux_density().total(), b, b],
+            matrices: Some(matrices),
+        }
+    }
+
+    /// Whether both describe the same circuit's queries.
+    pub(crate) fn same_queries(&self, other: &CircuitSizes) -> bool {
+        self.domain == other.domain && self.bases == other.bases
+    }
+
     /// The SRS's bases in device memory.
-    pub(crate) fn bases_bytes(&self) -> u64 {
+    pub fn bases_bytes(&self) -> u64 {
         self.bases[..4].iter().map(|&n| n as u64 * G1_BASE).sum::<u64>() + self.bases[4] as u64 * G2_BASE
     }
 
@@ -182,63 +206,85 @@ fn proof_bytes(s: &CircuitSizes, matrices: bool, window: Option<usize>) -> u64 {
 
 impl Plan {
     /// The plan for a circuit of `sizes` on a device with `usable` bytes
-    /// pinprove may take.
-    pub(crate) fn new(sizes: &CircuitSizes, usable: u64) -> Result<Plan, PlanError> {
-        let room = usable.saturating_sub(SLACK);
-        let matrices = sizes.matrices;
-        let plan = |bases_resident: bool, matrices_on_device: bool, window: usize| {
-            let held = if bases_resident { sizes.bases_bytes() } else { 0 }
-                + if matrices_on_device { matrices.unwrap_or(0) } else { 0 };
-            let proof = proof_bytes(sizes, matrices_on_device, (!bases_resident).then_some(window));
-            Plan {
-                usable,
-                bases_resident,
-                matrices_on_device,
-                window: if bases_resident { 0 } else { window },
-                held_bytes: held,
-                proof_bytes: proof,
-                proofs_at_once: room.saturating_sub(held) / proof.max(1),
-            }
-        };
-        let fits = |p: &Plan| p.held_bytes + p.proof_bytes <= room;
-        // Matrices not recorded yet are planned for when they are.
-        let with_matrices = matrices.is_some();
-        for bases_resident in [true, false] {
-            if bases_resident {
-                for m in [true, false] {
-                    if m && !with_matrices {
-                        continue;
-                    }
-                    let p = plan(true, m, 0);
-                    if fits(&p) {
-                        return Ok(p);
-                    }
-                }
+    /// pinprove may take: its bases resident when they fit beside one
+    /// proof, else streamed ([`Plan::streaming`]).
+    pub fn new(sizes: &CircuitSizes, usable: u64) -> Result<Plan, PlanError> {
+        let with_matrices = sizes.matrices.is_some();
+        for matrices in [true, false] {
+            if matrices && !with_matrices {
                 continue;
             }
-            for m in [true, false] {
-                if m && !with_matrices {
-                    continue;
-                }
-                let mut w = MAX_WINDOW.min(sizes.largest_query().next_multiple_of(WINDOW_ALIGN));
-                while w >= MIN_WINDOW.min(w) {
-                    let p = plan(false, m, w);
-                    if fits(&p) {
-                        return Ok(p);
-                    }
-                    if w <= MIN_WINDOW {
-                        break;
-                    }
-                    w = (w / 2).next_multiple_of(WINDOW_ALIGN);
-                }
+            let p = Plan::of(sizes, usable, true, matrices, 0);
+            if p.fits() {
+                return Ok(p);
             }
         }
-        let smallest = plan(false, false, MIN_WINDOW.min(sizes.largest_query().next_multiple_of(WINDOW_ALIGN)));
+        Plan::streaming(sizes, usable)
+    }
+
+    /// The plan with the bases streamed, through the largest windows that
+    /// fit (matrices on the device when they fit too).
+    pub(crate) fn streaming(sizes: &CircuitSizes, usable: u64) -> Result<Plan, PlanError> {
+        let largest = MAX_WINDOW.min(sizes.largest_query().next_multiple_of(WINDOW_ALIGN));
+        for matrices in [true, false] {
+            if matrices && sizes.matrices.is_none() {
+                continue;
+            }
+            let mut w = largest;
+            loop {
+                let p = Plan::of(sizes, usable, false, matrices, w);
+                if p.fits() {
+                    return Ok(p);
+                }
+                if w <= MIN_WINDOW {
+                    break;
+                }
+                w = (w / 2).next_multiple_of(WINDOW_ALIGN);
+            }
+        }
+        let smallest = Plan::streamed(sizes, usable, MIN_WINDOW);
         Err(PlanError {
             usable,
             domain: sizes.domain,
             needed: smallest.held_bytes + smallest.proof_bytes + SLACK,
         })
+    }
+
+    /// The plan with the bases streamed through windows of `window` bases
+    /// (at most the largest query), matrices on the host, fitting or not.
+    pub(crate) fn streamed(sizes: &CircuitSizes, usable: u64, window: usize) -> Plan {
+        let w = window.min(sizes.largest_query().next_multiple_of(WINDOW_ALIGN)).max(WINDOW_ALIGN);
+        Plan::of(sizes, usable, false, false, w)
+    }
+
+    fn of(sizes: &CircuitSizes, usable: u64, bases_resident: bool, matrices_on_device: bool, window: usize) -> Plan {
+        let held = if bases_resident { sizes.bases_bytes() } else { 0 }
+            + if matrices_on_device { sizes.matrices.unwrap_or(0) } else { 0 };
+        let proof = proof_bytes(sizes, matrices_on_device, (!bases_resident).then_some(window));
+        let room = usable.saturating_sub(SLACK);
+        Plan {
+            usable,
+            bases_resident,
+            matrices_on_device,
+            window: if bases_resident { 0 } else { window },
+            held_bytes: held,
+            proof_bytes: proof,
+            proofs_at_once: room.saturating_sub(held) / proof.max(1),
+        }
+    }
+
+    fn fits(&self) -> bool {
+        self.held_bytes + self.proof_bytes + SLACK <= self.usable
+    }
+}
+
+impl Plan {
+    /// Whether a circuit of `sizes` planned so can also keep its
+    /// pre-compiled matrices (`matrices` bytes) on the device, beside
+    /// `elsewhere` bytes other circuits hold there.
+    pub(crate) fn matrices_fit(&self, sizes: &CircuitSizes, matrices: u64, elsewhere: u64) -> bool {
+        let proof = proof_bytes(sizes, true, (!self.bases_resident).then_some(self.window));
+        elsewhere + self.held_bytes + matrices + proof + SLACK <= self.usable
     }
 }
 
@@ -284,7 +330,7 @@ mod tests {
             let p = Plan::new(&s, cap * GIB).unwrap_or_else(|e| panic!("{cap} GiB: {e}"));
             assert!(!p.bases_resident, "{cap} GiB: {p:?}");
             assert_eq!(p.matrices_on_device, matrices_fit, "{cap} GiB: {p:?}");
-            assert!(p.window >= MIN_WINDOW && p.window % WINDOW_ALIGN == 0, "{cap} GiB: {p:?}");
+            assert!(p.window >= MIN_WINDOW && p.window.is_multiple_of(WINDOW_ALIGN), "{cap} GiB: {p:?}");
             assert!(p.held_bytes + p.proof_bytes + SLACK <= cap * GIB, "{cap} GiB: {p:?}");
             assert!(p.proofs_at_once >= 1, "{cap} GiB: {p:?}");
         }

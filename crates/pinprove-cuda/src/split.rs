@@ -14,7 +14,7 @@
 //! its base index (summed by Pippenger over those bases only). Filecoin's
 //! circuits are mostly bits, so the Pippenger part shrinks to a small
 //! fraction. In [`Mode::Dense`] every selected scalar goes to the list in
-//! base order (for bases that are not on the device).
+//! base order (a reference for tests).
 //!
 //! The aux vector is read twice in parallel chunks — once to count, once to
 //! write each chunk's share at its known offset — and both times all three
@@ -40,18 +40,13 @@ const BITMAP_BLOCK: usize = 1024;
 /// How scalars are sorted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
-    /// Ones to a bitmap, zeros dropped, the rest listed with their bases.
+    /// Ones to a bitmap, zeros dropped, the rest listed with their bases:
+    /// how proofs sort them, bases resident or streamed.
     Split,
-    /// Every selected scalar listed, in base order.
+    /// Every selected scalar listed, in base order: every scalar through
+    /// Pippenger, the reference the tests check the split against.
+    #[cfg_attr(not(test), allow(dead_code))]
     Dense,
-}
-
-impl Mode {
-    /// How a proof sorts its scalars: split when the bases are resident
-    /// on the device, dense when they stream from the host.
-    pub(crate) fn for_bases(resident: bool) -> Mode {
-        if resident { Mode::Split } else { Mode::Dense }
-    }
 }
 
 /// The scalars of one MSM.

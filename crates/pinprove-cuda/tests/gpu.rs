@@ -261,6 +261,81 @@ fn native_proofs_equal_the_cpu_backend_and_bellperson() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A native backend whose memory limit leaves room only for streamed
+/// bases, in the smallest windows: its proofs are the CPU backend's and
+/// bellperson's, several at once, and everything comes back.
+#[test]
+fn native_proofs_under_a_memory_limit_stream_their_bases_and_equal_the_cpu_backend() {
+    use pinprove_cuda::plan::{CircuitSizes, Plan};
+    let Some(pool) = gpu_pool("native_proofs_under_a_memory_limit_stream_their_bases_and_equal_the_cpu_backend") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("pinprove-gpu-capped-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cpu = CpuBackend::new(Arc::clone(&pool));
+    let mut rng = ChaCha8Rng::seed_from_u64(14);
+    for mix in [WitnessMix::Bits, WitnessMix::Random] {
+        // 2^17 constraints: a 2^18 domain, so the h MSM alone passes
+        // through four windows of the smallest size.
+        let c = BenchCircuit::new(1 << 17, mix).unwrap();
+        let (path, params) = write_params(&c, &dir);
+        let full = Arc::new(Srs::read_file(&path, &pool, Validation::OnCurve).unwrap());
+        let q = full.lengths();
+        let sizes = CircuitSizes {
+            domain: q.h + 1,
+            vars: full.vk().ic.len() + q.l,
+            bases: [q.h, q.l, q.a, q.b_g1, q.b_g2],
+            matrices: None,
+        };
+        // The smallest limit any plan fits: bases streamed.
+        let limit = (1..)
+            .map(|mib: u64| pinprove_cuda::plan::SLACK + (mib << 20))
+            .find(|&l| Plan::new(&sizes, l).is_ok())
+            .unwrap();
+        let plan = Plan::new(&sizes, limit).unwrap();
+        assert!(!plan.bases_resident && plan.window < q.h, "{plan:?}");
+        let gpu = NativeBackend::with_config(
+            Arc::clone(&pool),
+            NativeConfig {
+                memory_limit: Some(limit),
+                ..NativeConfig::default()
+            },
+        )
+        .unwrap();
+        gpu.prepare_srs(&full).unwrap();
+        assert!(gpu.resident().is_empty(), "the bases stream");
+        assert!(
+            gpu.resident_srs().iter().any(|r| r.place == "streamed"),
+            "{:?}",
+            gpu.resident_srs()
+        );
+        let rs = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+        let on_cpu = prove(&cpu, &pool, &full, &c, rs).to_bytes();
+        let theirs = bellperson::groth16::create_proof::<Bls12, _, _>(c.clone(), &params, rs.0, rs.1).unwrap();
+        let mut theirs_bytes = Vec::new();
+        theirs.write(&mut theirs_bytes).unwrap();
+        assert_eq!(on_cpu.to_vec(), theirs_bytes);
+        // Three proofs from three threads: the device admits them as its
+        // memory allows (one at a time here).
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| assert_eq!(prove(&gpu, &pool, &full, &c, rs).to_bytes(), on_cpu, "{mix:?}"));
+            }
+        });
+        eprintln!(
+            "{} under a {limit}-byte limit ({plan:?}): streamed proofs identical to the CPU backend's and bellperson's",
+            c.id()
+        );
+        gpu.evict_srs(&full);
+        assert_eq!(
+            pool.stats().checked_out_bytes,
+            full.memory_bytes(),
+            "only the SRS stays checked out"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn supraseal_errors_are_values() {
     let Some(pool) = gpu_pool("supraseal_errors_are_values") else {

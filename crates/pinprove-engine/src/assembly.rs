@@ -157,7 +157,8 @@ pub enum PoolMemory {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SrsPlacement {
-    /// In device memory, uploaded once per SRS (host memory when it does not fit).
+    /// In device memory, uploaded once per SRS, when the device memory
+    /// plan keeps them there (streamed otherwise).
     #[default]
     Device,
     /// Streamed from pinned host memory for every MSM.
@@ -176,6 +177,9 @@ pub struct NativeOptions {
     pub prep_threads: usize,
     /// Workers the engine runs per GPU.
     pub workers_per_device: usize,
+    /// The most device memory pinprove takes of each GPU (`None`: what it
+    /// has free); see `pinprove_cuda::NativeConfig::memory_limit`.
+    pub memory_limit: Option<u64>,
 }
 
 impl Default for NativeOptions {
@@ -185,6 +189,7 @@ impl Default for NativeOptions {
             queue_depth: 2,
             prep_threads: 0,
             workers_per_device: 2,
+            memory_limit: None,
         }
     }
 }
@@ -478,6 +483,7 @@ fn gpu_backend(
                 workers_per_device: native.workers_per_device,
                 device: ordinal,
                 queue_depth: native.queue_depth,
+                memory_limit: native.memory_limit,
                 prep_threads: native.prep_threads,
             };
             let b = NativeBackend::with_config(Arc::clone(pool), config).map_err(started)?;

@@ -48,7 +48,8 @@ pub struct Capabilities {
 pub struct ResidentSrs {
     /// The SRS's file (or another name for it).
     pub srs: String,
-    /// Where the copy lives ("device", "host").
+    /// Where the copy lives: "device", "host", or "streamed" (from host
+    /// memory through device windows for every proof).
     pub place: &'static str,
     /// Bytes the copy takes there.
     pub bytes: u64,

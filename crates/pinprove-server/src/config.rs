@@ -19,6 +19,7 @@
 //! devices = "all"                    # or ordinals: "0,1"
 //! workers_per_device = 2
 //! queue_depth = 2                    # pieces of proofs queued on a GPU at once; 1 lets WinningPoSt in sooner
+//! memory_limit = "22GiB"             # the most pinprove takes of each GPU; default: what it has free
 //!
 //! [synthesis]
 //! workers = 16                       # default: one per CPU
@@ -189,6 +190,17 @@ pub struct GpuConfig {
     /// 2): with 2 the next piece's upload overlaps the running one's work,
     /// with 1 an urgent proof waits behind one piece at most.
     pub queue_depth: Option<usize>,
+    /// The most memory pinprove takes of each GPU ("24GiB"; default: what
+    /// the GPU has free at start). Where the SRS bases and circuit matrices
+    /// live, and how many proofs share the GPU, are planned within it:
+    /// leave room for other users of the card, or reproduce a smaller
+    /// card's capacity.
+    #[serde(
+        serialize_with = "display_option",
+        deserialize_with = "parsed_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub memory_limit: Option<ByteSize>,
 }
 
 /// `[synthesis]`
@@ -380,6 +392,7 @@ impl Default for GpuConfig {
             devices: DeviceSelection::All,
             workers_per_device: None,
             queue_depth: None,
+            memory_limit: None,
         }
     }
 }
@@ -488,6 +501,11 @@ impl Config {
                 return bad(format!("{what} is {n}, more than {}", 1 << 20));
             }
         }
+        if let Some(l) = self.gpu.memory_limit
+            && l.0 < 1 << 30
+        {
+            return bad(format!("gpu.memory_limit is {} bytes; a GPU pinprove proves on needs at least 1 GiB", l.0));
+        }
         for id in &self.filecoin.preload {
             if let Err(e) = pinprove_filecoin::parse_circuit_id(id) {
                 return bad(format!("filecoin.preload: {e}"));
@@ -499,6 +517,21 @@ impl Config {
 
 fn display<T: std::fmt::Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(v)
+}
+
+fn display_option<T: std::fmt::Display, S: Serializer>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.collect_str(v),
+        None => s.serialize_none(),
+    }
+}
+
+fn parsed_option<'de, T, D>(d: D) -> Result<Option<T>, D::Error>
+where
+    T: std::str::FromStr<Err = String>,
+    D: Deserializer<'de>,
+{
+    parsed(d).map(Some)
 }
 
 fn parsed<'de, T, D>(d: D) -> Result<T, D::Error>

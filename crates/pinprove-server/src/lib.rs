@@ -146,6 +146,7 @@ impl Daemon {
                 .workers_per_device
                 .unwrap_or(NativeOptions::default().workers_per_device),
             queue_depth: config.gpu.queue_depth.unwrap_or(NativeOptions::default().queue_depth),
+            memory_limit: config.gpu.memory_limit.map(|l| l.0),
             ..NativeOptions::default()
         };
         let stack = Stack::build(&StackConfig {

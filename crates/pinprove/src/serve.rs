@@ -24,6 +24,10 @@ pub struct ServeArgs {
     /// or CUDA ordinals such as 0,1.
     #[arg(long)]
     devices: Option<pinprove_engine::assembly::DeviceSelection>,
+    /// The most memory pinprove takes of each GPU, overriding the file's
+    /// `[gpu] memory_limit` ("22GiB").
+    #[arg(long)]
+    gpu_memory_limit: Option<pinprove_server::config::ByteSize>,
     /// Print the effective configuration as TOML and exit.
     #[arg(long)]
     print_config: bool,
@@ -43,6 +47,9 @@ pub fn config(args: &ServeArgs) -> Result<Config> {
     }
     if let Some(d) = &args.devices {
         config.gpu.devices = d.clone();
+    }
+    if let Some(l) = args.gpu_memory_limit {
+        config.gpu.memory_limit = Some(l);
     }
     Ok(config)
 }

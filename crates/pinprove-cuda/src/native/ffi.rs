@@ -34,6 +34,7 @@ unsafe extern "C" {
         evaluated: *mut c_void,
     ) -> sppark::Error;
     pub(super) fn pinprove_h_result(job: *mut c_void, h: *mut *const Scalar, ready: *mut *mut c_void);
+    #[cfg(test)]
     pub(super) fn pinprove_h_wait(job: *mut c_void) -> sppark::Error;
     #[cfg(test)]
     pub(super) fn pinprove_h_download(job: *mut c_void, h_out: *mut Scalar) -> sppark::Error;
@@ -55,24 +56,6 @@ unsafe extern "C" {
     ) -> sppark::Error;
     pub(super) fn pinprove_matrices_free(handle: *mut c_void);
     // cuda/native_msm.cu
-    pub(super) fn pinprove_msm_g1(
-        out: *mut blst_p1,
-        device: c_int,
-        bases: *const blst_p1_affine,
-        scalars: *const Scalar,
-        d_scalars: *const Scalar,
-        n: usize,
-        mont: bool,
-    ) -> sppark::Error;
-    pub(super) fn pinprove_msm_g2(
-        out: *mut blst_p2,
-        device: c_int,
-        bases: *const blst_p2_affine,
-        scalars: *const Scalar,
-        d_scalars: *const Scalar,
-        n: usize,
-        mont: bool,
-    ) -> sppark::Error;
     pub(super) fn pinprove_msm_resident_g1_begin(
         out: *mut *mut c_void,
         resident: *const c_void,
@@ -118,7 +101,7 @@ unsafe extern "C" {
     ) -> sppark::Error;
     pub(super) fn pinprove_window_g1_free(p: *mut c_void);
     pub(super) fn pinprove_window_g2_free(p: *mut c_void);
-    pub(super) fn pinprove_lane_limit(device: c_int, bytes: u64) -> sppark::Error;
+    pub(super) fn pinprove_lane_limit(device: c_int, bytes: u64) -> bool;
 }
 
 /// One matrix of a recording as the upload reads it:

@@ -167,6 +167,7 @@ impl HJob {
     }
 
     /// Blocks until h is computed.
+    #[cfg(test)]
     pub(super) fn wait(&self) -> Result<(), ProveError> {
         // SAFETY: the job is live.
         check(unsafe { pinprove_h_wait(self.raw) }, "h on the GPU")

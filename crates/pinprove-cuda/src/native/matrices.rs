@@ -120,6 +120,13 @@ impl ResidentMatrices {
         Ok(m)
     }
 
+    /// Whether `recording`'s matrices are on the device.
+    pub(super) fn holds(&self, recording: &Arc<Recording>) -> bool {
+        let mut held = self.held.lock().recover();
+        held.retain(|(r, _)| r.strong_count() > 0);
+        held.iter().any(|(r, _)| std::ptr::eq(r.as_ptr(), Arc::as_ptr(recording)))
+    }
+
     /// The recordings on the device and the bytes each takes.
     pub(super) fn report(&self) -> Vec<(String, u64)> {
         let mut held = self.held.lock().recover();

@@ -21,19 +21,24 @@
 //! queues all of its own (see `device_queue`): a WinningPoSt waits for the
 //! pieces queued before it, not for whole proofs.
 //!
-//! SRS placement: [`SrsPlacement::Device`] (the default) uploads each
-//! query's bases to device memory once, in `prepare_srs`, and MSMs read them
-//! from HBM; when that fails (too little device memory) or with
-//! [`SrsPlacement::Host`] the bases stream from the SRS's pinned pool
-//! buffers on every MSM through sppark's own Pippenger driver, every scalar
-//! goes through Pippenger, and `start` runs the MSMs to completion.
+//! Device memory is planned, never tried (see [`crate::plan`]): in
+//! `prepare_srs` each circuit gets a plan from the memory the backend may
+//! use ([`NativeConfig::memory_limit`], or the GPU's free memory) and the
+//! circuit's sizes. [`SrsPlacement::Device`] (the default) uploads each
+//! query's bases to device memory once when the plan keeps them there;
+//! otherwise (or with [`SrsPlacement::Host`]) they stream from the SRS's
+//! pinned pool buffers on every MSM through two windows of device memory,
+//! one filled while the other's bases are summed. Either way the scalars
+//! are split the same way and every MSM is queued as calls of bounded
+//! memory; the device queue admits a proof's work only while the proofs
+//! queued leave room for its peak.
 //!
 //! Pre-compiled circuits: an assignment whose a/b/c are pending (see
 //! `pinprove_groth16::precompiled::defer`) uploads its witness instead, and
 //! the device computes a/b/c from the circuit's matrices, uploaded once per
 //! recording and kept in device memory while the engine holds the recording
-//! (`cuda/native_spmv.cu`); when they do not fit there, a/b/c are computed
-//! on the host and uploaded as usual.
+//! (`cuda/native_spmv.cu`), when the plan leaves room for them; otherwise
+//! a/b/c are computed on the host and uploaded as usual.
 //!
 //! Rooms: [`ffi`] (the C interface and the structs it shares), [`resident`]
 //! (bases in device memory), [`matrices`] (circuits' matrices in device
@@ -110,6 +115,11 @@ pub struct NativeConfig {
     /// at most. A proof holds its device memory (a/b/c, scalars, MSM
     /// scratch) from its first piece until its last has run.
     pub queue_depth: usize,
+    /// The most device memory the backend takes of its GPU, in bytes
+    /// (`None`: all the GPU has free when the backend starts). Everything
+    /// is planned to fit (see `plan`): where the SRS bases and a circuit's
+    /// matrices live, and how many proofs are on the device at once.
+    pub memory_limit: Option<u64>,
     /// Threads of the backend's own pool, which prepares scalars before the
     /// device work and adds up the MSMs' results after it (0: half the
     /// CPUs, at least 2). Not rayon's global pool: synthesis keeps that one
@@ -129,6 +139,7 @@ impl Default for NativeConfig {
             workers_per_device: 2,
             device: 0,
             queue_depth: 2,
+            memory_limit: None,
             prep_threads: 0,
         }
     }

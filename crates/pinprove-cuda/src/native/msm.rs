@@ -356,7 +356,7 @@ pub(super) fn msm<C: Curve>(
     let n_bases = bases.len();
     let max_batch = MAX_BATCH.load(std::sync::atomic::Ordering::Relaxed);
     let mut pending = Msm::<C>::Pending(Vec::new());
-    let mut queue = |pending: &mut Msm<C>, handle: *const c_void, call: &MsmCall| -> Result<(), ProveError> {
+    let queue = |pending: &mut Msm<C>, handle: *const c_void, call: &MsmCall| -> Result<(), ProveError> {
         let mut raw = std::ptr::null_mut();
         // SAFETY: the bases behind `handle` (resident, or a window just
         // filled) hold the call's bases; its host inputs are slices of the

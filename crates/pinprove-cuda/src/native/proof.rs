@@ -59,8 +59,7 @@ pub(super) struct DeviceProof {
     pub(super) events: ProofEvents,
     /// Recorded once the device computed a/b/c (pre-compiled circuits).
     pub(super) evaluated: Option<PooledEvent>,
-    /// With streamed bases the MSM times are already in (host times: the
-    /// MSMs ran to completion in `start`); else they come from `events`.
+    /// The MSM times come from `events` once the work is done.
     pub(super) phases: NativePhases,
     /// Held until the proof is summed (or dropped): waits for the device.
     pub(super) _reads: DeviceReads,
@@ -75,12 +74,10 @@ impl DeviceProof {
         if let Some(e) = &self.evaluated {
             self.phases.evaluation = e.elapsed_since(h0)?;
         }
-        if self.phases.resident_bases {
-            let mut prev = h1;
-            for (slot, e) in self.phases.msm.iter_mut().zip(&self.events.msms) {
-                slot.0 = e.elapsed_since(prev)?;
-                prev = e;
-            }
+        let mut prev = h1;
+        for (slot, e) in self.phases.msm.iter_mut().zip(&self.events.msms) {
+            slot.0 = e.elapsed_since(prev)?;
+            prev = e;
         }
         Ok(())
     }

@@ -14,7 +14,7 @@ use pinprove_mem::PinnedPool;
 use pinprove_mem::test_util::skip_without_gpu;
 
 use super::h::{Events, HJob};
-use super::msm::{G1, G2, MAX_BATCH, Msm, MsmScalars, msm};
+use super::msm::{Bases, G1, G2, MAX_BATCH, MAX_LISTED, Msm, MsmScalars, Windows, msm};
 use super::resident::resident;
 use super::*;
 use crate::split::{self, Mode};
@@ -122,72 +122,68 @@ fn msms_split_by_value_equal_the_plain_sums() {
     let sum2 = |m: Result<Msm<G2>, ProveError>| m.and_then(|mut m| m.sum(&threads));
     // Both queued before either is waited for; resident bases need no host
     // copy.
-    let mut q1 = msm::<G1>(0, None, Some(&r1), MsmScalars::Query(&split.l, aux), None).unwrap();
-    let mut q2 = msm::<G2>(0, None, Some(&r2), MsmScalars::Query(&split.b, aux), None).unwrap();
+    let mut q1 = msm::<G1>(0, Bases::Resident(&r1), MsmScalars::Query(&split.l, aux), None).unwrap();
+    let mut q2 = msm::<G2>(0, Bases::Resident(&r2), MsmScalars::Query(&split.b, aux), None).unwrap();
     let got2 = q2.sum(&threads).unwrap();
     let got1 = q1.sum(&threads).unwrap();
     assert_eq!(got1, want1);
     assert_eq!(got2, want2);
-    // Several Pippenger batches (the last one short), their results
-    // summed on the host. (Other tests of this binary that run MSMs at
-    // the same time get the same results, only slower.)
-    MAX_BATCH.store(512, std::sync::atomic::Ordering::Relaxed);
+    // Streamed through windows of 1024 bases (three windows, so each of
+    // the two is filled again once the calls that read it are done), the
+    // same split scalars.
+    let mut w1 = Windows::<G1>::new(0, 1024).unwrap();
+    let mut w2 = Windows::<G2>::new(0, 1024).unwrap();
+    let streamed1 = |w: &mut Windows<G1>, q: &crate::split::QueryScalars| {
+        msm::<G1>(
+            0,
+            Bases::Streamed {
+                host: &g1_affine,
+                windows: w,
+            },
+            MsmScalars::Query(q, aux),
+            None,
+        )
+    };
+    assert_eq!(sum(streamed1(&mut w1, &split.l)).unwrap(), want1);
+    let got2 = msm::<G2>(
+        0,
+        Bases::Streamed {
+            host: &g2_affine,
+            windows: &mut w2,
+        },
+        MsmScalars::Query(&split.b, aux),
+        None,
+    );
+    assert_eq!(sum2(got2).unwrap(), want2);
+    // Lists cut into calls of 100 scalars (and small values), resident or
+    // streamed; several Pippenger batches per call, the last one short.
+    MAX_LISTED.store(100, std::sync::atomic::Ordering::Relaxed);
+    MAX_BATCH.store(64, std::sync::atomic::Ordering::Relaxed);
+    let cut_resident = sum(msm::<G1>(0, Bases::Resident(&r1), MsmScalars::Query(&split.l, aux), None));
+    let cut_streamed = sum(streamed1(&mut w1, &split.l));
+    MAX_LISTED.store(crate::plan::MAX_LISTED, std::sync::atomic::Ordering::Relaxed);
+    MAX_BATCH.store(0, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(cut_resident.unwrap(), want1);
+    assert_eq!(cut_streamed.unwrap(), want1);
+    // Every scalar through Pippenger (the dense reference), resident and
+    // streamed.
     let dense = split::prepare_witness(&mut w, &pool, Mode::Dense).unwrap();
     let aux: &[Scalar] = &w.aux;
-    let got1 = sum(msm::<G1>(
+    assert_eq!(
+        sum(msm::<G1>(0, Bases::Resident(&r1), MsmScalars::Query(&dense.l, aux), None)).unwrap(),
+        want1
+    );
+    let got = msm::<G1>(
         0,
-        Some(&g1_affine[..]),
-        Some(&r1),
+        Bases::Streamed {
+            host: &g1_affine,
+            windows: &mut w1,
+        },
         MsmScalars::Query(&dense.l, aux),
         None,
-    ));
-    let got2 = sum2(msm::<G2>(
-        0,
-        Some(&g2_affine[..]),
-        Some(&r2),
-        MsmScalars::Query(&dense.b, aux),
-        None,
-    ));
-    MAX_BATCH.store(0, std::sync::atomic::Ordering::Relaxed);
-    assert_eq!(got1.unwrap(), want1);
-    assert_eq!(got2.unwrap(), want2);
-    // Every scalar through Pippenger, bases resident or streamed.
-    assert_eq!(
-        sum(msm::<G1>(
-            0,
-            Some(&g1_affine[..]),
-            Some(&r1),
-            MsmScalars::Query(&dense.l, aux),
-            None
-        ))
-        .unwrap(),
-        want1
     );
-    assert_eq!(
-        sum(msm::<G1>(
-            0,
-            Some(&g1_affine[..]),
-            None,
-            MsmScalars::Query(&dense.l, aux),
-            None
-        ))
-        .unwrap(),
-        want1
-    );
-    assert_eq!(
-        sum2(msm::<G2>(
-            0,
-            Some(&g2_affine[..]),
-            None,
-            MsmScalars::Query(&dense.b, aux),
-            None
-        ))
-        .unwrap(),
-        want2
-    );
-    // Split scalars need bases on the device, and some bases are needed.
-    assert!(msm::<G1>(0, Some(&g1_affine[..]), None, MsmScalars::Query(&split.l, aux), None).is_err());
-    assert!(msm::<G1>(0, None, None, MsmScalars::Query(&dense.l, aux), None).is_err());
+    assert_eq!(sum(got).unwrap(), want1);
+    drop((w1, w2));
     let _ = rng.r#gen::<u8>();
 }
 
@@ -539,9 +535,16 @@ fn a_backend_hint_prepares_a_new_backend_for_its_first_proof() {
 
 // Background proofs queued in pieces (h, the h MSM in many parts, the
 // other MSMs) on a queue one piece deep, two at once from two threads, and
-// urgent proofs between their pieces: every proof is the CPU backend's.
+// urgent proofs between their pieces: every proof is the CPU backend's,
+// bases resident or streamed.
 #[test]
 fn proofs_queued_in_pieces_with_urgent_ones_between_are_unchanged() {
+    for placement in [SrsPlacement::Device, SrsPlacement::Host] {
+        pieces_with_urgent_ones_between(placement);
+    }
+}
+
+fn pieces_with_urgent_ones_between(placement: SrsPlacement) {
     use pinprove_groth16::CpuBackend;
     use pinprove_groth16::circuits::WitnessMix;
 
@@ -555,6 +558,7 @@ fn proofs_queued_in_pieces_with_urgent_ones_between_are_unchanged() {
         Arc::clone(&pool),
         NativeConfig {
             queue_depth: 1,
+            srs_placement: placement,
             ..NativeConfig::default()
         },
     )
@@ -583,7 +587,7 @@ fn proofs_queued_in_pieces_with_urgent_ones_between_are_unchanged() {
     });
     super::backend::H_MSM_PART_BASES.store(1 << 25, std::sync::atomic::Ordering::Relaxed);
     let phases = gpu.last_phases().unwrap();
-    assert!(phases.resident_bases);
+    assert_eq!(phases.resident_bases, placement == SrsPlacement::Device);
     assert!(
         phases.msm[0].0 > Duration::ZERO,
         "the h MSM's parts timed as one: {phases:?}"

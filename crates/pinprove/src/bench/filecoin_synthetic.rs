@@ -85,6 +85,10 @@ pub struct SyntheticArgs {
     /// with synthesis for the cores.
     #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().prep_threads)]
     pub prep_threads: usize,
+    /// The most memory pinprove takes of each GPU ("15GiB": a 16 GB card's
+    /// capacity on a larger one; default: what the GPU has free).
+    #[arg(long, value_parser = pinprove_mem::parse_bytes)]
+    pub gpu_memory_limit: Option<u64>,
 }
 
 /// One partition, synthesized alone.
@@ -436,6 +440,7 @@ pub fn measure(
         native: pinprove_engine::assembly::NativeOptions {
             queue_depth: args.queue_depth,
             prep_threads: args.prep_threads,
+            memory_limit: args.gpu_memory_limit,
             ..Default::default()
         },
         ..StackConfig::default()

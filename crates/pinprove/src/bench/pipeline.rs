@@ -44,6 +44,10 @@ pub struct PipelineArgs {
     /// with synthesis for the cores.
     #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().prep_threads)]
     prep_threads: usize,
+    /// The most memory pinprove takes of each GPU ("15GiB": a 16 GB card's
+    /// capacity on a larger one; default: what the GPU has free).
+    #[arg(long, value_parser = pinprove_mem::parse_bytes)]
+    gpu_memory_limit: Option<u64>,
     /// Jobs run first, unmeasured, with the same shape: the pinned pool
     /// then holds buffers of the right sizes, as in a daemon past its first
     /// jobs (pinning fresh host memory takes seconds per GiB and would
@@ -224,6 +228,7 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         native: pinprove_engine::assembly::NativeOptions {
             queue_depth: args.queue_depth,
             prep_threads: args.prep_threads,
+            memory_limit: args.gpu_memory_limit,
             ..Default::default()
         },
         ..StackConfig::default()

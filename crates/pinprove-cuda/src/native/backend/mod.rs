@@ -27,6 +27,7 @@ use super::matrices::ResidentMatrices;
 use super::resident::{ResidentSrs, srs_key};
 use super::{NAME, NativeConfig, NativePhases, PlacementReport, SrsPlacement, backend_error, cuda_error};
 use crate::device_queue::DeviceQueue;
+use crate::plan::{CircuitSizes, Plan, SLACK};
 use crate::split::{self, LearnedShares};
 
 /// pinprove's GPU backend. See the module documentation.
@@ -65,6 +66,20 @@ pub struct NativeBackend {
     /// trimmed it (resident bases, matrices) and ahead of a restarted
     /// process's first proof.
     pool_seen: Mutex<HashMap<PathBuf, u64>>,
+    /// The device memory the backend may use: the limit, or the GPU's free
+    /// memory at start when that is lower.
+    usable: u64,
+    /// Per SRS, its circuit's sizes and plan (see [`crate::plan`]).
+    plans: Mutex<HashMap<PathBuf, Planned>>,
+    /// Circuits whose matrices the plan leaves on the host.
+    matrices_on_host: Mutex<std::collections::HashSet<String>>,
+}
+
+/// A circuit's sizes and its plan on this device.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Planned {
+    pub(super) sizes: CircuitSizes,
+    pub(super) plan: Plan,
 }
 
 impl NativeBackend {
@@ -98,6 +113,25 @@ impl NativeBackend {
             0 => std::thread::available_parallelism().map_or(2, |n| n.get() / 2).max(2),
             n => n,
         };
+        let info = pinprove_mem::cuda::device_info(config.device).map_err(cuda_error)?;
+        let usable = config.memory_limit.map_or(info.free_memory, |l| l.min(info.free_memory));
+        if let Some(limit) = config.memory_limit {
+            // SAFETY: plain values; the call only records the limit for the
+            // lane the first proof makes.
+            let applied = unsafe { super::ffi::pinprove_lane_limit(config.device as c_int, limit) };
+            if !applied {
+                // Another backend in this process made the lane: its pool
+                // stays as it is; proofs are still planned within the limit.
+                tracing::debug!(gpu = config.device, "the device's memory pool was made before this limit");
+            }
+        }
+        tracing::info!(
+            gpu = config.device,
+            free = info.free_memory,
+            limit = ?config.memory_limit,
+            usable,
+            "device memory pinprove may use"
+        );
         let pool_of = |n: usize, name: &'static str| {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(n)
@@ -108,13 +142,15 @@ impl NativeBackend {
                 .map(Arc::new)
                 .map_err(|e| backend_error(format!("starting the backend's threads: {e}")))
         };
+        let device = DeviceQueue::new(config.queue_depth);
+        device.set_room(usable.saturating_sub(SLACK));
         Ok(NativeBackend {
             urgent_threads: pool_of((threads / 4).max(2), "pinprove-native-urgent")?,
             threads: pool_of(threads, "pinprove-native")?,
             pool,
             config,
             resident: Mutex::new(HashMap::new()),
-            device: DeviceQueue::new(config.queue_depth),
+            device,
             events: Events::new(),
             last_phases: Arc::new(Mutex::new(None)),
             lost: LostDevice::default(),
@@ -122,7 +158,76 @@ impl NativeBackend {
             matrices: ResidentMatrices::default(),
             prep_shares: LearnedShares::default(),
             pool_seen: Mutex::new(HashMap::new()),
+            usable,
+            plans: Mutex::new(HashMap::new()),
+            matrices_on_host: Mutex::new(std::collections::HashSet::new()),
         })
+    }
+
+    /// The device memory the backend may use.
+    pub fn usable_memory(&self) -> u64 {
+        self.usable
+    }
+
+    /// Each SRS's plan on this device (for status and benchmarks).
+    pub fn plans(&self) -> Vec<(PathBuf, Plan)> {
+        self.plans.lock().recover().iter().map(|(k, p)| (k.clone(), p.plan)).collect()
+    }
+
+    /// Device bytes held across proofs (bases, matrices) by circuits other
+    /// than `except`.
+    fn held_elsewhere(&self, except: Option<&PathBuf>) -> u64 {
+        let bases: u64 = self
+            .lock()
+            .iter()
+            .filter(|(k, _)| Some(*k) != except)
+            .map(|(_, r)| r.bytes)
+            .sum();
+        let matrices: u64 = self.matrices.report().iter().map(|(_, b)| b).sum();
+        bases + matrices
+    }
+
+    /// Bounds what proofs may reserve on the device by what circuits hold
+    /// there now.
+    fn update_room(&self) {
+        self.device
+            .set_room(self.usable.saturating_sub(SLACK + self.held_elsewhere(None)));
+    }
+
+    /// `srs`'s plan: made the first time, from the memory left beside what
+    /// other circuits hold on the device.
+    pub(super) fn plan_for(&self, srs: &Srs) -> Result<Planned, ProveError> {
+        let key = srs_key(srs);
+        if let Some(p) = self.plans.lock().recover().get(&key) {
+            return Ok(*p);
+        }
+        let q = srs.lengths();
+        let inputs = srs.vk().ic.len();
+        let sizes = CircuitSizes {
+            domain: q.h + 1,
+            vars: inputs + q.l,
+            bases: [q.h, q.l, q.a, q.b_g1, q.b_g2],
+            matrices: None,
+        };
+        let mut plan = Plan::new(&sizes, self.usable.saturating_sub(self.held_elsewhere(Some(&key))))
+            .map_err(|e| backend_error(format!("GPU {}: {e}", self.config.device)))?;
+        if self.config.srs_placement == SrsPlacement::Host && plan.bases_resident {
+            // Told to stream.
+            plan = Plan::streaming(&sizes, plan.usable)
+                .map_err(|e| backend_error(format!("GPU {}: {e}", self.config.device)))?;
+        }
+        tracing::info!(
+            srs = %key.display(),
+            usable = plan.usable,
+            bases_resident = plan.bases_resident,
+            window = plan.window,
+            proof_bytes = plan.proof_bytes,
+            proofs_at_once = plan.proofs_at_once,
+            "device memory planned"
+        );
+        let planned = Planned { sizes, plan };
+        self.plans.lock().recover().insert(key, planned);
+        Ok(planned)
     }
 
     /// The configuration.
@@ -206,12 +311,14 @@ impl Backend for NativeBackend {
             return Ok(());
         }
         self.lost.check(NAME)?;
-        self.prepare_ahead(srs, assignment)
+        let _ = srs;
+        self.prepare_ahead(assignment)
     }
 
     fn prepare_srs(&self, srs: &Srs) -> Result<u64, ProveError> {
         self.lost.check(NAME)?;
-        if self.config.srs_placement == SrsPlacement::Host {
+        let planned = self.plan_for(srs)?;
+        if !planned.plan.bases_resident {
             return Ok(0);
         }
         let Some(points) = srs.points() else {
@@ -229,11 +336,20 @@ impl Backend for NativeBackend {
             Ok(r) => {
                 tracing::info!(srs = %key.display(), bytes = r.bytes, "SRS bases resident on the device");
                 self.lock().insert(key, Arc::new(r));
+                self.update_room();
                 // The upload handed the pool's cached memory back.
                 self.refill_pool();
             }
             Err(e) if e.loses_device() => return Err(e),
-            Err(e) => tracing::warn!(srs = %key.display(), error = %e, "SRS bases stay in host memory"),
+            Err(e) => {
+                // Planned to fit, yet it did not: another process took the
+                // memory. The circuit streams its bases instead.
+                tracing::warn!(srs = %key.display(), error = %e, "SRS bases stay in host memory");
+                let mut plans = self.plans.lock().recover();
+                if let Some(p) = plans.get_mut(&key) {
+                    p.plan = Plan::streamed(&p.sizes, p.plan.usable, crate::plan::MIN_WINDOW);
+                }
+            }
         }
         // Device memory is not host memory: nothing for the host budget.
         Ok(0)
@@ -242,6 +358,8 @@ impl Backend for NativeBackend {
     fn evict_srs(&self, srs: &Srs) {
         let key = srs_key(srs);
         self.lock().remove(&key);
+        self.plans.lock().recover().remove(&key);
+        self.update_room();
         if self.prep_warm.lock().recover().remove(&key).is_some() {
             self.pool.stop_warm(&prep_warm_name(self.config.device, &key));
         }
@@ -257,6 +375,31 @@ impl Backend for NativeBackend {
                 place: "device",
                 bytes,
             });
+        // What the plans stream instead: bases through windows (their
+        // device bytes, per proof), matrices left on the host.
+        let streamed: Vec<_> = self
+            .plans
+            .lock()
+            .recover()
+            .iter()
+            .filter(|(_, p)| !p.plan.bases_resident)
+            .map(|(k, p)| pinprove_groth16::ResidentSrs {
+                srs: format!("{} (bases through windows of {} bases)", k.display(), p.plan.window),
+                place: "streamed",
+                bytes: 2 * p.plan.window as u64 * crate::plan::G2_BASE,
+            })
+            .collect();
+        let host_matrices: Vec<_> = self
+            .matrices_on_host
+            .lock()
+            .recover()
+            .iter()
+            .map(|id| pinprove_groth16::ResidentSrs {
+                srs: format!("matrices of {id}"),
+                place: "host",
+                bytes: 0,
+            })
+            .collect();
         self.resident()
             .into_iter()
             .map(|r| pinprove_groth16::ResidentSrs {
@@ -265,16 +408,25 @@ impl Backend for NativeBackend {
                 bytes: r.device_bytes,
             })
             .chain(matrices)
+            .chain(streamed)
+            .chain(host_matrices)
             .collect()
     }
 
     fn holds_srs(&self, srs: &Srs) -> bool {
-        self.config.srs_placement == SrsPlacement::Host || self.is_resident(srs)
+        // Planned to stream: the host copy is all it reads.
+        self.is_resident(srs)
+            || self
+                .plans
+                .lock()
+                .recover()
+                .get(&srs_key(srs))
+                .is_some_and(|p| !p.plan.bases_resident)
     }
 
     fn needs_host_points(&self, srs: &Srs) -> bool {
         // Streamed bases are read from the host; resident ones are not.
-        self.config.srs_placement == SrsPlacement::Host || !self.is_resident(srs)
+        !self.is_resident(srs)
     }
 
     fn lost(&self) -> Option<String> {

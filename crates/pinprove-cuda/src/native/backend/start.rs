@@ -9,18 +9,21 @@ use std::time::{Duration, Instant};
 use blstrs::Scalar;
 use pinprove_groth16::domain::domain_size;
 use pinprove_groth16::{
-    AbcLayout, ProveError, ProvingAssignment, ProvingJob, Srs, StartedProof, Witness, check_job, precompiled,
+    AbcLayout, ProveError, ProvingAssignment, ProvingJob, SrsPoints, StartedProof, Witness, check_job,
+    precompiled,
 };
 use pinprove_mem::UseFence;
+use pinprove_mem::sync::Recover;
 use pinprove_mem::cuda::{EventFence, PooledEvent};
 
 use super::super::h::HJob;
 use super::super::matrices::DeviceMatrices;
-use super::super::msm::{G1, G2, MsmScalars, msm};
+use super::super::msm::{Bases, G1, G2, MsmScalars, Windows, msm};
 use super::super::proof::{DeviceProof, DeviceReads, NativeStarted};
-use super::super::resident::srs_key;
+use super::super::resident::{ResidentSrs, srs_key};
 use super::super::{NativePhases, backend_error, check, cuda_error, timed};
 use super::NativeBackend;
+use crate::plan::{CircuitSizes, Plan};
 use crate::split::{self, Mode, QueryScalars};
 
 /// A witness's scalars prepared ahead of `start` (see
@@ -33,11 +36,10 @@ struct PreparedAhead {
 
 impl NativeBackend {
     /// Prepares an urgent proof's scalars now, on the backend's urgent
-    /// threads (which background work does not occupy), as `start` would
-    /// with the bases resident or not as they are now.
-    pub(super) fn prepare_ahead(&self, srs: &Srs, asg: &mut ProvingAssignment) -> Result<(), ProveError> {
+    /// threads (which background work does not occupy), as `start` would.
+    pub(super) fn prepare_ahead(&self, asg: &mut ProvingAssignment) -> Result<(), ProveError> {
         let t = Instant::now();
-        let mode = Mode::for_bases(self.is_resident(srs));
+        let mode = Mode::Split;
         let prep = self.threads_for(true).install(|| {
             let (values, funds) = asg.witness_parts_mut();
             split::prepare(values, funds, &self.pool, mode)
@@ -70,6 +72,7 @@ impl NativeBackend {
             )));
         }
         let device = self.ordinal();
+        let planned = self.plan_for(&job.srs)?;
         let threads = self.threads_for(job.urgent);
         let mut proofs = Vec::with_capacity(job.assignments.len());
         for mut asg in job.assignments.drain(..) {
@@ -96,9 +99,9 @@ impl NativeBackend {
                     "the parameters' host points were freed and their bases are not resident on this device",
                 ));
             }
-            let mode = Mode::for_bases(resident.is_some());
-            // Prepared for bases resident then and not now (or the other
-            // way): its buffers go back before new ones are taken.
+            let mode = Mode::Split;
+            // Prepared another way (tests): its buffers go back before new
+            // ones are taken.
             let ahead = ahead.filter(|a| a.prep.mode == mode);
             let (prep, prepared_ahead) = match ahead {
                 Some(a) => {
@@ -124,7 +127,6 @@ impl NativeBackend {
                 .collect();
             self.prep_shares
                 .learn(*job.srs.lengths(), prep_bytes.iter().map(|&b| b as u64).sum());
-            let q = |i: usize| resident.as_deref().map(|r| &r.queries[i]);
             // Events belong to the device current when they are created, and
             // are recorded on this device's streams.
             pinprove_mem::cuda::set_device(self.config.device).map_err(cuda_error)?;
@@ -132,12 +134,11 @@ impl NativeBackend {
             // Recorded after each of a, b and c is uploaded: pool fences.
             let uploaded = self.events.fences().map_err(cuda_error)?;
 
-            // With resident bases a background proof queues its work in
-            // pieces (see `device_queue`): h, then the h MSM in parts, then
-            // the other MSMs, each piece ending with one of these marks.
-            let streamed = resident.is_none();
+            // A background proof queues its work in pieces (see
+            // `device_queue`): h, then the h MSM in parts, then the other
+            // MSMs, each piece ending with one of these marks.
             let part_bases = H_MSM_PART_BASES.load(std::sync::atomic::Ordering::Relaxed).max(1);
-            let h_parts = if streamed { 1 } else { (m - 1).div_ceil(part_bases) };
+            let h_parts = (m - 1).div_ceil(part_bases);
             let piece_marks: Vec<Arc<PooledEvent>> = (0..h_parts)
                 .map(|_| self.events.timing().map(Arc::new))
                 .collect::<Result<_, _>>()
@@ -146,6 +147,9 @@ impl NativeBackend {
 
             let t1 = Instant::now();
             let mut turn = self.device.enter(job.urgent, wait)?;
+            // The proof's device memory at its peak, given back once its
+            // last piece has run.
+            turn.reserve(planned.plan.proof_bytes, wait)?;
             let t2 = Instant::now();
             let (h_job, evaluated) = match (&matrices, abc) {
                 (Some(mats), _) => {
@@ -165,16 +169,14 @@ impl NativeBackend {
                 (None, None) => unreachable!("a/b/c are taken whenever the device does not compute them"),
             };
             let aux: &[Scalar] = &w.aux;
-            if streamed {
-                // sppark's own driver reads h synchronously.
-                h_job.wait()?;
-            } else {
-                self.mark_compute(&piece_marks[0])?;
-                turn = turn.piece(Arc::clone(&piece_marks[0]), wait)?;
-            }
-            // With resident bases each call queues its MSM and returns at
-            // once; with streamed ones it runs the MSM to completion.
-            let mark = |k: usize| (!streamed).then(|| &**events.msms[k]);
+            self.mark_compute(&piece_marks[0])?;
+            turn = turn.piece(Arc::clone(&piece_marks[0]), 0, wait)?;
+            // Streamed bases pass through two windows of device memory per
+            // curve (G1's freed before G2's are made).
+            let mut g1_windows = match resident {
+                Some(_) => None,
+                None => Some(Windows::<G1>::new(device, planned.plan.window)?),
+            };
             let mut t = [Duration::ZERO; 5];
             let parts = h_job.scalars().split(h_parts);
             let last = parts.len() - 1;
@@ -182,66 +184,43 @@ impl NativeBackend {
             let started_h = Instant::now();
             for (k, part) in parts.into_iter().enumerate() {
                 let part_mark = if k == last {
-                    mark(0)
+                    &*events.msms[0]
                 } else {
-                    Some(&**piece_marks[k + 1])
+                    &*piece_marks[k + 1]
                 };
-                h.push(msm::<G1>(
-                    device,
-                    points.map(|p| p.h()),
-                    q(0),
-                    MsmScalars::Device(part),
-                    part_mark,
-                )?);
+                h.push(msm::<G1>(device, g1_bases(resident.as_deref(), g1_windows.as_mut(), points, 0)?, MsmScalars::Device(part), Some(part_mark))?);
                 if k < last {
-                    turn = turn.piece(Arc::clone(&piece_marks[k + 1]), wait)?;
-                } else if !streamed {
-                    turn = turn.piece(Arc::clone(&events.msms[0]), wait)?;
+                    turn = turn.piece(Arc::clone(&piece_marks[k + 1]), 0, wait)?;
+                } else {
+                    turn = turn.piece(Arc::clone(&events.msms[0]), 0, wait)?;
                 }
             }
             t[0] = started_h.elapsed();
             drop(h_job);
             let l = timed(&mut t[1], || {
-                msm::<G1>(
-                    device,
-                    points.map(|p| p.l()),
-                    q(1),
-                    MsmScalars::Query(&prep.l, aux),
-                    mark(1),
-                )
+                msm::<G1>(device, g1_bases(resident.as_deref(), g1_windows.as_mut(), points, 1)?, MsmScalars::Query(&prep.l, aux), Some(&events.msms[1]))
             })?;
             let a = timed(&mut t[2], || {
-                msm::<G1>(
-                    device,
-                    points.map(|p| p.a()),
-                    q(2),
-                    MsmScalars::Query(&prep.a, aux),
-                    mark(2),
-                )
+                msm::<G1>(device, g1_bases(resident.as_deref(), g1_windows.as_mut(), points, 2)?, MsmScalars::Query(&prep.a, aux), Some(&events.msms[2]))
             })?;
             let b_g1 = timed(&mut t[3], || {
-                msm::<G1>(
-                    device,
-                    points.map(|p| p.b_g1()),
-                    q(3),
-                    MsmScalars::Query(&prep.b, aux),
-                    mark(3),
-                )
+                msm::<G1>(device, g1_bases(resident.as_deref(), g1_windows.as_mut(), points, 3)?, MsmScalars::Query(&prep.b, aux), Some(&events.msms[3]))
             })?;
+            drop(g1_windows);
+            let mut g2_windows = match resident {
+                Some(_) => None,
+                None => Some(Windows::<G2>::new(device, planned.plan.window)?),
+            };
             let b_g2 = timed(&mut t[4], || {
-                msm::<G2>(
-                    device,
-                    points.map(|p| p.b_g2()),
-                    q(4),
-                    MsmScalars::Query(&prep.b, aux),
-                    mark(4),
-                )
+                let bases = match (resident.as_deref(), g2_windows.as_mut(), points) {
+                    (Some(r), _, _) => Bases::Resident(&r.queries[4]),
+                    (None, Some(windows), Some(p)) => Bases::Streamed { host: p.b_g2(), windows },
+                    _ => return Err(backend_error("bases neither resident nor in host memory")),
+                };
+                msm::<G2>(device, bases, MsmScalars::Query(&prep.b, aux), Some(&events.msms[4]))
             })?;
-            if !streamed {
-                turn.queued(Arc::clone(&events.msms[4]));
-            } else {
-                drop(turn);
-            }
+            drop(g2_windows);
+            turn.queued(Arc::clone(&events.msms[4]));
             let t3 = Instant::now();
 
             let listed = |p: &QueryScalars| p.list(aux).len();
@@ -285,7 +264,7 @@ impl NativeBackend {
             };
             // All five MSMs are queued: the last one's mark follows all of
             // the proof's device work.
-            let done = (!streamed).then(|| Arc::clone(&events.msms[4]));
+            let done = Some(Arc::clone(&events.msms[4]));
             // Once this proof's device work is done: pinning now would hold
             // up the very proof whose sizes it learned from.
             self.keep_preparation_warm(&key, *job.srs.lengths(), prep_bytes, done.clone());
@@ -349,17 +328,58 @@ impl NativeBackend {
         Ok(on_device)
     }
 
+    /// Whether the plan of `recording`'s circuit leaves room on the device
+    /// for its matrices (decided once per circuit).
+    fn matrices_planned(&self, recording: &Arc<precompiled::Recording>) -> bool {
+        let id = recording.circuit_id();
+        if self.matrices_on_host.lock().recover().contains(id) {
+            return false;
+        }
+        if self.matrices.holds(recording) {
+            return true;
+        }
+        let sizes = CircuitSizes::of_recording(recording);
+        let bytes = sizes.matrices.unwrap_or(0);
+        let planned = self
+            .plans
+            .lock()
+            .recover()
+            .iter()
+            .find(|(_, p)| p.sizes.same_queries(&sizes))
+            .map(|(k, p)| (k.clone(), *p));
+        let fits = match planned {
+            Some((key, p)) => p.plan.matrices_fit(&sizes, bytes, self.held_elsewhere(Some(&key))),
+            // No SRS planned for it (tests that hand in recordings alone):
+            // as if it were the device's only circuit.
+            None => Plan::new(&sizes, self.usable).is_ok_and(|p| p.matrices_on_device),
+        };
+        if !fits {
+            tracing::info!(
+                circuit = id,
+                bytes,
+                "the device memory plan leaves the circuit's matrices on the host: a/b/c are computed there"
+            );
+            self.matrices_on_host.lock().recover().insert(id.to_string());
+        }
+        fits
+    }
+
     /// `recording`'s matrices on this device, uploaded on first use; `None`
-    /// (with a warning) when they cannot be put there, an error only when
-    /// the device is lost.
+    /// when the plan leaves them on the host (or, with a warning, they
+    /// could not be put there after all), an error only when the device is
+    /// lost.
     pub(super) fn device_matrices(
         &self,
         recording: &Arc<precompiled::Recording>,
     ) -> Result<Option<Arc<DeviceMatrices>>, ProveError> {
+        if !self.matrices_planned(recording) {
+            return Ok(None);
+        }
         // An upload hands the pool's cached memory back: grow it again.
         let got = self
             .lost
             .note(self.matrices.get(recording, self.ordinal(), || self.refill_pool()));
+        self.update_room();
         match got {
             Ok(m) => Ok(Some(m)),
             Err(e) if e.loses_device() => Err(e),
@@ -367,8 +387,12 @@ impl NativeBackend {
                 tracing::warn!(
                     circuit = recording.circuit_id(),
                     error = %e,
-                    "a circuit's matrices do not fit on the device; its proofs compute a/b/c on the host"
+                    "a circuit's matrices do not fit on the device after all; its proofs compute a/b/c on the host"
                 );
+                self.matrices_on_host
+                    .lock()
+                    .recover()
+                    .insert(recording.circuit_id().to_string());
                 Ok(None)
             }
         }
@@ -402,4 +426,27 @@ fn release_after_device(prep: split::Prepared, w: Witness, done: Option<&Arc<Poo
     } = w;
     inputs.set_use_fence(fence());
     aux.set_use_fence(fence());
+}
+
+/// G1 query `query`'s bases (h, l, a, b): resident, or streamed from the
+/// host through `windows`.
+fn g1_bases<'a>(
+    resident: Option<&'a ResidentSrs>,
+    windows: Option<&'a mut Windows<G1>>,
+    points: Option<&'a SrsPoints>,
+    query: usize,
+) -> Result<Bases<'a, G1>, ProveError> {
+    match (resident, windows, points) {
+        (Some(r), _, _) => Ok(Bases::Resident(&r.queries[query])),
+        (None, Some(windows), Some(p)) => {
+            let host = match query {
+                0 => p.h(),
+                1 => p.l(),
+                2 => p.a(),
+                _ => p.b_g1(),
+            };
+            Ok(Bases::Streamed { host, windows })
+        }
+        _ => Err(backend_error("bases neither resident nor in host memory")),
+    }
 }

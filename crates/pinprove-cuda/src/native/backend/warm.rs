@@ -118,7 +118,10 @@ impl NativeBackend {
     /// grow it on its way. Failing (too little device memory now) costs
     /// only that growth later.
     pub(super) fn refill_pool(&self) {
-        let target = self.pool_seen.lock().recover().values().copied().max().unwrap_or(0);
+        let seen = self.pool_seen.lock().recover().values().copied().max().unwrap_or(0);
+        // Never past what the plans leave proofs (a hint learned on a
+        // larger card, another process's memory taken since).
+        let target = seen.min(self.usable.saturating_sub(crate::plan::SLACK + self.held_elsewhere(None)));
         if target == 0 || self.lost.reason().is_some() {
             return;
         }
