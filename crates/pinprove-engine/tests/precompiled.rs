@@ -442,6 +442,39 @@ fn a_recording_gives_its_memory_back_when_work_needs_it() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[test]
+fn a_recording_is_not_dropped_for_memory_while_a_job_of_its_circuit_runs() {
+    let dir = temp_dir("precompiled-in-use");
+    let shape = BenchCircuit::new(1 << 10, WitnessMix::Random).unwrap();
+    let params = synthetic_params(&shape, &dir);
+    let (pool, _acct) = pool_with(1 << 30);
+    let engine = cpu_engine(&pool, true, None);
+    engine.register_srs(&shape.id(), &params);
+    prove(&engine, &shape, &[1]);
+    let held = synthesis_of(&engine, &shape.id()).recording_bytes;
+    assert!(held > 0, "recorded");
+    pool.clear_idle();
+    // A job of the circuit type is under way (its partition in synthesis):
+    // a request that needs the recording's bytes does not get them, or the
+    // job's next partitions would fall back to the classic synthesis.
+    let job = engine
+        .submit(spec(&shape.id(), Priority::Normal, vec![slow(&shape, 1500)]))
+        .unwrap();
+    wait_for_partitions_in(&engine, pinprove_engine::Phase::Synthesis, 1, "the slow partition synthesizes");
+    let budget = pool.budget();
+    let want = |budget: &pinprove_mem::MemoryBudget| budget.limit_for(pinprove_mem::Rank::NORMAL) - (budget.used() - held);
+    assert!(budget.try_acquire(want(budget)).is_err(), "the recording stays while its job runs");
+    assert_eq!(synthesis_of(&engine, &shape.id()).recording_bytes, held);
+    wait_completed(&engine, job);
+    // Once the job has ended it is given up for work that needs it.
+    pool.clear_idle();
+    let taken = budget.try_acquire(want(budget)).expect("the recording was evicted for it");
+    assert_eq!(synthesis_of(&engine, &shape.id()).recording_bytes, 0);
+    drop(taken);
+    drop(engine);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The CPU backend, claiming to compute pending a/b/c itself (it does, on
 /// the host, as every backend may), counting the pending ones it gets.
 struct ComputesAbc {

@@ -398,7 +398,10 @@ impl Engine {
             return Err(EngineError::TooLarge { needed, total: limit });
         }
         let id = JobId(inner.next_job.fetch_add(1, Ordering::Relaxed));
-        let job = Arc::new(JobCtl::new(id, spec.circuit_id.clone(), spec.priority, n));
+        let job = Arc::new(
+            JobCtl::new(id, spec.circuit_id.clone(), spec.priority, n)
+                .holding(inner.precompiled.in_use(&spec.circuit_id)),
+        );
         inner.jobs_lock().insert(id, Arc::clone(&job));
         let randomness = spec
             .randomness

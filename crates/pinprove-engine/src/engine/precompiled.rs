@@ -128,6 +128,36 @@ struct Entry {
     mismatches: u32,
     /// Whether a partition was ever synthesized from its recording.
     matched: bool,
+    /// Jobs of the circuit type not ended: while there are any, its
+    /// recording is not dropped for memory.
+    users: usize,
+}
+
+impl Entry {
+    fn new() -> Entry {
+        Entry {
+            state: State::Classic,
+            precompiled: 0,
+            classic: 0,
+            mismatches: 0,
+            matched: false,
+            users: 0,
+        }
+    }
+}
+
+/// A job's hold on its circuit type's recording (see [`Precompiler::in_use`]).
+pub(super) struct InUse {
+    precompiler: Arc<Precompiler>,
+    circuit_id: String,
+}
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        if let Some(e) = self.precompiler.circuits.lock().recover().get_mut(&self.circuit_id) {
+            e.users -= 1;
+        }
+    }
 }
 
 /// Mismatches in a row, with no partition ever matching, after which a
@@ -198,13 +228,7 @@ impl Precompiler {
     ) -> Option<Arc<Held>> {
         {
             let mut circuits = self.circuits.lock().recover();
-            let entry = circuits.entry(circuit_id.to_string()).or_insert(Entry {
-                state: State::Classic,
-                precompiled: 0,
-                classic: 0,
-                mismatches: 0,
-                matched: false,
-            });
+            let entry = circuits.entry(circuit_id.to_string()).or_insert_with(Entry::new);
             if !self.enabled {
                 return None;
             }
@@ -522,6 +546,21 @@ impl Precompiler {
         }
     }
 
+    /// Holds `circuit_id`'s recording (made or not yet) for a job until
+    /// the guard is dropped.
+    pub(super) fn in_use(self: &Arc<Self>, circuit_id: &str) -> InUse {
+        self.circuits
+            .lock()
+            .recover()
+            .entry(circuit_id.to_string())
+            .or_insert_with(Entry::new)
+            .users += 1;
+        InUse {
+            precompiler: Arc::clone(self),
+            circuit_id: circuit_id.to_string(),
+        }
+    }
+
     /// Per circuit type, by id.
     pub(super) fn status(&self) -> Vec<CircuitSynthesis> {
         let circuits = self.circuits.lock().recover();
@@ -565,8 +604,8 @@ impl Evictor for Precompiler {
         "circuit recordings"
     }
 
-    /// Drops recordings no partition is synthesizing from; their circuit
-    /// types load them again (spare memory permitting) a minute later.
+    /// Drops recordings of circuit types no job is using; they are loaded
+    /// again (spare memory permitting) a minute later.
     fn evict(&self, bytes: u64) -> u64 {
         let victims: Vec<Arc<Held>> = {
             let mut circuits = self.circuits.lock().recover();
@@ -576,9 +615,12 @@ impl Evictor for Precompiler {
                 if freed >= bytes {
                     break;
                 }
-                // Not while a partition synthesizes from it, nor while a
+                // Not while a job of the circuit type has not ended (its
+                // later partitions would fall back to the classic
+                // synthesis), nor while a partition synthesizes from it or a
                 // device computes a partition's a/b/c from it.
-                if !matches!(&e.state, State::Ready(h) if Arc::strong_count(h) == 1 && Arc::strong_count(&h.recording) == 1)
+                if e.users > 0
+                    || !matches!(&e.state, State::Ready(h) if Arc::strong_count(h) == 1 && Arc::strong_count(&h.recording) == 1)
                 {
                     continue;
                 }

@@ -39,6 +39,8 @@ pub(crate) struct JobCtl {
     stopped: AtomicBool,
     inner: Mutex<JobInner>,
     pub(super) done: Condvar,
+    /// Keeps the circuit type's recording until the job ends.
+    in_use: Mutex<Option<super::precompiled::InUse>>,
 }
 
 impl JobCtl {
@@ -58,7 +60,14 @@ impl JobCtl {
                 wakers: Vec::new(),
             }),
             done: Condvar::new(),
+            in_use: Mutex::new(None),
         }
+    }
+
+    /// Holds `hold` (its circuit type's recording) until the job ends.
+    pub(super) fn holding(self, hold: super::precompiled::InUse) -> JobCtl {
+        *self.in_use.lock().recover() = Some(hold);
+        self
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, JobInner> {
@@ -83,6 +92,7 @@ impl JobCtl {
             self.done.notify_all();
             std::mem::take(&mut g.wakers)
         };
+        self.in_use.lock().recover().take();
         for w in wakers {
             w.wake();
         }
