@@ -803,7 +803,7 @@ fn urgent_scalars_prepared_ahead_of_start_give_the_same_proofs() {
     let expected = prove_bytes(&CpuBackend::new(Arc::clone(&pool)), &pool, &srs, &c).unwrap();
     let gpu = NativeBackend::new(Arc::clone(&pool)).unwrap();
     // Prepared with the bases not yet resident, proved with them resident:
-    // the preparation does not fit and `start` prepares again.
+    // scalars are split the same way for both, so the preparation serves.
     let prepared_then_start = |urgent: bool, before_start: &dyn Fn()| {
         let mut asg = synthesized(&gpu, &pool, &c).unwrap();
         gpu.prepare(&srs, &mut asg, urgent).unwrap();
@@ -821,7 +821,7 @@ fn urgent_scalars_prepared_ahead_of_start_give_the_same_proofs() {
         bytes, expected,
         "prepared for streamed bases, proved over resident ones"
     );
-    assert_eq!(phases.prepared_ahead, Duration::ZERO, "prepared again in start");
+    assert!(phases.prepared_ahead > Duration::ZERO, "not prepared again in start: {phases:?}");
     let (bytes, phases) = prepared_then_start(true, &|| ());
     assert_eq!(bytes, expected, "prepared ahead");
     assert!(phases.prepared_ahead > Duration::ZERO, "{phases:?}");

@@ -73,6 +73,9 @@ pub struct NativeBackend {
     plans: Mutex<HashMap<PathBuf, Planned>>,
     /// Circuits whose matrices the plan leaves on the host.
     matrices_on_host: Mutex<std::collections::HashSet<String>>,
+    /// Device bytes proofs may take beside what circuits hold there (the
+    /// device queue's room), as last reckoned.
+    proof_room: std::sync::atomic::AtomicU64,
 }
 
 /// A circuit's sizes and its plan on this device.
@@ -161,6 +164,7 @@ impl NativeBackend {
             usable,
             plans: Mutex::new(HashMap::new()),
             matrices_on_host: Mutex::new(std::collections::HashSet::new()),
+            proof_room: std::sync::atomic::AtomicU64::new(usable.saturating_sub(SLACK)),
         })
     }
 
@@ -190,8 +194,9 @@ impl NativeBackend {
     /// Bounds what proofs may reserve on the device by what circuits hold
     /// there now.
     fn update_room(&self) {
-        self.device
-            .set_room(self.usable.saturating_sub(SLACK + self.held_elsewhere(None)));
+        let room = self.usable.saturating_sub(SLACK + self.held_elsewhere(None));
+        self.proof_room.store(room, std::sync::atomic::Ordering::Relaxed);
+        self.device.set_room(room);
     }
 
     /// `srs`'s plan: made the first time, from the memory left beside what

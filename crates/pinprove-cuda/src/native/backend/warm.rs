@@ -121,7 +121,9 @@ impl NativeBackend {
         let seen = self.pool_seen.lock().recover().values().copied().max().unwrap_or(0);
         // Never past what the plans leave proofs (a hint learned on a
         // larger card, another process's memory taken since).
-        let target = seen.min(self.usable.saturating_sub(crate::plan::SLACK + self.held_elsewhere(None)));
+        // (The room as last reckoned: this runs inside an upload of
+        // matrices, whose list must not be read again here.)
+        let target = seen.min(self.proof_room.load(std::sync::atomic::Ordering::Relaxed));
         if target == 0 || self.lost.reason().is_some() {
             return;
         }
