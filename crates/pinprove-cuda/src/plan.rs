@@ -198,7 +198,9 @@ fn proof_bytes(s: &CircuitSizes, matrices: bool, window: Option<usize>) -> u64 {
             let g1 = 2 * w as u64 * G1_BASE + 2 * msm_bytes(w, G1_BASE, 2 * G1_BASE);
             let g2 = 2 * w as u64 * G2_BASE + 2 * msm_bytes(w, G2_BASE, 2 * G2_BASE);
             // h stays on the device through its own MSM only.
-            (m * SCALAR + 2 * w as u64 * G1_BASE + 2 * pippenger_bytes(w, 2 * G1_BASE)).max(g1).max(g2)
+            (m * SCALAR + 2 * w as u64 * G1_BASE + 2 * pippenger_bytes(w, 2 * G1_BASE))
+                .max(g1)
+                .max(g2)
         }
     };
     h_step.max(msms)
@@ -253,13 +255,19 @@ impl Plan {
     /// The plan with the bases streamed through windows of `window` bases
     /// (at most the largest query), matrices on the host, fitting or not.
     pub(crate) fn streamed(sizes: &CircuitSizes, usable: u64, window: usize) -> Plan {
-        let w = window.min(sizes.largest_query().next_multiple_of(WINDOW_ALIGN)).max(WINDOW_ALIGN);
+        let w = window
+            .min(sizes.largest_query().next_multiple_of(WINDOW_ALIGN))
+            .max(WINDOW_ALIGN);
         Plan::of(sizes, usable, false, false, w)
     }
 
     fn of(sizes: &CircuitSizes, usable: u64, bases_resident: bool, matrices_on_device: bool, window: usize) -> Plan {
         let held = if bases_resident { sizes.bases_bytes() } else { 0 }
-            + if matrices_on_device { sizes.matrices.unwrap_or(0) } else { 0 };
+            + if matrices_on_device {
+                sizes.matrices.unwrap_or(0)
+            } else {
+                0
+            };
         let proof = proof_bytes(sizes, matrices_on_device, (!bases_resident).then_some(window));
         let room = usable.saturating_sub(SLACK);
         Plan {
@@ -330,7 +338,10 @@ mod tests {
             let p = Plan::new(&s, cap * GIB).unwrap_or_else(|e| panic!("{cap} GiB: {e}"));
             assert!(!p.bases_resident, "{cap} GiB: {p:?}");
             assert_eq!(p.matrices_on_device, matrices_fit, "{cap} GiB: {p:?}");
-            assert!(p.window >= MIN_WINDOW && p.window.is_multiple_of(WINDOW_ALIGN), "{cap} GiB: {p:?}");
+            assert!(
+                p.window >= MIN_WINDOW && p.window.is_multiple_of(WINDOW_ALIGN),
+                "{cap} GiB: {p:?}"
+            );
             assert!(p.held_bytes + p.proof_bytes + SLACK <= cap * GIB, "{cap} GiB: {p:?}");
             assert!(p.proofs_at_once >= 1, "{cap} GiB: {p:?}");
         }

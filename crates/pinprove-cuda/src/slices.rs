@@ -63,7 +63,11 @@ pub(crate) fn calls(q: &QueryShape<'_>, window: Option<usize>, max_listed: usize
         };
         let small = q.small_idx.map_or(0..0, |s| run_of(s, &w));
         let ones = q.ones.then(|| w.start / 32..w.end.div_ceil(1024) * 32);
-        let runs = listed.len().div_ceil(max_listed).max(small.len().div_ceil(max_listed)).max(1);
+        let runs = listed
+            .len()
+            .div_ceil(max_listed)
+            .max(small.len().div_ceil(max_listed))
+            .max(1);
         for r in 0..runs {
             let cut = |range: &Range<usize>| {
                 let start = (range.start + r * max_listed).min(range.end);

@@ -460,15 +460,26 @@ fn a_recording_is_not_dropped_for_memory_while_a_job_of_its_circuit_runs() {
     let job = engine
         .submit(spec(&shape.id(), Priority::Normal, vec![slow(&shape, 1500)]))
         .unwrap();
-    wait_for_partitions_in(&engine, pinprove_engine::Phase::Synthesis, 1, "the slow partition synthesizes");
+    wait_for_partitions_in(
+        &engine,
+        pinprove_engine::Phase::Synthesis,
+        1,
+        "the slow partition synthesizes",
+    );
     let budget = pool.budget();
-    let want = |budget: &pinprove_mem::MemoryBudget| budget.limit_for(pinprove_mem::Rank::NORMAL) - (budget.used() - held);
-    assert!(budget.try_acquire(want(budget)).is_err(), "the recording stays while its job runs");
+    let want =
+        |budget: &pinprove_mem::MemoryBudget| budget.limit_for(pinprove_mem::Rank::NORMAL) - (budget.used() - held);
+    assert!(
+        budget.try_acquire(want(budget)).is_err(),
+        "the recording stays while its job runs"
+    );
     assert_eq!(synthesis_of(&engine, &shape.id()).recording_bytes, held);
     wait_completed(&engine, job);
     // Once the job has ended it is given up for work that needs it.
     pool.clear_idle();
-    let taken = budget.try_acquire(want(budget)).expect("the recording was evicted for it");
+    let taken = budget
+        .try_acquire(want(budget))
+        .expect("the recording was evicted for it");
     assert_eq!(synthesis_of(&engine, &shape.id()).recording_bytes, 0);
     drop(taken);
     drop(engine);

@@ -423,7 +423,11 @@ mod tests {
         p.vanilla_proofs = vec![vec![1]];
         assert!(refused(&p, check_submit).message().contains("in vanilla_proof"));
         p.vanilla_proofs.clear();
-        p.vanilla_proof = vec![b' '; pinprove_filecoin::limits::porep_c1_bytes(pinprove_filecoin::kind::seal_proof(5).unwrap()).unwrap() + 1];
+        p.vanilla_proof =
+            vec![
+                b' ';
+                pinprove_filecoin::limits::porep_c1_bytes(pinprove_filecoin::kind::seal_proof(5).unwrap()).unwrap() + 1
+            ];
         assert!(refused(&p, check_submit).message().contains("carries at most"));
         let mut r = submit(pb::ProofKind::WinningPost, 0);
         r.randomness = vec![0; 33];

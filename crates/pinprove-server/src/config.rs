@@ -504,7 +504,10 @@ impl Config {
         if let Some(l) = self.gpu.memory_limit
             && l.0 < 1 << 30
         {
-            return bad(format!("gpu.memory_limit is {} bytes; a GPU pinprove proves on needs at least 1 GiB", l.0));
+            return bad(format!(
+                "gpu.memory_limit is {} bytes; a GPU pinprove proves on needs at least 1 GiB",
+                l.0
+            ));
         }
         for id in &self.filecoin.preload {
             if let Err(e) = pinprove_filecoin::parse_circuit_id(id) {

@@ -124,7 +124,8 @@ impl ResidentMatrices {
     pub(super) fn holds(&self, recording: &Arc<Recording>) -> bool {
         let mut held = self.held.lock().recover();
         held.retain(|(r, _)| r.strong_count() > 0);
-        held.iter().any(|(r, _)| std::ptr::eq(r.as_ptr(), Arc::as_ptr(recording)))
+        held.iter()
+            .any(|(r, _)| std::ptr::eq(r.as_ptr(), Arc::as_ptr(recording)))
     }
 
     /// The recordings on the device and the bytes each takes.

@@ -170,7 +170,10 @@ impl<C: Curve> Windows<C> {
         // SAFETY: the window is live; `bases` (pinned host memory the
         // proof's SRS keeps alive until its device work is done) holds
         // `len` points; the copy waits for the calls that last read it.
-        check(unsafe { C::fill(self.handles[k], bases.as_ptr(), bases.len(), read) }, C::UPLOAD)?;
+        check(
+            unsafe { C::fill(self.handles[k], bases.as_ptr(), bases.len(), read) },
+            C::UPLOAD,
+        )?;
         Ok((self.handles[k], read))
     }
 }
@@ -400,7 +403,11 @@ pub(super) fn msm<C: Curve>(
                 idx_base: 0,
             };
             match &mut bases {
-                Bases::Resident(r) => queue(&mut pending, r.handle, &call(d.len, d.ptr, d.first, std::ptr::null_mut()))?,
+                Bases::Resident(r) => queue(
+                    &mut pending,
+                    r.handle,
+                    &call(d.len, d.ptr, d.first, std::ptr::null_mut()),
+                )?,
                 Bases::Streamed { host, windows } => {
                     let width = windows.capacity;
                     let part = &host[d.first..d.first + d.len];
@@ -497,7 +504,10 @@ pub(super) fn msm<C: Curve>(
     }
     if let Some(m) = mark {
         // SAFETY: the event is live (borrowed) and belongs to this device.
-        check(unsafe { pinprove_lane_mark(device, m.as_raw()) }, "marking the device's queue")?;
+        check(
+            unsafe { pinprove_lane_mark(device, m.as_raw()) },
+            "marking the device's queue",
+        )?;
     }
     Ok(pending)
 }

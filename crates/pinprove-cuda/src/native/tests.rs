@@ -159,7 +159,12 @@ fn msms_split_by_value_equal_the_plain_sums() {
     // streamed; several Pippenger batches per call, the last one short.
     MAX_LISTED.store(100, std::sync::atomic::Ordering::Relaxed);
     MAX_BATCH.store(64, std::sync::atomic::Ordering::Relaxed);
-    let cut_resident = sum(msm::<G1>(0, Bases::Resident(&r1), MsmScalars::Query(&split.l, aux), None));
+    let cut_resident = sum(msm::<G1>(
+        0,
+        Bases::Resident(&r1),
+        MsmScalars::Query(&split.l, aux),
+        None,
+    ));
     let cut_streamed = sum(streamed1(&mut w1, &split.l));
     MAX_LISTED.store(crate::plan::MAX_LISTED, std::sync::atomic::Ordering::Relaxed);
     MAX_BATCH.store(0, std::sync::atomic::Ordering::Relaxed);
@@ -170,7 +175,13 @@ fn msms_split_by_value_equal_the_plain_sums() {
     let dense = split::prepare_witness(&mut w, &pool, Mode::Dense).unwrap();
     let aux: &[Scalar] = &w.aux;
     assert_eq!(
-        sum(msm::<G1>(0, Bases::Resident(&r1), MsmScalars::Query(&dense.l, aux), None)).unwrap(),
+        sum(msm::<G1>(
+            0,
+            Bases::Resident(&r1),
+            MsmScalars::Query(&dense.l, aux),
+            None
+        ))
+        .unwrap(),
         want1
     );
     let got = msm::<G1>(
@@ -821,7 +832,10 @@ fn urgent_scalars_prepared_ahead_of_start_give_the_same_proofs() {
         bytes, expected,
         "prepared for streamed bases, proved over resident ones"
     );
-    assert!(phases.prepared_ahead > Duration::ZERO, "not prepared again in start: {phases:?}");
+    assert!(
+        phases.prepared_ahead > Duration::ZERO,
+        "not prepared again in start: {phases:?}"
+    );
     let (bytes, phases) = prepared_then_start(true, &|| ());
     assert_eq!(bytes, expected, "prepared ahead");
     assert!(phases.prepared_ahead > Duration::ZERO, "{phases:?}");

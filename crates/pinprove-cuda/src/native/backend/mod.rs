@@ -117,7 +117,9 @@ impl NativeBackend {
             n => n,
         };
         let info = pinprove_mem::cuda::device_info(config.device).map_err(cuda_error)?;
-        let usable = config.memory_limit.map_or(info.free_memory, |l| l.min(info.free_memory));
+        let usable = config
+            .memory_limit
+            .map_or(info.free_memory, |l| l.min(info.free_memory));
         if let Some(limit) = config.memory_limit {
             // SAFETY: plain values; the call only records the limit for the
             // lane the first proof makes.
@@ -125,7 +127,10 @@ impl NativeBackend {
             if !applied {
                 // Another backend in this process made the lane: its pool
                 // stays as it is; proofs are still planned within the limit.
-                tracing::debug!(gpu = config.device, "the device's memory pool was made before this limit");
+                tracing::debug!(
+                    gpu = config.device,
+                    "the device's memory pool was made before this limit"
+                );
             }
         }
         tracing::info!(
@@ -175,7 +180,12 @@ impl NativeBackend {
 
     /// Each SRS's plan on this device (for status and benchmarks).
     pub fn plans(&self) -> Vec<(PathBuf, Plan)> {
-        self.plans.lock().recover().iter().map(|(k, p)| (k.clone(), p.plan)).collect()
+        self.plans
+            .lock()
+            .recover()
+            .iter()
+            .map(|(k, p)| (k.clone(), p.plan))
+            .collect()
     }
 
     /// Device bytes held across proofs (bases, matrices) by circuits other

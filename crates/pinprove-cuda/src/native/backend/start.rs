@@ -9,12 +9,11 @@ use std::time::{Duration, Instant};
 use blstrs::Scalar;
 use pinprove_groth16::domain::domain_size;
 use pinprove_groth16::{
-    AbcLayout, ProveError, ProvingAssignment, ProvingJob, SrsPoints, StartedProof, Witness, check_job,
-    precompiled,
+    AbcLayout, ProveError, ProvingAssignment, ProvingJob, SrsPoints, StartedProof, Witness, check_job, precompiled,
 };
 use pinprove_mem::UseFence;
-use pinprove_mem::sync::Recover;
 use pinprove_mem::cuda::{EventFence, PooledEvent};
+use pinprove_mem::sync::Recover;
 
 use super::super::h::HJob;
 use super::super::matrices::DeviceMatrices;
@@ -188,7 +187,12 @@ impl NativeBackend {
                 } else {
                     &*piece_marks[k + 1]
                 };
-                h.push(msm::<G1>(device, g1_bases(resident.as_deref(), g1_windows.as_mut(), points, 0)?, MsmScalars::Device(part), Some(part_mark))?);
+                h.push(msm::<G1>(
+                    device,
+                    g1_bases(resident.as_deref(), g1_windows.as_mut(), points, 0)?,
+                    MsmScalars::Device(part),
+                    Some(part_mark),
+                )?);
                 if k < last {
                     turn = turn.piece(Arc::clone(&piece_marks[k + 1]), 0, wait)?;
                 } else {
@@ -198,13 +202,28 @@ impl NativeBackend {
             t[0] = started_h.elapsed();
             drop(h_job);
             let l = timed(&mut t[1], || {
-                msm::<G1>(device, g1_bases(resident.as_deref(), g1_windows.as_mut(), points, 1)?, MsmScalars::Query(&prep.l, aux), Some(&events.msms[1]))
+                msm::<G1>(
+                    device,
+                    g1_bases(resident.as_deref(), g1_windows.as_mut(), points, 1)?,
+                    MsmScalars::Query(&prep.l, aux),
+                    Some(&events.msms[1]),
+                )
             })?;
             let a = timed(&mut t[2], || {
-                msm::<G1>(device, g1_bases(resident.as_deref(), g1_windows.as_mut(), points, 2)?, MsmScalars::Query(&prep.a, aux), Some(&events.msms[2]))
+                msm::<G1>(
+                    device,
+                    g1_bases(resident.as_deref(), g1_windows.as_mut(), points, 2)?,
+                    MsmScalars::Query(&prep.a, aux),
+                    Some(&events.msms[2]),
+                )
             })?;
             let b_g1 = timed(&mut t[3], || {
-                msm::<G1>(device, g1_bases(resident.as_deref(), g1_windows.as_mut(), points, 3)?, MsmScalars::Query(&prep.b, aux), Some(&events.msms[3]))
+                msm::<G1>(
+                    device,
+                    g1_bases(resident.as_deref(), g1_windows.as_mut(), points, 3)?,
+                    MsmScalars::Query(&prep.b, aux),
+                    Some(&events.msms[3]),
+                )
             })?;
             drop(g1_windows);
             let mut g2_windows = match resident {
@@ -214,7 +233,10 @@ impl NativeBackend {
             let b_g2 = timed(&mut t[4], || {
                 let bases = match (resident.as_deref(), g2_windows.as_mut(), points) {
                     (Some(r), _, _) => Bases::Resident(&r.queries[4]),
-                    (None, Some(windows), Some(p)) => Bases::Streamed { host: p.b_g2(), windows },
+                    (None, Some(windows), Some(p)) => Bases::Streamed {
+                        host: p.b_g2(),
+                        windows,
+                    },
                     _ => return Err(backend_error("bases neither resident nor in host memory")),
                 };
                 msm::<G2>(device, bases, MsmScalars::Query(&prep.b, aux), Some(&events.msms[4]))

@@ -1,9 +1,7 @@
 //! WindowPoSt and WinningPoSt at 2 KiB through the engine, verified by
 //! filecoin-proofs-api.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use pinprove_filecoin::sample::SampleSector;
 
 #[test]

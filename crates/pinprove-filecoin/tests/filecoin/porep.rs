@@ -1,8 +1,6 @@
 //! PoRep C2 at 2 KiB through the engine, verified by filecoin-proofs-api.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use filecoin_proofs_api::RegisteredSealProof;
 use pinprove_filecoin::sample::SampleSector;
 

@@ -2,9 +2,7 @@
 //! circuits' shapes, they prove through the engine, and at production size
 //! every kind's circuits build from them.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use pinprove_filecoin::kind::circuit_id;
 use pinprove_filecoin::synthetic::{self, circuit_shape};
 use pinprove_filecoin::{FilecoinOptions, ProofKind};
@@ -85,7 +83,7 @@ fn production_size_synthetic_requests_build_every_partition() {
         assert_eq!(prepared.circuit_id(), circuit_id(kind, 32 << 30).unwrap());
     }
     // Without the synthetic flag, the vanilla checks refuse them.
-    let checking = common::prover(1 << 30);
+    let checking = crate::common::prover(1 << 30);
     let req = synthetic::request(ProofKind::WinningPoSt, 32 << 30, 7).unwrap();
     let Err(err) = checking.prepare(&req) else {
         panic!("a synthetic request passed the vanilla checks");

@@ -1,8 +1,6 @@
 //! SnapDeals at 2 KiB through the engine, verified by filecoin-proofs-api.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use pinprove_filecoin::sample::SampleSector;
 
 #[test]

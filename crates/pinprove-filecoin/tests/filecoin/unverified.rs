@@ -2,11 +2,9 @@
 //! that spoils every proof it makes (A and C swapped) must make the Filecoin
 //! front refuse the proof, with that reason, and leave the engine serving.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use pinprove_engine::assembly::{BackendKind, Stack, StackConfig};
 use pinprove_engine::{EngineConfig, JobOutcome};
 use pinprove_filecoin::sample::SampleSector;

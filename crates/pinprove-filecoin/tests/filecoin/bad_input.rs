@@ -1,9 +1,7 @@
 //! Corrupted inputs of every kind fail their job with a message saying
 //! what is wrong; the engine gives back everything and keeps serving.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use filecoin_hashers::poseidon::PoseidonDomain;
 use filecoin_proofs::{FallbackPoStSectorProof, SectorShape2KiB};
 use pinprove_filecoin::sample::SampleSector;

@@ -5,12 +5,10 @@
 //! PoSt stays classic (its sector groups synthesize in parallel, which was
 //! faster than pre-compiled synthesis on one thread).
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use pinprove_engine::assembly::{BackendKind, Stack, StackConfig};
 use pinprove_engine::{EngineConfig, SynthesisMode};
 use pinprove_filecoin::sample::SampleSector;
