@@ -6,8 +6,11 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod devices;
+mod faults;
 mod hints;
 mod memory;
+mod outcome;
+mod precompiled;
 mod warm;
 
 use std::sync::Arc;

@@ -1,12 +1,10 @@
 //! The prover's behaviour around the proof itself: hints and spills,
 //! release of a/b/c, batches, mismatched parameters, damaged files.
 
-mod common;
-
 use std::sync::Arc;
 
+use crate::common::*;
 use blstrs::Scalar;
-use common::*;
 use ff::Field;
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::{

@@ -3,15 +3,13 @@
 //! recording persists in the hints directory; damaged or stale recordings
 //! and witness-dependent circuits fall back to the classic synthesis.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::*;
 use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, Scalar};
-use common::*;
 use ff::Field;
 use pinprove_engine::{
     CircuitSynthesis, Device, Engine, EngineConfig, JobOutcome, JobSpec, PartitionResult, Priority, SynthesisMode,

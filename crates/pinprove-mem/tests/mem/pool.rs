@@ -3,8 +3,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-mod common;
-use common::{Flag, spawn_on_device_lane};
+use crate::common::{Flag, spawn_on_device_lane};
 use pinprove_mem::{Error, HeapAllocator, HostAllocator, MIB, MemoryBudget, PinnedPool, PinnedVec, PoolConfig};
 
 fn heap() -> Arc<dyn HostAllocator> {

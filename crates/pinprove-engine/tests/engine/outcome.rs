@@ -1,15 +1,13 @@
 //! Awaiting jobs from async code: many awaits on a small runtime, and an
 //! awaiter that goes away cancelling its job.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use pinprove_engine::{EngineConfig, JobOutcome, Priority};
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 
-use common::*;
+use crate::common::*;
 
 fn runtime() -> tokio::runtime::Runtime {
     // One thread for all the awaits: none of them may block it.

@@ -135,8 +135,8 @@ impl Serve {
     }
 
     /// A raw channel (for requests no generated client would send).
-    pub async fn channel(&self) -> crate::raw::Authorized {
-        crate::raw::connect(&client::uri(&self.grpc), TOKEN).await
+    pub async fn channel(&self) -> super::raw::Authorized {
+        super::raw::connect(&client::uri(&self.grpc), TOKEN).await
     }
 
     pub fn http_addr(&self) -> SocketAddr {

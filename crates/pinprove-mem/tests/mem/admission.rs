@@ -7,8 +7,7 @@ use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::Duration;
 
-mod common;
-use common::{Flag, spawn_on_device_lane};
+use crate::common::{Flag, spawn_on_device_lane};
 use pinprove_mem::{HeapAllocator, MIB, MemoryBudget, PinnedPool, PoolConfig, Rank};
 
 const M: u64 = MIB as u64;

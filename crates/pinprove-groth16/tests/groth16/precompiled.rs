@@ -2,13 +2,11 @@
 //! recorded matrices) gives the classic assignment field by field, and the
 //! same proofs.
 
-mod common;
-
 use std::sync::Arc;
 
+use crate::common::*;
 use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
-use common::*;
 use ff::Field;
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::precompiled::{Recording, defer, record, synthesize_precompiled, synthesize_witness};

@@ -1,13 +1,11 @@
 //! A circuit made of independent parts synthesizes in parallel to exactly
 //! the assignment (and the proof) of its sequential synthesis.
 
-mod common;
-
 use std::sync::Arc;
 
+use crate::common::*;
 use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
-use common::*;
 use ff::Field;
 use pinprove_groth16::{
     AbcLayout, Backend, CapacityHints, CpuBackend, ProvingAssignment, ProvingJob, parts_scratch_bytes, synthesize,

@@ -1,11 +1,9 @@
 //! Proofs are byte-identical to bellperson's for the same circuit,
 //! parameters, r and s, and verify with bellperson's verifier.
 
-mod common;
-
+use crate::common::*;
 use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
-use common::*;
 use ff::Field;
 use pinprove_groth16::CapacityHints;
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};

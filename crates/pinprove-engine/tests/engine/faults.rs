@@ -2,8 +2,6 @@
 //! engine; a soak of thousands of small jobs with random cancels, errors and
 //! panics leaves nothing waiting, leaked or double-counted.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -14,7 +12,7 @@ use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use common::*;
+use crate::common::*;
 
 fn outcome(engine: &pinprove_engine::Engine, id: JobId) -> JobOutcome {
     engine.wait(id, Some(Duration::from_secs(60))).expect("the job ends")
