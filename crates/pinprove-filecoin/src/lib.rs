@@ -63,5 +63,8 @@ pub use error::FilecoinError;
 pub use kind::ProofKind;
 pub use params::ParamCache;
 pub use porep::registered_proof_of;
-pub use prover::{FilecoinOptions, FilecoinProver, PreparedProof, Proved, Submission, parse_circuit_id};
+pub use prover::{
+    FilecoinOptions, FilecoinProver, PreparedProof, Proved, Submission, ensure_parameters, parse_circuit_id,
+    write_test_parameters,
+};
 pub use request::ProofRequest;

@@ -26,15 +26,16 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pinprove_mem::sync::Recover;
 
-use bellperson::groth16::Parameters;
 use blstrs::Bls12;
+use pinprove_groth16::setup::{self, SetupStage, ToxicWaste};
 use pinprove_groth16::synthetic::CircuitShape;
+use rand::RngCore;
 
 use crate::FilecoinError;
 
@@ -52,8 +53,9 @@ const VERSION: u32 = 28;
 pub trait GenerationProgress: Send + Sync {
     /// Generation of `circuit_id`'s parameters into `path` began.
     fn started(&self, circuit_id: &str, path: &Path);
-    /// Still generating, `elapsed` so far (called about every second).
-    fn tick(&self, circuit_id: &str, elapsed: Duration);
+    /// Still generating, `elapsed` so far and `done` of the points (a
+    /// fraction, once known); called about every second.
+    fn tick(&self, circuit_id: &str, elapsed: Duration, done: Option<f64>);
     /// Done: `bytes` written in `elapsed`.
     fn finished(&self, circuit_id: &str, elapsed: Duration, bytes: u64);
 }
@@ -68,10 +70,16 @@ impl GenerationProgress for LogProgress {
         tracing::info!(circuit = circuit_id, path = %path.display(), "generating parameters (once; this can take minutes)");
     }
 
-    fn tick(&self, circuit_id: &str, elapsed: Duration) {
+    fn tick(&self, circuit_id: &str, elapsed: Duration, done: Option<f64>) {
         let s = elapsed.as_secs();
         if s > 0 && s.is_multiple_of(30) {
-            tracing::info!(circuit = circuit_id, seconds = s, "still generating parameters");
+            let percent = done.map(|f| format!("{:.0}", f * 100.0));
+            tracing::info!(
+                circuit = circuit_id,
+                seconds = s,
+                percent,
+                "still generating parameters"
+            );
         }
     }
 
@@ -98,10 +106,32 @@ pub(crate) struct CircuitParams {
     pub blank: BlankCircuit,
 }
 
+/// Which setup makes a test size's parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Generator {
+    /// pinprove's own ([`setup`]): what the cache uses.
+    Pinprove,
+    /// bellperson's `generate_random_parameters`: the reference, for
+    /// comparisons.
+    Bellperson,
+}
+
+/// Writes a circuit's parameters, made by a generator from an rng, to a
+/// file, reporting how far it got; returns their verifying key's bytes.
+type WriteParameters = Box<
+    dyn FnOnce(
+            Generator,
+            &mut dyn RngCore,
+            &mut BufWriter<File>,
+            &(dyn Fn(SetupStage) + Sync),
+        ) -> anyhow::Result<Vec<u8>>
+        + Send,
+>;
+
 /// A circuit's blank form (no witness), made when needed: real parameters
 /// are generated from it, synthetic ones take its shape.
 pub(crate) struct BlankCircuit {
-    generate: Box<dyn FnOnce() -> anyhow::Result<Parameters<Bls12>> + Send>,
+    write: WriteParameters,
     shape: Box<dyn FnOnce() -> anyhow::Result<CircuitShape> + Send>,
 }
 
@@ -111,16 +141,39 @@ impl BlankCircuit {
         C: bellpepper_core::Circuit<blstrs::Scalar>,
     {
         let make = Arc::new(make);
-        let generate = Arc::clone(&make);
+        let blank = Arc::clone(&make);
         BlankCircuit {
-            generate: Box::new(move || {
-                Ok(bellperson::groth16::generate_random_parameters::<Bls12, _, _>(
-                    generate(),
-                    &mut rand::rngs::OsRng,
-                )?)
+            write: Box::new(move |generator, mut rng, w, progress| {
+                let mut vk = Vec::new();
+                match generator {
+                    Generator::Pinprove => {
+                        let waste = ToxicWaste::random(&mut rng);
+                        let (key, stats) = setup::generate(blank(), &waste, w, progress)?;
+                        tracing::debug!(?stats, "setup done");
+                        key.write(&mut vk)?;
+                    }
+                    Generator::Bellperson => {
+                        let p = bellperson::groth16::generate_random_parameters::<Bls12, _, _>(blank(), &mut rng)?;
+                        p.write(&mut *w)?;
+                        p.vk.write(&mut vk)?;
+                    }
+                }
+                Ok(vk)
             }),
             shape: Box::new(move || Ok(CircuitShape::of_blank(make())?)),
         }
+    }
+
+    /// Writes parameters made by `generator` from `rng` to `w`; returns
+    /// their verifying key's bytes.
+    pub(crate) fn write(
+        self,
+        generator: Generator,
+        rng: &mut dyn RngCore,
+        w: &mut BufWriter<File>,
+        progress: &(dyn Fn(SetupStage) + Sync),
+    ) -> anyhow::Result<Vec<u8>> {
+        (self.write)(generator, rng, w, progress)
     }
 
     /// The shape of parameters for this circuit (as the generator would
@@ -250,29 +303,41 @@ impl ParamCache {
             sector_bytes,
             blank,
         } = circuit;
-        let generate = blank.generate;
         self.progress.started(&circuit_id, path);
         let started = Instant::now();
+        // The setup's share of its points done, as f64 bits: read by the
+        // ticker below once a second.
+        let fraction = AtomicU64::new(f64::NAN.to_bits());
         let done = AtomicBool::new(false);
-        let params = std::thread::scope(|s| {
+        let report = |stage: SetupStage| {
+            if let SetupStage::Points { done, total } = stage {
+                let f = done as f64 / total.max(1) as f64;
+                fraction.store(f.to_bits(), Ordering::Relaxed);
+            }
+        };
+        let meta = self.dir.join(format!("v{VERSION}-{cache_id}.meta"));
+        std::thread::scope(|s| {
             s.spawn(|| {
                 while !done.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_secs(1));
                     if !done.load(Ordering::Relaxed) {
-                        self.progress.tick(&circuit_id, started.elapsed());
+                        let f = f64::from_bits(fraction.load(Ordering::Relaxed));
+                        self.progress
+                            .tick(&circuit_id, started.elapsed(), (!f.is_nan()).then_some(f));
                     }
                 }
             });
-            let params = generate();
+            // The verifying key and the metadata before the parameter file
+            // is renamed into place: a parameter file that exists is
+            // complete, with everything beside it.
+            let written = write_atomically(path, |w| {
+                let vk = blank.write(Generator::Pinprove, &mut rand::rngs::OsRng, w, &report)?;
+                write_atomically(&self.vk_path(&cache_id), |w| Ok(w.write_all(&vk)?))?;
+                write_atomically(&meta, |w| Ok(write!(w, "{{\"sector_size\":{sector_bytes}}}")?))
+            });
             done.store(true, Ordering::Relaxed);
-            params
+            written
         })?;
-        // The verifying key and the metadata first: a parameter file that
-        // exists is complete, with everything beside it.
-        write_atomically(&self.vk_path(&cache_id), |w| Ok(params.vk.write(w)?))?;
-        let meta = self.dir.join(format!("v{VERSION}-{cache_id}.meta"));
-        write_atomically(&meta, |w| Ok(write!(w, "{{\"sector_size\":{sector_bytes}}}")?))?;
-        write_atomically(path, |w| Ok(params.write(w)?))?;
         let bytes = std::fs::metadata(path)?.len();
         self.progress.finished(&circuit_id, started.elapsed(), bytes);
         Ok(bytes)

@@ -29,8 +29,9 @@ use pinprove_mem::sync::Recover;
 use rand::rngs::OsRng;
 
 use crate::aggregate::{Aggregation, InnerProductSrs};
-use crate::params::{CircuitParams, ParamCache};
+use crate::params::{CircuitParams, Generator, ParamCache};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind, porep, post, snap};
+use pinprove_groth16::setup::SetupStage;
 
 /// Partitions' buffers the pool keeps for a Critical circuit (WinningPoSt)
 /// while background work waits for memory (see [`Engine::keep_ready`]): its
@@ -467,6 +468,54 @@ pub(crate) fn circuit_params(kind: ProofKind, sector_bytes: u64) -> Result<Circu
         ProofKind::SnapDeals => snap::circuit_params(sector_bytes),
         ProofKind::WindowPoSt | ProofKind::WinningPoSt => post::circuit_params(kind, sector_bytes),
     }
+}
+
+/// The parameter file of `kind` at `sector_bytes` in `cache`, made first
+/// when it is missing, the size is a test size and the cache generates
+/// (`pinprove params generate`); and whether it was made now.
+pub fn ensure_parameters(
+    cache: &ParamCache,
+    kind: ProofKind,
+    sector_bytes: u64,
+) -> Result<(PathBuf, bool), FilecoinError> {
+    let circuit = circuit_params(kind, sector_bytes)?;
+    if let Some(path) = cache.existing(&circuit)? {
+        return Ok((path, false));
+    }
+    Ok((cache.ensure(circuit)?, true))
+}
+
+/// Writes fresh parameters of `kind` at a test sector size to `w`, made by
+/// `generator` from `rng` (what the cache does on first use, open to a
+/// comparison of the generators: `pinprove bench params`); returns the
+/// verifying key's bytes.
+pub fn write_test_parameters(
+    kind: ProofKind,
+    sector_bytes: u64,
+    generator: Generator,
+    rng: &mut dyn rand::RngCore,
+    w: &mut std::io::BufWriter<File>,
+    progress: &(dyn Fn(SetupStage) + Sync),
+) -> Result<Vec<u8>, FilecoinError> {
+    let circuit = circuit_params(kind, sector_bytes)?;
+    if sector_bytes >= crate::params::GENERATED_BELOW {
+        return Err(FilecoinError::MissingParameters {
+            path: cache_less_path(&circuit.cache_id),
+            circuit_id: circuit.circuit_id,
+            generation_off: false,
+        });
+    }
+    let id = circuit.circuit_id.clone();
+    circuit
+        .blank
+        .write(generator, rng, w, progress)
+        .map_err(|source| FilecoinError::Parameters { circuit_id: id, source })
+}
+
+/// The file name of a cache id, for errors about a file that was never
+/// looked for in a cache.
+fn cache_less_path(cache_id: &str) -> PathBuf {
+    PathBuf::from(format!("{cache_id}.params"))
 }
 
 /// "porep-32g" → (PoRep, 32 GiB).

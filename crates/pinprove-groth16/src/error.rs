@@ -67,6 +67,32 @@ pub enum ParamsError {
     Shape(String),
 }
 
+/// Why parameters could not be generated.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SetupError {
+    /// The circuit could not be recorded (its synthesis failed, or it has
+    /// more distinct coefficients than a recording holds).
+    #[error("recording the circuit")]
+    Record(#[from] PrecompiledError),
+    /// The recording's matrices were released.
+    #[error("the circuit's matrices")]
+    Prove(#[from] ProveError),
+    /// Beyond the field's domain or the file format's counts.
+    #[error("the circuit is too large for parameters: {0}")]
+    TooLarge(String),
+    /// An aux variable appears in no constraint: its L point would be the
+    /// identity (bellperson's generator refuses such circuits too).
+    #[error("aux variable {index} appears in no constraint")]
+    UnconstrainedVariable {
+        /// The aux variable.
+        index: usize,
+    },
+    /// Writing the parameters failed.
+    #[error("writing the parameters")]
+    Io(#[from] io::Error),
+}
+
 /// Why a proof could not be produced.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -33,6 +33,7 @@ mod params;
 mod parts;
 pub mod precompiled;
 mod proof;
+pub mod setup;
 mod synth;
 pub mod synthetic;
 
@@ -40,7 +41,7 @@ pub use assignment::{ProvingAssignment, Witness, WitnessRef};
 pub use backend::{Backend, Capabilities, ProvingJob, ResidentSrs, StartedProof, check_job};
 pub use cpu::{CpuBackend, assemble};
 pub use density::Density;
-pub use error::{DeviceFault, LostDevice, ParamsError, PrecompiledError, ProveError};
+pub use error::{DeviceFault, LostDevice, ParamsError, PrecompiledError, ProveError, SetupError};
 pub use hints::{BackendHint, CapacityHint, CapacityHints};
 pub use params::{QueryLengths, Srs, SrsPoints, SrsStats, Validation, VerifyingKey};
 pub use parts::{parts_scratch_bytes, synthesize_parts};

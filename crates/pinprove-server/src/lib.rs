@@ -27,6 +27,7 @@ pub mod config;
 mod gpus;
 mod http;
 mod intake;
+mod job_prover;
 mod jobs;
 mod service;
 pub mod wire;

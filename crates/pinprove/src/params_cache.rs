@@ -2,8 +2,8 @@
 //!
 //! One cache directory (`$XDG_CACHE_HOME/pinprove/params`, else
 //! `~/.cache/pinprove/params`), one file per circuit id and kind:
-//! `<id>.params` for real parameters (bellperson's generator: proofs
-//! verify; slow for large circuits) and `<id>.synthetic.params` for
+//! `<id>.params` for real parameters (pinprove's setup, the file
+//! bellperson's generator makes from the same seed: proofs verify) and `<id>.synthetic.params` for
 //! synthetic ones (right shape, valid points, written fast; proofs do not
 //! verify). A missing file is made on first use, atomically, so an
 //! interrupted run never leaves half a file behind.
@@ -20,17 +20,26 @@ use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
 use pinprove_groth16::{AbcLayout, CapacityHints, synthesize};
 use pinprove_mem::{BudgetConfig, MemoryBudget, PoolConfig};
 
-use crate::reference;
+use pinprove_groth16::setup::{self, SetupStats, ToxicWaste};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
-/// Writes real parameters in bellperson's format, atomically.
-pub fn write_real(params: &bellperson::groth16::Parameters<blstrs::Bls12>, path: &Path) -> Result<()> {
-    write_atomically(path, |w| Ok(params.write(w)?))
+/// Writes real parameters for `circuit` from `seed`'s toxic waste,
+/// atomically (the file bellperson's generator makes from the same seed).
+pub fn write_real(circuit: &BenchCircuit, seed: u64, path: &Path) -> Result<SetupStats> {
+    let waste = ToxicWaste::random(&mut ChaCha8Rng::seed_from_u64(seed));
+    let mut stats = None;
+    write_atomically(path, |w| {
+        stats = Some(setup::generate(circuit.clone(), &waste, w, &|_| {})?.1);
+        Ok(())
+    })?;
+    stats.context("the setup wrote nothing")
 }
 
 /// Which parameters a benchmark proves with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParamsKind {
-    /// bellperson's generator: proofs verify; slow for large circuits.
+    /// A real setup: proofs verify.
     Real,
     /// Right-shaped points, written fast; proofs do not verify.
     Synthetic,
@@ -82,7 +91,9 @@ impl ParamsCache {
         tracing::info!(circuit = %circuit.id(), path = %path.display(), ?kind, "making parameters (once)");
         let t = Instant::now();
         match kind {
-            ParamsKind::Real => write_real(&reference::generate(circuit.clone(), 1)?, &path)?,
+            ParamsKind::Real => {
+                write_real(circuit, 1, &path)?;
+            }
             ParamsKind::Synthetic => {
                 write_synthetic(circuit, &path)?;
             }

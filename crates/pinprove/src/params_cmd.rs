@@ -3,39 +3,66 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use std::sync::Arc;
+
+use anyhow::{Context, Result, ensure};
 use clap::{Args, Subcommand, ValueEnum};
 use pinprove_engine::assembly::{self, PoolMemory};
 use pinprove_groth16::{Srs, Validation};
 use pinprove_mem::{BudgetConfig, MemoryBudget, PoolConfig};
 
+use pinprove_filecoin::{ParamCache, ProofKind};
+
 use crate::builtin::CircuitArgs;
-use crate::reference;
+use crate::progress::Generation;
 use crate::report::{bytes, dur};
 
 #[derive(Subcommand, Debug)]
 pub enum ParamsCommand {
-    /// Generate real Groth16 parameters for a built-in circuit (bellperson's
-    /// generator; the file is in bellperson's format).
+    /// Generate real Groth16 parameters: with --sector-size, Filecoin's
+    /// parameters of a test sector size into the parameter cache (every
+    /// kind, or those named); else a built-in circuit's into --out. A
+    /// one-party setup with fresh randomness (pinprove's own, in
+    /// bellperson's file format).
     Generate(GenerateArgs),
     /// Write synthetic parameters of the right shape for a built-in circuit:
     /// valid points ((i+1)·G), fast to make, for benchmarks of sizes a real
     /// setup cannot reach. Proofs made with them do not verify.
-    Synthetic(GenerateArgs),
+    Synthetic(SyntheticArgs),
     /// Read a parameter file, check it, and print its sections.
     Info(InfoArgs),
 }
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
+    /// Filecoin parameters of this test sector size (2KiB, 8MiB or
+    /// 512MiB), made where missing in the parameter cache
+    /// (FIL_PROOFS_PARAMETER_CACHE).
+    #[arg(long, value_parser = pinprove_mem::parse_bytes, conflicts_with = "out")]
+    sector_size: Option<u64>,
+    /// With --sector-size: the proof kinds (porep, snap, wpost, winning;
+    /// default all four).
+    #[arg(long, value_delimiter = ',', requires = "sector_size")]
+    kind: Vec<ProofKind>,
+    #[command(flatten)]
+    circuit: CircuitArgs,
+    /// A built-in circuit's parameters: where to write them.
+    #[arg(long, required_unless_present = "sector_size")]
+    out: Option<PathBuf>,
+    /// Seed of a built-in circuit's toxic waste (tests and benchmarks only:
+    /// Filecoin parameters always take fresh randomness).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// Arguments of `synthetic`: a built-in circuit and where its file goes.
+#[derive(Args, Debug)]
+pub struct SyntheticArgs {
     #[command(flatten)]
     circuit: CircuitArgs,
     /// Where to write the parameters.
     #[arg(long)]
     out: PathBuf,
-    /// Seed of the setup's toxic waste (tests and benchmarks only).
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -64,23 +91,54 @@ pub fn run(cmd: ParamsCommand) -> Result<()> {
 }
 
 fn generate(args: &GenerateArgs) -> Result<()> {
+    if let Some(sector_bytes) = args.sector_size {
+        return filecoin(sector_bytes, &args.kind);
+    }
+    let out = args.out.as_deref().context("--out names the file")?;
     let circuit = args.circuit.build()?;
     let t = Instant::now();
-    let params = reference::generate(circuit.clone(), args.seed)?;
-    let generated = t.elapsed();
-    crate::params_cache::write_real(&params, &args.out)?;
-    let size = std::fs::metadata(&args.out)?.len();
+    let stats = crate::params_cache::write_real(&circuit, args.seed, out)?;
     println!(
-        "wrote {} ({}) for {} in {} (generation)",
-        args.out.display(),
-        bytes(size),
+        "wrote {} ({}) for {} in {} ({} constraints)",
+        out.display(),
+        bytes(stats.bytes),
         circuit.id(),
-        dur(generated)
+        dur(t.elapsed()),
+        stats.constraints
     );
     Ok(())
 }
 
-fn synthetic(args: &GenerateArgs) -> Result<()> {
+/// Makes the missing parameters of `kinds` (all when empty) at a test size.
+fn filecoin(sector_bytes: u64, kinds: &[ProofKind]) -> Result<()> {
+    ensure!(
+        sector_bytes < pinprove_filecoin::params::GENERATED_BELOW,
+        "parameters of {} sectors are the network's: fetch them (paramfetch), they are never generated",
+        bytes(sector_bytes)
+    );
+    let cache = ParamCache::from_env().with_progress(Arc::new(Generation::default()));
+    let kinds = if kinds.is_empty() { &ProofKind::ALL[..] } else { kinds };
+    for &kind in kinds {
+        let t = Instant::now();
+        let (path, made) = pinprove_filecoin::ensure_parameters(&cache, kind, sector_bytes)
+            .with_context(|| format!("{} parameters for {} sectors", kind.name(), bytes(sector_bytes)))?;
+        println!(
+            "{} {}: {} ({}, {})",
+            kind.name(),
+            bytes(sector_bytes),
+            path.display(),
+            bytes(std::fs::metadata(&path)?.len()),
+            if made {
+                format!("made in {}", dur(t.elapsed()))
+            } else {
+                "there already".to_string()
+            }
+        );
+    }
+    Ok(())
+}
+
+fn synthetic(args: &SyntheticArgs) -> Result<()> {
     let circuit = args.circuit.build()?;
     let t = Instant::now();
     let size = crate::params_cache::write_synthetic(&circuit, &args.out)?;

@@ -89,9 +89,15 @@ impl GenerationProgress for Generation {
         *self.bar.lock().unwrap_or_else(|p| p.into_inner()) = Some(bar);
     }
 
-    fn tick(&self, circuit_id: &str, elapsed: Duration) {
+    fn tick(&self, circuit_id: &str, elapsed: Duration, done: Option<f64>) {
         if !terminal() {
-            LogProgress.tick(circuit_id, elapsed);
+            return LogProgress.tick(circuit_id, elapsed, done);
+        }
+        if let (Some(bar), Some(f)) = (self.bar.lock().unwrap_or_else(|p| p.into_inner()).as_ref(), done) {
+            bar.set_message(format!(
+                "{:.0}% of the points (once; they are kept in the parameter cache)",
+                f * 100.0
+            ));
         }
     }
 

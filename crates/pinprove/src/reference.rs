@@ -1,5 +1,4 @@
-//! bellperson, the reference: parameter generation, its prover and its
-//! verifier.
+//! bellperson, the reference: its reader, prover and verifier.
 
 use std::fs::File;
 use std::io::BufReader;
@@ -9,14 +8,6 @@ use anyhow::{Context, Result};
 use bellpepper_core::Circuit;
 use bellperson::groth16;
 use blstrs::{Bls12, Scalar};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-
-/// Real Groth16 parameters for `circuit`, from bellperson's generator.
-pub fn generate<C: Circuit<Scalar>>(circuit: C, seed: u64) -> Result<groth16::Parameters<Bls12>> {
-    groth16::generate_random_parameters::<Bls12, _, _>(circuit, &mut ChaCha8Rng::seed_from_u64(seed))
-        .context("bellperson could not generate parameters for the circuit")
-}
 
 /// Reads parameters with bellperson (unchecked: files we generated).
 pub fn read(path: &Path) -> Result<groth16::Parameters<Bls12>> {

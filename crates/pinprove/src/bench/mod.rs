@@ -10,6 +10,7 @@ mod h2d;
 #[cfg(feature = "cuda")]
 mod load;
 mod mem;
+mod params;
 mod pipeline;
 mod prove;
 mod synth;
@@ -40,6 +41,10 @@ pub enum BenchCommand {
     /// A Filecoin proof kind through the engine against filecoin-proofs'
     /// own prover on the same inputs (a sealed sample sector).
     Filecoin(filecoin::FilecoinArgs),
+    /// pinprove's Groth16 setup against bellperson's generator on a Filecoin
+    /// circuit of a test size, from the same seed: both times, their ratio,
+    /// and whether the files are byte-identical.
+    Params(params::ParamsArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -51,5 +56,6 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Prove(args) => prove::run(&args),
         BenchCommand::Pipeline(args) => pipeline::run(&args),
         BenchCommand::Filecoin(args) => filecoin::run(&args),
+        BenchCommand::Params(args) => params::run(&args),
     }
 }

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use pinprove_engine::{JobId, JobState as EngineJobState, Priority};
+use pinprove_engine::{JobId, Priority};
 use pinprove_filecoin::{FilecoinError, FilecoinProver, ProofKind, ProofRequest, Proved};
 use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
@@ -34,6 +34,7 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::codec::shown;
 use crate::config::JobsConfig;
+use crate::job_prover::JobProver;
 
 /// How a job ended.
 #[derive(Clone, Debug)]
@@ -172,22 +173,22 @@ fn kind_index(kind: ProofKind) -> usize {
 
 /// A job's share of the bounds, given back when its work is over (its
 /// request decoded, proved or refused, its engine job ended).
-pub(crate) struct Admitted {
-    jobs: Arc<Jobs>,
+pub(crate) struct Admitted<P: JobProver> {
+    jobs: Arc<Jobs<P>>,
     kind: usize,
     bytes: u64,
 }
 
-impl Drop for Admitted {
+impl<P: JobProver> Drop for Admitted<P> {
     fn drop(&mut self) {
         self.jobs.work.active[self.kind].fetch_sub(1, Ordering::AcqRel);
         self.jobs.work.bytes.fetch_sub(self.bytes, Ordering::AcqRel);
     }
 }
 
-/// The job table.
-pub(crate) struct Jobs {
-    prover: Arc<FilecoinProver>,
+/// The job table, over the daemon's prover (or a test's fake).
+pub(crate) struct Jobs<P: JobProver = FilecoinProver> {
+    prover: Arc<P>,
     config: JobsConfig,
     /// The bound on accepted requests' bytes.
     max_request_bytes: u64,
@@ -215,8 +216,8 @@ fn auto_request_bytes() -> u64 {
     (pinprove_mem::sys::usable_memory_bytes() / 8).min(16 << 30)
 }
 
-impl Jobs {
-    pub(crate) fn new(prover: Arc<FilecoinProver>, config: JobsConfig) -> Arc<Jobs> {
+impl<P: JobProver> Jobs<P> {
+    pub(crate) fn new(prover: Arc<P>, config: JobsConfig) -> Arc<Jobs<P>> {
         let max_request_bytes = config.max_request_bytes.bytes().unwrap_or_else(auto_request_bytes);
         Arc::new(Jobs {
             prover,
@@ -230,7 +231,7 @@ impl Jobs {
         })
     }
 
-    pub(crate) fn prover(&self) -> &Arc<FilecoinProver> {
+    pub(crate) fn prover(&self) -> &Arc<P> {
         &self.prover
     }
 
@@ -266,7 +267,7 @@ impl Jobs {
     /// Takes a share of the bounds for a request of `kind` carrying
     /// `bytes`, or says which bound is full. Called under the table's lock,
     /// so that two requests never both take the last place.
-    fn admit(self: &Arc<Self>, kind: ProofKind, bytes: u64) -> Result<Admitted, String> {
+    fn admit(self: &Arc<Self>, kind: ProofKind, bytes: u64) -> Result<Admitted<P>, String> {
         let i = kind_index(kind);
         let most = self.config.max_active.of(kind);
         let active = self.work.active[i].load(Ordering::Acquire);
@@ -318,7 +319,7 @@ impl Jobs {
         digest: [u8; 32],
         req: ProofRequest,
         attach: bool,
-    ) -> Result<(Arc<Job>, Option<Attached>), Refusal> {
+    ) -> Result<(Arc<Job>, Option<Attached<P>>), Refusal> {
         if self.draining() {
             return Err(Refusal::Draining);
         }
@@ -389,7 +390,7 @@ impl Jobs {
     /// A new job's life: its request decoded and its circuits built (a few
     /// at a time), then the engine, then the verified result. `admitted`
     /// is held until the work is over.
-    async fn prepare_and_run(self: Arc<Self>, job: Arc<Job>, req: ProofRequest, admitted: Admitted) {
+    async fn prepare_and_run(self: Arc<Self>, job: Arc<Job>, req: ProofRequest, admitted: Admitted<P>) {
         let kind = req.kind;
         let Ok(permit) = self.preparing.acquire().await else {
             return self.finish(&job, Ended::Failed("the daemon is stopping".into()));
@@ -459,19 +460,19 @@ impl Jobs {
     /// A job's life after its request was decoded: parameters, the engine,
     /// the verified result. Returns once the engine is done with it, also
     /// when it was cancelled (and ended) earlier.
-    async fn run(self: &Arc<Self>, job: &Arc<Job>, prepared: pinprove_filecoin::PreparedProof) {
+    async fn run(self: &Arc<Self>, job: &Arc<Job>, prepared: P::Prepared) {
         if job.cancelled.load(Ordering::Acquire) {
             // Cancelled while its request was being decoded.
             return self.finish(job, Ended::Cancelled);
         }
         let prover = Arc::clone(&self.prover);
-        let submitted = tokio::task::spawn_blocking(move || prover.submit_prepared(prepared)).await;
-        let sub = match submitted {
+        let submitted = tokio::task::spawn_blocking(move || prover.submit(prepared)).await;
+        let (id, sub) = match submitted {
             Ok(Ok(sub)) => sub,
             Ok(Err(e)) => return self.finish(job, failure(&e)),
             Err(e) => return self.finish(job, Ended::Failed(format!("submitting the proof panicked: {e}"))),
         };
-        let _ = job.engine_job.set(sub.job);
+        let _ = job.engine_job.set(id);
         job.state.send_if_modified(|s| {
             // A job cancelled while it waited for its parameters has ended.
             let waiting = matches!(s, State::Decoded);
@@ -480,13 +481,12 @@ impl Jobs {
             }
             waiting
         });
-        let engine = self.prover.engine();
         if job.cancelled.load(Ordering::Acquire) {
-            let _ = engine.cancel(sub.job);
+            self.prover.cancel(id);
         }
-        let outcome = match engine.outcome(sub.job) {
+        let outcome = match self.prover.outcome(id) {
             Ok(f) => f.await,
-            Err(e) => return self.finish(job, Ended::Failed(ErrorChain(&e).to_string())),
+            Err(why) => return self.finish(job, Ended::Failed(why)),
         };
         if job.ended() {
             return;
@@ -578,11 +578,8 @@ impl Jobs {
             self.finish(job, Ended::Cancelled);
             return false;
         };
-        let engine = self.prover.engine();
-        let running = engine
-            .job_status(engine_job)
-            .is_ok_and(|s| s.state == EngineJobState::Running);
-        let _ = engine.cancel(engine_job);
+        let running = self.prover.is_running(engine_job);
+        self.prover.cancel(engine_job);
         running
     }
 
@@ -591,7 +588,7 @@ impl Jobs {
     /// nobody else waits and no `SubmitProof` took the job, the job is
     /// cancelled after the grace period — unless a retry attached
     /// meanwhile.
-    pub(crate) fn attach(self: &Arc<Self>, job: &Arc<Job>) -> Attached {
+    pub(crate) fn attach(self: &Arc<Self>, job: &Arc<Job>) -> Attached<P> {
         job.waiters.fetch_add(1, Ordering::AcqRel);
         Attached {
             jobs: Arc::clone(self),
@@ -652,20 +649,20 @@ fn failure(e: &FilecoinError) -> Ended {
 }
 
 /// A `Prove` call's hold on its job.
-pub(crate) struct Attached {
-    jobs: Arc<Jobs>,
+pub(crate) struct Attached<P: JobProver = FilecoinProver> {
+    jobs: Arc<Jobs<P>>,
     job: Arc<Job>,
     done: bool,
 }
 
-impl Attached {
+impl<P: JobProver> Attached<P> {
     /// The call got its result: nothing to cancel.
     pub(crate) fn done(mut self) {
         self.done = true;
     }
 }
 
-impl Drop for Attached {
+impl<P: JobProver> Drop for Attached<P> {
     fn drop(&mut self) {
         let left = self.job.waiters.fetch_sub(1, Ordering::AcqRel) - 1;
         let detached = self.job.detached.load(Ordering::Acquire);
@@ -716,3 +713,6 @@ pub(crate) fn digest(req: &ProofRequest) -> [u8; 32] {
     field(32, &req.comm_d_new);
     h.finalize().into()
 }
+
+#[cfg(test)]
+mod tests;
