@@ -9,8 +9,8 @@
 //! on ([`ParamCache::with_generation`]; the daemon leaves it off unless its
 //! configuration says otherwise): a one-time setup with fresh randomness,
 //! whose proofs verify only against its own verifying key (not the
-//! network's). Generation takes minutes on a small machine and is reported
-//! while it runs; concurrent processes wait for the one that generates (a
+//! network's). Generation (pinprove's own setup: about two minutes for the
+//! four kinds at 2 KiB on a 2-core machine) is reported while it runs; concurrent processes wait for the one that generates (a
 //! lock file beside the parameters, opened without following links).
 //!
 //! Parameters of production sizes are checked once against the digest
@@ -376,7 +376,11 @@ pub(crate) fn write_atomically(
     path: &Path,
     write: impl FnOnce(&mut BufWriter<File>) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    // The whole name kept: files of one circuit (`.params`, `.vk`) written
+    // at the same time never share a temporary file.
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp.{}", std::process::id()));
+    let tmp = path.with_file_name(name);
     // A file left by an earlier process of the same id, or a planted link:
     // removed, not followed.
     let _ = std::fs::remove_file(&tmp);

@@ -4,9 +4,9 @@
 //! (best backend available, default configuration), and proves through its
 //! gRPC service a WindowPoSt and a WinningPoSt of the sector (with `--all`
 //! its PoRep and a SnapDeals update too); every proof is checked by
-//! filecoin-proofs-api's verifier. Parameters are made on first use (the
-//! PoRep's and SnapDeals' take many minutes on a small machine) and kept
-//! in the standard parameter cache.
+//! filecoin-proofs-api's verifier. Parameters are made on first use (all
+//! four kinds' in about two minutes on a 2-core machine) and kept in the
+//! standard parameter cache.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -145,7 +145,7 @@ async fn prove_all(args: &DemoArgs, local: &InProcess, sector: &mut SampleSector
         );
         println!("  SnapDeals: verified by filecoin-proofs-api");
     } else {
-        println!("(--all adds PoRep and SnapDeals; their parameters take many minutes to make the first time)");
+        println!("(--all adds PoRep and SnapDeals; their parameters take about two minutes to make the first time)");
     }
     saved.finish()
 }
