@@ -121,3 +121,46 @@ fn bench_create_label_against_the_circuit() {
         native / gadget
     );
 }
+
+#[test]
+#[ignore = "benchmark; run in release with --ignored --nocapture"]
+fn bench_poseidon_against_the_gadget() {
+    use bellpepper_core::num::AllocatedNum;
+    use filecoin_hashers::HashFunction;
+    use filecoin_hashers::poseidon::PoseidonFunction;
+    use generic_array::typenum::{U2, U8, U11};
+
+    use super::poseidon;
+
+    fn one<A: filecoin_hashers::PoseidonArity>(rng: &mut ChaCha8Rng) {
+        let arity = poseidon::allocations(A::PARAMETERS());
+        let preimage: Vec<Scalar> = (0..A::PARAMETERS().width() - 1)
+            .map(|_| Scalar::random(&mut *rng))
+            .collect();
+        let mut cs = WitnessCS::<Scalar>::new();
+        let leaves: Vec<_> = preimage
+            .iter()
+            .map(|v| AllocatedNum::alloc(&mut cs, || Ok(*v)).unwrap())
+            .collect();
+        let gadget = rate(|| {
+            let mut cs = WitnessCS::<Scalar>::new();
+            let h = PoseidonFunction::hash_multi_leaf_circuit::<A, _>(&mut cs, &leaves, 0).unwrap();
+            std::hint::black_box(h.get_value());
+        });
+        let mut out = Vec::with_capacity(arity);
+        let native = rate(|| {
+            out.clear();
+            std::hint::black_box(poseidon::hash::<A>(&preimage, &mut out));
+        });
+        println!(
+            "Poseidon arity {} ({arity} allocations): hashes/s into WitnessCS {gadget:.0}, native into scalars \
+             {native:.0} ({:.1}x)",
+            preimage.len(),
+            native / gadget
+        );
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    one::<U2>(&mut rng);
+    one::<U8>(&mut rng);
+    one::<U11>(&mut rng);
+}

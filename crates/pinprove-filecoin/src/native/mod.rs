@@ -18,11 +18,14 @@
 //!   SHA-256 gadget and its compression function.
 //! * [`label`] — storage-proofs' `create_label_circuit`, allocating through
 //!   a constraint system.
+//! * [`poseidon`] — neptune's Poseidon gadget (every hash of the Poseidon
+//!   trees, column hashes and commitments), values in field elements.
 //! * [`porep`] — a whole PoRep partition's witness: these replicas for its
 //!   SHA-256 parts, storage-proofs' gadgets for the rest.
 
 pub mod label;
 pub mod porep;
+pub mod poseidon;
 pub mod sha256;
 mod sink;
 mod word;
