@@ -106,6 +106,18 @@ pub trait Backend: Send + Sync {
         let _ = srs;
     }
 
+    /// Whether this backend computes the a/b/c of `recording`'s circuit on
+    /// its device: what [`Capabilities::evaluates_recordings`] says, for
+    /// every circuit, unless the backend's memory plan leaves a circuit's
+    /// matrices on the host. For those the engine computes a/b/c at
+    /// synthesis, inside each partition's admission by the memory budget
+    /// (a backend that computed them in `start` would take host memory
+    /// nobody admitted, and could wait for it forever).
+    fn evaluates_recording(&self, recording: &Arc<crate::precompiled::Recording>) -> bool {
+        let _ = recording;
+        self.capabilities().evaluates_recordings
+    }
+
     /// SRS copies the backend holds outside the host SRS (for example in
     /// device memory), for status reports.
     fn resident_srs(&self) -> Vec<ResidentSrs> {

@@ -257,9 +257,12 @@ impl Precompiler {
             .is_some_and(|e| is(&e.state))
     }
 
-    /// Whether partitions of `circuit_id` synthesize from a recording now.
-    pub(super) fn is_ready(&self, circuit_id: &str) -> bool {
-        self.state_is(circuit_id, |s| matches!(s, State::Ready(_)))
+    /// The recording partitions of `circuit_id` synthesize from now.
+    pub(super) fn ready_recording(&self, circuit_id: &str) -> Option<Arc<Recording>> {
+        match &self.circuits.lock().recover().get(circuit_id)?.state {
+            State::Ready(held) => Some(Arc::clone(&held.recording)),
+            _ => None,
+        }
     }
 
     fn set(&self, circuit_id: &str, state: State) {
@@ -688,7 +691,7 @@ impl Inner {
                     let mut left = Some(funds);
                     // Where the devices compute a/b/c, only the witness is
                     // held.
-                    let made = if self.abc_on_device {
+                    let made = if self.devices_evaluate(rec) {
                         defer(Arc::clone(rec), witness, &mut left)
                     } else {
                         evaluate(rec, witness, ctx.pool, ctx.layout, &mut left)
@@ -703,7 +706,7 @@ impl Inner {
                             circuit = id,
                             witness_ms = witness_time.as_millis() as u64,
                             evaluation_ms = (started.elapsed() - witness_time).as_millis() as u64,
-                            abc_on_device = self.abc_on_device,
+                            abc_on_device = self.devices_evaluate(rec),
                             "synthesized from the recording"
                         );
                     })

@@ -192,7 +192,7 @@ impl Inner {
                 .status()
                 .into_iter()
                 .map(|c| CircuitSynthesis {
-                    abc_on_device: self.abc_on_device && c.mode == SynthesisMode::Precompiled,
+                    abc_on_device: c.mode == SynthesisMode::Precompiled && !self.abc_on_host(&c.circuit_id),
                     ..c
                 })
                 .collect(),

@@ -57,7 +57,19 @@ impl Inner {
     /// memory (all but pre-compiled circuits whose a/b/c the devices
     /// compute).
     pub(super) fn abc_on_host(&self, circuit_id: &str) -> bool {
-        !(self.abc_on_device && self.precompiled.is_ready(circuit_id))
+        !(self.abc_on_device
+            && self
+                .precompiled
+                .ready_recording(circuit_id)
+                .is_some_and(|rec| self.devices_evaluate(&rec)))
+    }
+
+    /// Whether every device computes the a/b/c of `recording`'s circuit
+    /// itself (a device whose memory plan leaves the circuit's matrices on
+    /// the host does not: then synthesis computes them, within the
+    /// partition's admission).
+    pub(super) fn devices_evaluate(&self, recording: &Arc<pinprove_groth16::precompiled::Recording>) -> bool {
+        self.abc_on_device && self.devices.iter().all(|d| d.backend.evaluates_recording(recording))
     }
 
     /// The pool buffers one partition of `circuit_id` synthesizes into, in

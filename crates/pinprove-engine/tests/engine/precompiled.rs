@@ -485,10 +485,13 @@ fn a_recording_is_not_dropped_for_memory_while_a_job_of_its_circuit_runs() {
 }
 
 /// The CPU backend, claiming to compute pending a/b/c itself (it does, on
-/// the host, as every backend may), counting the pending ones it gets.
+/// the host, as every backend may), counting the pending ones it gets;
+/// with `host_plan`, its memory plan leaves every circuit's matrices on the
+/// host (it says it does not compute their a/b/c).
 struct ComputesAbc {
     cpu: CpuBackend,
     pending: std::sync::atomic::AtomicUsize,
+    host_plan: bool,
 }
 
 impl pinprove_groth16::Backend for ComputesAbc {
@@ -509,6 +512,9 @@ impl pinprove_groth16::Backend for ComputesAbc {
     ) -> u64 {
         self.cpu.extra_working_set(shape, queries, urgent)
     }
+    fn evaluates_recording(&self, _: &Arc<Recording>) -> bool {
+        !self.host_plan
+    }
     fn start(
         &self,
         job: pinprove_groth16::ProvingJob,
@@ -522,9 +528,14 @@ impl pinprove_groth16::Backend for ComputesAbc {
 /// A pre-compiling engine of two synthesis workers over `config`, on a
 /// backend that computes a/b/c itself.
 fn computes_abc_engine(pool: &Arc<PinnedPool>, config: EngineConfig) -> (Engine, Arc<ComputesAbc>) {
+    abc_engine(pool, config, false)
+}
+
+fn abc_engine(pool: &Arc<PinnedPool>, config: EngineConfig, host_plan: bool) -> (Engine, Arc<ComputesAbc>) {
     let backend = Arc::new(ComputesAbc {
         cpu: CpuBackend::new(Arc::clone(pool)),
         pending: Default::default(),
+        host_plan,
     });
     let engine = Engine::new(
         EngineConfig {
@@ -577,6 +588,49 @@ fn a_backend_that_computes_a_b_c_gets_the_witness_only() {
     );
     assert!(ws + 3 * 32 * 1500 <= classic_ws, "{ws} vs {classic_ws}");
     idle(&engine, &shape, &pool, &acct, "deferred");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A backend able to compute a/b/c whose memory plan leaves a circuit's
+/// matrices on the host: the engine computes them at synthesis, within the
+/// partition's admission, and never hands that backend pending ones (the
+/// native backend computed them itself, on the host, outside any admission:
+/// with the budget full of admitted partitions waiting for the device, the
+/// first proof of a 32 GiB PoRep capped at 15 GiB waited forever).
+#[test]
+fn a_backend_that_plans_a_circuits_matrices_on_the_host_gets_a_b_c_computed() {
+    let dir = temp_dir("precompiled-host-plan");
+    let shape = BenchCircuit::new(1500, WitnessMix::Random).unwrap();
+    let (params, vk) = real_params(&shape, &dir);
+    let (pool, acct) = pool_with(2 << 30);
+    let (engine, backend) = abc_engine(&pool, EngineConfig::default(), true);
+    let (classic_pool, _) = pool_with(2 << 30);
+    let classic = cpu_engine(&classic_pool, false, None);
+    engine.register_srs(&shape.id(), &params);
+    classic.register_srs(&shape.id(), &params);
+    prove(&engine, &shape, &[1]);
+    let seeds = [6, 7, 8];
+    let pre = prove(&engine, &shape, &seeds);
+    assert_eq!(
+        backend.pending.load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "no pending a/b/c for a circuit the backend plans on the host"
+    );
+    let want = prove(&classic, &shape, &seeds);
+    for (p, (a, b)) in pre.iter().zip(&want).enumerate() {
+        assert_eq!(a.proof.to_bytes(), b.proof.to_bytes(), "partition {p}");
+    }
+    verify(&vk, &shape, &seeds, &pre);
+    let s = synthesis_of(&engine, &shape.id());
+    assert_eq!((s.classic_partitions, s.precompiled_partitions), (1, 3));
+    assert!(!s.abc_on_device, "{s:?}");
+    // Admission counts a/b/c on the host, as the classic engine's does.
+    let (ws, classic_ws) = (
+        engine.working_set(&shape.id()).unwrap(),
+        classic.working_set(&shape.id()).unwrap(),
+    );
+    assert!(ws + 3 * 32 * 1500 > classic_ws, "{ws} vs {classic_ws}");
+    idle(&engine, &shape, &pool, &acct, "host plan");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

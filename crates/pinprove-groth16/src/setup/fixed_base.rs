@@ -6,8 +6,8 @@
 //! digits, with no doubling at all: 16 additions for w = 16, where a
 //! double-and-add costs about 255 doublings and 255/(w+1) additions.
 
-use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective};
-use ff::Field;
+use blst::{blst_p1, blst_p2, p1_affines, p2_affines};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective};
 use group::prime::PrimeCurveAffine;
 use group::{Curve, Group, UncompressedEncoding};
 use rayon::prelude::*;
@@ -18,69 +18,53 @@ use crate::Scalar;
 const SCALAR_BITS: usize = 255;
 /// The largest window: its G2 table alone takes 16 × 2^17 × 192 B = 384 MiB.
 const MAX_WINDOW: usize = 18;
-/// Points normalized to affine with one inversion.
-const NORMALIZE_BATCH: usize = 4096;
+/// Points made affine with one field inversion; below blst's threshold for
+/// spreading a conversion over its own threads (each batch already runs on
+/// a core of its own).
+const NORMALIZE_BATCH: usize = 512;
 
-/// A curve group the setup works in: G1 or G2 of BLS12-381, in Jacobian
-/// coordinates (x = X/Z², y = Y/Z³), with the affine form it writes.
+/// A curve group the setup works in: G1 or G2 of BLS12-381, with the affine
+/// form it writes.
 pub(crate) trait SetupGroup: Curve<AffineRepr = Self::Affine> + Group<Scalar = Scalar> + Send + Sync {
     /// The affine form.
     type Affine: PrimeCurveAffine + UncompressedEncoding + Copy + Default + Send + Sync;
-    /// The coordinates' field.
-    type Base: Field;
-    /// X, Y, Z.
-    fn jacobian(&self) -> (Self::Base, Self::Base, Self::Base);
-    /// The affine point (x, y), known to be on the curve.
-    fn affine(x: Self::Base, y: Self::Base) -> Self::Affine;
+    /// `points` in affine form, with one inversion for all of them (the
+    /// group crate's default inverts once per point).
+    fn normalize(points: &[Self], out: &mut [Self::Affine]);
 }
 
 impl SetupGroup for G1Projective {
     type Affine = G1Affine;
-    type Base = Fp;
-    fn jacobian(&self) -> (Fp, Fp, Fp) {
-        (self.x(), self.y(), self.z())
-    }
-    fn affine(x: Fp, y: Fp) -> G1Affine {
-        G1Affine::from_raw_unchecked(x, y, false)
+    fn normalize(points: &[Self], out: &mut [G1Affine]) {
+        assert_eq!(points.len(), out.len(), "one affine point per projective point");
+        if points.is_empty() {
+            return;
+        }
+        let raw: Vec<blst_p1> = points.iter().map(|p| *p.as_ref()).collect();
+        for (o, a) in out.iter_mut().zip(p1_affines::from(&raw).as_slice()) {
+            *o.as_mut() = *a;
+        }
     }
 }
 
 impl SetupGroup for G2Projective {
     type Affine = G2Affine;
-    type Base = Fp2;
-    fn jacobian(&self) -> (Fp2, Fp2, Fp2) {
-        (self.x(), self.y(), self.z())
-    }
-    fn affine(x: Fp2, y: Fp2) -> G2Affine {
-        G2Affine::from_raw_unchecked(x, y, false)
+    fn normalize(points: &[Self], out: &mut [G2Affine]) {
+        assert_eq!(points.len(), out.len(), "one affine point per projective point");
+        if points.is_empty() {
+            return;
+        }
+        let raw: Vec<blst_p2> = points.iter().map(|p| *p.as_ref()).collect();
+        for (o, a) in out.iter_mut().zip(p2_affines::from(&raw).as_slice()) {
+            *o.as_mut() = *a;
+        }
     }
 }
 
-/// Converts `points` to affine with one field inversion for all of them
-/// (the group crate's default inverts once per point).
+/// Converts `points` to affine in batches of one inversion each.
 pub(crate) fn normalize<G: SetupGroup>(points: &[G], out: &mut [G::Affine]) {
-    assert_eq!(points.len(), out.len(), "one affine point per projective point");
-    // Prefix products of the non-zero Z's, one inversion, then back.
-    let mut prefix = Vec::with_capacity(points.len());
-    let mut acc = G::Base::ONE;
-    for p in points {
-        prefix.push(acc);
-        let z = p.jacobian().2;
-        if !bool::from(z.is_zero()) {
-            acc *= z;
-        }
-    }
-    let mut inv = acc.invert().unwrap_or(G::Base::ZERO);
-    for ((p, before), o) in points.iter().zip(prefix).zip(out.iter_mut()).rev() {
-        let (x, y, z) = p.jacobian();
-        if bool::from(z.is_zero()) {
-            *o = G::Affine::identity();
-            continue;
-        }
-        let z_inv = inv * before;
-        inv *= z;
-        let z_inv2 = z_inv.square();
-        *o = G::affine(x * z_inv2, y * z_inv2 * z_inv);
+    for (p, o) in points.chunks(NORMALIZE_BATCH).zip(out.chunks_mut(NORMALIZE_BATCH)) {
+        G::normalize(p, o);
     }
 }
 
@@ -163,9 +147,7 @@ impl<G: SetupGroup> FixedBase<G> {
                     acc += first;
                 }
                 let mut table = vec![G::Affine::default(); entries];
-                for (p, t) in proj.chunks(NORMALIZE_BATCH).zip(table.chunks_mut(NORMALIZE_BATCH)) {
-                    normalize::<G>(p, t);
-                }
+                normalize::<G>(&proj, &mut table);
                 table
             })
             .collect();
@@ -208,6 +190,7 @@ impl<G: SetupGroup> FixedBase<G> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ff::Field;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 

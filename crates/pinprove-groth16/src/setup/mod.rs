@@ -13,7 +13,7 @@
 //! the recorded matrices column by column on every core, and every point is
 //! a product of one of two fixed bases (the G1 and G2 generators of the
 //! setup) by a scalar, made by table lookup: one mixed addition per signed
-//! 16-bit digit, no doublings, and one inversion per batch of 4096 points
+//! 16-bit digit, no doublings, and one inversion per batch of 512 points
 //! to make them affine. bellperson's generator spends about 255 doublings
 //! per point and an inversion per point.
 //!

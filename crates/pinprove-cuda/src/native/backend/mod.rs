@@ -295,6 +295,10 @@ impl Backend for NativeBackend {
         }
     }
 
+    fn evaluates_recording(&self, recording: &Arc<pinprove_groth16::precompiled::Recording>) -> bool {
+        self.matrices_planned(recording)
+    }
+
     fn extra_working_set(&self, shape: &CapacityHint, queries: Option<&QueryLengths>, urgent: bool) -> u64 {
         // The prepared L, A and B scalars, their base indices and bitmaps (h
         // stays on the device), over each query's bases; without the

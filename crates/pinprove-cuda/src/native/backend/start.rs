@@ -352,7 +352,7 @@ impl NativeBackend {
 
     /// Whether the plan of `recording`'s circuit leaves room on the device
     /// for its matrices (decided once per circuit).
-    fn matrices_planned(&self, recording: &Arc<precompiled::Recording>) -> bool {
+    pub(super) fn matrices_planned(&self, recording: &Arc<precompiled::Recording>) -> bool {
         let id = recording.circuit_id();
         if self.matrices_on_host.lock().recover().contains(id) {
             return false;
