@@ -83,6 +83,12 @@ impl JobCtl {
     /// waiting. Returns whether this call ended it.
     pub(super) fn finish(&self, outcome: JobOutcome) -> bool {
         self.stopped.store(true, Ordering::Release);
+        if self.lock().outcome.is_some() {
+            return false;
+        }
+        // The recording is let go before anyone learns that the job ended:
+        // whoever waited for the end finds it evictable.
+        self.in_use.lock().recover().take();
         let wakers = {
             let mut g = self.lock();
             if g.outcome.is_some() {
@@ -92,7 +98,6 @@ impl JobCtl {
             self.done.notify_all();
             std::mem::take(&mut g.wakers)
         };
-        self.in_use.lock().recover().take();
         for w in wakers {
             w.wake();
         }
