@@ -498,24 +498,15 @@ pub fn write_test_parameters(
     progress: &(dyn Fn(SetupStage) + Sync),
 ) -> Result<Vec<u8>, FilecoinError> {
     let circuit = circuit_params(kind, sector_bytes)?;
-    if sector_bytes >= crate::params::GENERATED_BELOW {
-        return Err(FilecoinError::MissingParameters {
-            path: cache_less_path(&circuit.cache_id),
-            circuit_id: circuit.circuit_id,
-            generation_off: false,
-        });
-    }
     let id = circuit.circuit_id.clone();
-    circuit
-        .blank
-        .write(generator, rng, w, progress)
-        .map_err(|source| FilecoinError::Parameters { circuit_id: id, source })
-}
-
-/// The file name of a cache id, for errors about a file that was never
-/// looked for in a cache.
-fn cache_less_path(cache_id: &str) -> PathBuf {
-    PathBuf::from(format!("{cache_id}.params"))
+    let written = if sector_bytes >= crate::params::GENERATED_BELOW {
+        Err(anyhow::anyhow!(
+            "production sector sizes use the network's parameters, never generated ones"
+        ))
+    } else {
+        circuit.blank.write(generator, rng, w, progress)
+    };
+    written.map_err(|source| FilecoinError::Parameters { circuit_id: id, source })
 }
 
 /// "porep-32g" → (PoRep, 32 GiB).

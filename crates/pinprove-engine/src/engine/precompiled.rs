@@ -691,7 +691,8 @@ impl Inner {
                     let mut left = Some(funds);
                     // Where the devices compute a/b/c, only the witness is
                     // held.
-                    let made = if self.devices_evaluate(rec) {
+                    let on_device = self.devices_evaluate(rec);
+                    let made = if on_device {
                         defer(Arc::clone(rec), witness, &mut left)
                     } else {
                         evaluate(rec, witness, ctx.pool, ctx.layout, &mut left)
@@ -706,7 +707,7 @@ impl Inner {
                             circuit = id,
                             witness_ms = witness_time.as_millis() as u64,
                             evaluation_ms = (started.elapsed() - witness_time).as_millis() as u64,
-                            abc_on_device = self.devices_evaluate(rec),
+                            abc_on_device = on_device,
                             "synthesized from the recording"
                         );
                     })

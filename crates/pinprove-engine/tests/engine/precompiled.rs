@@ -525,6 +525,13 @@ impl pinprove_groth16::Backend for ComputesAbc {
     }
 }
 
+impl ComputesAbc {
+    /// Pending assignments handed to it so far.
+    fn pending(&self) -> usize {
+        self.pending.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// A pre-compiling engine of two synthesis workers over `config`, on a
 /// backend that computes a/b/c itself.
 fn computes_abc_engine(pool: &Arc<PinnedPool>, config: EngineConfig) -> (Engine, Arc<ComputesAbc>) {
@@ -553,42 +560,93 @@ fn abc_engine(pool: &Arc<PinnedPool>, config: EngineConfig, host_plan: bool) -> 
     (engine, backend)
 }
 
+/// A 1500-constraint circuit recorded by a first job, then three partitions
+/// proved on a backend that can compute a/b/c (planning them on the host
+/// with `host_plan`), checked against the classic engine's proofs and
+/// bellperson's verifier: what the tests of both placements share.
+struct AbcRun {
+    dir: PathBuf,
+    shape: BenchCircuit,
+    pool: Arc<PinnedPool>,
+    acct: Arc<Accountant>,
+    engine: Engine,
+    backend: Arc<ComputesAbc>,
+    classic: Engine,
+    _classic_pool: Arc<PinnedPool>,
+    /// Pending assignments the backend got by the end of the first job.
+    pending_first: usize,
+}
+
+impl AbcRun {
+    fn new(name: &str, host_plan: bool) -> AbcRun {
+        let dir = temp_dir(name);
+        let shape = BenchCircuit::new(1500, WitnessMix::Random).unwrap();
+        let (params, vk) = real_params(&shape, &dir);
+        let (pool, acct) = pool_with(2 << 30);
+        let (engine, backend) = abc_engine(&pool, EngineConfig::default(), host_plan);
+        let (classic_pool, _) = pool_with(2 << 30);
+        let classic = cpu_engine(&classic_pool, false, None);
+        engine.register_srs(&shape.id(), &params);
+        classic.register_srs(&shape.id(), &params);
+        prove(&engine, &shape, &[1]);
+        let pending_first = backend.pending();
+        let seeds = [6, 7, 8];
+        let pre = prove(&engine, &shape, &seeds);
+        let want = prove(&classic, &shape, &seeds);
+        for (p, (a, b)) in pre.iter().zip(&want).enumerate() {
+            assert_eq!(a.proof.to_bytes(), b.proof.to_bytes(), "partition {p}");
+        }
+        verify(&vk, &shape, &seeds, &pre);
+        let s = synthesis_of(&engine, &shape.id());
+        assert_eq!((s.classic_partitions, s.precompiled_partitions), (1, 3));
+        AbcRun {
+            dir,
+            shape,
+            pool,
+            acct,
+            engine,
+            backend,
+            classic,
+            _classic_pool: classic_pool,
+            pending_first,
+        }
+    }
+
+    /// The working sets of a partition: this engine's, the classic one's.
+    fn working_sets(&self) -> (u64, u64) {
+        (
+            self.engine.working_set(&self.shape.id()).unwrap(),
+            self.classic.working_set(&self.shape.id()).unwrap(),
+        )
+    }
+
+    fn finish(self, what: &str) {
+        idle(&self.engine, &self.shape, &self.pool, &self.acct, what);
+        std::fs::remove_dir_all(&self.dir).unwrap();
+    }
+}
+
 #[test]
 fn a_backend_that_computes_a_b_c_gets_the_witness_only() {
-    let dir = temp_dir("precompiled-deferred");
-    let shape = BenchCircuit::new(1500, WitnessMix::Random).unwrap();
-    let (params, vk) = real_params(&shape, &dir);
-    let (pool, acct) = pool_with(2 << 30);
-    let (engine, backend) = computes_abc_engine(&pool, EngineConfig::default());
-    let (classic_pool, _) = pool_with(2 << 30);
-    let classic = cpu_engine(&classic_pool, false, None);
-    engine.register_srs(&shape.id(), &params);
-    classic.register_srs(&shape.id(), &params);
-    prove(&engine, &shape, &[1]);
-    let seen = |b: &ComputesAbc| b.pending.load(std::sync::atomic::Ordering::Relaxed);
-    assert_eq!(seen(&backend), 0, "the first job runs classically while it is recorded");
-    let seeds = [6, 7, 8];
-    let pre = prove(&engine, &shape, &seeds);
-    assert_eq!(seen(&backend), 3, "a/b/c left to the backend");
-    let want = prove(&classic, &shape, &seeds);
-    for (p, (a, b)) in pre.iter().zip(&want).enumerate() {
-        assert_eq!(a.proof.to_bytes(), b.proof.to_bytes(), "partition {p}");
-    }
-    verify(&vk, &shape, &seeds, &pre);
-    let s = synthesis_of(&engine, &shape.id());
-    assert_eq!((s.classic_partitions, s.precompiled_partitions), (1, 3));
-    assert!(s.abc_on_device, "{s:?}");
-    assert!(!synthesis_of(&classic, &shape.id()).abc_on_device);
-    let metric = format!("pinprove_precompiled_abc_on_device{{circuit=\"{}\"}} 1", shape.id());
-    assert!(engine.metrics_text().contains(&metric), "{metric}");
-    // Admission no longer counts a/b/c on the host.
-    let (ws, classic_ws) = (
-        engine.working_set(&shape.id()).unwrap(),
-        classic.working_set(&shape.id()).unwrap(),
+    let run = AbcRun::new("precompiled-deferred", false);
+    assert_eq!(
+        run.pending_first, 0,
+        "the first job runs classically while it is recorded"
     );
+    assert_eq!(run.backend.pending(), 3, "a/b/c left to the backend");
+    let id = run.shape.id();
+    assert!(
+        synthesis_of(&run.engine, &id).abc_on_device,
+        "{:?}",
+        synthesis_of(&run.engine, &id)
+    );
+    assert!(!synthesis_of(&run.classic, &id).abc_on_device);
+    let metric = format!("pinprove_precompiled_abc_on_device{{circuit=\"{id}\"}} 1");
+    assert!(run.engine.metrics_text().contains(&metric), "{metric}");
+    // Admission no longer counts a/b/c on the host.
+    let (ws, classic_ws) = run.working_sets();
     assert!(ws + 3 * 32 * 1500 <= classic_ws, "{ws} vs {classic_ws}");
-    idle(&engine, &shape, &pool, &acct, "deferred");
-    std::fs::remove_dir_all(&dir).unwrap();
+    run.finish("deferred");
 }
 
 /// A backend able to compute a/b/c whose memory plan leaves a circuit's
@@ -599,39 +657,18 @@ fn a_backend_that_computes_a_b_c_gets_the_witness_only() {
 /// first proof of a 32 GiB PoRep capped at 15 GiB waited forever).
 #[test]
 fn a_backend_that_plans_a_circuits_matrices_on_the_host_gets_a_b_c_computed() {
-    let dir = temp_dir("precompiled-host-plan");
-    let shape = BenchCircuit::new(1500, WitnessMix::Random).unwrap();
-    let (params, vk) = real_params(&shape, &dir);
-    let (pool, acct) = pool_with(2 << 30);
-    let (engine, backend) = abc_engine(&pool, EngineConfig::default(), true);
-    let (classic_pool, _) = pool_with(2 << 30);
-    let classic = cpu_engine(&classic_pool, false, None);
-    engine.register_srs(&shape.id(), &params);
-    classic.register_srs(&shape.id(), &params);
-    prove(&engine, &shape, &[1]);
-    let seeds = [6, 7, 8];
-    let pre = prove(&engine, &shape, &seeds);
+    let run = AbcRun::new("precompiled-host-plan", true);
     assert_eq!(
-        backend.pending.load(std::sync::atomic::Ordering::Relaxed),
+        run.backend.pending(),
         0,
         "no pending a/b/c for a circuit the backend plans on the host"
     );
-    let want = prove(&classic, &shape, &seeds);
-    for (p, (a, b)) in pre.iter().zip(&want).enumerate() {
-        assert_eq!(a.proof.to_bytes(), b.proof.to_bytes(), "partition {p}");
-    }
-    verify(&vk, &shape, &seeds, &pre);
-    let s = synthesis_of(&engine, &shape.id());
-    assert_eq!((s.classic_partitions, s.precompiled_partitions), (1, 3));
+    let s = synthesis_of(&run.engine, &run.shape.id());
     assert!(!s.abc_on_device, "{s:?}");
     // Admission counts a/b/c on the host, as the classic engine's does.
-    let (ws, classic_ws) = (
-        engine.working_set(&shape.id()).unwrap(),
-        classic.working_set(&shape.id()).unwrap(),
-    );
+    let (ws, classic_ws) = run.working_sets();
     assert!(ws + 3 * 32 * 1500 > classic_ws, "{ws} vs {classic_ws}");
-    idle(&engine, &shape, &pool, &acct, "host plan");
-    std::fs::remove_dir_all(&dir).unwrap();
+    run.finish("host plan");
 }
 
 /// A device backend that keeps a copy of each recording's matrices of its

@@ -50,50 +50,48 @@ pub fn hash_with<A: PoseidonArity>(constants: &PoseidonConstants<Fr, A>, preimag
     let mut round = 0;
     let half = constants.half_full_rounds;
 
-    // The first full round adds a key before the S-box and one after.
+    // The first full round adds a key before the S-box and one after; the
+    // domain tag's S-box is a constant, each input's allocates (x + pre)²,
+    // its square and the result.
     let (pre, post) = (&keys[key..key + width], &keys[key + width..key + 2 * width]);
     key += 2 * width;
     for i in 0..width {
-        let x = state[i] + pre[i];
-        let x2 = x.square();
-        let x4 = x2.square();
-        state[i] = x4 * x + post[i];
+        let [x2, x4, y] = quintic(state[i] + pre[i], post[i]);
+        state[i] = y;
         if i > 0 {
-            out.extend_from_slice(&[x2, x4, state[i]]);
+            out.extend_from_slice(&[x2, x4, y]);
         }
     }
     mix(constants, round, &mut state, &mut next);
     round += 1;
 
-    let full = |state: &mut [Fr], key: Option<&[Fr]>, out: &mut Vec<Fr>| {
-        for (i, x) in state.iter_mut().enumerate() {
-            let x2 = x.square();
-            let x4 = x2.square();
-            let y = x4 * *x + key.map_or(Fr::ZERO, |k| k[i]);
-            out.extend_from_slice(&[*x, x2, x4, y]);
-            *x = y;
-        }
+    // Every later S-box allocates its input (a combination until now), its
+    // square, fourth power and result.
+    let sbox = |x: &mut Fr, post: Fr, out: &mut Vec<Fr>| {
+        let [x2, x4, y] = quintic(*x, post);
+        out.extend_from_slice(&[*x, x2, x4, y]);
+        *x = y;
     };
     for _ in 1..half {
-        full(&mut state, Some(&keys[key..key + width]), out);
+        for (x, k) in state.iter_mut().zip(&keys[key..key + width]) {
+            sbox(x, *k, out);
+        }
         key += width;
         mix(constants, round, &mut state, &mut next);
         round += 1;
     }
     for _ in 0..constants.partial_rounds {
-        let x = state[0];
-        let x2 = x.square();
-        let x4 = x2.square();
-        state[0] = x4 * x + keys[key];
+        sbox(&mut state[0], keys[key], out);
         key += 1;
-        out.extend_from_slice(&[x, x2, x4, state[0]]);
         mix(constants, round, &mut state, &mut next);
         round += 1;
     }
     for r in 0..half {
+        // The terminal round adds no key.
         let last = r + 1 == half;
-        let k = (!last).then(|| &keys[key..key + width]);
-        full(&mut state, k, out);
+        for (i, x) in state.iter_mut().enumerate() {
+            sbox(x, if last { Fr::ZERO } else { keys[key + i] }, out);
+        }
         if !last {
             key += width;
         }
@@ -102,6 +100,13 @@ pub fn hash_with<A: PoseidonArity>(constants: &PoseidonConstants<Fr, A>, preimag
     }
     out.push(state[1]);
     state[1]
+}
+
+/// x², x⁴ and x⁵ + `post`: what one S-box allocates after its input.
+fn quintic(x: Fr, post: Fr) -> [Fr; 3] {
+    let x2 = x.square();
+    let x4 = x2.square();
+    [x2, x4, x4 * x + post]
 }
 
 /// The linear layer after round `round`, as the gadget applies it: the

@@ -33,7 +33,7 @@ use group::{Curve, Group, UncompressedEncoding};
 use rand_core::RngCore;
 use rayon::prelude::*;
 
-use crate::domain::{Domain, domain_size};
+use crate::domain::Domain;
 use crate::precompiled::{Recording, record};
 use crate::{Scalar, SetupError, VerifyingKey};
 use fixed_base::{FixedBase, SetupGroup};
@@ -154,9 +154,8 @@ pub fn write_parameters(
     let matrices = recording.matrices()?;
     let (inputs, aux) = (recording.num_inputs(), recording.num_aux());
     let constraints = recording.num_constraints();
-    let too_large = |e: crate::ProveError| SetupError::TooLarge(e.to_string());
-    let n = domain_size(constraints).map_err(too_large)?;
-    let domain = Domain::new(n).map_err(too_large)?;
+    let domain = Domain::new(constraints).map_err(|e| SetupError::TooLarge(e.to_string()))?;
+    let n = domain.size();
     if [n - 1, inputs + aux].into_iter().any(|k| k > u32::MAX as usize) {
         return Err(SetupError::TooLarge(format!(
             "{constraints} constraints, {} variables: beyond the file format's 2^32 points",
@@ -189,7 +188,7 @@ pub fn write_parameters(
     let (a, b) = (non_zero(&at.a), non_zero(&at.b));
     drop(at);
 
-    let g1 = FixedBase::new(waste.g1, h.len() + l.len() + a.len() + 2 * b.len() + ic.len());
+    let g1 = FixedBase::new(waste.g1, ic.len() + h.len() + l.len() + a.len() + b.len());
     let g2 = FixedBase::new(waste.g2, b.len());
     tracing::debug!(
         constraints,
