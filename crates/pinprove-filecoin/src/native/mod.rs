@@ -20,14 +20,18 @@
 //!   a constraint system.
 //! * [`poseidon`] — neptune's Poseidon gadget (every hash of the Poseidon
 //!   trees, column hashes and commitments), values in field elements.
+//! * [`tree`] — storage-proofs' PoR gadget over a Poseidon tree (TreeR,
+//!   TreeC and PoSt inclusions).
 //! * [`porep`] — a whole PoRep partition's witness: these replicas for its
 //!   SHA-256 parts, storage-proofs' gadgets for the rest.
 
+mod count;
 pub mod label;
 pub mod porep;
 pub mod poseidon;
 pub mod sha256;
 mod sink;
+pub mod tree;
 mod word;
 
 pub use sink::{AllocSink, PackedBits};

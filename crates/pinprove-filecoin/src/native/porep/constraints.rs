@@ -10,8 +10,8 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
+use bellpepper_core::SynthesisError;
 use bellpepper_core::num::AllocatedNum;
-use bellpepper_core::{ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use bellperson::gadgets::uint32::UInt32;
 use blstrs::Scalar as Fr;
 use filecoin_hashers::sha256::Sha256Hasher;
@@ -22,62 +22,8 @@ use storage_proofs_core::gadgets::uint64::UInt64;
 use storage_proofs_core::util::reverse_bit_numbering;
 use storage_proofs_porep::stacked::{TOTAL_PARENTS, create_label_circuit};
 
-/// Counts constraints; computes nothing.
-#[derive(Default)]
-struct Counter {
-    vars: usize,
-    constraints: usize,
-}
-
-impl ConstraintSystem<Fr> for Counter {
-    type Root = Self;
-
-    fn alloc<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Fr, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
-        self.vars += 1;
-        Ok(Variable::new_unchecked(Index::Aux(self.vars - 1)))
-    }
-
-    fn alloc_input<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Fr, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
-        self.vars += 1;
-        Ok(Variable::new_unchecked(Index::Input(self.vars - 1)))
-    }
-
-    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
-    where
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-        LA: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
-        LB: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
-        LC: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
-    {
-        self.constraints += 1;
-    }
-
-    fn push_namespace<NR: Into<String>, N: FnOnce() -> NR>(&mut self, _: N) {}
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
-    }
-}
-
-/// Enforces `n` constraints that the witness-only synthesis only counts.
-pub(super) fn enforce_n<CS: ConstraintSystem<Fr>>(cs: &mut CS, n: usize) {
-    for _ in 0..n {
-        cs.enforce(|| "native", |lc| lc, |lc| lc, |lc| lc);
-    }
-}
+use crate::native::count::Counter;
+pub(super) use crate::native::count::enforce_n;
 
 /// Constraints of `AllocatedNum::to_bits_le`.
 pub(super) fn to_bits_le() -> Result<usize, SynthesisError> {
