@@ -1,18 +1,19 @@
 //! The witness of one PoRep partition (storage-proofs-porep 19.1's
 //! `StackedCircuit`), with the SHA-256 parts computed natively.
 //!
-//! The allocation sequence is the circuit's: everything but SHA-256 goes
-//! through the very gadgets the circuit calls (Poseidon column hashes and
-//! tree inclusions, the challenge's `UInt64`, the encoding), so that only
-//! the two SHA-256 parts are replicas: the comm_d inclusion (a binary
-//! SHA-256 tree, `Sha256Function::hash_multi_leaf_circuit` at each level)
-//! and the labels (`create_label_circuit` on the parents' bits). Those are
-//! ~99% of the circuit's allocations and of its synthesis time.
+//! The allocation sequence is the circuit's. Replicas make the SHA-256
+//! parts, the comm_d inclusion (a binary SHA-256 tree,
+//! `Sha256Function::hash_multi_leaf_circuit` at each level) and the labels
+//! (`create_label_circuit` on the parents' bits), ~99% of the circuit's
+//! allocations, and the Poseidon parts: the column hashes and the TreeC and
+//! TreeR inclusions. The few small gadgets left (the challenge's `UInt64`,
+//! the encoding, comm_r's check) are the circuit's own.
 //!
 //! The circuit's own per-challenge type is private to storage-proofs, so
 //! the inputs are taken from the vanilla proofs (the C1 output), as the
 //! circuit's `From<vanilla::Proof>` takes them.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -26,26 +27,19 @@ use filecoin_hashers::poseidon::{PoseidonDomain, PoseidonHasher};
 use filecoin_hashers::sha256::{Sha256Domain, Sha256Hasher};
 use filecoin_hashers::{HashFunction, Hasher};
 use generic_array::typenum::{U2, U11};
-use storage_proofs_core::gadgets::por::{AuthPath, PoRCircuit};
-use storage_proofs_core::gadgets::{constraint, encode::encode, insertion::insert, uint64::UInt64, variables::Root};
+use storage_proofs_core::gadgets::{constraint, encode::encode, insertion::insert, uint64::UInt64};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_porep::stacked;
 
 use super::label::{create_porep_label, element_words, porep_label_message};
+use super::poseidon;
+use super::tree::{PoseidonPath, inclusion};
 
 mod constraints;
 mod inputs;
 mod partition;
 
 pub use partition::native_partition;
-
-/// An inclusion path in a tree of `Tree`'s shape, as the circuit takes it.
-type TreeAuthPath<T> = AuthPath<
-    <T as MerkleTreeTrait>::Hasher,
-    <T as MerkleTreeTrait>::Arity,
-    <T as MerkleTreeTrait>::SubTreeArity,
-    <T as MerkleTreeTrait>::TopTreeArity,
->;
 
 /// Vanilla proofs the native witness cannot be made from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -76,21 +70,21 @@ pub fn native_witnesses() -> u64 {
 }
 
 /// One parent's column: its value in every layer, and its path in tree C.
-struct ParentColumn<Tree: MerkleTreeTrait> {
+struct ParentColumn {
     rows: Vec<Fr>,
-    path: TreeAuthPath<Tree>,
+    path: PoseidonPath,
 }
 
 /// What one challenge's proof contributes to the circuit.
-struct Challenge<Tree: MerkleTreeTrait> {
+struct Challenge {
     data_leaf: Fr,
     node: u64,
     /// Sibling and whether the path goes right, from the leaf up.
     comm_d_path: Vec<(Fr, bool)>,
-    comm_r_last_path: TreeAuthPath<Tree>,
-    comm_c_path: TreeAuthPath<Tree>,
-    drg_parents: Vec<ParentColumn<Tree>>,
-    exp_parents: Vec<ParentColumn<Tree>>,
+    comm_r_last_path: PoseidonPath,
+    comm_c_path: PoseidonPath,
+    drg_parents: Vec<ParentColumn>,
+    exp_parents: Vec<ParentColumn>,
 }
 
 /// The inputs of one PoRep partition's circuit; synthesizing it
@@ -101,7 +95,10 @@ pub struct PoRepWitness<Tree: MerkleTreeTrait> {
     comm_r: Fr,
     comm_r_last: Fr,
     comm_c: Fr,
-    challenges: Vec<Challenge<Tree>>,
+    challenges: Vec<Challenge>,
+    /// The tree's shape is in the paths; the type keeps witnesses of
+    /// different trees apart.
+    tree: PhantomData<Tree>,
 }
 
 impl<Tree> PoRepWitness<Tree>
@@ -119,7 +116,9 @@ where
         let challenges = proofs
             .iter()
             .enumerate()
-            .map(|(i, p)| inputs::challenge(p).map_err(|what| NativePoRepError::Malformed { challenge: i, what }))
+            .map(|(i, p)| {
+                inputs::challenge::<Tree>(p).map_err(|what| NativePoRepError::Malformed { challenge: i, what })
+            })
             .collect::<Result<_, _>>()?;
         Ok(Self {
             replica_id: pub_in.replica_id.into(),
@@ -128,6 +127,7 @@ where
             comm_r_last: first.comm_r_last().into(),
             comm_c: first.comm_c().into(),
             challenges,
+            tree: PhantomData,
         })
     }
 
@@ -152,25 +152,24 @@ where
         constraint::equal(cs, || "comm_r", &comm_r, &hash);
 
         let replica_id = self.replica_id.to_repr();
+        let mut scratch = Vec::new();
         for (i, c) in self.challenges.iter().enumerate() {
             let mut cs = cs.namespace(|| format!("challenge_{i}"));
-            c.synthesize(&mut cs, &replica_id, &comm_d, &comm_c, &comm_r_last)?;
+            c.synthesize(&mut cs, &replica_id, &comm_d, &mut scratch)?;
         }
         Ok(())
     }
 }
 
-impl<Tree> Challenge<Tree>
-where
-    Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
-{
+impl Challenge {
+    /// The challenge's part of the circuit. Its TreeC and TreeR inclusions
+    /// end in constraints on comm_c and comm_r_last, which only count here.
     fn synthesize<CS: ConstraintSystem<Fr>>(
         &self,
         cs: &mut CS,
         replica_id: &[u8; 32],
         comm_d: &AllocatedNum<Fr>,
-        comm_c: &AllocatedNum<Fr>,
-        comm_r_last: &AllocatedNum<Fr>,
+        scratch: &mut Vec<Fr>,
     ) -> Result<(), SynthesisError> {
         let data_leaf = AllocatedNum::alloc(cs.namespace(|| "data_leaf"), || Ok(self.data_leaf))?;
         comm_d_inclusion(
@@ -180,15 +179,12 @@ where
             &data_leaf,
         )?;
 
-        for (i, parent) in self.drg_parents.iter().chain(&self.exp_parents).enumerate() {
-            let mut cs = cs.namespace(|| format!("parent_{i}"));
-            let rows = parent
-                .rows
-                .iter()
-                .map(|&row| AllocatedNum::alloc(cs.namespace(|| "row"), || Ok(row)))
-                .collect::<Result<Vec<_>, _>>()?;
-            let hash = column_hash(cs.namespace(|| "column_hash"), &rows)?;
-            inclusion::<Tree, _>(cs.namespace(|| "inclusion"), &parent.path, comm_c, &hash)?;
+        for parent in self.drg_parents.iter().chain(&self.exp_parents) {
+            for &row in &parent.rows {
+                cs.alloc(|| "row", || Ok(row))?;
+            }
+            let hash = column_hash(cs, &parent.rows, scratch)?;
+            inclusion(cs, &parent.path, hash, false, scratch)?;
         }
 
         let node = UInt64::alloc(cs.namespace(|| "challenge"), Some(self.node))?;
@@ -202,14 +198,12 @@ where
         }
         let key = labels.last().ok_or(SynthesisError::Unsatisfiable)?;
         let encoded = encode(cs.namespace(|| "encode_node"), key, &data_leaf)?;
-        inclusion::<Tree, _>(
-            cs.namespace(|| "comm_r_last"),
-            &self.comm_r_last_path,
-            comm_r_last,
-            &encoded,
-        )?;
-        let column = column_hash(cs.namespace(|| "c_x_column_hash"), &labels)?;
-        inclusion::<Tree, _>(cs.namespace(|| "c_x_inclusion"), &self.comm_c_path, comm_c, &column)
+        let value = |n: &AllocatedNum<Fr>| n.get_value().ok_or(SynthesisError::AssignmentMissing);
+        inclusion(cs, &self.comm_r_last_path, value(&encoded)?, false, scratch)?;
+        let labels = labels.iter().map(value).collect::<Result<Vec<_>, _>>()?;
+        let column = column_hash(cs, &labels, scratch)?;
+        inclusion(cs, &self.comm_c_path, column, false, scratch)?;
+        Ok(())
     }
 
     /// The label of the challenged node in `layer` (1-based): the parents'
@@ -222,7 +216,7 @@ where
     ) -> Result<AllocatedNum<Fr>, SynthesisError> {
         // Layer 1 hashes the base parents only; the expander parents'
         // columns start at layer 2, so layer `l` takes their row `l - 1`.
-        let exp: &[ParentColumn<Tree>] = if layer > 1 { &self.exp_parents } else { &[] };
+        let exp: &[ParentColumn] = if layer > 1 { &self.exp_parents } else { &[] };
         let base = self.drg_parents.iter().map(|p| p.rows.get(layer - 1));
         let mut parents = Vec::with_capacity(self.drg_parents.len() + exp.len());
         for value in base.chain(exp.iter().map(|p| p.rows.get(layer - 2))) {
@@ -305,38 +299,24 @@ fn alloc_bits_le<CS: ConstraintSystem<Fr>>(cs: &mut CS, bytes: &[u8; 32]) -> Res
     Ok(())
 }
 
-/// storage-proofs' `hash_single_column`: Poseidon of the column's rows.
+/// storage-proofs' `hash_single_column` (Poseidon of the column's rows,
+/// allocated already), allocating what the gadget allocates.
 fn column_hash<CS: ConstraintSystem<Fr>>(
-    cs: CS,
-    rows: &[AllocatedNum<Fr>],
-) -> Result<AllocatedNum<Fr>, SynthesisError> {
-    type Poseidon = <PoseidonHasher as Hasher>::Function;
-    match rows.len() {
-        2 => Poseidon::hash_multi_leaf_circuit::<U2, _>(cs, rows, 0),
-        11 => Poseidon::hash_multi_leaf_circuit::<U11, _>(cs, rows, 0),
-        _ => Err(SynthesisError::Unsatisfiable),
+    cs: &mut CS,
+    rows: &[Fr],
+    scratch: &mut Vec<Fr>,
+) -> Result<Fr, SynthesisError> {
+    scratch.clear();
+    let hash = match rows.len() {
+        2 => poseidon::hash::<U2>(rows, scratch),
+        11 => poseidon::hash::<U11>(rows, scratch),
+        _ => return Err(SynthesisError::Unsatisfiable),
+    };
+    for &v in scratch.iter() {
+        cs.alloc(|| "column hash", || Ok(v))?;
     }
-}
-
-/// The circuit's `enforce_inclusion` in a Poseidon tree: the PoR gadget
-/// itself, the root private.
-fn inclusion<Tree, CS>(
-    cs: CS,
-    path: &TreeAuthPath<Tree>,
-    root: &AllocatedNum<Fr>,
-    leaf: &AllocatedNum<Fr>,
-) -> Result<(), SynthesisError>
-where
-    Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
-    CS: ConstraintSystem<Fr>,
-{
-    PoRCircuit::<Tree>::synthesize(
-        cs,
-        Root::from_allocated::<CS>(leaf.clone()),
-        path.clone(),
-        Root::from_allocated::<CS>(root.clone()),
-        true,
-    )
+    constraints::enforce_n(cs, constraints::column_hash(rows.len())?);
+    Ok(hash)
 }
 
 /// A [`PoRepWitness`] as a circuit that can be handed around by value (the

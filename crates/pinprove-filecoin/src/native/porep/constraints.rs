@@ -14,9 +14,11 @@ use bellpepper_core::SynthesisError;
 use bellpepper_core::num::AllocatedNum;
 use bellperson::gadgets::uint32::UInt32;
 use blstrs::Scalar as Fr;
+use ff::Field;
+use filecoin_hashers::poseidon::PoseidonHasher;
 use filecoin_hashers::sha256::Sha256Hasher;
 use filecoin_hashers::{HashFunction, Hasher};
-use generic_array::typenum::U2;
+use generic_array::typenum::{U2, U11};
 use pinprove_mem::sync::Recover;
 use storage_proofs_core::gadgets::uint64::UInt64;
 use storage_proofs_core::util::reverse_bit_numbering;
@@ -50,6 +52,26 @@ pub(super) fn sha256_node() -> Result<usize, SynthesisError> {
         Some(cs.constraints - before)
     });
     count.ok_or(SynthesisError::Unsatisfiable)
+}
+
+/// Constraints of `hash_single_column` on `rows` rows (2 or 11).
+pub(super) fn column_hash(rows: usize) -> Result<usize, SynthesisError> {
+    static COUNTS: OnceLock<Option<[usize; 2]>> = OnceLock::new();
+    fn count<A: filecoin_hashers::PoseidonArity>() -> Option<usize> {
+        let mut cs = Counter::default();
+        let rows = (0..A::to_usize())
+            .map(|_| AllocatedNum::alloc(&mut cs, || Ok(Fr::ONE)).ok())
+            .collect::<Option<Vec<_>>>()?;
+        let before = cs.constraints;
+        <PoseidonHasher as Hasher>::Function::hash_multi_leaf_circuit::<A, _>(&mut cs, &rows, 0).ok()?;
+        Some(cs.constraints - before)
+    }
+    let counts = COUNTS.get_or_init(|| Some([count::<U2>()?, count::<U11>()?]));
+    match (counts, rows) {
+        (Some([two, _]), 2) => Ok(*two),
+        (Some([_, eleven]), 11) => Ok(*eleven),
+        _ => Err(SynthesisError::Unsatisfiable),
+    }
 }
 
 /// Constraints of `create_label_circuit` for `layer`, its arguments made as

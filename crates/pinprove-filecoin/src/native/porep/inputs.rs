@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use storage_proofs_core::merkle::{MerkleProof, MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_porep::stacked;
 
-use super::{Challenge, ParentColumn};
+use super::{Challenge, ParentColumn, PoseidonPath};
 
 type TreeProof<Tree> = MerkleProof<
     PoseidonHasher,
@@ -19,7 +19,7 @@ type TreeProof<Tree> = MerkleProof<
 >;
 
 /// The inputs of one challenge; the error says what does not fit.
-pub(super) fn challenge<Tree>(p: &stacked::Proof<Tree, Sha256Hasher>) -> Result<Challenge<Tree>, String>
+pub(super) fn challenge<Tree>(p: &stacked::Proof<Tree, Sha256Hasher>) -> Result<Challenge, String>
 where
     Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
 {
@@ -54,21 +54,23 @@ where
         data_leaf: p.comm_d_proofs.leaf().into(),
         node,
         comm_d_path,
-        comm_r_last_path: p.comm_r_last_proof.as_options().into(),
+        comm_r_last_path: PoseidonPath::from_options(p.comm_r_last_proof.as_options())
+            .map_err(|e| format!("comm_r_last path: {e}"))?,
         comm_c_path: column::<Tree>(&rc.c_x)?.path,
         drg_parents,
         exp_parents,
     })
 }
 
-fn column<Tree>(proof: &stacked::ColumnProof<TreeProof<Tree>>) -> Result<ParentColumn<Tree>, String>
+fn column<Tree>(proof: &stacked::ColumnProof<TreeProof<Tree>>) -> Result<ParentColumn, String>
 where
     Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
 {
     let parts = parts::<ColumnProofParts<TreeProof<Tree>>>(proof, "column proof")?;
     Ok(ParentColumn {
         rows: parts.column.rows.into_iter().map(Fr::from).collect(),
-        path: parts.inclusion_proof.as_options().into(),
+        path: PoseidonPath::from_options(parts.inclusion_proof.as_options())
+            .map_err(|e| format!("column path: {e}"))?,
     })
 }
 
