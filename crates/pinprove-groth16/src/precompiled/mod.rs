@@ -66,7 +66,7 @@ pub use crate::error::PrecompiledError;
 pub use eval::{PrecompiledStats, defer, evaluate, evaluate_pending, evaluate_pending_from, synthesize_precompiled};
 pub use file::FORMAT_VERSION;
 pub use record::record;
-pub use witness::{WitnessValues, synthesize_witness};
+pub use witness::{WitnessValues, synthesize_witness, synthesize_witness_parts};
 
 /// The most distinct coefficients a recording holds (16-bit ids).
 pub const MAX_COEFFICIENTS: usize = 1 << 16;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use bellpepper_core::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use ff::Field;
 use pinprove_mem::{PinnedPool, PinnedVec, Reservation};
+use rayon::prelude::*;
 
 use super::Recording;
 use crate::{PrecompiledError, ProveError, Scalar};
@@ -128,9 +129,21 @@ pub fn synthesize_witness<C: Circuit<Scalar>>(
     mut funds: Option<&mut Reservation>,
 ) -> Result<WitnessValues, PrecompiledError> {
     let mut vec = |n: usize| PinnedVec::with_capacity_charged(n, pool, funds.as_deref_mut());
+    let (inputs, aux) = (vec(recording.num_inputs())?, vec(recording.num_aux())?);
+    witness_into(circuit, recording, inputs, aux)
+}
+
+/// [`synthesize_witness`] into `inputs` and `aux`, empty vectors with room
+/// for the recording's counts.
+fn witness_into<C: Circuit<Scalar>>(
+    circuit: C,
+    recording: &Recording,
+    inputs: PinnedVec<Scalar>,
+    aux: PinnedVec<Scalar>,
+) -> Result<WitnessValues, PrecompiledError> {
     let mut cs = WitnessOnly {
-        inputs: vec(recording.num_inputs())?,
-        aux: vec(recording.num_aux())?,
+        inputs,
+        aux,
         allocated: [0, 0],
         recorded: [recording.num_inputs(), recording.num_aux()],
         constraints: 0,
@@ -164,4 +177,163 @@ pub fn synthesize_witness<C: Circuit<Scalar>>(
         inputs: cs.inputs,
         aux: cs.aux,
     })
+}
+
+/// Witness-only synthesis of a circuit made of `parts`, synthesized one
+/// after the other as `synthesize_parts` (and so the recording) has them:
+/// part `i`'s inputs and aux values follow those of the parts before it.
+///
+/// Where the recording splits evenly into parts of one shape (the sectors
+/// of a PoSt partition), every part is synthesized at once on its own core,
+/// straight into its share of the pool buffers; a part that allocates
+/// other than its share sends the whole circuit through the sequential
+/// synthesis, which checks the shape as [`synthesize_witness`] does.
+pub fn synthesize_witness_parts<T>(
+    parts: &[T],
+    recording: &Recording,
+    pool: &Arc<PinnedPool>,
+    mut funds: Option<&mut Reservation>,
+) -> Result<WitnessValues, PrecompiledError>
+where
+    T: Sync,
+    for<'a> &'a T: Circuit<Scalar>,
+{
+    let n = parts.len();
+    // ONE is the first input, outside every part.
+    let (inputs, aux) = (recording.num_inputs().saturating_sub(1), recording.num_aux());
+    if n < 2 || inputs % n != 0 || aux % n != 0 {
+        return synthesize_witness(Sequence(parts), recording, pool, funds);
+    }
+    let share = [inputs / n, aux / n];
+    let mut vec = |len: usize| -> Result<PinnedVec<Scalar>, PrecompiledError> {
+        let mut v = PinnedVec::with_capacity_charged(len, pool, funds.as_deref_mut())?;
+        v.try_resize_par(len, Scalar::ZERO)?;
+        Ok(v)
+    };
+    let (mut input_values, mut aux_values) = (vec(inputs + 1)?, vec(aux)?);
+    input_values.as_mut_slice()[0] = Scalar::ONE;
+    let input_shares = split(&mut input_values.as_mut_slice()[1..], share[0]);
+    let aux_shares = split(aux_values.as_mut_slice(), share[1]);
+    let counts = parts
+        .par_iter()
+        .zip(input_shares)
+        .zip(aux_shares)
+        .map(|((part, inputs), aux)| {
+            let mut cs = SliceWitness {
+                slices: [inputs, aux],
+                allocated: [0, 0],
+                constraints: 0,
+            };
+            part.synthesize(&mut cs)?;
+            Ok((cs.allocated, cs.constraints))
+        })
+        .collect::<Result<Vec<_>, SynthesisError>>()?;
+    if counts.iter().any(|(allocated, _)| *allocated != share) {
+        input_values.clear();
+        aux_values.clear();
+        return witness_into(Sequence(parts), recording, input_values, aux_values);
+    }
+    let constraints: usize = counts.iter().map(|(_, c)| c).sum();
+    let found = constraints.saturating_add(inputs + 1);
+    if found != recording.num_constraints() {
+        return Err(PrecompiledError::ShapeMismatch {
+            what: "constraints",
+            recorded: recording.num_constraints(),
+            found,
+        });
+    }
+    Ok(WitnessValues {
+        inputs: input_values,
+        aux: aux_values,
+    })
+}
+
+/// `slice` cut into pieces of `len` (as many as fit).
+fn split(mut slice: &mut [Scalar], len: usize) -> Vec<&mut [Scalar]> {
+    let mut pieces = Vec::with_capacity(slice.len().checked_div(len).unwrap_or(0));
+    while len > 0 && slice.len() >= len {
+        let (head, tail) = std::mem::take(&mut slice).split_at_mut(len);
+        pieces.push(head);
+        slice = tail;
+    }
+    pieces
+}
+
+/// Parts synthesized one after the other into one constraint system.
+struct Sequence<'p, T>(&'p [T]);
+
+impl<T> Circuit<Scalar> for Sequence<'_, T>
+where
+    for<'a> &'a T: Circuit<Scalar>,
+{
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        self.0.iter().try_for_each(|part| part.synthesize(cs))
+    }
+}
+
+/// [`WitnessOnly`] for one part, writing its share of the inputs and aux
+/// values in place; what it allocates beyond its share is counted only.
+struct SliceWitness<'s> {
+    slices: [&'s mut [Scalar]; 2],
+    allocated: [usize; 2],
+    constraints: usize,
+}
+
+impl SliceWitness<'_> {
+    fn alloc_value(&mut self, value: Scalar, input: bool) -> Variable {
+        let k = usize::from(!input);
+        let i = self.allocated[k];
+        self.allocated[k] += 1;
+        if let Some(slot) = self.slices[k].get_mut(i) {
+            *slot = value;
+        }
+        // Indices within the part: nothing reads them in a witness.
+        Variable::new_unchecked(if input { Index::Input(i) } else { Index::Aux(i) })
+    }
+}
+
+impl ConstraintSystem<Scalar> for SliceWitness<'_> {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        Ok(self.alloc_value(f()?, false))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        Ok(self.alloc_value(f()?, true))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        self.constraints += 1;
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
 }

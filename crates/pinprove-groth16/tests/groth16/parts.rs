@@ -163,3 +163,60 @@ fn a_failing_part_fails_the_synthesis_and_returns_its_memory() {
     assert!(err.to_string().contains("synthesis failed"), "{err}");
     assert_eq!(pool.stats().checked_out_bytes, 0);
 }
+
+/// A part that may allocate two more bits than the others.
+struct Uneven {
+    part: Part,
+    extra: bool,
+}
+
+impl Circuit<Scalar> for &Uneven {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        (&self.part).synthesize(cs)?;
+        for _ in 0..if self.extra { 2 } else { 0 } {
+            let b = cs.alloc(|| "extra", || Ok(Scalar::ONE))?;
+            cs.enforce(|| "extra", |lc| lc + b, |lc| lc + CS::one() - b, |lc| lc);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_witness_of_parts_is_the_witness_of_the_whole() {
+    use pinprove_groth16::precompiled::{record, synthesize_witness, synthesize_witness_parts};
+    let pool = pool();
+    let parts: Vec<Part> = (0..203).map(Part).collect();
+    let recording = record(Whole(parts.clone()), "parts").unwrap();
+    let whole = synthesize_witness(Whole(parts.clone()), &recording, &pool, None).unwrap();
+    let par = synthesize_witness_parts(&parts, &recording, &pool, None).unwrap();
+    assert_eq!(par.inputs.as_slice(), whole.inputs.as_slice());
+    assert_eq!(par.aux.as_slice(), whole.aux.as_slice());
+
+    // Parts of different shapes whose counts still divide evenly (two
+    // longer parts among four): the sequential synthesis makes the witness.
+    let uneven: Vec<Uneven> = (0..4)
+        .map(|i| Uneven {
+            part: Part(i),
+            extra: i % 2 == 1,
+        })
+        .collect();
+    struct Seq<'a>(&'a [Uneven]);
+    impl Circuit<Scalar> for Seq<'_> {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            self.0.iter().try_for_each(|p| p.synthesize(cs))
+        }
+    }
+    let rec = record(Seq(&uneven), "uneven").unwrap();
+    assert_eq!(rec.num_aux() % 4, 0, "the counts divide evenly");
+    let want = synthesize_witness(Seq(&uneven), &rec, &pool, None).unwrap();
+    let got = synthesize_witness_parts(&uneven, &rec, &pool, None).unwrap();
+    assert_eq!(got.aux.as_slice(), want.aux.as_slice());
+    assert_eq!(got.inputs.as_slice(), want.inputs.as_slice());
+
+    // Parts of another circuit: refused, counted against the recording.
+    let other: Vec<Part> = (0..101).map(Part).collect();
+    let err = synthesize_witness_parts(&other, &recording, &pool, None).err().unwrap();
+    assert!(err.to_string().contains("recorded"), "{err}");
+    drop((whole, par, want, got));
+    assert_eq!(pool.stats().checked_out_bytes, 0);
+}
