@@ -4,8 +4,8 @@
 //! `generate_single_window_post_with_vanilla` and
 //! `generate_winning_post_with_vanilla` build it.
 //!
-//! The circuit is one part per sector, so it synthesizes in parallel
-//! ([`SynthesisContext::synthesize_parts`]). Its public inputs are computed
+//! The circuit is one part per sector, so it synthesizes in parallel, from
+//! the gadgets or, pre-compiled, natively ([`native::post`]). Its public inputs are computed
 //! as the verifier computes them for this partition of the whole proof: the
 //! challenges of WindowPoSt V1 depend on a sector's position in the whole
 //! sector list, so the partition's sectors stand at its position there
@@ -17,8 +17,7 @@ use filecoin_hashers::poseidon::PoseidonHasher;
 use filecoin_proofs::parameters::{window_post_setup_params, winning_post_setup_params};
 use filecoin_proofs::{FallbackPoStSectorProof, PoStConfig, PoStType, as_safe_commitment};
 use filecoin_proofs_api::{ApiVersion, RegisteredPoStProof};
-use pinprove_engine::{Partition, SynthesisContext};
-use pinprove_groth16::{ProveError, ProvingAssignment, Scalar, SynthesisStats};
+use pinprove_groth16::Scalar;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::parameter_cache::CacheableParameters;
@@ -29,12 +28,22 @@ use storage_proofs_post::fallback::{
 
 use crate::error::bad;
 use crate::limits::{bincode_limited, check_elements};
+use crate::native;
+use crate::native::post::SectorWitness;
 use crate::params::{BlankCircuit, CircuitParams};
 use crate::prover::{Checks, Prepared, guarded};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind};
 
 /// Builds a WindowPoSt or WinningPoSt job from `req`.
 pub(crate) fn prepare(req: &ProofRequest, checks: Checks) -> Result<Prepared, FilecoinError> {
+    let c = common(req, checks)?;
+    let vanilla = &req.vanilla_proofs;
+    guarded(c.kind, || with_tree!(u64::from(c.cfg.sector_size), build, &c, vanilla))
+}
+
+/// What every PoSt request is checked for before its vanilla proofs are
+/// decoded, and what the circuit takes from it besides them.
+fn common(req: &ProofRequest, checks: Checks) -> Result<Common, FilecoinError> {
     let k = req.kind;
     let rpp = kind::post_proof(req.registered_proof)?;
     let cfg = rpp.as_v1_config();
@@ -99,7 +108,7 @@ pub(crate) fn prepare(req: &ProofRequest, checks: Checks) -> Result<Prepared, Fi
             ));
         }
     }
-    let c = Common {
+    Ok(Common {
         kind: k,
         rpp,
         cfg,
@@ -107,9 +116,7 @@ pub(crate) fn prepare(req: &ProofRequest, checks: Checks) -> Result<Prepared, Fi
         prover_id: kind::prover_id(req.miner_id),
         partition: req.partition_index as usize,
         checks,
-    };
-    let vanilla = &req.vanilla_proofs;
-    guarded(k, || with_tree!(sector_bytes, build, &c, vanilla))
+    })
 }
 
 struct Common {
@@ -123,6 +130,33 @@ struct Common {
 }
 
 fn build<Tree>(c: &Common, vanilla: &[Vec<u8>]) -> Result<Prepared, FilecoinError>
+where
+    Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
+{
+    let p = circuit::<Tree>(c, vanilla)?;
+    let witness = p
+        .witness
+        .map_err(|e| tracing::warn!(kind = %c.kind, "no native PoSt witness ({e}); the gadgets make it"))
+        .ok();
+    Ok(Prepared {
+        kind: c.kind,
+        circuit: circuit_of::<Tree>(c.kind, p.params, u64::from(c.cfg.sector_size))?,
+        partitions: vec![native::post::partition(p.circuit, witness, p.public.clone())],
+        inputs: vec![p.public],
+        aggregation: None,
+    })
+}
+
+/// A PoSt request's circuit, its public inputs and parameters, and the
+/// native witness of the same sectors.
+struct PoStCircuit<Tree: 'static + MerkleTreeTrait> {
+    circuit: FallbackPoStCircuit<Tree>,
+    witness: Result<Vec<SectorWitness>, String>,
+    public: Vec<Scalar>,
+    params: fallback::PublicParams,
+}
+
+fn circuit<Tree>(c: &Common, vanilla: &[Vec<u8>]) -> Result<PoStCircuit<Tree>, FilecoinError>
 where
     Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
 {
@@ -161,7 +195,7 @@ where
         .collect();
     let pp = public_params::<Tree>(k, &c.cfg)?;
     let per_partition = pp.sector_count;
-    let (circuit, public) = match k {
+    let (circuit, public, witness) = match k {
         ProofKind::WinningPoSt => {
             let pub_in = fallback::PublicInputs {
                 randomness,
@@ -189,7 +223,8 @@ where
             }
             let public = FallbackPoStCompound::<Tree>::generate_public_inputs(&seen, &pp, Some(0))
                 .map_err(|e| bad(k, format!("public inputs: {e:#}")))?;
-            (circuit, public)
+            let witness = native::post::sector_witnesses::<Tree>(&pub_in.sectors, &proof, per_partition);
+            (circuit, public, witness)
         }
         _ => {
             if !sectors.windows(2).all(|w| u64::from(w[0].id) < u64::from(w[1].id)) {
@@ -214,19 +249,16 @@ where
             }
             let circuit = FallbackPoStCompound::<Tree>::circuit(&pub_in, Default::default(), &proof, &pp, Some(0))
                 .map_err(|e| bad(k, format!("{e:#}")))?;
+            let witness = native::post::sector_witnesses::<Tree>(&pub_in.sectors, &proof, per_partition);
             let public = window_inputs::<Tree>(c, &pp, pub_in)?;
-            (circuit, public)
+            (circuit, public, witness)
         }
     };
-    Ok(Prepared {
-        kind: k,
-        circuit: circuit_of::<Tree>(k, pp, u64::from(c.cfg.sector_size))?,
-        partitions: vec![Box::new(PoStPartition {
-            circuit,
-            inputs: public.clone(),
-        })],
-        inputs: vec![public],
-        aggregation: None,
+    Ok(PoStCircuit {
+        circuit,
+        witness,
+        public,
+        params: pp,
     })
 }
 
@@ -355,35 +387,6 @@ fn winning_partition<Tree: 'static + MerkleTreeTrait>(
     Some(fallback::Proof { sectors })
 }
 
-/// A PoSt circuit as an engine partition: synthesized sector by sector in
-/// parallel. It offers the engine no copy to synthesize pre-compiled: that
-/// runs the circuit on one thread, slower than the parallel sector groups
-/// (a 2 KiB WinningPoSt's synthesis took 0.13 s pre-compiled against
-/// 0.11 s classic on two cores; WindowPoSt has thousands of sectors), and
-/// PoSt's Poseidon gadgets build their linear combinations outside
-/// `enforce`, which witness-only synthesis does not skip.
-struct PoStPartition<Tree: 'static + MerkleTreeTrait> {
-    circuit: FallbackPoStCircuit<Tree>,
-    inputs: Vec<Scalar>,
-}
-
-impl<Tree: 'static + MerkleTreeTrait> Partition for PoStPartition<Tree> {
-    fn synthesize(
-        self: Box<Self>,
-        ctx: SynthesisContext<'_>,
-    ) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
-        ctx.synthesize_parts(&self.circuit.sectors)
-    }
-
-    fn public_inputs(&self) -> Option<Vec<Scalar>> {
-        Some(self.inputs.clone())
-    }
-
-    fn parts(&self) -> usize {
-        self.circuit.sectors.len()
-    }
-}
-
 /// The circuit's public parameters (one partition's).
 fn public_params<Tree>(k: ProofKind, cfg: &PoStConfig) -> Result<fallback::PublicParams, FilecoinError>
 where
@@ -442,3 +445,6 @@ pub(crate) fn circuit_params(k: ProofKind, sector_bytes: u64) -> Result<CircuitP
     }
     with_tree!(sector_bytes, of, k, &rpp.as_v1_config(), sector_bytes)
 }
+
+#[cfg(test)]
+mod tests;

@@ -22,6 +22,7 @@
 //!   trees, column hashes and commitments), values in field elements.
 //! * [`tree`] — storage-proofs' PoR gadget over a Poseidon tree (TreeR,
 //!   TreeC and PoSt inclusions).
+//! * [`post`] — a WindowPoSt or WinningPoSt partition's witness.
 //! * [`porep`] — a whole PoRep partition's witness: these replicas for its
 //!   SHA-256 parts, storage-proofs' gadgets for the rest.
 
@@ -29,6 +30,7 @@ mod count;
 pub mod label;
 pub mod porep;
 pub mod poseidon;
+pub mod post;
 pub mod sha256;
 mod sink;
 pub mod tree;
@@ -38,7 +40,7 @@ pub use sink::{AllocSink, PackedBits};
 pub use word::{Bit, Word};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 #[cfg(test)]
 mod label_tests;

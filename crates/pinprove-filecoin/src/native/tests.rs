@@ -15,11 +15,11 @@ use super::{Bit, PackedBits, Word};
 /// Keeps every value allocated, in order, and counts the constraints
 /// (witness-only synthesis checks that count too); nothing else.
 #[derive(Default)]
-pub(super) struct Recorder {
-    pub(super) aux: Vec<Scalar>,
+pub(crate) struct Recorder {
+    pub(crate) aux: Vec<Scalar>,
     /// Inputs allocated, without the constant ONE.
-    pub(super) inputs: Vec<Scalar>,
-    pub(super) constraints: usize,
+    pub(crate) inputs: Vec<Scalar>,
+    pub(crate) constraints: usize,
 }
 
 impl Recorder {

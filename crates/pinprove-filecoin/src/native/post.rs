@@ -1,0 +1,134 @@
+//! The witness of a PoSt partition (storage-proofs-post's
+//! `FallbackPoStCircuit`, WindowPoSt and WinningPoSt alike), without
+//! gadgets: per sector, its commitments and comm_r's check, then every
+//! challenge's inclusion in TreeR, through the Poseidon and PoR replicas.
+//!
+//! The circuit's sectors are independent parts of one shape, so the
+//! engine synthesizes them at once on every core
+//! ([`synthesize_witness_parts`](pinprove_groth16::precompiled::synthesize_witness_parts)).
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bellpepper_core::num::AllocatedNum;
+use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
+use blstrs::Scalar as Fr;
+use ff::Field;
+use filecoin_hashers::poseidon::{PoseidonDomain, PoseidonHasher};
+use filecoin_hashers::{HashFunction, Hasher};
+use generic_array::typenum::U2;
+use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
+use storage_proofs_post::fallback::{self, PublicSector};
+
+mod partition;
+
+pub use partition::partition;
+
+use super::count::{Counter, enforce_n};
+use super::poseidon;
+use super::tree::{PoseidonPath, inclusion};
+
+/// How many partitions' witnesses were made natively since start (for
+/// reports and tests: the engine cannot tell this path from another).
+static NATIVE_WITNESSES: AtomicU64 = AtomicU64::new(0);
+
+/// PoSt partitions whose witness the replicas made, since start.
+pub fn native_witnesses() -> u64 {
+    NATIVE_WITNESSES.load(Ordering::Relaxed)
+}
+
+fn count_witness() {
+    NATIVE_WITNESSES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// One sector of a PoSt circuit: what `Sector::circuit` takes from its
+/// public sector and its vanilla proof.
+#[derive(Clone, Debug)]
+pub struct SectorWitness {
+    comm_r: Fr,
+    pub(crate) comm_c: Fr,
+    comm_r_last: Fr,
+    /// Each challenge's leaf and its path in TreeR.
+    challenges: Vec<(Fr, PoseidonPath)>,
+}
+
+/// The sectors of the circuit `FallbackPoStCompound::circuit(pub_in, _,
+/// proof, pp, Some(0))` builds: the vanilla proof's sectors in order, each
+/// with the public sector at its place among the first `sector_count`
+/// public sectors (the last one repeated where fewer). The error says what
+/// does not fit.
+pub fn sector_witnesses<Tree>(
+    public: &[PublicSector<PoseidonDomain>],
+    proof: &fallback::Proof<Tree::Proof>,
+    sector_count: usize,
+) -> Result<Vec<SectorWitness>, String>
+where
+    Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
+{
+    if proof.sectors.len() != sector_count {
+        return Err(format!(
+            "{} sector proofs for a circuit of {sector_count} sectors",
+            proof.sectors.len()
+        ));
+    }
+    let public = public.chunks(sector_count.max(1)).next().ok_or("no public sectors")?;
+    proof
+        .sectors
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let sector = public.get(i).or(public.last()).ok_or("no public sectors")?;
+            let challenges = p
+                .inclusion_proofs
+                .iter()
+                .enumerate()
+                .map(|(c, inclusion)| {
+                    let path = PoseidonPath::from_options(inclusion.as_options())
+                        .map_err(|e| format!("sector {i}, challenge {c}: {e}"))?;
+                    Ok((inclusion.leaf().into(), path))
+                })
+                .collect::<Result<_, String>>()?;
+            Ok(SectorWitness {
+                comm_r: sector.comm_r.into(),
+                comm_c: p.comm_c.into(),
+                comm_r_last: p.comm_r_last.into(),
+                challenges,
+            })
+        })
+        .collect()
+}
+
+impl Circuit<Fr> for &SectorWitness {
+    fn synthesize<CS: ConstraintSystem<Fr>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        for v in [self.comm_r_last, self.comm_c, self.comm_r] {
+            cs.alloc(|| "commitment", || Ok(v))?;
+        }
+        // comm_r is public (`inputize`: an input and its constraint).
+        cs.alloc_input(|| "comm_r", || Ok(self.comm_r))?;
+        let mut scratch = Vec::new();
+        poseidon::hash::<U2>(&[self.comm_c, self.comm_r_last], &mut scratch);
+        for &v in &scratch {
+            cs.alloc(|| "H(comm_c, comm_r_last)", || Ok(v))?;
+        }
+        // The input's constraint, the hash's, and comm_r's equality to it.
+        enforce_n(cs, 1 + hash2_constraints()? + 1);
+        for (leaf, path) in &self.challenges {
+            inclusion(cs, path, *leaf, true, &mut scratch)?;
+        }
+        Ok(())
+    }
+}
+
+/// Constraints of `hash2_circuit`, counted on the gadget once.
+fn hash2_constraints() -> Result<usize, SynthesisError> {
+    static COUNT: OnceLock<Option<usize>> = OnceLock::new();
+    let count = COUNT.get_or_init(|| {
+        let mut cs = Counter::default();
+        let a = AllocatedNum::alloc(&mut cs, || Ok(Fr::ONE)).ok()?;
+        let b = AllocatedNum::alloc(&mut cs, || Ok(Fr::ONE)).ok()?;
+        let before = cs.constraints;
+        <PoseidonHasher as Hasher>::Function::hash2_circuit(&mut cs, &a, &b).ok()?;
+        Some(cs.constraints - before)
+    });
+    count.ok_or(SynthesisError::Unsatisfiable)
+}
