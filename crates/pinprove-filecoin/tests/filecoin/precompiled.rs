@@ -1,9 +1,7 @@
 //! Pre-compiled synthesis of Filecoin circuits at 2 KiB: after a circuit
 //! type's first proof the engine records its R1CS and synthesizes later
-//! partitions witness-only (PoRep's through the native SHA-256 witness);
-//! their proofs must verify with filecoin-proofs.
-//! PoSt stays classic (its sector groups synthesize in parallel, which was
-//! faster than pre-compiled synthesis on one thread).
+//! partitions witness-only (PoRep's and PoSt's through the native
+//! witnesses); their proofs must verify with filecoin-proofs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,7 +46,7 @@ fn mode(prover: &FilecoinProver, circuit: &str) -> (SynthesisMode, u64) {
 }
 
 #[test]
-fn porep_and_snap_deals_prove_precompiled_and_verify_and_post_stays_classic() {
+fn every_kind_proves_precompiled_and_verifies() {
     let dir = temp_dir("precompiled");
     let mut sector = SampleSector::seal(&dir.join("sector"), 2048, 11, 1000, 5).unwrap();
     let prover = precompiling_prover();
@@ -68,13 +66,30 @@ fn porep_and_snap_deals_prove_precompiled_and_verify_and_post_stays_classic() {
         "verify_seal accepts the pre-compiled PoRep"
     );
 
+    // PoSt: the second proof's witness is the native one, every sector at
+    // once.
     let randomness = sector.randomness();
     let winning = sector.winning_post_request(randomness).unwrap();
     let first = prover.prove(&winning).unwrap();
     assert!(sector.verify_winning_post(randomness, &first.proof).unwrap());
+    assert_eq!(mode(&prover, "winning-2k"), (SynthesisMode::Precompiled, 0));
+    let native_before = pinprove_filecoin::native::post::native_witnesses();
     let again = prover.prove(&winning).unwrap();
-    assert_eq!(mode(&prover, "winning-2k"), (SynthesisMode::Classic, 0));
-    assert!(sector.verify_winning_post(randomness, &again.proof).unwrap());
+    assert_eq!(mode(&prover, "winning-2k"), (SynthesisMode::Precompiled, 1));
+    assert_eq!(pinprove_filecoin::native::post::native_witnesses() - native_before, 1);
+    assert!(
+        sector.verify_winning_post(randomness, &again.proof).unwrap(),
+        "filecoin-proofs accepts the pre-compiled WinningPoSt"
+    );
+    let window = sector.window_post_requests(&[3, 11], randomness).unwrap();
+    let first = prover.prove(&window[0]).unwrap();
+    assert!(sector.verify_window_post(&[3, 11], randomness, &first.proof).unwrap());
+    let again = prover.prove(&window[0]).unwrap();
+    assert_eq!(mode(&prover, "wpost-2k"), (SynthesisMode::Precompiled, 1));
+    assert!(
+        sector.verify_window_post(&[3, 11], randomness, &again.proof).unwrap(),
+        "filecoin-proofs accepts the pre-compiled WindowPoSt"
+    );
 
     let snap = sector.snap_update(&dir.join("update")).unwrap();
     let first = prover.prove(&snap).unwrap();
