@@ -99,7 +99,6 @@ pub fn inclusion<CS: ConstraintSystem<Fr>>(
     // The position bits of every level, packed as the gadget packs them.
     let mut packed = Vec::with_capacity(1);
     let (mut word, mut coeff, mut bits_in_word) = (Fr::ZERO, Fr::ONE, 0);
-    let mut row = [Fr::ZERO; 8];
     for level in &path.levels {
         let arity = level.siblings.len() + 1;
         let bits = arity.trailing_zeros() as usize;
@@ -119,21 +118,9 @@ pub fn inclusion<CS: ConstraintSystem<Fr>>(
         for &s in &level.siblings {
             alloc(cs, s)?;
         }
-        let row = &mut row[..arity];
-        for pick in insertion(cur, &level.siblings, position, row) {
-            alloc(cs, pick)?;
-        }
-        scratch.clear();
-        cur = match arity {
-            2 => poseidon::hash::<U2>(row, scratch),
-            4 => poseidon::hash::<U4>(row, scratch),
-            8 => poseidon::hash::<U8>(row, scratch),
-            _ => return Err(SynthesisError::Unsatisfiable),
-        };
-        for &v in scratch.iter() {
-            alloc(cs, v)?;
-        }
-        constraints += level_constraints(arity)?;
+        cur = hash_level(cs, cur, &level.siblings, position, scratch)?;
+        // Each position bit is a boolean constraint.
+        constraints += bits;
     }
     if bits_in_word > 0 {
         packed.push(word);
@@ -144,6 +131,36 @@ pub fn inclusion<CS: ConstraintSystem<Fr>>(
     // One packing constraint per input, and the root's equality.
     enforce_n(cs, constraints + packed.len() + 1);
     Ok(cur)
+}
+
+/// One level above `node` whose position bits and siblings the circuit
+/// allocated already: what `insert` and the level's Poseidon hash allocate,
+/// and their constraints; returns the hash.
+pub fn hash_level<CS: ConstraintSystem<Fr>>(
+    cs: &mut CS,
+    node: Fr,
+    siblings: &[Fr],
+    position: [bool; 3],
+    scratch: &mut Vec<Fr>,
+) -> Result<Fr, SynthesisError> {
+    let arity = siblings.len() + 1;
+    let mut row = [Fr::ZERO; 8];
+    let row = &mut row[..arity];
+    for pick in insertion(node, siblings, position, row) {
+        cs.alloc(|| "insert", || Ok(pick))?;
+    }
+    scratch.clear();
+    let hash = match arity {
+        2 => poseidon::hash::<U2>(row, scratch),
+        4 => poseidon::hash::<U4>(row, scratch),
+        8 => poseidon::hash::<U8>(row, scratch),
+        _ => return Err(SynthesisError::Unsatisfiable),
+    };
+    for &v in scratch.iter() {
+        cs.alloc(|| "hash", || Ok(v))?;
+    }
+    enforce_n(cs, level_constraints(arity)?);
+    Ok(hash)
 }
 
 /// The values `insert` allocates to put `node` at position `b` (bits, least
@@ -230,8 +247,8 @@ fn insertion(node: Fr, siblings: &[Fr], bits: [bool; 3], row: &mut [Fr]) -> impl
     picks.into_iter().take(n)
 }
 
-/// Constraints of one level of arity `arity` (its bits, insertion and
-/// hash), counted on the gadgets once per process.
+/// Constraints of one level of arity `arity` (its insertion and hash),
+/// counted on the gadgets once per process.
 fn level_constraints(arity: usize) -> Result<usize, SynthesisError> {
     static COUNTS: OnceLock<Option<[usize; 3]>> = OnceLock::new();
     let counts = COUNTS.get_or_init(|| {
@@ -257,10 +274,10 @@ fn count_level<A: PoseidonArity>() -> Result<usize, SynthesisError> {
     let siblings = (0..arity - 1)
         .map(|_| AllocatedNum::alloc(&mut cs, || Ok(Fr::ONE)))
         .collect::<Result<Vec<_>, _>>()?;
-    let before = cs.constraints;
     let bits = (0..arity.trailing_zeros())
         .map(|_| AllocatedBit::alloc(&mut cs, Some(false)).map(Boolean::from))
         .collect::<Result<Vec<_>, _>>()?;
+    let before = cs.constraints;
     let row = insert(&mut cs, &node, &bits, &siblings)?;
     PoseidonFunction::hash_multi_leaf_circuit::<A, _>(&mut cs, &row, 0)?;
     Ok(cs.constraints - before)
