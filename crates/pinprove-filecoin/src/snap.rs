@@ -7,8 +7,13 @@
 //! PoRep circuit; the update prover loads the update circuit's own
 //! parameters (`empty-sector-update-…`), and so does pinprove: the cache id
 //! comes from the update circuit's public parameters.
+//!
+//! Pre-compiled, the engine records the circuit itself once and makes
+//! later partitions' witnesses from the native replicas
+//! ([`native::snap`](crate::native::snap)).
 
 use bincode::Options;
+use blstrs::Scalar;
 use filecoin_hashers::Domain;
 use filecoin_proofs::SectorUpdateConfig;
 use filecoin_proofs_api::RegisteredUpdateProof;
@@ -18,10 +23,13 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::parameter_cache::CacheableParameters;
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_update::constants::{TreeDDomain, TreeRDomain, TreeRHasher};
-use storage_proofs_update::{EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof};
+use storage_proofs_update::{
+    EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof, PublicParams,
+};
 
 use crate::error::bad;
 use crate::limits::{bincode_limited, check_elements};
+use crate::native::snap::{SnapWitness, native_partition};
 use crate::params::{BlankCircuit, CircuitParams};
 use crate::prover::{Checks, Prepared, guarded};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind};
@@ -30,6 +38,15 @@ const KIND: ProofKind = ProofKind::SnapDeals;
 
 /// Builds a SnapDeals job from `req`.
 pub(crate) fn prepare(req: &ProofRequest, checks: Checks) -> Result<Prepared, FilecoinError> {
+    let c = common(req)?;
+    let vanilla = &req.vanilla_proofs;
+    guarded(KIND, || {
+        with_tree!(u64::from(c.rup.sector_size()), build, &c, vanilla, checks)
+    })
+}
+
+/// The update proof and the commitments of `req`.
+fn common(req: &ProofRequest) -> Result<Common, FilecoinError> {
     let rup = kind::update_proof(req.registered_proof)?;
     // Proof-share requests leave the sector size at 0: the update proof
     // says it.
@@ -48,14 +65,12 @@ pub(crate) fn prepare(req: &ProofRequest, checks: Checks) -> Result<Prepared, Fi
             .try_into()
             .map_err(|_| bad(KIND, format!("{what} is {} bytes, not 32", bytes.len())))
     };
-    let c = Common {
+    Ok(Common {
         rup,
         comm_r_old: comm(&req.comm_r_old, "comm_r_old")?,
         comm_r_new: comm(&req.comm_r_new, "comm_r_new")?,
         comm_d_new: comm(&req.comm_d_new, "comm_d_new")?,
-    };
-    let vanilla = &req.vanilla_proofs;
-    guarded(KIND, || with_tree!(sector_bytes, build, &c, vanilla, checks))
+    })
 }
 
 struct Common {
@@ -66,6 +81,58 @@ struct Common {
 }
 
 fn build<Tree>(c: &Common, vanilla: &[Vec<u8>], checks: Checks) -> Result<Prepared, FilecoinError>
+where
+    Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>,
+{
+    let (pp, circuits) = partition_circuits::<Tree>(c, vanilla, checks)?;
+    let sector_bytes = (pp.sector_nodes as u64) << 5;
+    let mut parts = Vec::with_capacity(circuits.len());
+    let mut inputs = Vec::with_capacity(circuits.len());
+    for (k, (circuit, public)) in circuits.into_iter().enumerate() {
+        // Witness-only synthesis computes the SHA-256 and Poseidon parts
+        // natively; the classic path (and the recording) stay on the
+        // circuit itself.
+        let part = match SnapWitness::new(&circuit.0) {
+            Ok(witness) => native_partition(circuit, witness, public.clone()),
+            Err(e) => {
+                tracing::warn!(partition = k, "no native SnapDeals witness ({e}); the gadgets make it");
+                precompilable_partition_with_inputs(circuit, public.clone())
+            }
+        };
+        parts.push(part);
+        inputs.push(public);
+    }
+    Ok(Prepared {
+        kind: KIND,
+        circuit: circuit_of::<Tree>(pp, sector_bytes)?,
+        partitions: parts,
+        inputs,
+        aggregation: None,
+    })
+}
+
+/// Every partition's circuit of `req` and its public inputs, its partition
+/// proofs not checked (tests compare witnesses of proofs that need not
+/// verify).
+#[cfg(test)]
+pub(crate) fn circuits<Tree>(req: &ProofRequest) -> Result<Circuits<Tree>, FilecoinError>
+where
+    Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>,
+{
+    let c = common(req)?;
+    Ok(partition_circuits::<Tree>(&c, &req.vanilla_proofs, Checks { vanilla: false })?.1)
+}
+
+/// Each partition's circuit and its public inputs.
+type Circuits<Tree> = Vec<(UpdateCircuit<Tree>, Vec<Scalar>)>;
+
+/// The partitions' circuits and public inputs, with the circuit's public
+/// parameters.
+fn partition_circuits<Tree>(
+    c: &Common,
+    vanilla: &[Vec<u8>],
+    checks: Checks,
+) -> Result<(PublicParams, Circuits<Tree>), FilecoinError>
 where
     Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>,
 {
@@ -121,26 +188,15 @@ where
             "the partition proofs do not verify against comm_r_old, comm_r_new and comm_d_new",
         ));
     }
-    let mut parts = Vec::with_capacity(partitions);
-    let mut inputs = Vec::with_capacity(partitions);
+    let mut circuits = Vec::with_capacity(partitions);
     for (k, proof) in proofs.iter().enumerate() {
         let circuit = EmptySectorUpdateCompound::<Tree>::circuit(&pub_in, (), proof, &pp, Some(k))
             .map_err(|e| bad(KIND, format!("partition {k}: {e:#}")))?;
         let public = EmptySectorUpdateCompound::<Tree>::generate_public_inputs(&pub_in, &pp, Some(k))
             .map_err(|e| bad(KIND, format!("partition {k}'s public inputs: {e:#}")))?;
-        parts.push(precompilable_partition_with_inputs(
-            UpdateCircuit(circuit),
-            public.clone(),
-        ));
-        inputs.push(public);
+        circuits.push((UpdateCircuit(circuit), public));
     }
-    Ok(Prepared {
-        kind: KIND,
-        circuit: circuit_of::<Tree>(pp, sector_bytes)?,
-        partitions: parts,
-        inputs,
-        aggregation: None,
-    })
+    Ok((pp, circuits))
 }
 
 /// The circuit's public parameters (one partition's).
@@ -207,7 +263,7 @@ pub(crate) fn circuit_params(sector_bytes: u64) -> Result<CircuitParams, Filecoi
 /// The update circuit, copyable: storage-proofs gives it no `Clone` (its
 /// parts have one), and the engine records and synthesizes pre-compiled
 /// circuits from copies.
-struct UpdateCircuit<Tree: MerkleTreeTrait<Hasher = TreeRHasher>>(EmptySectorUpdateCircuit<Tree>);
+pub(crate) struct UpdateCircuit<Tree: MerkleTreeTrait<Hasher = TreeRHasher>>(pub(crate) EmptySectorUpdateCircuit<Tree>);
 
 impl<Tree: MerkleTreeTrait<Hasher = TreeRHasher>> Clone for UpdateCircuit<Tree> {
     fn clone(&self) -> Self {

@@ -25,6 +25,7 @@
 //! * [`post`] — a WindowPoSt or WinningPoSt partition's witness.
 //! * [`porep`] — a whole PoRep partition's witness: these replicas for its
 //!   SHA-256 parts, storage-proofs' gadgets for the rest.
+//! * [`snap`] — a SnapDeals partition's witness.
 
 mod count;
 pub mod label;
@@ -33,6 +34,7 @@ pub mod poseidon;
 pub mod post;
 pub mod sha256;
 mod sink;
+pub mod snap;
 pub mod tree;
 mod word;
 

@@ -271,8 +271,9 @@ fn comm_d_inclusion<CS: ConstraintSystem<Fr>>(
 }
 
 /// `Sha256Function::hash_multi_leaf_circuit` of two nodes: both decomposed
-/// (`to_bits_le`), hashed, the digest packed into one element.
-fn sha256_node<CS: ConstraintSystem<Fr>>(
+/// (`to_bits_le`), hashed, the digest packed into one element; SHA-256's
+/// `hash2_circuit` allocates the same.
+pub(crate) fn sha256_node<CS: ConstraintSystem<Fr>>(
     mut cs: CS,
     left: &AllocatedNum<Fr>,
     right: &AllocatedNum<Fr>,
