@@ -94,8 +94,11 @@ fn every_kind_proves_precompiled_and_verifies() {
     let snap = sector.snap_update(&dir.join("update")).unwrap();
     let first = prover.prove(&snap).unwrap();
     assert!(SampleSector::verify_update(&snap, &first.proof).unwrap());
+    let native_before = pinprove_filecoin::native::snap::native_witnesses();
     let again = prover.prove(&snap).unwrap();
     assert_eq!(mode(&prover, "snap-2k"), (SynthesisMode::Precompiled, 1));
+    // The one update partition's witness came from the native generator.
+    assert_eq!(pinprove_filecoin::native::snap::native_witnesses() - native_before, 1);
     assert!(
         SampleSector::verify_update(&snap, &again.proof).unwrap(),
         "filecoin-proofs accepts the pre-compiled SnapDeals update"

@@ -3,6 +3,9 @@
 //!
 //! Timings (release, `--ignored --nocapture`):
 //! `cargo test --release -p pinprove-filecoin --lib native::snap -- --ignored --nocapture`.
+//! On a 2-core machine a 32 GiB partition (81.0 million aux values and
+//! constraints) took 16.2 s through the gadgets and 0.61 s natively
+//! (26.7x), each on one core.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
