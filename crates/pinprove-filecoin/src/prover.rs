@@ -124,6 +124,7 @@ pub struct FilecoinProver {
 pub struct PreparedProof {
     prepared: Prepared,
     priority: pinprove_engine::Priority,
+    randomness: Option<Vec<(Scalar, Scalar)>>,
 }
 
 impl PreparedProof {
@@ -140,6 +141,18 @@ impl PreparedProof {
     /// Its partitions.
     pub fn partitions(&self) -> usize {
         self.prepared.partitions.len()
+    }
+
+    /// Proves with the given `(r, s)` per partition instead of fresh random
+    /// ones: the same pairs give the same bytes whichever way the witness
+    /// was made, which is how two paths are compared. `None` if the count
+    /// is not the number of partitions. Never for proofs that leave the
+    /// host: r and s hide the witness.
+    pub fn with_randomness(mut self, rs: Vec<(Scalar, Scalar)>) -> Option<Self> {
+        (rs.len() == self.partitions()).then(|| {
+            self.randomness = Some(rs);
+            self
+        })
     }
 
     /// The partitions themselves, to synthesize outside an engine (for
@@ -279,6 +292,7 @@ impl FilecoinProver {
         Ok(PreparedProof {
             prepared,
             priority: req.priority.unwrap_or_else(|| req.kind.default_priority()),
+            randomness: None,
         })
     }
 
@@ -291,7 +305,11 @@ impl FilecoinProver {
     /// Makes sure a prepared proof's parameters are there (making test
     /// sizes' first: minutes) and submits it to the engine as one job.
     pub fn submit_prepared(&self, proof: PreparedProof) -> Result<Submission, FilecoinError> {
-        let PreparedProof { prepared, priority } = proof;
+        let PreparedProof {
+            prepared,
+            priority,
+            randomness,
+        } = proof;
         let Prepared {
             kind,
             circuit,
@@ -312,7 +330,7 @@ impl FilecoinProver {
             circuit_id: circuit_id.clone(),
             priority,
             partitions,
-            randomness: None,
+            randomness,
         })?;
         tracing::debug!(%job, %kind, circuit = %circuit_id, partitions = n, "Filecoin proof submitted");
         Ok(Submission {

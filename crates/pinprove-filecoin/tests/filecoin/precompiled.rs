@@ -1,7 +1,8 @@
 //! Pre-compiled synthesis of Filecoin circuits at 2 KiB: after a circuit
 //! type's first proof the engine records its R1CS and synthesizes later
-//! partitions witness-only (PoRep's and PoSt's through the native
-//! witnesses); their proofs must verify with filecoin-proofs.
+//! partitions witness-only, through the native witnesses; their proofs
+//! must verify with filecoin-proofs and, given the same r and s, be the
+//! bytes of the first proof, whose witness the gadgets made.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use pinprove_engine::assembly::{BackendKind, Stack, StackConfig};
 use pinprove_engine::{EngineConfig, SynthesisMode};
 use pinprove_filecoin::sample::SampleSector;
 use pinprove_filecoin::{FilecoinOptions, FilecoinProver, ParamCache};
+use pinprove_groth16::Scalar;
 use pinprove_mem::BudgetConfig;
 
 fn precompiling_prover() -> FilecoinProver {
@@ -28,6 +30,18 @@ fn precompiling_prover() -> FilecoinProver {
         })
         .unwrap();
     FilecoinProver::new(Arc::new(engine), ParamCache::from_env(), FilecoinOptions::default())
+}
+
+/// Proves `req` with fixed `(r, s)` per partition (from `seed`): the same
+/// pairs give the same bytes whichever way the witness was made.
+fn prove_fixed(prover: &FilecoinProver, req: &pinprove_filecoin::ProofRequest, seed: u64) -> Vec<u8> {
+    let prepared = prover.prepare(req).unwrap();
+    let rs = (0..prepared.partitions() as u64)
+        .map(|i| (Scalar::from(seed + 2 * i), Scalar::from(seed + 2 * i + 1)))
+        .collect();
+    let sub = prover.submit_prepared(prepared.with_randomness(rs).unwrap()).unwrap();
+    let outcome = prover.engine().wait(sub.job, None).unwrap();
+    prover.finish(&sub, outcome).unwrap().proof
 }
 
 /// The circuit type's mode and its partitions synthesized pre-compiled.
@@ -51,58 +65,64 @@ fn every_kind_proves_precompiled_and_verifies() {
     let mut sector = SampleSector::seal(&dir.join("sector"), 2048, 11, 1000, 5).unwrap();
     let prover = precompiling_prover();
 
+    // Each kind twice with the same r and s: first classically (the gadgets
+    // make the witness while the circuit is recorded), then pre-compiled
+    // from the native witness; both verify and are the same bytes.
     let porep = sector.porep_request();
-    let classic = prover.prove(&porep).unwrap();
-    assert!(sector.verify_seal(&classic.proof).unwrap());
+    let classic = prove_fixed(&prover, &porep, 10);
+    assert!(sector.verify_seal(&classic).unwrap());
     assert_eq!(mode(&prover, "porep-2k"), (SynthesisMode::Precompiled, 0));
     let native_before = pinprove_filecoin::native::porep::native_witnesses();
-    let precompiled = prover.prove(&porep).unwrap();
+    let precompiled = prove_fixed(&prover, &porep, 10);
     assert_eq!(mode(&prover, "porep-2k"), (SynthesisMode::Precompiled, 1));
     // The one PoRep partition's witness came from the native generator
     // (and matched the recording: it counts as pre-compiled above).
     assert_eq!(pinprove_filecoin::native::porep::native_witnesses() - native_before, 1);
-    assert!(
-        sector.verify_seal(&precompiled.proof).unwrap(),
-        "verify_seal accepts the pre-compiled PoRep"
-    );
+    assert_eq!(precompiled, classic, "the native PoRep witness proves the same bytes");
+    assert!(sector.verify_seal(&precompiled).unwrap());
 
-    // PoSt: the second proof's witness is the native one, every sector at
-    // once.
+    // PoSt: the native witness is made every sector at once.
     let randomness = sector.randomness();
     let winning = sector.winning_post_request(randomness).unwrap();
-    let first = prover.prove(&winning).unwrap();
-    assert!(sector.verify_winning_post(randomness, &first.proof).unwrap());
+    let classic = prove_fixed(&prover, &winning, 20);
+    assert!(sector.verify_winning_post(randomness, &classic).unwrap());
     assert_eq!(mode(&prover, "winning-2k"), (SynthesisMode::Precompiled, 0));
     let native_before = pinprove_filecoin::native::post::native_witnesses();
-    let again = prover.prove(&winning).unwrap();
+    let precompiled = prove_fixed(&prover, &winning, 20);
     assert_eq!(mode(&prover, "winning-2k"), (SynthesisMode::Precompiled, 1));
     assert_eq!(pinprove_filecoin::native::post::native_witnesses() - native_before, 1);
-    assert!(
-        sector.verify_winning_post(randomness, &again.proof).unwrap(),
-        "filecoin-proofs accepts the pre-compiled WinningPoSt"
+    assert_eq!(
+        precompiled, classic,
+        "the native WinningPoSt witness proves the same bytes"
     );
+    assert!(sector.verify_winning_post(randomness, &precompiled).unwrap());
+
     let window = sector.window_post_requests(&[3, 11], randomness).unwrap();
-    let first = prover.prove(&window[0]).unwrap();
-    assert!(sector.verify_window_post(&[3, 11], randomness, &first.proof).unwrap());
-    let again = prover.prove(&window[0]).unwrap();
+    let classic = prove_fixed(&prover, &window[0], 30);
+    assert!(sector.verify_window_post(&[3, 11], randomness, &classic).unwrap());
+    let native_before = pinprove_filecoin::native::post::native_witnesses();
+    let precompiled = prove_fixed(&prover, &window[0], 30);
     assert_eq!(mode(&prover, "wpost-2k"), (SynthesisMode::Precompiled, 1));
-    assert!(
-        sector.verify_window_post(&[3, 11], randomness, &again.proof).unwrap(),
-        "filecoin-proofs accepts the pre-compiled WindowPoSt"
+    assert_eq!(pinprove_filecoin::native::post::native_witnesses() - native_before, 1);
+    assert_eq!(
+        precompiled, classic,
+        "the native WindowPoSt witness proves the same bytes"
     );
+    assert!(sector.verify_window_post(&[3, 11], randomness, &precompiled).unwrap());
 
     let snap = sector.snap_update(&dir.join("update")).unwrap();
-    let first = prover.prove(&snap).unwrap();
-    assert!(SampleSector::verify_update(&snap, &first.proof).unwrap());
+    let classic = prove_fixed(&prover, &snap, 40);
+    assert!(SampleSector::verify_update(&snap, &classic).unwrap());
     let native_before = pinprove_filecoin::native::snap::native_witnesses();
-    let again = prover.prove(&snap).unwrap();
+    let precompiled = prove_fixed(&prover, &snap, 40);
     assert_eq!(mode(&prover, "snap-2k"), (SynthesisMode::Precompiled, 1));
     // The one update partition's witness came from the native generator.
     assert_eq!(pinprove_filecoin::native::snap::native_witnesses() - native_before, 1);
-    assert!(
-        SampleSector::verify_update(&snap, &again.proof).unwrap(),
-        "filecoin-proofs accepts the pre-compiled SnapDeals update"
+    assert_eq!(
+        precompiled, classic,
+        "the native SnapDeals witness proves the same bytes"
     );
+    assert!(SampleSector::verify_update(&snap, &precompiled).unwrap());
 
     assert_idle(prover.engine(), "precompiled");
     std::fs::remove_dir_all(&dir).unwrap();
