@@ -214,10 +214,11 @@ pub struct SynthesisConfig {
     /// Pre-compiled circuits (default on): each circuit type's R1CS is
     /// recorded after its first proof (kept in `[hints] dir`, counted in
     /// the memory budget) and later proofs synthesize only the witness.
-    /// With the native backend a, b and c are then computed on the GPU from
-    /// matrices kept in device memory (only the witness is uploaded); with
-    /// the CPU backend on the CPU. Circuits it does not pay for (PoSt) and
-    /// circuits whose structure depends on the witness stay classic by
+    /// Every Filecoin kind's witness is then made without gadgets, on every
+    /// core. With the native backend a, b and c are computed on the GPU
+    /// from matrices kept in device memory where they fit (only the witness
+    /// is uploaded), otherwise on the host; with the CPU backend on the
+    /// CPU. Circuits whose structure depends on the witness stay classic by
     /// themselves; `false` keeps every circuit classic.
     pub precompiled: bool,
 }

@@ -91,11 +91,13 @@ pub struct EngineConfig {
     /// background after its first partition (kept in `hints_dir` when set,
     /// paid for out of the memory budget), and later partitions synthesize
     /// only their witness and compute a, b and c from the recorded
-    /// matrices. A circuit whose shape turns out to depend on its witness
-    /// falls back to the classic synthesis, for good. Off by default: a, b
-    /// and c are computed on the CPU for now, which takes back part of what
-    /// skipping the linear combinations gains; evaluating them on the GPU
-    /// is what is meant to make this pay.
+    /// matrices: on the device where the backend's memory plan keeps the
+    /// matrices there, otherwise on the host inside the partition's
+    /// admission. A partition whose witness does not match the recording
+    /// is synthesized classically; a circuit none of whose partitions ever
+    /// matches falls back for good. Off in this library's default (the
+    /// recording costs memory and a first synthesis's time); the daemon
+    /// turns it on (`synthesis.precompiled`).
     pub precompiled: bool,
 }
 

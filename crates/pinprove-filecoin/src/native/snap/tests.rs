@@ -212,3 +212,14 @@ fn matches_the_circuit_at_32gib_timed() {
         gadget_s / native_s
     );
 }
+
+/// 64 GiB (TreeR with sub- and top-tree levels), the last partition, value
+/// for value; run by hand with the other production shapes.
+#[test]
+#[ignore]
+fn matches_the_circuit_at_64gib() {
+    let req = synthetic(64 << 30, 10);
+    let (circuit, public, witness) = partitions::<filecoin_proofs::SectorShape64GiB>(&req).pop().unwrap();
+    let aux = compare(circuit, &public, &witness);
+    eprintln!("64 GiB SnapDeals partition: {aux} aux values, all equal");
+}

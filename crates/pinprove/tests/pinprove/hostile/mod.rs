@@ -330,7 +330,7 @@ async fn a_soak_of_mixed_requests_leaves_the_daemon_at_its_idle_values() {
         let channel = serve.channel().await;
         let good = good.clone();
         clients.spawn(async move {
-            let mut proved = 0;
+            let (mut proved, mut refused) = (0, 0);
             for i in 0..EACH {
                 let what = Soak::of(i + k);
                 let id = format!("soak-{k}-{i}");
@@ -356,7 +356,15 @@ async fn a_soak_of_mixed_requests_leaves_the_daemon_at_its_idle_values() {
                             .prove(pb::ProveRequest { submit: Some(s) })
                             .await
                             .expect_err("garbage");
-                        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+                        // A full table refuses before anything is decoded
+                        // (the cheap check first); the disconnected and
+                        // cancelled WindowPoSts of the soak fill it on a
+                        // busy machine.
+                        match e.code() {
+                            Code::InvalidArgument => refused += 1,
+                            Code::ResourceExhausted if e.message().contains("max_active") => {}
+                            _ => panic!("garbage: {e:?}"),
+                        }
                     }
                     Soak::Oversized => {
                         let e = raw::unary(
@@ -414,15 +422,17 @@ async fn a_soak_of_mixed_requests_leaves_the_daemon_at_its_idle_values() {
                     }
                 }
             }
-            proved
+            (proved, refused)
         });
     }
-    let mut proved = 0;
+    let (mut proved, mut refused) = (0, 0);
     while let Some(r) = clients.join_next().await {
-        proved += r.expect("a client");
+        let (p, r) = r.expect("a client");
+        (proved, refused) = (proved + p, refused + r);
     }
+    assert!(refused > 0, "no garbage reached the decoder to be refused");
     println!(
-        "soak: {} requests from {CLIENTS} clients ({proved} proofs) in {:.1} s",
+        "soak: {} requests from {CLIENTS} clients ({proved} proofs, {refused} garbage refused as invalid) in {:.1} s",
         CLIENTS * EACH,
         started.elapsed().as_secs_f64()
     );
