@@ -26,7 +26,8 @@ use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, Stack
 
 use crate::aggregate::Aggregation;
 use crate::error::bad;
-use crate::native::porep::{PoRepWitness, native_partition};
+use crate::native::partition::{Whole, partition};
+use crate::native::porep::PoRepWitness;
 use crate::params::{BlankCircuit, CircuitParams};
 use crate::prover::{Checks, Prepared, guarded};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind};
@@ -305,7 +306,7 @@ where
         // Witness-only synthesis computes SHA-256 natively; the classic
         // path (and the recording) stay on the circuit itself.
         let part = match PoRepWitness::new(&pub_in, proofs) {
-            Ok(witness) => native_partition(circuit, witness, public.clone()),
+            Ok(witness) => partition(Whole(circuit), Some(witness), public.clone()),
             Err(e) => {
                 tracing::warn!(partition = k, "no native PoRep witness ({e}); the gadgets make it");
                 precompilable_partition_with_inputs(circuit, public.clone())

@@ -141,7 +141,11 @@ where
     Ok(Prepared {
         kind: c.kind,
         circuit: circuit_of::<Tree>(c.kind, p.params, u64::from(c.cfg.sector_size))?,
-        partitions: vec![native::post::partition(p.circuit, witness, p.public.clone())],
+        partitions: vec![native::partition::partition(
+            native::post::Sectors(p.circuit),
+            witness.map(native::post::PoStWitness),
+            p.public.clone(),
+        )],
         inputs: vec![p.public],
         aggregation: None,
     })

@@ -29,7 +29,8 @@ use storage_proofs_update::{
 
 use crate::error::bad;
 use crate::limits::{bincode_limited, check_elements};
-use crate::native::snap::{SnapWitness, native_partition};
+use crate::native::partition::{Whole, partition};
+use crate::native::snap::SnapWitness;
 use crate::params::{BlankCircuit, CircuitParams};
 use crate::prover::{Checks, Prepared, guarded};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind};
@@ -93,7 +94,7 @@ where
         // natively; the classic path (and the recording) stay on the
         // circuit itself.
         let part = match SnapWitness::new(&circuit.0) {
-            Ok(witness) => native_partition(circuit, witness, public.clone()),
+            Ok(witness) => partition(Whole(circuit), Some(witness), public.clone()),
             Err(e) => {
                 tracing::warn!(partition = k, "no native SnapDeals witness ({e}); the gadgets make it");
                 precompilable_partition_with_inputs(circuit, public.clone())

@@ -22,6 +22,8 @@
 //!   trees, column hashes and commitments), values in field elements.
 //! * [`tree`] — storage-proofs' PoR gadget over a Poseidon tree (TreeR,
 //!   TreeC and PoSt inclusions).
+//! * [`partition`] — a partition of any kind for the engine: classically
+//!   its real circuit, pre-compiled its native witness.
 //! * [`post`] — a WindowPoSt or WinningPoSt partition's witness.
 //! * [`porep`] — a whole PoRep partition's witness: these replicas for its
 //!   SHA-256 parts, storage-proofs' gadgets for the rest.
@@ -29,6 +31,7 @@
 
 mod count;
 pub mod label;
+pub mod partition;
 pub mod porep;
 pub mod poseidon;
 pub mod post;

@@ -14,11 +14,10 @@
 //! circuit's `From<vanilla::Proof>` takes them.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bellpepper_core::num::AllocatedNum;
-use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
+use bellpepper_core::{ConstraintSystem, SynthesisError};
 use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
 use bellperson::gadgets::multipack;
 use blstrs::Scalar as Fr;
@@ -32,14 +31,12 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_porep::stacked;
 
 use super::label::{create_porep_label, element_words, porep_label_message};
+use super::partition::Replica;
 use super::poseidon;
 use super::tree::{PoseidonPath, inclusion};
 
 mod constraints;
 mod inputs;
-mod partition;
-
-pub use partition::native_partition;
 
 /// Vanilla proofs the native witness cannot be made from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -88,7 +85,7 @@ struct Challenge {
 }
 
 /// The inputs of one PoRep partition's circuit; synthesizing it
-/// ([`Circuit`]) allocates exactly the circuit's inputs and aux values.
+/// ([`Replica`]) allocates exactly the circuit's inputs and aux values.
 pub struct PoRepWitness<Tree: MerkleTreeTrait> {
     replica_id: Fr,
     comm_d: Fr,
@@ -131,8 +128,7 @@ where
         })
     }
 
-    /// Synthesizes into `cs` (what [`Circuit::synthesize`] does for
-    /// [`SharedWitness`]).
+    /// Synthesizes into `cs`.
     pub fn synthesize<CS: ConstraintSystem<Fr>>(&self, cs: &mut CS) -> Result<(), SynthesisError> {
         let replica_id = AllocatedNum::alloc(cs.namespace(|| "replica_id"), || Ok(self.replica_id))?;
         replica_id.inputize(cs.namespace(|| "replica_id_input"))?;
@@ -320,18 +316,16 @@ fn column_hash<CS: ConstraintSystem<Fr>>(
     Ok(hash)
 }
 
-/// A [`PoRepWitness`] as a circuit that can be handed around by value (the
-/// engine's witness synthesis consumes its circuit).
-pub struct SharedWitness<Tree: MerkleTreeTrait>(pub Arc<PoRepWitness<Tree>>);
-
-impl<Tree> Circuit<Fr> for SharedWitness<Tree>
+impl<Tree> Replica for PoRepWitness<Tree>
 where
     Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
 {
-    fn synthesize<CS: ConstraintSystem<Fr>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
-        self.0.synthesize(cs)?;
+    fn synthesize<CS: ConstraintSystem<Fr>>(&self, cs: &mut CS) -> Result<(), SynthesisError> {
+        PoRepWitness::synthesize(self, cs)
+    }
+
+    fn made() {
         NATIVE_WITNESSES.fetch_add(1, Ordering::Relaxed);
-        Ok(())
     }
 }
 

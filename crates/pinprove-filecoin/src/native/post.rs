@@ -7,8 +7,8 @@
 //! engine synthesizes them at once on every core
 //! ([`synthesize_witness_parts`](pinprove_groth16::precompiled::synthesize_witness_parts)).
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use bellpepper_core::num::AllocatedNum;
 use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
@@ -17,14 +17,15 @@ use ff::Field;
 use filecoin_hashers::poseidon::{PoseidonDomain, PoseidonHasher};
 use filecoin_hashers::{HashFunction, Hasher};
 use generic_array::typenum::U2;
+use pinprove_engine::SynthesisContext;
+use pinprove_groth16::precompiled::{PrecompiledError, Recording, WitnessValues, record, synthesize_witness_parts};
+use pinprove_groth16::{ProveError, ProvingAssignment, SynthesisStats};
+use pinprove_mem::{PinnedPool, Reservation};
 use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
-use storage_proofs_post::fallback::{self, PublicSector};
-
-mod partition;
-
-pub use partition::partition;
+use storage_proofs_post::fallback::{self, FallbackPoStCircuit, PublicSector};
 
 use super::count::{Counter, enforce_n};
+use super::partition::{NativeWitness, RealCircuit};
 use super::poseidon;
 use super::tree::{PoseidonPath, inclusion};
 
@@ -37,8 +38,45 @@ pub fn native_witnesses() -> u64 {
     NATIVE_WITNESSES.load(Ordering::Relaxed)
 }
 
-fn count_witness() {
-    NATIVE_WITNESSES.fetch_add(1, Ordering::Relaxed);
+/// A PoSt partition's witness: its sectors, each made on its own core.
+pub struct PoStWitness(pub Vec<SectorWitness>);
+
+impl NativeWitness for PoStWitness {
+    fn witness_values(
+        &self,
+        recording: &Recording,
+        pool: &Arc<PinnedPool>,
+        funds: Option<&mut Reservation>,
+    ) -> Result<WitnessValues, PrecompiledError> {
+        let values = synthesize_witness_parts(&self.0, recording, pool, funds)?;
+        NATIVE_WITNESSES.fetch_add(1, Ordering::Relaxed);
+        Ok(values)
+    }
+}
+
+/// The real circuit, synthesized classically sector by sector in parallel
+/// groups.
+pub struct Sectors<Tree: 'static + MerkleTreeTrait>(pub FallbackPoStCircuit<Tree>);
+
+// By hand: the derived Clone would ask for a Clone tree type.
+impl<Tree: 'static + MerkleTreeTrait> Clone for Sectors<Tree> {
+    fn clone(&self) -> Self {
+        Sectors(self.0.clone())
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> RealCircuit for Sectors<Tree> {
+    fn synthesize(self, ctx: SynthesisContext<'_>) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
+        ctx.synthesize_parts(&self.0.sectors)
+    }
+
+    fn record(self, circuit_id: &str) -> Result<Recording, PrecompiledError> {
+        record(self.0, circuit_id)
+    }
+
+    fn parts(&self) -> usize {
+        self.0.sectors.len()
+    }
 }
 
 /// One sector of a PoSt circuit: what `Sector::circuit` takes from its

@@ -16,11 +16,10 @@
 //! are one per pick, bit, packing or equality, as the gadgets enforce them.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bellpepper_core::num::AllocatedNum;
-use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
+use bellpepper_core::{ConstraintSystem, SynthesisError};
 use blstrs::Scalar as Fr;
 use ff::{Field, PrimeField};
 use filecoin_hashers::{HashFunction, Hasher};
@@ -32,12 +31,10 @@ use storage_proofs_update::circuit::ChallengeProof;
 use storage_proofs_update::constants::{ALLOWED_SECTOR_SIZES, POSEIDON_CONSTANTS_GEN_RANDOMNESS, TreeRHasher, hs};
 
 use super::count::Counter;
+use super::partition::Replica;
 use crate::FilecoinError;
 
-mod partition;
 mod synthesis;
-
-pub use partition::native_partition;
 
 /// Update circuits the native witness cannot be made from (each one the
 /// circuit itself would refuse, most by panicking).
@@ -330,18 +327,16 @@ fn counts() -> Result<Counts, SynthesisError> {
     })
 }
 
-/// A [`SnapWitness`] as a circuit that can be handed around by value (the
-/// engine's witness synthesis consumes its circuit).
-struct SharedWitness<Tree: MerkleTreeTrait>(Arc<SnapWitness<Tree>>);
-
-impl<Tree> Circuit<Fr> for SharedWitness<Tree>
+impl<Tree> Replica for SnapWitness<Tree>
 where
     Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>,
 {
-    fn synthesize<CS: ConstraintSystem<Fr>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
-        self.0.synthesize(cs)?;
+    fn synthesize<CS: ConstraintSystem<Fr>>(&self, cs: &mut CS) -> Result<(), SynthesisError> {
+        SnapWitness::synthesize(self, cs)
+    }
+
+    fn made() {
         NATIVE_WITNESSES.fetch_add(1, Ordering::Relaxed);
-        Ok(())
     }
 }
 

@@ -24,13 +24,28 @@ pub(crate) struct Recorder {
 
 impl Recorder {
     /// A recorder with room for `inputs` and `aux` values.
-    pub(super) fn with_capacity(inputs: usize, aux: usize) -> Self {
+    pub(crate) fn with_capacity(inputs: usize, aux: usize) -> Self {
         Recorder {
             aux: Vec::with_capacity(aux),
             inputs: Vec::with_capacity(inputs),
             constraints: 0,
         }
     }
+}
+
+/// Panics naming the first input or aux value that differs between the
+/// gadget's allocations and the replica's, or the counts that differ.
+pub(crate) fn same(gadget: &Recorder, native: &Recorder) {
+    for (what, g, n) in [
+        ("input", &gadget.inputs, &native.inputs),
+        ("aux", &gadget.aux, &native.aux),
+    ] {
+        if let Some(i) = (0..g.len().min(n.len())).find(|&i| g[i] != n[i]) {
+            panic!("{what} {i} differs: gadget {:?}, native {:?}", g[i], n[i]);
+        }
+        assert_eq!(g.len(), n.len(), "{what} counts");
+    }
+    assert_eq!(gadget.constraints, native.constraints, "constraint counts");
 }
 
 impl ConstraintSystem<Scalar> for Recorder {

@@ -8,7 +8,7 @@ use filecoin_proofs::{SectorShape2KiB, SectorShape8MiB};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 
 use super::{circuit, common};
-use crate::native::tests::Recorder;
+use crate::native::tests::{Recorder, same};
 use crate::prover::Checks;
 use crate::{ProofKind, ProofRequest};
 
@@ -31,16 +31,7 @@ where
     for sector in &witness {
         sector.synthesize(&mut native).unwrap();
     }
-    for (what, g, n) in [
-        ("input", &gadget.inputs, &native.inputs),
-        ("aux", &gadget.aux, &native.aux),
-    ] {
-        if let Some(i) = (0..g.len().min(n.len())).find(|&i| g[i] != n[i]) {
-            panic!("{what} {i} differs: gadget {:?}, native {:?}", g[i], n[i]);
-        }
-        assert_eq!(g.len(), n.len(), "{what} counts");
-    }
-    assert_eq!(gadget.constraints, native.constraints, "constraint counts");
+    same(&gadget, &native);
     assert_eq!(native.inputs, p.public, "the inputs are the verifier's");
     (witness.len(), native.aux.len())
 }

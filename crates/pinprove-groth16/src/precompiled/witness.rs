@@ -20,50 +20,32 @@ pub struct WitnessValues {
 
 /// A constraint system that computes values and only counts constraints:
 /// `enforce` drops its closures uncalled, so no linear combination is ever
-/// built.
-///
-/// The vectors are sized from the recording and never grow: a circuit that
-/// allocates more than recorded is counted on (for the mismatch error) but
-/// its extra values are dropped, so it cannot take memory nobody admitted.
-struct WitnessOnly {
-    inputs: PinnedVec<Scalar>,
-    aux: PinnedVec<Scalar>,
-    /// Variables allocated (inputs, aux), including those beyond the
-    /// recording.
+/// built. The values go to `S`.
+struct WitnessOnly<S> {
+    slots: S,
+    /// Variables allocated (inputs, aux), including any beyond the slots.
     allocated: [usize; 2],
-    /// The recorded numbers of inputs and aux variables.
-    recorded: [usize; 2],
     /// `enforce` calls of the circuit.
     constraints: usize,
-    /// A memory error behind a `SynthesisError`.
-    error: Option<ProveError>,
 }
 
-impl WitnessOnly {
-    fn alloc_value(&mut self, value: Scalar, input: bool) -> Result<Variable, SynthesisError> {
-        let k = usize::from(!input);
-        let vec = if input { &mut self.inputs } else { &mut self.aux };
-        let i = self.allocated[k];
-        self.allocated[k] += 1;
-        if i < self.recorded[k]
-            && let Err(e) = vec.try_push(value)
-        {
-            let message = e.to_string();
-            self.error.get_or_insert(e.into());
-            return Err(SynthesisError::IoError(std::io::Error::new(
-                std::io::ErrorKind::OutOfMemory,
-                message,
-            )));
+/// Where a witness-only synthesis puts its values.
+trait Slots: Send {
+    /// Stores input (`k` = 0) or aux (`k` = 1) value number `i`.
+    fn put(&mut self, k: usize, i: usize, value: Scalar) -> Result<(), SynthesisError>;
+}
+
+impl<S> WitnessOnly<S> {
+    fn new(slots: S) -> Self {
+        WitnessOnly {
+            slots,
+            allocated: [0, 0],
+            constraints: 0,
         }
-        Ok(Variable::new_unchecked(if input {
-            Index::Input(i)
-        } else {
-            Index::Aux(i)
-        }))
     }
 }
 
-impl ConstraintSystem<Scalar> for WitnessOnly {
+impl<S: Slots> ConstraintSystem<Scalar> for WitnessOnly<S> {
     type Root = Self;
 
     fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
@@ -72,8 +54,10 @@ impl ConstraintSystem<Scalar> for WitnessOnly {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        let value = f()?;
-        self.alloc_value(value, false)
+        let i = self.allocated[1];
+        self.allocated[1] += 1;
+        self.slots.put(1, i, f()?)?;
+        Ok(Variable::new_unchecked(Index::Aux(i)))
     }
 
     fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
@@ -82,8 +66,10 @@ impl ConstraintSystem<Scalar> for WitnessOnly {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        let value = f()?;
-        self.alloc_value(value, true)
+        let i = self.allocated[0];
+        self.allocated[0] += 1;
+        self.slots.put(0, i, f()?)?;
+        Ok(Variable::new_unchecked(Index::Input(i)))
     }
 
     fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
@@ -116,6 +102,43 @@ impl ConstraintSystem<Scalar> for WitnessOnly {
     // same in both.
 }
 
+/// Pool vectors sized from the recording that never grow: a circuit that
+/// allocates more than recorded is counted on (for the mismatch error) but
+/// its extra values are dropped, so it cannot take memory nobody admitted.
+struct Pinned {
+    vecs: [PinnedVec<Scalar>; 2],
+    recorded: [usize; 2],
+    /// A memory error behind a `SynthesisError`.
+    error: Option<ProveError>,
+}
+
+impl Slots for Pinned {
+    fn put(&mut self, k: usize, i: usize, value: Scalar) -> Result<(), SynthesisError> {
+        if i < self.recorded[k]
+            && let Err(e) = self.vecs[k].try_push(value)
+        {
+            let message = e.to_string();
+            self.error.get_or_insert(e.into());
+            return Err(SynthesisError::IoError(std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                message,
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One part's shares of the inputs and aux values, written in place; what
+/// it allocates beyond them is counted only.
+impl Slots for [&mut [Scalar]; 2] {
+    fn put(&mut self, k: usize, i: usize, value: Scalar) -> Result<(), SynthesisError> {
+        if let Some(slot) = self[k].get_mut(i) {
+            *slot = value;
+        }
+        Ok(())
+    }
+}
+
 /// Synthesizes `circuit`'s witness only, into pool buffers sized from
 /// `recording` (paid for out of `funds` when given), and checks that the
 /// circuit has the recorded shape.
@@ -141,20 +164,17 @@ fn witness_into<C: Circuit<Scalar>>(
     inputs: PinnedVec<Scalar>,
     aux: PinnedVec<Scalar>,
 ) -> Result<WitnessValues, PrecompiledError> {
-    let mut cs = WitnessOnly {
-        inputs,
-        aux,
-        allocated: [0, 0],
+    let mut cs = WitnessOnly::new(Pinned {
+        vecs: [inputs, aux],
         recorded: [recording.num_inputs(), recording.num_aux()],
-        constraints: 0,
         error: None,
-    };
-    let run = |cs: &mut WitnessOnly| -> Result<(), SynthesisError> {
+    });
+    let run = |cs: &mut WitnessOnly<Pinned>| -> Result<(), SynthesisError> {
         cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
         circuit.synthesize(cs)
     };
     let result = run(&mut cs);
-    if let Some(e) = cs.error.take() {
+    if let Some(e) = cs.slots.error.take() {
         return Err(e.into());
     }
     result?;
@@ -173,10 +193,8 @@ fn witness_into<C: Circuit<Scalar>>(
             return Err(PrecompiledError::ShapeMismatch { what, recorded, found });
         }
     }
-    Ok(WitnessValues {
-        inputs: cs.inputs,
-        aux: cs.aux,
-    })
+    let [inputs, aux] = cs.slots.vecs;
+    Ok(WitnessValues { inputs, aux })
 }
 
 /// Witness-only synthesis of a circuit made of `parts`, synthesized one
@@ -219,11 +237,7 @@ where
         .zip(input_shares)
         .zip(aux_shares)
         .map(|((part, inputs), aux)| {
-            let mut cs = SliceWitness {
-                slices: [inputs, aux],
-                allocated: [0, 0],
-                constraints: 0,
-            };
+            let mut cs = WitnessOnly::new([inputs, aux]);
             part.synthesize(&mut cs)?;
             Ok((cs.allocated, cs.constraints))
         })
@@ -268,72 +282,5 @@ where
 {
     fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
         self.0.iter().try_for_each(|part| part.synthesize(cs))
-    }
-}
-
-/// [`WitnessOnly`] for one part, writing its share of the inputs and aux
-/// values in place; what it allocates beyond its share is counted only.
-struct SliceWitness<'s> {
-    slices: [&'s mut [Scalar]; 2],
-    allocated: [usize; 2],
-    constraints: usize,
-}
-
-impl SliceWitness<'_> {
-    fn alloc_value(&mut self, value: Scalar, input: bool) -> Variable {
-        let k = usize::from(!input);
-        let i = self.allocated[k];
-        self.allocated[k] += 1;
-        if let Some(slot) = self.slices[k].get_mut(i) {
-            *slot = value;
-        }
-        // Indices within the part: nothing reads them in a witness.
-        Variable::new_unchecked(if input { Index::Input(i) } else { Index::Aux(i) })
-    }
-}
-
-impl ConstraintSystem<Scalar> for SliceWitness<'_> {
-    type Root = Self;
-
-    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Scalar, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
-        Ok(self.alloc_value(f()?, false))
-    }
-
-    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Scalar, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
-        Ok(self.alloc_value(f()?, true))
-    }
-
-    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
-    where
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-    {
-        self.constraints += 1;
-    }
-
-    fn push_namespace<NR, N>(&mut self, _: N)
-    where
-        NR: Into<String>,
-        N: FnOnce() -> NR,
-    {
-    }
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
     }
 }

@@ -26,7 +26,7 @@ use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, Tau};
 
 use super::PoRepWitness;
 use crate::ProofKind;
-use crate::native::tests::Recorder;
+use crate::native::tests::{Recorder, same};
 
 /// Partition `k` of a synthetic C1 output: the circuit and the native
 /// witness generator, both from the same vanilla proofs.
@@ -96,19 +96,6 @@ where
     let gadget_s = start.elapsed().as_secs_f64();
     same(&gadget, &native);
     (gadget_s, native_s, inputs, aux)
-}
-
-fn same(gadget: &Recorder, native: &Recorder) {
-    for (what, g, n) in [
-        ("input", &gadget.inputs, &native.inputs),
-        ("aux", &gadget.aux, &native.aux),
-    ] {
-        if let Some(i) = (0..g.len().min(n.len())).find(|&i| g[i] != n[i]) {
-            panic!("{what} {i} differs: gadget {:?}, native {:?}", g[i], n[i]);
-        }
-        assert_eq!(g.len(), n.len(), "{what} counts");
-    }
-    assert_eq!(gadget.constraints, native.constraints, "constraint counts");
 }
 
 #[test]

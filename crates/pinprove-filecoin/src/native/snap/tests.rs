@@ -18,7 +18,7 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_update::constants::TreeRHasher;
 
 use super::{NativeSnapError, SnapWitness};
-use crate::native::tests::Recorder;
+use crate::native::tests::{Recorder, same};
 use crate::snap::{UpdateCircuit, circuits};
 use crate::{ProofKind, ProofRequest};
 
@@ -51,19 +51,6 @@ where
     same(&gadget, &native);
     assert_eq!(native.inputs, public, "the inputs are the verifier's");
     native.aux.len()
-}
-
-fn same(gadget: &Recorder, native: &Recorder) {
-    for (what, g, n) in [
-        ("input", &gadget.inputs, &native.inputs),
-        ("aux", &gadget.aux, &native.aux),
-    ] {
-        if let Some(i) = (0..g.len().min(n.len())).find(|&i| g[i] != n[i]) {
-            panic!("{what} {i} differs: gadget {:?}, native {:?}", g[i], n[i]);
-        }
-        assert_eq!(g.len(), n.len(), "{what} counts");
-    }
-    assert_eq!(gadget.constraints, native.constraints, "constraint counts");
 }
 
 fn synthetic(size: u64, seed: u64) -> ProofRequest {
