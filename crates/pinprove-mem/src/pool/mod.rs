@@ -650,14 +650,15 @@ impl PinnedPool {
 
     fn free(&self, blocks: Vec<Block>) -> u64 {
         let bytes: u64 = blocks.iter().map(|b| b.mem.len() as u64).sum();
-        if !blocks.is_empty() {
-            self.counters
-                .freed_buffers
-                .fetch_add(blocks.len() as u64, Ordering::Relaxed);
-            self.counters.freed_bytes.fetch_add(bytes, Ordering::Relaxed);
-            tracing::debug!(buffers = blocks.len(), bytes, "pool freed idle buffers");
-        }
+        let count = blocks.len() as u64;
+        // Counted once gone (memory and budget coverage released), so that
+        // whoever sees them counted also sees the budget lower.
         drop(blocks);
+        if count > 0 {
+            self.counters.freed_buffers.fetch_add(count, Ordering::Relaxed);
+            self.counters.freed_bytes.fetch_add(bytes, Ordering::Relaxed);
+            tracing::debug!(buffers = count, bytes, "pool freed idle buffers");
+        }
         bytes
     }
 }

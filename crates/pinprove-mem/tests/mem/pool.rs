@@ -116,9 +116,10 @@ fn idle_buffers_are_trimmed_after_the_timeout() {
     drop(pool.try_checkout(2 * MIB).unwrap());
     assert_eq!(pool.stats().idle_buffers, 1);
     // Long enough for a slow machine (under valgrind 2 s were once too
-    // short); the loop ends as soon as the trimmer has run.
+    // short); the loop ends as soon as the trimmer has freed the buffer
+    // (counted once its memory and budget are released).
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while pool.stats().idle_buffers != 0 && std::time::Instant::now() < deadline {
+    while pool.stats().freed_buffers == 0 && std::time::Instant::now() < deadline {
         thread::sleep(Duration::from_millis(5));
     }
     let s = pool.stats();
