@@ -578,7 +578,10 @@ async fn a_flood_of_sealing_work_leaves_room_for_post_and_sigterm_cancels_what_w
         })
         .await
     {
-        assert_eq!(e.code(), Code::Unavailable, "{e:?}");
+        // Refused while draining, or the daemon is already gone: nothing
+        // left to drain, it closed the connection first.
+        let gone = e.code() == Code::Cancelled && std::error::Error::source(&e).is_some();
+        assert!(e.code() == Code::Unavailable || gone, "{e:?}");
     } else {
         panic!("PreloadSRS taken while draining");
     }
