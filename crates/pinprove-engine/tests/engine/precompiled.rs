@@ -79,6 +79,23 @@ fn synthesis_of(engine: &Engine, id: &str) -> CircuitSynthesis {
         .unwrap_or_else(|| panic!("{id} not in the status"))
 }
 
+/// Partitions of seeds 6, 7 and 8 proved by `engine` are the bytes
+/// `classic` proves for them, and verify.
+fn same_as_classic(
+    engine: &Engine,
+    classic: &Engine,
+    vk: &bellperson::groth16::VerifyingKey<Bls12>,
+    shape: &BenchCircuit,
+) {
+    let seeds = [6, 7, 8];
+    let pre = prove(engine, shape, &seeds);
+    let want = prove(classic, shape, &seeds);
+    for (p, (a, b)) in pre.iter().zip(&want).enumerate() {
+        assert_eq!(a.proof.to_bytes(), b.proof.to_bytes(), "partition {p}");
+    }
+    verify(vk, shape, &seeds, &pre);
+}
+
 fn verify(vk: &bellperson::groth16::VerifyingKey<Bls12>, shape: &BenchCircuit, seeds: &[u64], r: &[PartitionResult]) {
     let pvk = bellperson::groth16::prepare_verifying_key(vk);
     for (&s, r) in seeds.iter().zip(r) {
@@ -590,13 +607,7 @@ impl AbcRun {
         classic.register_srs(&shape.id(), &params);
         prove(&engine, &shape, &[1]);
         let pending_first = backend.pending();
-        let seeds = [6, 7, 8];
-        let pre = prove(&engine, &shape, &seeds);
-        let want = prove(&classic, &shape, &seeds);
-        for (p, (a, b)) in pre.iter().zip(&want).enumerate() {
-            assert_eq!(a.proof.to_bytes(), b.proof.to_bytes(), "partition {p}");
-        }
-        verify(&vk, &shape, &seeds, &pre);
+        same_as_classic(&engine, &classic, &vk, &shape);
         let s = synthesis_of(&engine, &shape.id());
         assert_eq!((s.classic_partitions, s.precompiled_partitions), (1, 3));
         AbcRun {
@@ -752,13 +763,7 @@ fn the_host_copy_of_the_matrices_is_released_once_every_device_holds_one() {
         "only the densities are paid for"
     );
     // Later partitions prove from the device's copy, the same proofs.
-    let seeds = [6, 7, 8];
-    let pre = prove(&engine, &shape, &seeds);
-    let want = prove(&classic, &shape, &seeds);
-    for (p, (a, b)) in pre.iter().zip(&want).enumerate() {
-        assert_eq!(a.proof.to_bytes(), b.proof.to_bytes(), "partition {p}");
-    }
-    verify(&vk, &shape, &seeds, &pre);
+    same_as_classic(&engine, &classic, &vk, &shape);
     assert_eq!(synthesis_of(&engine, &shape.id()).precompiled_partitions, 3);
     idle(&engine, &shape, &pool, &acct, "released");
     std::fs::remove_dir_all(&dir).unwrap();
