@@ -730,11 +730,19 @@ impl Drop for Acquire {
 pub struct Reservation {
     budget: Arc<MemoryBudget>,
     bytes: u64,
-    /// Pool buffers set aside for the work these bytes admitted (see
-    /// [`PinnedPool::admit_blocking`](crate::PinnedPool::admit_blocking));
-    /// they go back to the pool with the reservation. Not passed on by
-    /// [`split`](Self::split).
-    pub(crate) earmark: Option<crate::pool::Earmark>,
+    /// What a client of the budget tied to these bytes: kept through
+    /// [`merge`](Self::merge), not passed on by [`split`](Self::split),
+    /// dropped with the reservation. (The pool ties the buffers it set aside
+    /// for an admission this way; the budget knows nothing of them.)
+    pub(crate) tie: Option<Box<dyn Tie>>,
+}
+
+/// Something tied to a [`Reservation`] by a client of the budget, found
+/// again by its key and released by its own `Drop` when the reservation
+/// goes.
+pub(crate) trait Tie: Send + Sync {
+    /// Which of its owner's ties this is.
+    fn key(&self) -> u64;
 }
 
 impl Reservation {
@@ -742,7 +750,7 @@ impl Reservation {
         Reservation {
             budget,
             bytes,
-            earmark: None,
+            tie: None,
         }
     }
 
@@ -784,8 +792,8 @@ impl Reservation {
             return Err(Error::ForeignReservation);
         }
         self.bytes += std::mem::take(&mut other.bytes);
-        if self.earmark.is_none() {
-            self.earmark = other.earmark.take();
+        if self.tie.is_none() {
+            self.tie = other.tie.take();
         }
         Ok(())
     }

@@ -27,8 +27,8 @@ pub(crate) struct Earmark {
     id: u64,
 }
 
-impl Earmark {
-    pub(crate) fn id(&self) -> u64 {
+impl crate::budget::Tie for Earmark {
+    fn key(&self) -> u64 {
         self.id
     }
 }
@@ -106,7 +106,7 @@ impl PinnedPool {
         // On error the earmark drops here, and what it set aside goes back.
         let queued = match self.budget.enqueue_lowerable(need, rank)? {
             Ok(mut granted) => {
-                granted.earmark = Some(earmark);
+                granted.tie = Some(Box::new(earmark));
                 return Ok(granted);
             }
             Err(queued) => queued,
@@ -126,7 +126,7 @@ impl PinnedPool {
         self.budget.reclaim();
         let mut granted = queued.wait();
         self.lock().wanting.retain(|w| w.earmark != earmark.id);
-        granted.earmark = Some(earmark);
+        granted.tie = Some(Box::new(earmark));
         Ok(granted)
     }
 

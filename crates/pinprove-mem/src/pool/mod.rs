@@ -43,7 +43,6 @@ mod admission;
 mod buffer;
 mod warm;
 
-pub(crate) use admission::Earmark;
 use admission::{Earmarked, Wanting};
 pub use buffer::PoolBuffer;
 pub use warm::WarmReport;
@@ -393,7 +392,7 @@ impl PinnedPool {
         }
         let size = self.rounded_size(bytes)?;
         // Set aside for this work at its admission: covered, and not in `funds`.
-        if let Some(b) = funds.earmark.as_ref().and_then(|e| self.take_earmarked(e.id(), size)) {
+        if let Some(b) = funds.tie.as_ref().and_then(|e| self.take_earmarked(e.key(), size)) {
             return Ok(b);
         }
         if let Some(b) = self.take_idle(size, false) {

@@ -228,7 +228,7 @@ impl Serve {
     }
 
     /// Waits for the daemon to exit, at most `within`.
-    pub fn wait_exit(mut self, within: Duration) -> ExitStatus {
+    pub fn wait_exit(&mut self, within: Duration) -> ExitStatus {
         let deadline = Instant::now() + within;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -243,7 +243,7 @@ impl Serve {
     }
 
     /// SIGTERM, then the daemon exits cleanly within `within`.
-    pub fn stop(self, within: Duration) {
+    pub fn stop(mut self, within: Duration) {
         self.signal_term();
         let status = self.wait_exit(within);
         assert!(status.success(), "{status:?}");
@@ -254,6 +254,15 @@ impl Drop for Serve {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        remove_unless_failing(&self.dir);
+    }
+}
+
+/// Removes a test daemon's directory, unless the test is failing: then its
+/// log stays for whoever reads the failure.
+fn remove_unless_failing(dir: &Path) {
+    if !std::thread::panicking() {
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
 
@@ -276,14 +285,20 @@ fn spawn(dir: &Path) -> Child {
 pub struct Unix {
     child: Child,
     path: PathBuf,
+    dir: PathBuf,
 }
 
 impl Unix {
     /// Starts a daemon serving `socket` and waits until it answers.
     pub async fn start(name: &str, socket: &Path) -> Unix {
+        let (child, log) = Unix::spawn(name, socket);
         let unix = Unix {
-            child: Unix::spawn(name, socket).0,
+            child,
             path: socket.to_path_buf(),
+            dir: log
+                .parent()
+                .expect("the log lies in the daemon's directory")
+                .to_path_buf(),
         };
         let deadline = Instant::now() + Duration::from_secs(60);
         while unix.client().await.is_err() {
@@ -340,6 +355,7 @@ impl Drop for Unix {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        remove_unless_failing(&self.dir);
     }
 }
 

@@ -474,8 +474,9 @@ async fn a_second_daemon_does_not_take_a_live_socket_and_shutdown_removes_only_i
     let (b, log) = Unix::spawn("socket-b", &path);
     let out = b.wait_with_output().expect("the second daemon exits");
     assert!(!out.status.success());
-    let err = std::fs::read_to_string(log).unwrap();
+    let err = std::fs::read_to_string(&log).unwrap();
     assert!(err.contains("another daemon is listening on"), "{err}");
+    std::fs::remove_dir_all(log.parent().unwrap()).unwrap();
     a.client().await.expect("the first still answers");
     // The socket replaced under the first (removed, then bound by another
     // daemon): stopping the first leaves the other's in place.
@@ -494,7 +495,7 @@ async fn a_flood_of_sealing_work_leaves_room_for_post_and_sigterm_cancels_what_w
     // Its own parameter cache, with the PoSt parameters only and generation
     // on: a PoRep's parameters take minutes to make, so PoRep jobs wait for
     // them (holding their place) while the test runs.
-    let serve = Serve::start(
+    let mut serve = Serve::start(
         "flood",
         Options {
             own_parameters: true,
