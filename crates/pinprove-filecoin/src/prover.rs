@@ -505,7 +505,7 @@ pub fn ensure_parameters(
 
 /// Writes fresh parameters of `kind` at a test sector size to `w`, made by
 /// `generator` from `rng` (what the cache does on first use, open to a
-/// comparison of the generators: `pinprove bench params`); returns the
+/// comparison of the generators: `pinprove-bench params`); returns the
 /// verifying key's bytes.
 pub fn write_test_parameters(
     kind: ProofKind,

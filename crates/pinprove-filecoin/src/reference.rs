@@ -1,5 +1,5 @@
 //! filecoin-proofs' own prover (through filecoin-proofs-api, CPU) on a
-//! request: what `pinprove bench filecoin` measures pinprove against. It
+//! request: what `pinprove-bench filecoin` measures pinprove against. It
 //! loads parameters from the same cache (and keeps them in memory after
 //! its first proof of a circuit).
 

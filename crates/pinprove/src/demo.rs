@@ -20,7 +20,7 @@ use pinprove_filecoin::{ProofKind, ProofRequest};
 use pinprove_server::pb;
 
 use crate::remote::{self, InProcess};
-use crate::report::{bytes, dur};
+use pinprove::units::{bytes, dur};
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {

@@ -1,16 +1,10 @@
 //! `pinprove`: the one binary.
 
-mod bench;
-mod builtin;
 mod demo;
-mod logging;
-mod params_cache;
 mod params_cmd;
 mod progress;
 mod prove_cmd;
-mod reference;
 mod remote;
-mod report;
 mod serve;
 mod status_cmd;
 
@@ -18,6 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use pinprove::logging;
 
 #[derive(Parser)]
 #[command(name = "pinprove", version, about, long_about = None)]
@@ -36,12 +31,9 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Prove one Filecoin proof from files, through a daemon or in this
     /// process.
-    Prove(prove_cmd::ProveArgs),
+    Prove(Box<prove_cmd::ProveArgs>),
     /// What a daemon is doing: queues, GPUs, parameters, memory.
     Status(status_cmd::StatusArgs),
-    /// Measure pieces of the prover and print what was measured, on what.
-    #[command(subcommand)]
-    Bench(bench::BenchCommand),
     /// Groth16 parameter files: generate them for built-in circuits, check them.
     #[command(subcommand)]
     Params(params_cmd::ParamsCommand),
@@ -74,10 +66,6 @@ fn run(cli: Cli) -> Result<()> {
         Command::Status(args) => {
             quiet()?;
             status_cmd::run(&args)
-        }
-        Command::Bench(cmd) => {
-            logging::init("info", false)?;
-            bench::run(cmd)
         }
         Command::Params(cmd) => {
             logging::init("info", false)?;

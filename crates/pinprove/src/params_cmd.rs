@@ -13,9 +13,9 @@ use pinprove_mem::{BudgetConfig, MemoryBudget, PoolConfig};
 
 use pinprove_filecoin::{ParamCache, ProofKind};
 
-use crate::builtin::CircuitArgs;
 use crate::progress::Generation;
-use crate::report::{bytes, dur};
+use pinprove::builtin::CircuitArgs;
+use pinprove::units::{bytes, dur};
 
 #[derive(Subcommand, Debug)]
 pub enum ParamsCommand {
@@ -97,7 +97,7 @@ fn generate(args: &GenerateArgs) -> Result<()> {
     let out = args.out.as_deref().context("--out names the file")?;
     let circuit = args.circuit.build()?;
     let t = Instant::now();
-    let stats = crate::params_cache::write_real(&circuit, args.seed, out)?;
+    let stats = pinprove::params_cache::write_real(&circuit, args.seed, out)?;
     println!(
         "wrote {} ({}) for {} in {} ({} constraints)",
         out.display(),
@@ -141,7 +141,7 @@ fn filecoin(sector_bytes: u64, kinds: &[ProofKind]) -> Result<()> {
 fn synthetic(args: &SyntheticArgs) -> Result<()> {
     let circuit = args.circuit.build()?;
     let t = Instant::now();
-    let size = crate::params_cache::write_synthetic(&circuit, &args.out)?;
+    let size = pinprove::params_cache::write_synthetic(&circuit, &args.out)?;
     println!(
         "wrote {} ({}) for {} in {} (synthetic: proofs made with it do not verify)",
         args.out.display(),

@@ -108,7 +108,7 @@ impl GenerationProgress for Generation {
                 eprintln!(
                     "parameters {circuit_id}: made in {:.1} s ({})",
                     elapsed.as_secs_f64(),
-                    crate::report::bytes(bytes)
+                    pinprove::units::bytes(bytes)
                 );
             }
             None => LogProgress.finished(circuit_id, elapsed, bytes),

@@ -60,7 +60,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         print!("{}", config.to_toml());
         return Ok(());
     }
-    crate::logging::init(&config.log.level, config.log.json)?;
+    pinprove::logging::init(&config.log.level, config.log.json)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("pinprove-serve")

@@ -8,7 +8,7 @@ use clap::Args;
 use pinprove_server::pb::{self, srs_status::Tier};
 
 use crate::remote;
-use crate::report::bytes;
+use pinprove::units::bytes;
 
 #[derive(Args, Debug)]
 pub struct StatusArgs {

@@ -17,7 +17,7 @@
 //! to make them affine. bellperson's generator spends about 255 doublings
 //! per point and an inversion per point.
 //!
-//! Measured on the 2-core development machine: see `pinprove bench params`
+//! Measured on the 2-core development machine: see `pinprove-bench params`
 //! and docs/benchmarks.md.
 
 mod fixed_base;

@@ -223,17 +223,3 @@ fn bad_prove_and_serve_arguments_are_clear_errors() {
     fails(&["serve", "--config", config.to_str().unwrap()], 1, "listen_on");
     std::fs::remove_dir_all(&dir).unwrap();
 }
-
-#[test]
-fn bench_filecoin_measures_pinprove_against_filecoin_proofs() {
-    let out = ok(&strings(&[
-        "bench", "filecoin", "--kind", "winning", "--reps", "1", "--json",
-    ]));
-    let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!(r["circuit"], "winning-2k");
-    assert_eq!(r["partitions"], 1);
-    assert!(r["constraints_per_partition"].as_u64().unwrap() > 50_000, "{r}");
-    assert!(r["pinprove_total_s"].as_f64().unwrap() > 0.0);
-    assert!(r["filecoin_proofs_total_s"].as_f64().unwrap() > 0.0);
-    assert!(r["speedup"].as_f64().unwrap() > 0.0);
-}

@@ -1,4 +1,4 @@
-//! `pinprove bench gpu`: the upload experiment.
+//! `pinprove-bench gpu`: the upload experiment.
 //!
 //! One partition end to end (synthesis + GPU proof), and the GPU proof
 //! alone, with a/b/c
@@ -79,7 +79,7 @@ pub struct GpuArgs {
 
 #[cfg(not(feature = "cuda"))]
 pub fn run(_args: &GpuArgs) -> Result<()> {
-    Err(crate::report::needs_gpu_build("`bench gpu`"))
+    Err(crate::report::needs_gpu_build("`pinprove-bench gpu`"))
 }
 
 #[cfg(feature = "cuda")]
@@ -111,8 +111,8 @@ mod imp {
     use serde::Serialize;
 
     use super::GpuArgs;
-    use crate::params_cache::{ParamsCache, ParamsKind};
     use crate::report::{Host, NVML_LAG, gbps, median};
+    use pinprove::params_cache::{ParamsCache, ParamsKind};
 
     /// The (r, s) of every proof this benchmark makes: the same circuit then
     /// always gives the same bytes, so every timed proof can be compared
@@ -463,7 +463,7 @@ mod imp {
     /// A GPU backend of `kind` on GPU `device`.
     fn gpu_backend(kind: BackendKind, pinned: &Arc<PinnedPool>, device: usize) -> Result<BuiltBackend> {
         if !kind.is_gpu() {
-            bail!("`bench gpu` measures a GPU backend (native or supraseal), not {kind}");
+            bail!("`pinprove-bench gpu` measures a GPU backend (native or supraseal), not {kind}");
         }
         if kind == BackendKind::Supraseal && device != 0 {
             bail!("supraseal-c2 picks its GPUs itself: --device {device} applies to the native backend only");
@@ -749,7 +749,7 @@ mod imp {
             sustained: sustained_runs,
         };
         args.output.emit(&report, |r| {
-            println!("pinprove bench gpu — {} — {}", r.host.summary(), r.gpu);
+            println!("pinprove-bench gpu — {} — {}", r.host.summary(), r.gpu);
             println!(
                 "backend {}, synthetic parameters (proofs do not verify; timings are real)",
                 r.backend

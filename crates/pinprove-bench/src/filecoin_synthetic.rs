@@ -1,4 +1,4 @@
-//! `pinprove bench filecoin --synthetic-inputs`: a Filecoin kind at any
+//! `pinprove-bench filecoin --synthetic-inputs`: a Filecoin kind at any
 //! sector size (32 GiB above all) through the engine, from synthetic inputs
 //! and synthetic parameters made in memory. The real storage-proofs
 //! circuits run at full size, so shapes and timings are production's; the
@@ -461,7 +461,7 @@ pub fn measure(
             shape_cache: Some(ShapeCache::new(
                 args.shape_cache
                     .clone()
-                    .unwrap_or_else(crate::params_cache::pinprove_cache_dir),
+                    .unwrap_or_else(pinprove::params_cache::pinprove_cache_dir),
             )),
             ..FilecoinOptions::default()
         },
@@ -829,7 +829,7 @@ pub fn measure(
 
 pub fn print(r: &SyntheticReport) {
     println!(
-        "pinprove bench filecoin (synthetic inputs and parameters: the proofs do not verify) — {}",
+        "pinprove-bench filecoin (synthetic inputs and parameters: the proofs do not verify) — {}",
         r.host.summary()
     );
     println!(

@@ -1,4 +1,4 @@
-//! `pinprove bench h2d`: upload bandwidth by kind of host memory.
+//! `pinprove-bench h2d`: upload bandwidth by kind of host memory.
 
 use anyhow::Result;
 use clap::Args;
@@ -23,7 +23,7 @@ pub struct H2dArgs {
 
 #[cfg(not(feature = "cuda"))]
 pub fn run(_args: &H2dArgs) -> Result<()> {
-    Err(crate::report::needs_gpu_build("`bench h2d`"))
+    Err(crate::report::needs_gpu_build("`pinprove-bench h2d`"))
 }
 
 #[cfg(feature = "cuda")]
@@ -42,7 +42,7 @@ mod gpu {
     use serde::Serialize;
 
     use super::H2dArgs;
-    use crate::bench::load::RamLoad;
+    use crate::load::RamLoad;
     use crate::report::{Host, bytes, gbps, median};
 
     #[derive(Serialize)]
@@ -237,7 +237,7 @@ mod gpu {
     }
 
     fn print_summary(r: &H2dReport) {
-        println!("pinprove bench h2d — {}", r.host.summary());
+        println!("pinprove-bench h2d — {}", r.host.summary());
         println!(
             "device: {} ({}), {}, driver CUDA {}, runtime {}",
             r.device.name,

@@ -1,4 +1,4 @@
-//! `pinprove bench params`: pinprove's setup against bellperson's generator
+//! `pinprove-bench params`: pinprove's setup against bellperson's generator
 //! on one Filecoin circuit, in one process, from the same seed.
 //!
 //! Both files are written to a scratch directory and compared byte for

@@ -1,19 +1,9 @@
-//! `pinprove bench …`
+//! The measurements `pinprove-bench` makes.
 
 use anyhow::Result;
 use clap::Subcommand;
 
-mod filecoin;
-mod filecoin_synthetic;
-mod gpu;
-mod h2d;
-#[cfg(feature = "cuda")]
-mod load;
-mod mem;
-mod params;
-mod pipeline;
-mod prove;
-mod synth;
+use crate::{filecoin, gpu, h2d, mem, params, pipeline, prove, synth};
 
 #[derive(Subcommand)]
 pub enum BenchCommand {

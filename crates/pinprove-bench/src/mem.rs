@@ -1,4 +1,4 @@
-//! `pinprove bench mem`: PinnedVec against Vec, pool reuse against fresh
+//! `pinprove-bench mem`: PinnedVec against Vec, pool reuse against fresh
 //! allocation, budget latency.
 
 use std::hint::black_box;
@@ -386,7 +386,7 @@ fn budget_row(scenario: &str, threads: usize, ops: u64, wall: Duration, mut samp
 }
 
 fn print_summary(r: &MemReport) {
-    println!("pinprove bench mem — {}", r.host.summary());
+    println!("pinprove-bench mem — {}", r.host.summary());
     println!(
         "\npush of {} elements of 32 bytes ({}), median of {} runs:",
         r.elements,

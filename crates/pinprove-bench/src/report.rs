@@ -8,6 +8,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
 
+pub use pinprove::units::{bytes, dur};
+
 /// How a benchmark reports.
 #[derive(Args, Debug, Clone)]
 pub struct Output {
@@ -169,36 +171,6 @@ pub fn quantile_sorted(samples: &[Duration], q: f64) -> Duration {
     samples[idx.min(samples.len() - 1)]
 }
 
-/// Human-readable byte count.
-pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.2} {}", UNITS[u])
-    }
-}
-
-/// Human-readable duration with a unit fitting its size.
-pub fn dur(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s >= 1.0 {
-        format!("{s:.3} s")
-    } else if s >= 1e-3 {
-        format!("{:.3} ms", s * 1e3)
-    } else if s >= 1e-6 {
-        format!("{:.3} µs", s * 1e6)
-    } else {
-        format!("{:.1} ns", s * 1e9)
-    }
-}
-
 /// A file as a report names it: its name, not where it lies on the machine
 /// that measured (reports are kept and shared).
 pub fn file_name(path: &std::path::Path) -> String {
@@ -219,7 +191,7 @@ pub fn gbps(bytes: u64, d: Duration) -> f64 {
 #[cfg(not(feature = "cuda"))]
 pub fn needs_gpu_build(what: &str) -> anyhow::Error {
     anyhow::anyhow!(
-        "{what} needs a GPU build: this pinprove was built without the `cuda` feature \
+        "{what} needs a GPU build: this pinprove-bench was built without the `cuda` feature \
          (build one with scripts/gpu-build)"
     )
 }
@@ -239,10 +211,7 @@ mod tests {
     }
 
     #[test]
-    fn formats() {
-        assert_eq!(bytes(512), "512 B");
-        assert_eq!(bytes(3 << 30), "3.00 GiB");
-        assert_eq!(dur(Duration::from_micros(1500)), "1.500 ms");
+    fn gigabytes_per_second() {
         assert!((gbps(1_000_000_000, Duration::from_secs(2)) - 0.5).abs() < 1e-12);
     }
 }

@@ -1,4 +1,4 @@
-//! `pinprove bench prove`: our prover against bellperson's on the same
+//! `pinprove-bench prove`: our prover against bellperson's on the same
 //! circuit, parameters, r and s.
 
 use std::path::PathBuf;
@@ -18,10 +18,10 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::builtin::CircuitArgs;
-use crate::params_cache::{ParamsKind, params_file};
 use crate::reference;
 use crate::report::{Host, Output, dur, median};
+use pinprove::builtin::CircuitArgs;
+use pinprove::params_cache::{ParamsKind, params_file};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Reference {
@@ -207,7 +207,7 @@ fn measure(
 
 fn print(r: &ProveReport) {
     let d = |s: f64| dur(Duration::from_secs_f64(s));
-    println!("pinprove bench prove — {}", r.host.summary());
+    println!("pinprove-bench prove — {}", r.host.summary());
     println!(
         "{} ({} constraints), params {} (loaded in {})",
         r.circuit,

@@ -1,4 +1,4 @@
-//! `pinprove bench synth`: synthesis into pool buffers (with and without a
+//! `pinprove-bench synth`: synthesis into pool buffers (with and without a
 //! capacity hint) against synthesis into plain growing `Vec`s.
 
 use std::hint::black_box;
@@ -12,8 +12,8 @@ use pinprove_groth16::{AbcLayout, CapacityHints, synthesize};
 use pinprove_mem::{BudgetConfig, MemoryBudget, PoolConfig, sys};
 use serde::Serialize;
 
-use crate::builtin::CircuitArgs;
 use crate::report::{Host, Output, bytes, dur, median};
+use pinprove::builtin::CircuitArgs;
 
 #[derive(Args, Debug)]
 pub struct SynthArgs {
@@ -131,7 +131,7 @@ pub fn run(args: &SynthArgs) -> Result<()> {
         hinted_pool_vs_vec: hinted / vec,
     };
     args.output.emit(&report, |r| {
-        println!("pinprove bench synth — {}", r.host.summary());
+        println!("pinprove-bench synth — {}", r.host.summary());
         println!(
             "{} ({} constraints), pool memory {}, median of {} interleaved rounds:",
             r.circuit, r.constraints, r.memory_kind, r.reps

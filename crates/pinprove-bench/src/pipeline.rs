@@ -1,4 +1,4 @@
-//! `pinprove bench pipeline`: jobs of partitions through the whole engine.
+//! `pinprove-bench pipeline`: jobs of partitions through the whole engine.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,10 +15,10 @@ use pinprove_engine::{
 use pinprove_mem::{BudgetConfig, PinMethod, sys};
 use serde::Serialize;
 
-use crate::builtin::CircuitArgs;
-use crate::params_cache::{self, ParamsKind, params_file};
 use crate::reference;
 use crate::report::{DeviceShare, Host, NVML_LAG, Output, bytes, dur, median};
+use pinprove::builtin::CircuitArgs;
+use pinprove::params_cache::{self, ParamsKind, params_file};
 
 #[derive(Args, Debug)]
 pub struct PipelineArgs {
@@ -450,7 +450,7 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
     };
     args.output.emit(&report, |r| {
         let d = |s: f64| dur(Duration::from_secs_f64(s));
-        println!("pinprove bench pipeline — {}", r.host.summary());
+        println!("pinprove-bench pipeline — {}", r.host.summary());
         println!(
             "{} jobs × {} partitions of {} ({} constraints) on the {} backend ({}){}: {} wall, {:.0} proofs/hour",
             r.jobs,

@@ -1,4 +1,4 @@
-//! `pinprove bench filecoin`: one Filecoin proof kind through pinprove's
+//! `pinprove-bench filecoin`: one Filecoin proof kind through pinprove's
 //! engine against filecoin-proofs' own prover, on the same inputs (a
 //! sealed sample sector) in one run, parameters loaded beforehand for both.
 
@@ -275,7 +275,7 @@ fn measure(args: &FilecoinArgs, work: &std::path::Path) -> Result<FilecoinReport
 
 fn print(r: &FilecoinReport) {
     let d = |s: f64| dur(Duration::from_secs_f64(s));
-    println!("pinprove bench filecoin — {}", r.host.summary());
+    println!("pinprove-bench filecoin — {}", r.host.summary());
     println!(
         "{} ({} partitions of {} constraints), parameters loaded beforehand in {}",
         r.circuit,

@@ -1,0 +1,9 @@
+//! What the `pinprove` binary shares with the benchmarks' binary
+//! (`pinprove-bench`): the built-in circuits and their parameter cache,
+//! logging, and how sizes and times are printed. The commands themselves
+//! live in the binaries.
+
+pub mod builtin;
+pub mod logging;
+pub mod params_cache;
+pub mod units;
