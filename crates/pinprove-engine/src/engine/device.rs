@@ -10,7 +10,8 @@ use pinprove_groth16::{Proof, ProveError, ProvingJob};
 use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
 
-use super::state::{InFlight, Inner, JobCtl, Started, Synthesized, catch};
+use super::guard::catch;
+use super::state::{InFlight, Inner, JobCtl, Started, Synthesized};
 use crate::Phase;
 use crate::job::{JobOutcome, PartitionResult};
 

@@ -14,9 +14,12 @@
 //! on (its memory comes back as the unwinding drops it) and keeps serving.
 
 mod device;
+mod guard;
 mod handoff;
 mod outcome;
 mod precompiled;
+mod precompiler;
+mod snapshot;
 mod state;
 mod status;
 mod synthesis;
@@ -37,9 +40,11 @@ use pinprove_mem::PinnedPool;
 use pinprove_mem::sync::Recover;
 use rand_core::OsRng;
 
+use self::guard::{Counted, supervise};
+use self::handoff::Queued;
 pub use self::outcome::JobFuture;
-pub use self::precompiled::{CircuitSynthesis, SynthesisMode};
-use self::state::{DeviceSlot, Gauges, Inner, JobCtl, Pending, Queued, supervise};
+pub use self::precompiler::{CircuitSynthesis, SynthesisMode};
+use self::state::{DeviceSlot, Gauges, Inner, JobCtl, Pending};
 pub use self::status::{DeviceStatus, EngineStatus, GpuReading, PartitionStatus, QueueStatus};
 use crate::job::{JobId, JobOutcome, JobSpec, JobStatus};
 use crate::metrics::Metrics;
@@ -194,7 +199,7 @@ impl Engine {
                 }
             })
             .collect();
-        let precompiled = precompiled::Precompiler::new(
+        let precompiled = precompiler::Precompiler::new(
             config.precompiled,
             config.hints_dir.clone(),
             Arc::clone(&budget),
@@ -426,7 +431,7 @@ impl Engine {
                         wait,
                         critical: (spec.priority == crate::Priority::Critical).then(|| {
                             inner.critical_waiting.fetch_add(1, Ordering::AcqRel);
-                            synthesis::Counted(Arc::clone(&inner.critical_waiting))
+                            Counted(Arc::clone(&inner.critical_waiting))
                         }),
                     },
                 });

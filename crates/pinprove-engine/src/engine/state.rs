@@ -2,7 +2,6 @@
 //! way through the pipeline, devices, and the counts of what is in flight.
 
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
@@ -13,6 +12,8 @@ use pinprove_groth16::{AbcLayout, Backend, CapacityHints, LostDevice, ProvingAss
 use pinprove_mem::sync::Recover;
 use pinprove_mem::{MemoryBudget, PinnedPool};
 
+use super::guard::Counted;
+use super::handoff::{Handoff, Prioritized, Queued};
 use super::status::GpuReading;
 use crate::job::{JobId, JobOutcome, JobState, Partition, PartitionResult, PartitionTimings, Priority};
 use crate::metrics::Metrics;
@@ -40,7 +41,7 @@ pub(crate) struct JobCtl {
     inner: Mutex<JobInner>,
     pub(super) done: Condvar,
     /// Keeps the circuit type's recording until the job ends.
-    in_use: Mutex<Option<super::precompiled::InUse>>,
+    in_use: Mutex<Option<super::precompiler::InUse>>,
 }
 
 impl JobCtl {
@@ -65,7 +66,7 @@ impl JobCtl {
     }
 
     /// Holds `hold` (its circuit type's recording) until the job ends.
-    pub(super) fn holding(self, hold: super::precompiled::InUse) -> JobCtl {
+    pub(super) fn holding(self, hold: super::precompiler::InUse) -> JobCtl {
         *self.in_use.lock().recover() = Some(hold);
         self
     }
@@ -133,32 +134,6 @@ impl JobCtl {
     }
 }
 
-/// An entry of a priority queue (partitions waiting for synthesis, or for
-/// a device): higher priority first; within a priority, earlier first.
-pub(super) struct Queued<T> {
-    pub(super) priority: Priority,
-    /// Arrival order.
-    pub(super) seq: u64,
-    pub(super) item: T,
-}
-
-impl<T> PartialEq for Queued<T> {
-    fn eq(&self, other: &Self) -> bool {
-        (self.priority, self.seq) == (other.priority, other.seq)
-    }
-}
-impl<T> Eq for Queued<T> {}
-impl<T> PartialOrd for Queued<T> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<T> Ord for Queued<T> {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.priority.cmp(&other.priority).then(other.seq.cmp(&self.seq))
-    }
-}
-
 /// A partition waiting in the priority queue (its job's priority orders it).
 pub(super) struct Pending {
     pub(super) job: Arc<JobCtl>,
@@ -172,7 +147,7 @@ pub(super) struct Pending {
     pub(super) wait: tracing::Span,
     /// Counted in [`Inner::critical_waiting`] until the partition reaches
     /// its device (or is dropped), for Critical jobs.
-    pub(super) critical: Option<super::synthesis::Counted>,
+    pub(super) critical: Option<Counted>,
 }
 
 /// Where a partition out of the queue is now.
@@ -339,7 +314,7 @@ pub(super) struct InFlight {
     pub(super) wait: tracing::Span,
     pub(super) ticket: Ticket,
     /// See [`Pending::critical`].
-    pub(super) critical: Option<super::synthesis::Counted>,
+    pub(super) critical: Option<Counted>,
 }
 
 impl InFlight {
@@ -355,6 +330,12 @@ pub(super) struct Synthesized {
     pub(super) assignment: ProvingAssignment,
 }
 
+impl Prioritized for Synthesized {
+    fn priority(&self) -> Priority {
+        self.flight.job.priority
+    }
+}
+
 /// A partition whose first step ran, waiting for its second.
 pub(super) struct Started {
     pub(super) flight: InFlight,
@@ -366,7 +347,7 @@ pub(super) struct DeviceSlot {
     pub(super) name: String,
     pub(super) backend: Arc<dyn Backend>,
     pub(super) workers: usize,
-    pub(super) handoff: super::handoff::Handoff,
+    pub(super) handoff: Handoff<Synthesized>,
     pub(super) busy_nanos: AtomicU64,
     pub(super) current_job: Mutex<Option<JobId>>,
     /// The error that lost the device, as the engine saw it.
@@ -424,7 +405,7 @@ pub(crate) struct Inner {
     /// (see [`Engine::keep_ready`](super::Engine::keep_ready)).
     pub(super) kept: Mutex<HashMap<String, usize>>,
     /// Circuit types' recordings (pre-compiled synthesis).
-    pub(super) precompiled: Arc<super::precompiled::Precompiler>,
+    pub(super) precompiled: Arc<super::precompiler::Precompiler>,
     pub(super) jobs: Mutex<HashMap<JobId, Arc<JobCtl>>>,
     pub(super) finished: Mutex<VecDeque<JobId>>,
     pub(super) metrics: Metrics,
@@ -502,36 +483,6 @@ impl Inner {
             self.remember_finished(job.id);
         }
         was_running
-    }
-}
-
-/// Runs `f`, turning a panic into its message.
-pub(super) fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    // Unwind safety: what `f` touches is either dropped by the unwinding
-    // (the partition and everything it holds) or shared state kept
-    // consistent between statements behind locks taken with `recover`.
-    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
-        payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic without a message".to_string())
-    })
-}
-
-/// Runs a worker's loop until it returns. A panic that escapes the loop's
-/// own per-partition guard (a bug in the engine itself) is logged and the
-/// loop starts again: the thread is replaced by itself, and keeps serving.
-pub(super) fn supervise(name: &str, metrics: &Metrics, mut body: impl FnMut()) {
-    loop {
-        match catch(&mut body) {
-            Ok(()) => return,
-            Err(msg) => {
-                metrics.panics.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(thread = name, "engine thread panicked ({msg}); it starts again");
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
     }
 }
 

@@ -1,15 +1,12 @@
-//! Snapshots of the engine for status pages, metrics and tools.
+//! What the engine reports of itself to status pages, metrics and tools
+//! (read from its state in `snapshot.rs`).
 
-use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use pinprove_groth16::ResidentSrs;
-use pinprove_mem::sync::Recover;
 use serde::Serialize;
 
-use super::precompiled::{CircuitSynthesis, SynthesisMode};
-use super::state::{DeviceSlot, Inner};
+use super::precompiler::CircuitSynthesis;
 use crate::Phase;
 use crate::job::JobId;
 use crate::srs::SrsInfo;
@@ -137,93 +134,4 @@ pub struct EngineStatus {
     pub proofs_failed: u64,
     /// Since start.
     pub uptime: Duration,
-}
-
-impl Inner {
-    pub(super) fn status(&self) -> EngineStatus {
-        let mut by_circuit: HashMap<String, QueueStatus> = HashMap::new();
-        for p in self.queue_lock().iter() {
-            queue(&mut by_circuit, &p.item.job.circuit_id).pending += 1;
-        }
-        for (k, n) in self.gauges.in_progress() {
-            queue(&mut by_circuit, &k).in_progress += n;
-        }
-        let mut queues: Vec<QueueStatus> = by_circuit.into_values().collect();
-        queues.sort_by(|a, b| a.circuit_id.cmp(&b.circuit_id));
-        let uptime = self.started_at.elapsed();
-        let devices = self
-            .devices
-            .iter()
-            .enumerate()
-            .map(|(i, d)| DeviceStatus {
-                name: d.name.clone(),
-                backend: d.backend.name(),
-                workers: d.workers,
-                in_flight: self.gauges.device_load(i),
-                busy_fraction: busy_fraction(d, uptime),
-                current_job: *d.current_job.lock().recover(),
-                resident_srs: d.backend.resident_srs(),
-                lost: d.lost(),
-                gpu: *d.gpu_reading.lock().recover(),
-            })
-            .collect();
-        let partitions = self
-            .gauges
-            .partitions()
-            .into_iter()
-            .map(|((job, index), w)| PartitionStatus {
-                job,
-                index,
-                circuit_id: w.circuit_id,
-                phase: w.phase,
-                device: w.device.map(|d| self.devices[d].name.clone()),
-                in_phase: w.since.elapsed(),
-            })
-            .collect();
-        let pool = self.pool.stats();
-        let [recordings_made, recordings_loaded, precompiled_fallbacks] = self.precompiled.counters();
-        EngineStatus {
-            queues,
-            devices,
-            partitions,
-            srs: self.srs.status(),
-            synthesis: self
-                .precompiled
-                .status()
-                .into_iter()
-                .map(|c| CircuitSynthesis {
-                    abc_on_device: c.mode == SynthesisMode::Precompiled && !self.abc_on_host(&c.circuit_id),
-                    ..c
-                })
-                .collect(),
-            recordings_made,
-            recordings_loaded,
-            precompiled_fallbacks,
-            budget_total: self.budget.total(),
-            budget_used: self.budget.used(),
-            pool_idle: pool.idle_bytes,
-            pool_warm: pool.warm_bytes,
-            pool_warm_ready: pool.warm_ready_bytes,
-            pool_kept: pool.kept_bytes,
-            pool_checked_out: pool.checked_out_bytes,
-            pool_fresh_allocations: pool.fresh_allocations,
-            pool_alloc_time: pool.alloc_time,
-            pool_handed_over: pool.handed_over,
-            proofs_completed: self.metrics.proofs_completed(),
-            proofs_failed: self.metrics.proofs_failed(),
-            uptime,
-        }
-    }
-}
-
-fn queue<'a>(queues: &'a mut HashMap<String, QueueStatus>, id: &str) -> &'a mut QueueStatus {
-    queues.entry(id.to_string()).or_insert_with(|| QueueStatus {
-        circuit_id: id.to_string(),
-        ..Default::default()
-    })
-}
-
-fn busy_fraction(d: &DeviceSlot, uptime: Duration) -> f64 {
-    let busy = Duration::from_nanos(d.busy_nanos.load(Ordering::Relaxed)).as_secs_f64();
-    (busy / (d.workers as f64 * uptime.as_secs_f64().max(1e-9))).min(1.0)
 }

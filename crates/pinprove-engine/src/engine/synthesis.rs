@@ -10,7 +10,8 @@ use pinprove_groth16::{AbcLayout, QueryLengths, Srs, domain::domain_size};
 use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
 
-use super::state::{InFlight, Inner, Pending, Synthesized, Ticket, WarmedAs, catch};
+use super::guard::{Counted, catch};
+use super::state::{InFlight, Inner, Pending, Synthesized, Ticket, WarmedAs};
 use crate::job::{PartitionTimings, Priority, SynthesisContext};
 use crate::srs::Acquired;
 use crate::{EngineError, Phase};
@@ -555,15 +556,6 @@ impl Inner {
             .map(|d| format!("{}: {}", d.name, d.lost().unwrap_or_default()))
             .collect();
         EngineError::DevicesLost(why.join("; "))
-    }
-}
-
-/// Counts one down when dropped (a background task that ended, however).
-pub(super) struct Counted(pub(super) Arc<std::sync::atomic::AtomicUsize>);
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
