@@ -1,4 +1,6 @@
-//! pinprove's GPU layer (feature `cuda`; without it this crate is empty).
+//! pinprove's GPU layer (feature `cuda`; without it only the pure-Rust
+//! parts compile: the device-memory plan, fault classes, the device queue
+//! and the scalar split).
 //!
 //! * [`pinned_allocator`] — the pool's CUDA pinned host memory, allocated
 //!   through the one CUDA runtime the whole process links (the static

@@ -281,8 +281,9 @@ pub fn circuit_partition_with_inputs<C: Circuit<Scalar> + Send + 'static>(
 
 /// Like [`circuit_partition`], for a circuit that can be copied: the
 /// engine may then pre-compile its circuit type (see
-/// [`Partition::fresh_circuit`]). A separate constructor because some
-/// circuits (Filecoin's SnapDeals circuit) cannot be cloned.
+/// [`Partition::fresh_circuit`]). A separate constructor because not every
+/// circuit can be cloned (storage-proofs' SnapDeals circuit cannot; the
+/// Filecoin front wraps it in a type that can).
 pub fn precompilable_partition<C: Circuit<Scalar> + Clone + Send + 'static>(circuit: C) -> Box<dyn Partition> {
     Box::new(CircuitPartition {
         circuit,

@@ -314,7 +314,7 @@ impl MemoryBudget {
     }
 
     /// Registers an evictor. Lower `priority` values are asked first (the
-    /// pinned pool uses 0, SRS residency 100). The budget keeps only a weak
+    /// pinned pool uses 0, circuit recordings 50, SRS residency 100). The budget keeps only a weak
     /// reference: an evictor that is dropped is forgotten.
     pub fn register_evictor(&self, evictor: Weak<dyn Evictor>, priority: u32) {
         let mut s = self.lock();

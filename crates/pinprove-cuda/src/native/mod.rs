@@ -3,7 +3,8 @@
 //!
 //! `start` prepares the L, A and B scalars on the CPU before taking the
 //! device (see [`crate::split`]: one parallel pass over the aux assignment
-//! sorts scalars into ones, zeros and the rest), then, under the device lock,
+//! sorts scalars into zeros, ones, small values summed bit plane by bit
+//! plane, and the rest), then, under the device lock,
 //! queues the proof's device work on the GPU's streams (`cuda/lane.cuh`) and
 //! returns without waiting for it: a/b/c's uploads in chunks on the copy
 //! stream, with the NTTs of each vector waiting on the device for that

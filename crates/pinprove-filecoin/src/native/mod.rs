@@ -26,7 +26,8 @@
 //!   its real circuit, pre-compiled its native witness.
 //! * [`post`] — a WindowPoSt or WinningPoSt partition's witness.
 //! * [`porep`] — a whole PoRep partition's witness: these replicas for its
-//!   SHA-256 parts, storage-proofs' gadgets for the rest.
+//!   SHA-256 and Poseidon parts, the circuit's own few small gadgets for
+//!   the rest.
 //! * [`snap`] — a SnapDeals partition's witness.
 
 mod count;
