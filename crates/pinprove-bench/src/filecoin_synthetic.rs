@@ -295,7 +295,7 @@ fn value_classes(aux: &[Scalar]) -> [f64; 4] {
 #[cfg(feature = "cuda")]
 fn device_phases(stack: &Stack) -> Option<DevicePhases> {
     let p = stack.backends.iter().find_map(|b| match b {
-        BuiltBackend::Native(n) => n.last_phases(),
+        BuiltBackend::Gpu(pinprove_cuda::GpuBackend::Native(n)) => n.last_phases(),
         _ => None,
     })?;
     let msm = p

@@ -97,6 +97,7 @@ mod imp {
     use std::time::{Duration, Instant};
 
     use anyhow::{Context, Result, bail, ensure};
+    use pinprove_cuda::runtime::{DeviceBuffer, Stream};
     use pinprove_engine::assembly::{self, BackendKind, BuiltBackend, NativeOptions, PoolMemory};
     use pinprove_engine::timeline::analysis::mean;
     use pinprove_groth16::baseline::VecAssignment;
@@ -106,7 +107,6 @@ mod imp {
         AbcLayout, Backend, CapacityHints, Proof, ProveError, ProvingAssignment, ProvingJob, Scalar, Srs, Validation,
         synthesize,
     };
-    use pinprove_mem::cuda::{DeviceBuffer, Stream};
     use pinprove_mem::{BudgetConfig, MemoryBudget, PinnedPool, PoolConfig};
     use serde::Serialize;
 
@@ -473,7 +473,7 @@ mod imp {
 
     fn phases(b: &BuiltBackend) -> Option<pinprove_cuda::NativePhases> {
         match b {
-            BuiltBackend::Native(n) => n.last_phases(),
+            BuiltBackend::Gpu(pinprove_cuda::GpuBackend::Native(n)) => n.last_phases(),
             _ => None,
         }
     }
@@ -509,8 +509,8 @@ mod imp {
         let compare = args.compare.map(|c| gpu_backend(c, &pinned, args.device)).transpose()?;
         let mut comparisons = Vec::new();
         // The side stream and buffer of the upload timings, on the GPU measured.
-        pinprove_mem::cuda::set_device(args.device)?;
-        pinprove_mem::cuda::pin_with_device(Some(args.device));
+        pinprove_cuda::runtime::set_device(args.device)?;
+        pinprove_cuda::runtime::pin_with_device(Some(args.device));
         let stream = Stream::new()?;
         let mut cases = Vec::new();
         let mut rows = Vec::new();

@@ -36,8 +36,8 @@ mod gpu {
     use std::time::{Duration, Instant};
 
     use anyhow::{Context, Result, ensure};
+    use pinprove_cuda::runtime::{self as cuda, DeviceBuffer, DeviceInfo, HostRegistration, Stream};
     use pinprove_engine::assembly::{self, PoolMemory};
-    use pinprove_mem::cuda::{self, DeviceBuffer, DeviceInfo, HostRegistration, Stream};
     use pinprove_mem::{GIB, MemoryBudget, PinnedVec, PoolConfig};
     use serde::Serialize;
 

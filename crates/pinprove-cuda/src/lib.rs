@@ -1,42 +1,55 @@
-//! pinprove's GPU layer (feature `cuda`; without it only the pure-Rust
-//! parts compile: the device-memory plan, fault classes, the device queue
-//! and the scalar split).
+//! pinprove's GPU layer: the one crate that knows CUDA.
 //!
-//! * [`pinned_allocator`] — the pool's CUDA pinned host memory, allocated
-//!   through the one CUDA runtime the whole process links (the static
-//!   runtime, linked once: the pool's allocator and the GPU backends share
-//!   it, so buffers the pool pins are pinned for the backends too).
-//! * [`gpus`] — device discovery: name, memory, PCIe link, driver.
-//! * [`Nvml`] — utilization and PCIe throughput sampling.
-//! * [`SuprasealBackend`] — the supraseal-c2 reference backend.
-//! * [`NativeBackend`] — pinprove's own backend: h and the MSMs on the GPU.
+//! Its `cuda` feature (which the binaries turn on) links the CUDA runtime
+//! and builds the GPU backends; without it the crate still compiles and
+//! says so at run time ([`BUILT_WITH_CUDA`], [`GpuError::NotBuilt`]), so no
+//! crate above needs a feature of its own. Three levels, as in any binding:
+//!
+//! * [`runtime`] (`cuda`) — the runtime's raw calls behind thin `unsafe`
+//!   wrappers, and the safe RAII types built on them: device buffers,
+//!   streams, events and their reuse pool, the pinned allocators.
+//! * the functions at this crate's root — what the crates above ask in every build:
+//!   [`gpus`], [`device_count`], [`pinned_allocator`] (the pool's page-locked
+//!   host memory, through the one runtime the process links, so buffers the
+//!   pool pins are pinned for the backends too), the pinning device, and
+//!   the GPU backends ([`native_backend`], [`supraseal_backend`]).
+//! * [`Nvml`] — utilization and PCIe throughput sampling (loaded at run
+//!   time: a missing driver is an ordinary error).
+//! * [`NativeBackend`] — pinprove's own backend: h and the MSMs on the GPU;
+//!   [`SuprasealBackend`] — the supraseal-c2 reference backend (`cuda`).
 //! * [`fault`] — CUDA errors sorted by what they leave of the device (the
-//!   backends' [`DeviceFault`](pinprove_groth16::DeviceFault)s).
+//!   backends' [`DeviceFault`](pinprove_groth16::DeviceFault)s); [`plan`] —
+//!   what fits in a device's memory.
 
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-#[cfg(feature = "cuda")]
-mod device;
+mod config;
 mod device_queue;
 pub mod fault;
+mod gpu;
+mod info;
 #[cfg(feature = "cuda")]
 mod native;
-#[cfg(feature = "cuda")]
 pub mod nvml;
 pub mod plan;
+#[cfg(feature = "cuda")]
+pub mod runtime;
 mod slices;
 mod split;
 #[cfg(feature = "cuda")]
 mod supraseal;
 
+pub use config::{NativeConfig, SrsPlacement};
+pub use gpu::{
+    BUILT_WITH_CUDA, GpuBackend, GpuError, device_count, device_info, gpus, native_backend, pin_with_device,
+    pinned_allocator, pinning_device, supraseal_backend,
+};
+pub use info::{DeviceInfo, Gpu};
 #[cfg(feature = "cuda")]
-pub use device::{Gpu, gpus};
-#[cfg(feature = "cuda")]
-pub use native::{NativeBackend, NativeConfig, NativePhases, PlacementReport, SrsPlacement};
-#[cfg(feature = "cuda")]
+pub use native::{NativeBackend, NativePhases, PlacementReport};
 pub use nvml::Nvml;
 #[cfg(feature = "cuda")]
-pub use pinprove_mem::cuda::{CudaError, CudaPinnedAllocator, CudaRegisteredAllocator, EventFence, pinned_allocator};
+pub use runtime::{CudaError, CudaPinnedAllocator, CudaRegisteredAllocator, EventFence};
 #[cfg(feature = "cuda")]
 pub use supraseal::SuprasealBackend;

@@ -81,7 +81,7 @@ impl std::fmt::Debug for SuprasealBackend {
 impl SuprasealBackend {
     /// A backend; fails when no CUDA device is usable.
     pub fn new() -> Result<Self, ProveError> {
-        let n = pinprove_mem::cuda::device_count().map_err(|e| backend_error(e.to_string()))?;
+        let n = crate::runtime::device_count().map_err(|e| backend_error(e.to_string()))?;
         if n == 0 {
             return Err(backend_error("no CUDA device"));
         }

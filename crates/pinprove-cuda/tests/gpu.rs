@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use blstrs::{Bls12, Scalar};
 use ff::Field;
+use pinprove_cuda::runtime::{self as cuda, DeviceBuffer, Stream};
 use pinprove_cuda::{NativeBackend, NativeConfig, SrsPlacement, SuprasealBackend};
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::{
     AbcLayout, Backend, CapacityHints, CpuBackend, Proof, ProveError, ProvingAssignment, ProvingJob, Srs, Validation,
     synthesize,
 };
-use pinprove_mem::cuda::{self, DeviceBuffer, Stream};
 use pinprove_mem::{MemoryBudget, PinnedPool, PinnedVec, PoolConfig};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;

@@ -268,12 +268,8 @@ pub enum AssemblyError {
 pub enum BuiltBackend {
     /// The CPU backend.
     Cpu(Arc<CpuBackend>),
-    /// pinprove's GPU backend.
-    #[cfg(feature = "cuda")]
-    Native(Arc<pinprove_cuda::NativeBackend>),
-    /// supraseal-c2.
-    #[cfg(feature = "cuda")]
-    Supraseal(Arc<pinprove_cuda::SuprasealBackend>),
+    /// A GPU backend (none in a build without GPU support).
+    Gpu(pinprove_cuda::GpuBackend),
 }
 
 impl BuiltBackend {
@@ -281,10 +277,7 @@ impl BuiltBackend {
     pub fn as_dyn(&self) -> Arc<dyn Backend> {
         match self {
             BuiltBackend::Cpu(b) => Arc::clone(b) as Arc<dyn Backend>,
-            #[cfg(feature = "cuda")]
-            BuiltBackend::Native(b) => Arc::clone(b) as Arc<dyn Backend>,
-            #[cfg(feature = "cuda")]
-            BuiltBackend::Supraseal(b) => Arc::clone(b) as Arc<dyn Backend>,
+            BuiltBackend::Gpu(b) => b.as_dyn(),
         }
     }
 
@@ -292,10 +285,8 @@ impl BuiltBackend {
     pub fn kind(&self) -> BackendKind {
         match self {
             BuiltBackend::Cpu(_) => BackendKind::Cpu,
-            #[cfg(feature = "cuda")]
-            BuiltBackend::Native(_) => BackendKind::Native,
-            #[cfg(feature = "cuda")]
-            BuiltBackend::Supraseal(_) => BackendKind::Supraseal,
+            BuiltBackend::Gpu(b) if b.is_native() => BackendKind::Native,
+            BuiltBackend::Gpu(_) => BackendKind::Supraseal,
         }
     }
 }
@@ -386,18 +377,12 @@ fn resolve(kind: BackendKind) -> BackendKind {
     }
 }
 
-#[cfg(feature = "cuda")]
 fn gpu_count() -> Result<usize, String> {
-    pinprove_mem::cuda::device_count().map_err(|e| e.to_string())
-}
-
-#[cfg(not(feature = "cuda"))]
-fn gpu_count() -> Result<usize, String> {
-    Err("this build has no GPU support".into())
+    pinprove_cuda::device_count().map_err(|e| e.to_string())
 }
 
 fn gpu_ordinals(kind: BackendKind, selection: &DeviceSelection) -> Result<Vec<usize>, AssemblyError> {
-    if !cfg!(feature = "cuda") {
+    if !pinprove_cuda::BUILT_WITH_CUDA {
         return Err(AssemblyError::NeedsCuda(kind));
     }
     let count = gpu_count().map_err(|why| AssemblyError::NoGpu { kind, why })?;
@@ -429,23 +414,18 @@ pub fn pool(
     config: PoolConfig,
 ) -> Result<Arc<PinnedPool>, AssemblyError> {
     let allocator: Arc<dyn HostAllocator> = match memory {
-        PoolMemory::Auto => pinned(pinning).unwrap_or_else(|_| pinprove_mem::default_allocator()),
+        PoolMemory::Auto => pinned(pinning).unwrap_or_else(|e| {
+            tracing::warn!("{e}; pool buffers use pageable heap memory");
+            Arc::new(HeapAllocator::default())
+        }),
         PoolMemory::Heap => Arc::new(HeapAllocator::default()),
         PoolMemory::Pinned => pinned(pinning)?,
     };
     Ok(PinnedPool::new(allocator, Arc::clone(budget), config))
 }
 
-#[cfg(feature = "cuda")]
 fn pinned(pinning: PinMethod) -> Result<Arc<dyn HostAllocator>, AssemblyError> {
     pinprove_cuda::pinned_allocator(pinning).map_err(|e| AssemblyError::Pinned(e.to_string()))
-}
-
-#[cfg(not(feature = "cuda"))]
-fn pinned(_: PinMethod) -> Result<Arc<dyn HostAllocator>, AssemblyError> {
-    Err(AssemblyError::Pinned(
-        "this build has no GPU support (the `cuda` feature)".into(),
-    ))
 }
 
 /// A backend of `kind` drawing from `pool`, on GPU `ordinal` (GPU kinds).
@@ -461,21 +441,21 @@ pub fn backend(
     }
 }
 
-#[cfg(feature = "cuda")]
 fn gpu_backend(
     kind: BackendKind,
     pool: &Arc<PinnedPool>,
     ordinal: usize,
     native: &NativeOptions,
 ) -> Result<BuiltBackend, AssemblyError> {
-    use pinprove_cuda::{NativeBackend, NativeConfig, SuprasealBackend};
+    if !pinprove_cuda::BUILT_WITH_CUDA {
+        return Err(AssemblyError::NeedsCuda(kind));
+    }
     let started = |source| AssemblyError::Backend { kind, source };
-    match kind {
-        BackendKind::Supraseal => Ok(BuiltBackend::Supraseal(Arc::new(
-            SuprasealBackend::new().map_err(started)?,
-        ))),
-        _ => {
-            let config = NativeConfig {
+    let built = match kind {
+        BackendKind::Supraseal => pinprove_cuda::supraseal_backend(),
+        _ => pinprove_cuda::native_backend(
+            Arc::clone(pool),
+            pinprove_cuda::NativeConfig {
                 srs_placement: match native.srs_placement {
                     SrsPlacement::Device => pinprove_cuda::SrsPlacement::Device,
                     SrsPlacement::Host => pinprove_cuda::SrsPlacement::Host,
@@ -485,21 +465,10 @@ fn gpu_backend(
                 queue_depth: native.queue_depth,
                 memory_limit: native.memory_limit,
                 prep_threads: native.prep_threads,
-            };
-            let b = NativeBackend::with_config(Arc::clone(pool), config).map_err(started)?;
-            Ok(BuiltBackend::Native(Arc::new(b)))
-        }
-    }
-}
-
-#[cfg(not(feature = "cuda"))]
-fn gpu_backend(
-    kind: BackendKind,
-    _pool: &Arc<PinnedPool>,
-    _ordinal: usize,
-    _native: &NativeOptions,
-) -> Result<BuiltBackend, AssemblyError> {
-    Err(AssemblyError::NeedsCuda(kind))
+            },
+        ),
+    };
+    Ok(BuiltBackend::Gpu(built.map_err(started)?))
 }
 
 #[cfg(test)]
@@ -558,9 +527,11 @@ mod tests {
         }
     }
 
-    #[cfg(not(feature = "cuda"))]
     #[test]
     fn gpu_kinds_without_the_cuda_feature_are_clear_errors() {
+        if pinprove_cuda::BUILT_WITH_CUDA {
+            return;
+        }
         for kind in [BackendKind::Native, BackendKind::Supraseal] {
             let err = Stack::build(&StackConfig {
                 backend: kind,

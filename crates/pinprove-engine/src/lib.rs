@@ -19,11 +19,11 @@
 //! use pinprove_engine::{Device, Engine, EngineConfig, JobOutcome, JobSpec, Priority, circuit_partition};
 //! use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 //! use pinprove_groth16::CpuBackend;
-//! use pinprove_mem::{default_allocator, MemoryBudget, PinnedPool, PoolConfig};
+//! use pinprove_mem::{HeapAllocator, MemoryBudget, PinnedPool, PoolConfig};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // One budget for everything large; the pool draws from it.
-//! let pool = PinnedPool::new(default_allocator(), MemoryBudget::new(1 << 30), PoolConfig::default());
+//! let pool = PinnedPool::new(Arc::new(HeapAllocator::default()), MemoryBudget::new(1 << 30), PoolConfig::default());
 //! let cpu = Device { name: "cpu".into(), backend: Arc::new(CpuBackend::new(Arc::clone(&pool))) };
 //! let engine = Engine::new(EngineConfig::default(), vec![cpu], Arc::clone(&pool))?;
 //!

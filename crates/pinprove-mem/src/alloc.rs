@@ -174,7 +174,8 @@ impl fmt::Debug for HostMemory {
     }
 }
 
-pub(crate) const PAGE: usize = 4096;
+/// The page size buffers are rounded to and faulted in by.
+pub const PAGE: usize = 4096;
 const HUGE_PAGE: usize = 2 * MIB;
 
 /// Page-aligned anonymous memory from `mmap`.
@@ -207,8 +208,7 @@ impl HeapAllocator {
     }
 
     /// Faults each buffer in with one call (see [`PinMethod::RegisterWhole`]).
-    #[cfg_attr(not(any(feature = "cuda", test)), allow(dead_code))]
-    pub(crate) fn populating_whole(self) -> Self {
+    pub fn populating_whole(self) -> Self {
         HeapAllocator {
             populate_chunk: usize::MAX,
             ..self

@@ -8,8 +8,9 @@
 //! use by allocating it once and reusing it:
 //!
 //! * [`HostAllocator`] — where memory comes from: page-aligned heap memory
-//!   ([`HeapAllocator`], the default everywhere) or CUDA pinned memory
-//!   (`CudaPinnedAllocator`, behind the `cuda` feature).
+//!   ([`HeapAllocator`]), or pinned memory from an allocator the GPU layer
+//!   implements (pinprove-cuda); this crate knows no GPU API, only the
+//!   [`UseFence`] a buffer's last GPU use leaves behind.
 //! * [`PinnedPool`] — allocate once, check out and return many times.
 //! * [`PinnedVec`] — a `Vec`-like container backed by a pool buffer, which is
 //!   what synthesis writes into, so there is no copy before the upload.
@@ -31,45 +32,11 @@ pub mod sys;
 pub mod test_util;
 mod vec;
 
-#[cfg(feature = "cuda")]
-pub mod cuda;
-
-pub use alloc::{HeapAllocator, HostAllocator, HostMemory, MemoryKind, PinMethod};
+pub use alloc::{HeapAllocator, HostAllocator, HostMemory, MemoryKind, PAGE, PinMethod};
 pub use budget::{BudgetConfig, BudgetStats, Evictor, MemoryBudget, Rank, Reservation, parse_bytes};
 pub use error::{Error, ErrorChain};
 pub use pool::{PinnedPool, PoolBuffer, PoolConfig, PoolStats, UseFence, WarmReport, mark_device_lane};
 pub use vec::PinnedVec;
-
-use std::sync::{Arc, OnceLock};
-
-/// The allocator the process uses for pool buffers.
-///
-/// With the `cuda` feature this is CUDA pinned memory when a driver and a GPU
-/// are usable, and heap memory otherwise (said once in the log). Without the
-/// feature it is always heap memory. The choice is made once per process.
-pub fn default_allocator() -> Arc<dyn HostAllocator> {
-    static CHOSEN: OnceLock<Arc<dyn HostAllocator>> = OnceLock::new();
-    Arc::clone(CHOSEN.get_or_init(choose_allocator))
-}
-
-#[cfg(feature = "cuda")]
-fn choose_allocator() -> Arc<dyn HostAllocator> {
-    match cuda::pinned_allocator(PinMethod::default()) {
-        Ok(a) => {
-            tracing::info!(pinning = %PinMethod::default(), "pool buffers use CUDA pinned host memory");
-            a
-        }
-        Err(e) => {
-            tracing::warn!("no usable CUDA device ({e}); pool buffers fall back to pageable heap memory");
-            Arc::new(HeapAllocator::default())
-        }
-    }
-}
-
-#[cfg(not(feature = "cuda"))]
-fn choose_allocator() -> Arc<dyn HostAllocator> {
-    Arc::new(HeapAllocator::default())
-}
 
 /// Result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -164,7 +164,7 @@ impl Daemon {
         } else {
             tracing::info!(
                 "proving on the CPU backend ({})",
-                if cfg!(feature = "cuda") {
+                if pinprove_cuda::BUILT_WITH_CUDA {
                     "no usable GPU, or the CPU backend was asked for"
                 } else {
                     "a build without GPU support"

@@ -5,9 +5,9 @@
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
+use crate::runtime::{CudaError, EventPool, PooledEvent};
 use blstrs::Scalar;
 use pinprove_groth16::ProveError;
-use pinprove_mem::cuda::{CudaError, EventPool, PooledEvent};
 
 use super::ffi::*;
 use super::matrices::DeviceMatrices;

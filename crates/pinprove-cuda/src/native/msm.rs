@@ -5,11 +5,11 @@
 
 use std::ffi::{c_int, c_void};
 
+use crate::runtime::Event;
 use blst::{blst_p1, blst_p1_affine, blst_p2, blst_p2_affine};
 use blstrs::{G1Projective, G2Projective, Scalar};
 use group::Group;
 use pinprove_groth16::ProveError;
-use pinprove_mem::cuda::Event;
 
 use super::ffi::*;
 use super::h::HJob;

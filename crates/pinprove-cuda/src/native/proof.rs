@@ -5,10 +5,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::runtime::PooledEvent;
 use blstrs::{G1Projective, Scalar};
 use group::Group;
 use pinprove_groth16::{LostDevice, Proof, ProveError, Srs, StartedProof, assemble};
-use pinprove_mem::cuda::PooledEvent;
 use pinprove_mem::sync::Recover;
 
 use super::h::ProofEvents;
@@ -67,7 +67,7 @@ pub(super) struct DeviceProof {
 
 impl DeviceProof {
     /// GPU times from the proof's events, once its work has completed.
-    fn device_times(&mut self) -> Result<(), pinprove_mem::cuda::CudaError> {
+    fn device_times(&mut self) -> Result<(), crate::runtime::CudaError> {
         let [up0, up1, h0, h1] = &self.events.marks;
         self.phases.upload = up1.elapsed_since(up0)?;
         self.phases.h = h1.elapsed_since(h0)?;

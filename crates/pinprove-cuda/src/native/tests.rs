@@ -22,7 +22,7 @@ use crate::split::{self, Mode};
 /// Whether a GPU is usable; where none is, `test` is skipped (or fails,
 /// where one is expected).
 fn have_gpu(test: &str) -> bool {
-    match pinprove_mem::cuda::device_count() {
+    match crate::runtime::device_count() {
         Ok(n) if n > 0 => true,
         Ok(_) => {
             skip_without_gpu(test, "the driver reports no devices");
@@ -308,7 +308,7 @@ fn fixture(
 /// A pool of registered (pinned) memory within 4 GiB.
 fn registered_pool() -> Arc<PinnedPool> {
     PinnedPool::new(
-        Arc::new(pinprove_mem::cuda::CudaRegisteredAllocator::new().unwrap()),
+        Arc::new(crate::runtime::CudaRegisteredAllocator::new().unwrap()),
         pinprove_mem::MemoryBudget::new(4 << 30),
         pinprove_mem::PoolConfig::default(),
     )
@@ -326,7 +326,7 @@ fn a_faulting_kernel_loses_the_device_and_nothing_else() {
         return;
     }
     let pool = PinnedPool::new(
-        Arc::new(pinprove_mem::cuda::CudaPinnedAllocator::new().unwrap()),
+        Arc::new(crate::runtime::CudaPinnedAllocator::new().unwrap()),
         pinprove_mem::MemoryBudget::new(4 << 30),
         pinprove_mem::PoolConfig::default(),
     );
@@ -425,7 +425,7 @@ fn a_lost_gpu_leaves_the_others_proving() {
     if !have_gpu(test) {
         return;
     }
-    let n = pinprove_mem::cuda::device_count().unwrap();
+    let n = crate::runtime::device_count().unwrap();
     if n < 2 {
         pinprove_mem::test_util::skip_without_gpus(test, 2, n);
         return;
@@ -447,7 +447,7 @@ fn a_lost_gpu_leaves_the_others_proving() {
     gpu0.prepare_srs(&srs).unwrap();
     gpu1.prepare_srs(&srs).unwrap();
     let expected = prove_bytes(&CpuBackend::new(Arc::clone(&pool)), &pool, &srs, &c).unwrap();
-    pinprove_mem::cuda::pin_with_device(Some(0));
+    crate::runtime::pin_with_device(Some(0));
     assert_eq!(prove_bytes(&gpu0, &pool, &srs, &c).unwrap(), expected, "GPU 0");
     assert_eq!(prove_bytes(&gpu1, &pool, &srs, &c).unwrap(), expected, "GPU 1");
 
@@ -460,7 +460,7 @@ fn a_lost_gpu_leaves_the_others_proving() {
 
     // GPU 1 serves on, with buffers pinned after the fault by GPU 1's
     // context (the engine moves the pinning there when GPU 0 is lost).
-    pinprove_mem::cuda::pin_with_device(Some(1));
+    crate::runtime::pin_with_device(Some(1));
     pool.clear_idle();
     for _ in 0..3 {
         assert_eq!(
@@ -470,7 +470,7 @@ fn a_lost_gpu_leaves_the_others_proving() {
         );
     }
     assert!(gpu1.lost().is_none());
-    pinprove_mem::cuda::pin_with_device(None);
+    crate::runtime::pin_with_device(None);
 }
 
 // What a backend learned from its proofs (its hint) prepares a new backend
@@ -704,7 +704,7 @@ fn later_proofs_of_a_circuit_type_find_their_preparation_buffers_warm() {
         return;
     }
     let pool = PinnedPool::new(
-        pinprove_mem::cuda::pinned_allocator(pinprove_mem::PinMethod::default()).unwrap(),
+        crate::runtime::pinned_allocator(pinprove_mem::PinMethod::default()).unwrap(),
         pinprove_mem::MemoryBudget::new(4 << 30),
         pinprove_mem::PoolConfig {
             idle_timeout: None,

@@ -120,18 +120,16 @@ impl Inner {
         let dev = &self.devices[d];
         if dev.lost.record(err) {
             tracing::error!(device = %dev.name, "device lost, no more work goes to it: {}", ErrorChain(err));
-            #[cfg(feature = "cuda")]
             self.pin_with_a_live_gpu();
         }
     }
 
     /// Makes a GPU of a device not lost the one that pins host memory (see
-    /// [`pinprove_mem::cuda::pin_with_device`]) when the one pinning now is
+    /// [`pinprove_cuda::pin_with_device`]) when the one pinning now is
     /// lost or none of this engine's, so that the other devices keep
     /// getting pinned buffers.
-    #[cfg(feature = "cuda")]
     pub(super) fn pin_with_a_live_gpu(&self) {
-        use pinprove_mem::cuda::{pin_with_device, pinning_device};
+        use pinprove_cuda::{pin_with_device, pinning_device};
         let live: Vec<usize> = self
             .devices
             .iter()
@@ -302,7 +300,6 @@ impl Inner {
     /// the device, "gpu0 util %") and the device's latest reading for
     /// status and metrics: the view that shows whether uploads keep each GPU
     /// fed. Devices without a GPU of their own are not sampled.
-    #[cfg(feature = "cuda")]
     pub(super) fn sample_gpus(&self, nvml: &pinprove_cuda::Nvml) {
         // Found by PCI bus id: NVML numbers GPUs in bus order, CUDA fastest
         // first.
@@ -311,7 +308,7 @@ impl Inner {
             .iter()
             .enumerate()
             .filter_map(|(d, dev)| {
-                let info = pinprove_mem::cuda::device_info(dev.backend.gpu()?).ok()?;
+                let info = pinprove_cuda::device_info(dev.backend.gpu()?).ok()?;
                 Some((d, nvml.device_by_pci_bus_id(&info.pci_bus_id).ok()?))
             })
             .collect();
@@ -347,7 +344,6 @@ impl Inner {
 /// The GPU that should pin host memory from now on, when it should change:
 /// the first of the `live` GPUs (those of devices not lost) unless the one
 /// pinning `now` is one of them.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 fn pinning_gpu(now: Option<usize>, live: &[usize]) -> Option<usize> {
     match now {
         Some(o) if live.contains(&o) => None,

@@ -236,7 +236,6 @@ impl Engine {
             shutdown: AtomicBool::new(false),
             started_at: Instant::now(),
         });
-        #[cfg(feature = "cuda")]
         inner.pin_with_a_live_gpu();
         let mut engine = Engine {
             inner: Arc::clone(&inner),
@@ -262,8 +261,10 @@ impl Engine {
             }
         }
         engine.spawn("engine-housekeeping".into(), |i| i.housekeeping())?;
-        #[cfg(feature = "cuda")]
-        if let Ok(nvml) = pinprove_cuda::Nvml::load() {
+        // Only devices with a GPU of their own are sampled.
+        if inner.devices.iter().any(|d| d.backend.gpu().is_some())
+            && let Ok(nvml) = pinprove_cuda::Nvml::load()
+        {
             engine.spawn("engine-nvml".into(), move |i| i.sample_gpus(&nvml))?;
         }
         Ok(engine)

@@ -14,12 +14,12 @@ use std::ffi::c_int;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::runtime::PooledEvent;
 use pinprove_groth16::{
     AbcLayout, Backend, BackendHint, Capabilities, CapacityHint, LostDevice, ProveError, ProvingAssignment, ProvingJob,
     QueryLengths, Srs, StartedProof, precompiled,
 };
 use pinprove_mem::PinnedPool;
-use pinprove_mem::cuda::PooledEvent;
 use pinprove_mem::sync::Recover;
 
 use super::h::Events;
@@ -95,7 +95,7 @@ impl NativeBackend {
 
     /// A backend with `config`.
     pub fn with_config(pool: Arc<PinnedPool>, config: NativeConfig) -> Result<Self, ProveError> {
-        let n = pinprove_mem::cuda::device_count().map_err(cuda_error)?;
+        let n = crate::runtime::device_count().map_err(cuda_error)?;
         if n == 0 {
             return Err(backend_error("no CUDA device"));
         }
@@ -116,7 +116,7 @@ impl NativeBackend {
             0 => std::thread::available_parallelism().map_or(2, |n| n.get() / 2).max(2),
             n => n,
         };
-        let info = pinprove_mem::cuda::device_info(config.device).map_err(cuda_error)?;
+        let info = crate::runtime::device_info(config.device).map_err(cuda_error)?;
         let usable = config
             .memory_limit
             .map_or(info.free_memory, |l| l.min(info.free_memory));
@@ -496,7 +496,7 @@ impl std::fmt::Debug for NativeBackend {
 /// left out. Otherwise it would prove on another GPU than the one named.
 fn check_sppark_numbering(device: usize) -> Result<(), ProveError> {
     for ordinal in 0..=device {
-        let d = pinprove_mem::cuda::device_info(ordinal).map_err(cuda_error)?;
+        let d = crate::runtime::device_info(ordinal).map_err(cuda_error)?;
         let (major, minor) = d.compute_capability;
         if major < 7 || !d.cooperative_launch {
             return Err(backend_error(format!(
@@ -510,6 +510,19 @@ fn check_sppark_numbering(device: usize) -> Result<(), ProveError> {
                 },
             )));
         }
+        // sppark counts Volta in, but CUDA 13 builds no code for it: the
+        // kernels would fail at their first launch.
+        if ordinal == device && (major, minor) < OLDEST_ARCHITECTURE {
+            return Err(backend_error(format!(
+                "GPU {ordinal} ({}, compute capability {major}.{minor}) is older than the oldest architecture \
+                 this build has kernels for (Turing, {}.{}): prove on another GPU",
+                d.name, OLDEST_ARCHITECTURE.0, OLDEST_ARCHITECTURE.1
+            )));
+        }
     }
     Ok(())
 }
+
+/// The oldest compute capability the kernels are built for (the CUDA 13.0
+/// toolkit emits none for Volta, 7.0).
+const OLDEST_ARCHITECTURE: (u32, u32) = (7, 5);

@@ -6,13 +6,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::runtime::{EventFence, PooledEvent};
 use blstrs::Scalar;
 use pinprove_groth16::domain::domain_size;
 use pinprove_groth16::{
     AbcLayout, ProveError, ProvingAssignment, ProvingJob, SrsPoints, StartedProof, Witness, check_job, precompiled,
 };
 use pinprove_mem::UseFence;
-use pinprove_mem::cuda::{EventFence, PooledEvent};
 use pinprove_mem::sync::Recover;
 
 use super::super::h::HJob;
@@ -128,7 +128,7 @@ impl NativeBackend {
                 .learn(*job.srs.lengths(), prep_bytes.iter().map(|&b| b as u64).sum());
             // Events belong to the device current when they are created, and
             // are recorded on this device's streams.
-            pinprove_mem::cuda::set_device(self.config.device).map_err(cuda_error)?;
+            crate::runtime::set_device(self.config.device).map_err(cuda_error)?;
             let events = self.events.proof().map_err(cuda_error)?;
             // Recorded after each of a, b and c is uploaded: pool fences.
             let uploaded = self.events.fences().map_err(cuda_error)?;

@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
+use crate::runtime::PooledEvent;
 use pinprove_groth16::{BackendHint, ProveError, QueryLengths, Srs};
 use pinprove_mem::PinnedPool;
-use pinprove_mem::cuda::PooledEvent;
 use pinprove_mem::sync::Recover;
 
 use super::super::check;

@@ -11,10 +11,10 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
-use crate::alloc::{HostAllocator, MemoryKind};
-use crate::pool::UseFence;
-use crate::sync::Recover;
-use crate::{Error, Result};
+use pinprove_mem::sync::Recover;
+
+pub use crate::info::DeviceInfo;
+use pinprove_mem::{Error, HostAllocator, MemoryKind, PinMethod, PoolBuffer, Result, UseFence};
 
 type RawError = c_int;
 type RawStream = *mut c_void;
@@ -208,48 +208,6 @@ fn on_pinning_device<T>(f: impl FnOnce() -> T) -> T {
     out
 }
 
-/// What a device is.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DeviceInfo {
-    /// Device ordinal.
-    pub ordinal: usize,
-    /// Marketing name, such as "NVIDIA H200".
-    pub name: String,
-    /// PCI bus id, such as "0000:17:00.0".
-    pub pci_bus_id: String,
-    /// Compute capability, major and minor (9.0 for Hopper).
-    pub compute_capability: (u32, u32),
-    /// Whether it can launch cooperative kernels (grid-wide
-    /// synchronization, which sppark's kernels use).
-    pub cooperative_launch: bool,
-    /// Multiprocessors.
-    pub multiprocessors: u32,
-    /// Device memory in bytes.
-    pub total_memory: u64,
-    /// Free device memory in bytes when read.
-    pub free_memory: u64,
-    /// Driver's CUDA version, as 1000×major + 10×minor.
-    pub driver_version: u32,
-    /// Linked runtime version, same encoding.
-    pub runtime_version: u32,
-}
-
-impl DeviceInfo {
-    /// The driver's CUDA version as "major.minor".
-    pub fn driver_cuda(&self) -> String {
-        cuda_version(self.driver_version)
-    }
-
-    /// The linked runtime's version as "major.minor".
-    pub fn runtime_cuda(&self) -> String {
-        cuda_version(self.runtime_version)
-    }
-}
-
-fn cuda_version(v: u32) -> String {
-    format!("{}.{}", v / 1000, (v % 1000) / 10)
-}
-
 /// Reads what device `ordinal` is. Makes it the thread's current device.
 pub fn device_info(ordinal: usize) -> Result<DeviceInfo, CudaError> {
     set_device(ordinal)?;
@@ -362,12 +320,12 @@ unsafe impl HostAllocator for CudaPinnedAllocator {
     }
 }
 
-/// Page-locked host memory made by [`PinMethod::Register`](crate::PinMethod::Register): mapped and
-/// faulted in like [`HeapAllocator`](crate::HeapAllocator) memory, then
+/// Page-locked host memory made by [`PinMethod::Register`](PinMethod::Register): mapped and
+/// faulted in like [`HeapAllocator`](pinprove_mem::HeapAllocator) memory, then
 /// registered (portable) with the driver until it is freed.
 #[derive(Debug)]
 pub struct CudaRegisteredAllocator {
-    heap: crate::HeapAllocator,
+    heap: pinprove_mem::HeapAllocator,
 }
 
 impl CudaRegisteredAllocator {
@@ -375,12 +333,12 @@ impl CudaRegisteredAllocator {
     pub fn new() -> Result<Self, CudaError> {
         CudaPinnedAllocator::new()?;
         Ok(CudaRegisteredAllocator {
-            heap: crate::HeapAllocator::new(true),
+            heap: pinprove_mem::HeapAllocator::new(true),
         })
     }
 
     /// As [`new`](Self::new), faulting each buffer in with one call
-    /// ([`PinMethod::RegisterWhole`](crate::PinMethod::RegisterWhole)).
+    /// ([`PinMethod::RegisterWhole`](PinMethod::RegisterWhole)).
     pub fn populating_whole() -> Result<Self, CudaError> {
         let r = Self::new()?;
         Ok(CudaRegisteredAllocator {
@@ -405,7 +363,7 @@ unsafe impl HostAllocator for CudaRegisteredAllocator {
             unsafe {
                 cudaHostRegister(
                     p.as_ptr().cast(),
-                    len.next_multiple_of(crate::alloc::PAGE),
+                    len.next_multiple_of(pinprove_mem::PAGE),
                     HOST_REGISTER_PORTABLE,
                 )
             }
@@ -438,11 +396,11 @@ unsafe impl HostAllocator for CudaRegisteredAllocator {
 }
 
 /// A pinned-memory allocator of `method`, or why there is none here.
-pub fn pinned_allocator(method: crate::PinMethod) -> Result<std::sync::Arc<dyn HostAllocator>, CudaError> {
+pub fn pinned_allocator(method: PinMethod) -> Result<std::sync::Arc<dyn HostAllocator>, CudaError> {
     Ok(match method {
-        crate::PinMethod::HostAlloc => std::sync::Arc::new(CudaPinnedAllocator::new()?),
-        crate::PinMethod::Register => std::sync::Arc::new(CudaRegisteredAllocator::new()?),
-        crate::PinMethod::RegisterWhole => std::sync::Arc::new(CudaRegisteredAllocator::populating_whole()?),
+        PinMethod::HostAlloc => std::sync::Arc::new(CudaPinnedAllocator::new()?),
+        PinMethod::Register => std::sync::Arc::new(CudaRegisteredAllocator::new()?),
+        PinMethod::RegisterWhole => std::sync::Arc::new(CudaRegisteredAllocator::populating_whole()?),
     })
 }
 
@@ -566,7 +524,7 @@ impl Stream {
     pub fn upload_and_release(
         &self,
         dst: &mut DeviceBuffer,
-        src: crate::PoolBuffer,
+        src: PoolBuffer,
         len: usize,
     ) -> Result<EventFence, CudaError> {
         assert!(len <= src.len() && len <= dst.len(), "upload larger than its buffers");
@@ -902,12 +860,10 @@ mod tests {
                     p.as_ptr().write_bytes(7, 1 << 20);
                     a.deallocate(p, 1 << 20);
                 }
-                assert_eq!(crate::default_allocator().kind(), MemoryKind::CudaPinned);
             }
             Err(e) => {
                 assert!(!e.name.is_empty() && e.code != 0, "{e:?}");
-                assert_eq!(crate::default_allocator().kind(), MemoryKind::Heap);
-                crate::test_util::skip_without_gpu("availability_is_reported (pinned memory)", e);
+                pinprove_mem::test_util::skip_without_gpu("availability_is_reported (pinned memory)", e);
             }
         }
     }
@@ -920,7 +876,7 @@ mod tests {
         let a = match CudaPinnedAllocator::new() {
             Ok(a) => a,
             Err(e) => {
-                crate::test_util::skip_without_gpu("pinning_with_a_chosen_device_keeps_the_threads_own", e);
+                pinprove_mem::test_util::skip_without_gpu("pinning_with_a_chosen_device_keeps_the_threads_own", e);
                 return;
             }
         };
@@ -947,7 +903,7 @@ mod tests {
     #[test]
     fn events_are_reused() {
         if let Err(e) = CudaPinnedAllocator::new() {
-            crate::test_util::skip_without_gpu("events_are_reused", e);
+            pinprove_mem::test_util::skip_without_gpu("events_are_reused", e);
             return;
         }
         let pool = EventPool::new(false);
@@ -967,7 +923,7 @@ mod tests {
     #[test]
     fn upload_roundtrip_when_a_gpu_is_present() {
         if let Err(e) = CudaPinnedAllocator::new() {
-            crate::test_util::skip_without_gpu("upload_roundtrip_when_a_gpu_is_present", e);
+            pinprove_mem::test_util::skip_without_gpu("upload_roundtrip_when_a_gpu_is_present", e);
             return;
         }
         let stream = Stream::new().unwrap();

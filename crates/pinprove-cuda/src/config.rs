@@ -1,0 +1,62 @@
+//! How the native backend is configured: plain data, the same in every
+//! build, so that the crates above can describe a GPU backend without
+//! knowing whether this build has one.
+
+/// Where the MSM bases live while proofs run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub enum SrsPlacement {
+    /// Uploaded to device memory once per SRS (falls back to `Host` when
+    /// the device has too little memory).
+    #[default]
+    Device,
+    /// Streamed from the SRS's pinned host buffers for every MSM.
+    Host,
+}
+
+/// How the native backend runs.
+#[derive(Clone, Copy, Debug)]
+pub struct NativeConfig {
+    /// Where MSM bases live.
+    pub srs_placement: SrsPlacement,
+    /// Workers the engine should run per device.
+    pub workers_per_device: usize,
+    /// The GPU, by CUDA ordinal (the order sppark enumerates them in when
+    /// every visible GPU is Volta or newer, as on any machine this runs on).
+    pub device: usize,
+    /// Pieces of proofs' device work that may be queued on the GPU at once
+    /// (resident bases; a background proof queues h, each part of the h
+    /// MSM and the other MSMs as pieces, an urgent one all at once): with 2
+    /// one runs while the next waits behind it, so the GPU never waits for
+    /// the host between pieces; with 1 an urgent proof waits for one piece
+    /// at most. A proof holds its device memory (a/b/c, scalars, MSM
+    /// scratch) from its first piece until its last has run.
+    pub queue_depth: usize,
+    /// The most device memory the backend takes of its GPU, in bytes
+    /// (`None`: all the GPU has free when the backend starts). Everything
+    /// is planned to fit (see `plan`): where the SRS bases and a circuit's
+    /// matrices live, and how many proofs are on the device at once.
+    pub memory_limit: Option<u64>,
+    /// Threads of the backend's own pool, which prepares scalars before the
+    /// device work and adds up the MSMs' results after it (0: half the
+    /// CPUs, at least 2). Not rayon's global pool: synthesis keeps that one
+    /// saturated, and a preparation queued behind it would leave the GPU
+    /// without work. Urgent proofs have a pool of their own, a quarter of
+    /// this size (at least 2): a rayon pool runs the tasks it has before
+    /// one handed in from outside, so a WinningPoSt's sums queued behind a
+    /// 32 GiB partition's preparation (1.6 s on 8 threads) waited for all
+    /// of it.
+    pub prep_threads: usize,
+}
+
+impl Default for NativeConfig {
+    fn default() -> Self {
+        NativeConfig {
+            srs_placement: SrsPlacement::Device,
+            workers_per_device: 2,
+            device: 0,
+            queue_depth: 2,
+            memory_limit: None,
+            prep_threads: 0,
+        }
+    }
+}
