@@ -355,6 +355,7 @@ impl PartitionTimings {
             Phase::FinishWait => self.finish_wait,
             Phase::Finish => self.finish,
             Phase::Total => self.total(),
+            Phase::Recording => Duration::ZERO,
         }
     }
 

@@ -29,6 +29,11 @@ pub enum Phase {
     Finish,
     /// Everything from submission to proof.
     Total,
+    /// Not a partition's: the engine recording a circuit type's R1CS (or
+    /// loading its recording) for pre-compiled synthesis, in the background.
+    /// No partition waits for it, so it is in no partition's timings and
+    /// not in [`Phase::ALL`]; the timeline draws it.
+    Recording,
 }
 
 impl Phase {
@@ -57,6 +62,7 @@ impl Phase {
             Phase::FinishWait => "finish_wait",
             Phase::Finish => "finish",
             Phase::Total => "total",
+            Phase::Recording => "recording",
         }
     }
 }
@@ -79,8 +85,9 @@ mod tests {
 
     #[test]
     fn names_are_distinct() {
-        let names: std::collections::HashSet<&str> = Phase::ALL.iter().map(|p| p.name()).collect();
-        assert_eq!(names.len(), Phase::ALL.len());
+        let every = Phase::ALL.iter().chain([&Phase::Recording]);
+        let names: std::collections::HashSet<&str> = every.map(|p| p.name()).collect();
+        assert_eq!(names.len(), Phase::ALL.len() + 1);
         assert_eq!(serde_json::to_string(&Phase::HandoffWait).unwrap(), "\"handoff_wait\"");
     }
 }

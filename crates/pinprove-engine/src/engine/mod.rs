@@ -199,14 +199,16 @@ impl Engine {
                 }
             })
             .collect();
+        let timeline = Arc::new(Timeline::new(config.timeline_capacity));
         let precompiled = precompiler::Precompiler::new(
             config.precompiled,
             config.hints_dir.clone(),
             Arc::clone(&budget),
             backends,
+            Arc::clone(&timeline),
         );
         let inner = Arc::new(Inner {
-            timeline: Timeline::new(config.timeline_capacity),
+            timeline,
             gauges: Gauges::new(slots.len()),
             config,
             budget,

@@ -37,7 +37,9 @@ use pinprove_mem::{ErrorChain, Evictor, MemoryBudget, Reservation};
 use serde::Serialize;
 
 use super::guard::{Counted, catch};
+use crate::Phase;
 use crate::job::{FreshCircuit, Partition};
+use crate::timeline::Timeline;
 
 /// How long a recording waits for spare budget before it gives up (and is
 /// tried again after [`RETRY_AFTER`]).
@@ -184,6 +186,8 @@ pub(super) struct Precompiler {
     /// The devices' backends, which may keep copies of a recording's
     /// matrices of their own (see [`Precompiler::place_on_devices`]).
     backends: Vec<Arc<dyn Backend>>,
+    /// Where making or loading a recording is drawn (lane "precompiler").
+    timeline: Arc<Timeline>,
     circuits: Mutex<HashMap<String, Entry>>,
     /// Background loads and recordings running (`wait_quiet` waits for
     /// them).
@@ -199,8 +203,10 @@ impl Precompiler {
         dir: Option<PathBuf>,
         budget: Arc<MemoryBudget>,
         backends: Vec<Arc<dyn Backend>>,
+        timeline: Arc<Timeline>,
     ) -> Arc<Precompiler> {
         let p = Arc::new(Precompiler {
+            timeline,
             enabled,
             dir,
             budget: Arc::clone(&budget),
@@ -293,6 +299,7 @@ impl Precompiler {
         let done = Counted(Arc::clone(&self.running));
         let spawned = std::thread::Builder::new().name("precompile".into()).spawn(move || {
             let _done = done;
+            let started = Instant::now();
             let made = catch(|| this.load_or_record(&id, fresh, estimate, lengths)).unwrap_or_else(|msg| {
                 tracing::warn!(circuit = %id, "recording the circuit panicked: {msg}; it stays classic");
                 Made::Never
@@ -308,6 +315,7 @@ impl Precompiler {
                     Made::Never => State::ClassicOnly,
                 },
             );
+            this.timeline.record("precompiler", Phase::Recording, started, id);
         });
         if let Err(e) = spawned {
             tracing::warn!(circuit = circuit_id, "could not start recording the circuit: {e}");

@@ -409,7 +409,7 @@ pub(crate) struct Inner {
     pub(super) jobs: Mutex<HashMap<JobId, Arc<JobCtl>>>,
     pub(super) finished: Mutex<VecDeque<JobId>>,
     pub(super) metrics: Metrics,
-    pub(super) timeline: Timeline,
+    pub(super) timeline: Arc<Timeline>,
     pub(super) next_job: AtomicU64,
     pub(super) next_seq: AtomicU64,
     pub(super) shutdown: AtomicBool,

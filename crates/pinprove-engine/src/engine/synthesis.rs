@@ -432,7 +432,15 @@ impl Inner {
         timings.budget_wait = t.elapsed().saturating_sub(load);
         timings.srs_load = load;
         self.metrics.observe(Phase::Admission, timings.budget_wait);
-        self.timeline.record(lane, Phase::Admission, t, label.clone());
+        // The load ran last, after the budget admitted the partition.
+        let now = Instant::now();
+        let loaded_from = now.checked_sub(load).unwrap_or(t).max(t);
+        self.timeline
+            .record_between(lane, Phase::Admission, t, loaded_from, label.clone());
+        if !load.is_zero() {
+            self.timeline
+                .record_between(lane, Phase::SrsLoad, loaded_from, now, job.circuit_id.clone());
+        }
 
         let t = Instant::now();
         ticket.enter(Phase::Synthesis);

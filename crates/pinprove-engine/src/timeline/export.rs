@@ -38,8 +38,9 @@ impl Timeline {
         serde_json::json!({ "traceEvents": events, "displayTimeUnit": "ms" }).to_string()
     }
 
-    /// An SVG chart: a row per lane, a bar per span coloured by phase, and
-    /// a line per sampled counter below.
+    /// An SVG chart: a time axis with ticks, a row per lane with a bar per
+    /// span coloured by phase, a legend of the phases drawn, and a line per
+    /// sampled counter below.
     pub fn svg(&self) -> String {
         let spans = self.spans();
         let samples = self.samples();
@@ -56,9 +57,15 @@ impl Timeline {
             m.entry(c.name.as_str()).or_insert_with(Vec::new).push(c);
             m
         });
+        let drawn: Vec<Phase> = DRAWN
+            .into_iter()
+            .filter(|p| spans.iter().any(|s| s.name == *p))
+            .collect();
         let (label_w, width, row_h) = (150.0, 1200.0, 22.0);
-        let counter_h = 60.0;
-        let height = 40.0 + row_h * lanes.len() as f64 + counter_h * counters.len() as f64 + 30.0;
+        let (counter_h, top) = (60.0, 46.0);
+        let lanes_bottom = top + row_h * lanes.len() as f64;
+        let counters_bottom = lanes_bottom + 10.0 + counter_h * counters.len() as f64;
+        let height = counters_bottom + 30.0 + if drawn.is_empty() { 0.0 } else { 24.0 };
         let x = |t: f64| label_w + (width - label_w - 10.0) * t / end;
         let mut svg = String::new();
         let _ = write!(
@@ -71,8 +78,27 @@ impl Timeline {
             r#"<text x="10" y="16" font-size="13">pinprove timeline, {:.3} s</text>"#,
             end
         );
+        // The time axis: a labelled tick every `step`, its line across every
+        // lane and counter.
+        let (step, decimals) = tick_step(end);
+        let ticks = (end / step).floor() as usize;
+        for k in 0..=ticks {
+            let t = step * k as f64;
+            let tx = x(t);
+            let _ = write!(
+                svg,
+                r##"<line x1="{tx:.2}" y1="{}" x2="{tx:.2}" y2="{counters_bottom}" stroke="#ddd"/>"##,
+                top - 4.0
+            );
+            for ty in [top - 7.0, counters_bottom + 14.0] {
+                let _ = write!(
+                    svg,
+                    r##"<text x="{tx:.2}" y="{ty}" text-anchor="middle" fill="#555">{t:.decimals$} s</text>"##
+                );
+            }
+        }
         for (i, lane) in lanes.iter().enumerate() {
-            let y = 30.0 + row_h * i as f64;
+            let y = top + row_h * i as f64;
             let _ = write!(svg, r#"<text x="10" y="{}">{}</text>"#, y + 14.0, escape(lane));
             let _ = write!(
                 svg,
@@ -84,7 +110,7 @@ impl Timeline {
         }
         for s in &spans {
             let i = lanes.iter().position(|l| *l == s.lane).unwrap_or(0);
-            let y = 30.0 + row_h * i as f64 + 3.0;
+            let y = top + row_h * i as f64 + 3.0;
             let (x0, x1) = (x(s.start.as_secs_f64()), x((s.start + s.duration).as_secs_f64()));
             let _ = write!(
                 svg,
@@ -97,7 +123,7 @@ impl Timeline {
                 s.duration.as_secs_f64() * 1e3
             );
         }
-        let mut y0 = 30.0 + row_h * lanes.len() as f64 + 10.0;
+        let mut y0 = lanes_bottom + 10.0;
         for (name, points) in &counters {
             let max = points.iter().map(|c| c.value).fold(f64::MIN_POSITIVE, f64::max);
             let path: Vec<String> = points
@@ -124,16 +150,36 @@ impl Timeline {
             );
             y0 += counter_h;
         }
-        let _ = write!(svg, r#"<text x="{label_w}" y="{}">0 s</text>"#, y0 + 15.0);
-        let _ = write!(
-            svg,
-            r#"<text x="{}" y="{}" text-anchor="end">{end:.3} s</text>"#,
-            width - 10.0,
-            y0 + 15.0
-        );
+        // The legend: one swatch per phase drawn.
+        let mut lx = label_w;
+        let ly = counters_bottom + 30.0;
+        for p in drawn {
+            let _ = write!(
+                svg,
+                r#"<rect x="{lx}" y="{}" width="12" height="12" fill="{}"/><text x="{}" y="{ly}">{p}</text>"#,
+                ly - 10.0,
+                colour(p),
+                lx + 16.0
+            );
+            lx += 24.0 + 7.0 * p.name().len() as f64;
+        }
         svg.push_str("</svg>");
         svg
     }
+}
+
+/// A tick step of 1, 2 or 5 times a power of ten giving about ten ticks over
+/// `end` seconds, and the decimals its labels need.
+pub(super) fn tick_step(end: f64) -> (f64, usize) {
+    let raw = end / 10.0;
+    let magnitude = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * magnitude)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * magnitude);
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    (step, decimals)
 }
 
 pub(super) fn lane_order(spans: &[Span]) -> Vec<String> {
@@ -153,14 +199,29 @@ pub(super) fn lane_order(spans: &[Span]) -> Vec<String> {
     lanes
 }
 
+/// The phases workers spend time in, in the legend's order (the waits are
+/// a partition's, not a worker's, and have no lane).
+const DRAWN: [Phase; 6] = [
+    Phase::Recording,
+    Phase::Admission,
+    Phase::SrsLoad,
+    Phase::Synthesis,
+    Phase::Start,
+    Phase::Finish,
+];
+
 fn colour(phase: Phase) -> &'static str {
     match phase {
-        Phase::Synthesis => "#4e79a7",
+        Phase::Recording => "#59a14f",
+        Phase::QueueWait => "#b07aa1",
         Phase::Admission => "#bab0ac",
         Phase::SrsLoad => "#9c755f",
+        Phase::Synthesis => "#4e79a7",
+        Phase::HandoffWait => "#edc948",
         Phase::Start => "#e15759",
+        Phase::FinishWait => "#ff9da7",
         Phase::Finish => "#f28e2b",
-        _ => "#76b7b2",
+        Phase::Total => "#76b7b2",
     }
 }
 

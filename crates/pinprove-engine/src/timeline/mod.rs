@@ -6,6 +6,7 @@
 pub mod analysis;
 mod export;
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -44,7 +45,7 @@ pub struct CounterSample {
 pub struct Timeline {
     origin: Instant,
     cap: usize,
-    inner: Mutex<(Vec<Span>, Vec<CounterSample>)>,
+    inner: Mutex<(VecDeque<Span>, VecDeque<CounterSample>)>,
 }
 
 impl Timeline {
@@ -53,7 +54,7 @@ impl Timeline {
         Timeline {
             origin: Instant::now(),
             cap,
-            inner: Mutex::new((Vec::new(), Vec::new())),
+            inner: Mutex::new((VecDeque::new(), VecDeque::new())),
         }
     }
 
@@ -64,18 +65,23 @@ impl Timeline {
 
     /// Records a span that started at `start` and ends now.
     pub fn record(&self, lane: &str, name: Phase, start: Instant, label: String) {
+        self.record_between(lane, name, start, Instant::now(), label);
+    }
+
+    /// Records a span from `start` to `end`.
+    pub fn record_between(&self, lane: &str, name: Phase, start: Instant, end: Instant, label: String) {
         let span = Span {
             lane: lane.to_string(),
             name,
             start: start.saturating_duration_since(self.origin),
-            duration: start.elapsed(),
+            duration: end.saturating_duration_since(start),
             label,
         };
         let mut g = self.inner.lock().recover();
         if g.0.len() >= self.cap {
-            g.0.remove(0);
+            g.0.pop_front();
         }
-        g.0.push(span);
+        g.0.push_back(span);
     }
 
     /// Records a counter sample taken now.
@@ -87,19 +93,19 @@ impl Timeline {
         };
         let mut g = self.inner.lock().recover();
         if g.1.len() >= self.cap {
-            g.1.remove(0);
+            g.1.pop_front();
         }
-        g.1.push(s);
+        g.1.push_back(s);
     }
 
     /// The spans recorded so far.
     pub fn spans(&self) -> Vec<Span> {
-        self.inner.lock().recover().0.clone()
+        self.inner.lock().recover().0.iter().cloned().collect()
     }
 
     /// The counter samples recorded so far.
     pub fn samples(&self) -> Vec<CounterSample> {
-        self.inner.lock().recover().1.clone()
+        self.inner.lock().recover().1.iter().cloned().collect()
     }
 }
 
@@ -152,6 +158,41 @@ mod tests {
                 "synth-10"
             ]
         );
+    }
+
+    #[test]
+    fn the_chart_has_a_time_axis_and_a_legend_of_the_phases_drawn() {
+        let t = Timeline::new(10);
+        let origin = t.origin();
+        let at = |ms: u64| origin + Duration::from_millis(ms);
+        t.record_between("precompiler", Phase::Recording, at(0), at(2_000), "porep-2k".into());
+        t.record_between("synth-0", Phase::Admission, at(100), at(300), "job-1/0".into());
+        t.record_between("synth-0", Phase::SrsLoad, at(300), at(1_300), "porep-2k".into());
+        t.record_between("synth-0", Phase::Synthesis, at(1_300), at(12_500), "job-1/0".into());
+        let spans = t.spans();
+        assert_eq!(spans[2].start, Duration::from_millis(300));
+        assert_eq!(spans[2].duration, Duration::from_secs(1));
+        let svg = t.svg();
+        // 12.5 s: a tick every 2 s, labelled at the top and the bottom.
+        for label in ["0 s", "2 s", "12 s"] {
+            assert_eq!(svg.matches(&format!(">{label}</text>")).count(), 2, "{label}: {svg}");
+        }
+        assert!(!svg.contains(">14 s<"));
+        // The legend names the phases drawn, and only those.
+        for drawn in ["recording", "admission", "srs_load", "synthesis"] {
+            assert!(svg.contains(&format!(">{drawn}</text>")), "{drawn}");
+        }
+        assert!(!svg.contains(">finish</text>"));
+        assert!(svg.contains(">precompiler</text>"));
+    }
+
+    #[test]
+    fn ticks_are_one_two_or_five_times_a_power_of_ten() {
+        assert_eq!(export::tick_step(12.5), (2.0, 0));
+        assert_eq!(export::tick_step(210.0), (50.0, 0));
+        assert_eq!(export::tick_step(0.8), (0.1, 1));
+        let (step, decimals) = export::tick_step(0.003);
+        assert!((step - 0.0005).abs() < 1e-12 && decimals == 4, "{step} {decimals}");
     }
 
     #[test]

@@ -301,7 +301,7 @@ fn timelines_and_metrics_describe_the_run() {
         .iter()
         .filter_map(|e| e["name"].as_str())
         .collect();
-    for phase in ["synthesis", "start", "finish", "admission", "thread_name"] {
+    for phase in ["synthesis", "start", "finish", "admission", "srs_load", "thread_name"] {
         assert!(names.contains(&phase), "{phase} missing");
     }
     assert!(engine.timeline().svg().contains("test0-worker-0"));

@@ -143,6 +143,18 @@ fn later_jobs_synthesize_from_the_recording_with_the_same_proofs() {
         assert_eq!((s.classic_partitions, s.precompiled_partitions), (1, 0), "{mix}");
         assert!(s.recording_bytes > 0);
         assert_eq!(engine.status().recordings_made, 1);
+        // The recording is drawn on the timeline, on a lane of its own.
+        let recorded: Vec<_> = engine
+            .timeline()
+            .spans()
+            .into_iter()
+            .filter(|sp| sp.name == pinprove_engine::Phase::Recording)
+            .collect();
+        assert_eq!(recorded.len(), 1, "{mix}: {recorded:?}");
+        assert_eq!(
+            (recorded[0].lane.as_str(), recorded[0].label.as_str()),
+            ("precompiler", &*shape.id())
+        );
 
         let seeds = [3, 4, 5];
         let pre = prove(&engine, &shape, &seeds);
