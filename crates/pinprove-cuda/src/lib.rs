@@ -17,6 +17,8 @@
 //!   time: a missing driver is an ordinary error).
 //! * [`NativeBackend`] — pinprove's own backend: h and the MSMs on the GPU;
 //!   [`SuprasealBackend`] — the supraseal-c2 reference backend (`cuda`).
+//! * [`base_tables`] — precomputed copies of an MSM's fixed bases and the
+//!   signed window digits that index them, with a CPU reference.
 //! * [`fault`] — CUDA errors sorted by what they leave of the device (the
 //!   backends' [`DeviceFault`](pinprove_groth16::DeviceFault)s); [`plan`] —
 //!   what fits in a device's memory.
@@ -24,6 +26,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod base_tables;
 mod config;
 mod device_queue;
 pub mod fault;

@@ -26,6 +26,8 @@
 
 use serde::Serialize;
 
+use crate::base_tables::TablePlan;
+
 /// Bytes of a G1 base (affine, uncompressed as the device reads it).
 pub(crate) const G1_BASE: u64 = 96;
 /// Bytes of a G2 base.
@@ -294,6 +296,22 @@ impl Plan {
         let proof = proof_bytes(sizes, true, (!self.bases_resident).then_some(self.window));
         elsewhere + self.held_bytes + matrices + proof + SLACK <= self.usable
     }
+
+    /// How the h query's bases (the largest MSM's) could be precomputed
+    /// (see [`base_tables`](crate::base_tables)) in what this plan leaves
+    /// free with `proofs` proofs on the device, windows of `window_bits`
+    /// bits: the resident bases are the first copy, the free memory holds
+    /// the others. `None` with streamed bases (there is no room for one
+    /// copy) or when `proofs` do not fit.
+    pub fn h_table(&self, sizes: &CircuitSizes, proofs: u64, window_bits: u32) -> Option<TablePlan> {
+        if !self.bases_resident || proofs > self.proofs_at_once {
+            return None;
+        }
+        let room = self.usable.saturating_sub(SLACK);
+        let free = room.saturating_sub(self.held_bytes + proofs * self.proof_bytes);
+        let h = sizes.bases[0] as u64;
+        TablePlan::for_memory(h, G1_BASE, window_bits, h * G1_BASE + free)
+    }
 }
 
 /// The windows a streamed MSM over `bases` bases passes through, as base
@@ -317,6 +335,28 @@ mod tests {
             bases: [(1 << 27) - 1, 130_169_893, 129_753_620, 33_112_282, 33_112_282],
             matrices,
         }
+    }
+
+    #[test]
+    fn the_memory_a_plan_leaves_free_holds_copies_of_the_h_bases() {
+        let s = porep_32g(Some(7_461_105_138));
+        let h_copy = s.bases[0] as u64 * G1_BASE;
+        // An H200's memory: the bases, the matrices and two proofs leave
+        // room for more copies; each extra copy is 12.9 GB.
+        let p = Plan::new(&s, 139 * GIB).unwrap();
+        let t = p.h_table(&s, 2, 16).unwrap();
+        let free = (139 * GIB - SLACK) - p.held_bytes - 2 * p.proof_bytes;
+        // The most copies that fit: one window fewer per copy would not.
+        assert!(u64::from(t.copies - 1) <= free / h_copy, "{t:?} with {free} bytes free");
+        let more = TablePlan::with_group(s.bases[0] as u64, G1_BASE, 16, t.group - 1);
+        assert!(more.table_bytes > h_copy + free, "{more:?} would fit too");
+        assert!(t.copies > 1 && t.copies < t.windows, "{t:?}");
+        assert_eq!(t.table_bytes, u64::from(t.copies) * h_copy);
+        // More proofs at once leave fewer copies; streamed bases none.
+        assert!(p.h_table(&s, p.proofs_at_once, 16).unwrap().copies <= t.copies);
+        assert_eq!(p.h_table(&s, p.proofs_at_once + 1, 16), None);
+        let streamed = Plan::new(&s, 15 * GIB).unwrap();
+        assert_eq!(streamed.h_table(&s, 1, 16), None);
     }
 
     #[test]
