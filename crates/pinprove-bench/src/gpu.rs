@@ -255,12 +255,7 @@ mod imp {
             let proved = (|| -> Result<bool, ProveError> {
                 let mut identical = true;
                 for (i, asg) in partitions.into_iter().enumerate() {
-                    let job = ProvingJob {
-                        srs: Arc::clone(srs),
-                        assignments: vec![asg],
-                        randomness: vec![rs()],
-                        urgent: false,
-                    };
+                    let job = ProvingJob::new(Arc::clone(srs), vec![asg], vec![rs()]);
                     in_flight.push_back(backend.start(job)?);
                     if i == 0 {
                         steady.0 = Instant::now();
@@ -359,12 +354,7 @@ mod imp {
         let hints = CapacityHints::in_memory();
         let job = |srs: &Arc<Srs>, layout| -> Result<ProvingJob> {
             let (asg, _) = synthesize(circuit.clone(), &circuit.id(), pool, &hints, layout, None)?;
-            Ok(ProvingJob {
-                srs: Arc::clone(srs),
-                assignments: vec![asg],
-                randomness: vec![rs],
-                urgent: false,
-            })
+            Ok(ProvingJob::new(Arc::clone(srs), vec![asg], vec![rs]))
         };
         let proof = gpu.prove(job(loaded, AbcLayout::Exact)?)?.remove(0);
         let on_gpu = proof.to_bytes();
@@ -405,12 +395,7 @@ mod imp {
         let rs = rs();
         let job = |srs: &Arc<Srs>| -> Result<ProvingJob> {
             let (asg, _) = synthesize(circuit.clone(), &circuit.id(), pinned, &hints, AbcLayout::Exact, None)?;
-            Ok(ProvingJob {
-                srs: Arc::clone(srs),
-                assignments: vec![asg],
-                randomness: vec![rs],
-                urgent: false,
-            })
+            Ok(ProvingJob::new(Arc::clone(srs), vec![asg], vec![rs]))
         };
         let mut times = Vec::new();
         let mut theirs = None;
@@ -612,12 +597,7 @@ mod imp {
                             let (up, ub) = upload_abc(&stream, &mut dev, &asg)?;
                             let t3 = Instant::now();
                             let proof = backend
-                                .prove(ProvingJob {
-                                    srs: Arc::clone(&srs),
-                                    assignments: vec![asg],
-                                    randomness: vec![rs()],
-                                    urgent: false,
-                                })?
+                                .prove(ProvingJob::new(Arc::clone(&srs), vec![asg], vec![rs()]))?
                                 .remove(0);
                             let t4 = Instant::now();
                             // Every proof of the case, warm-ups too, against the reference.

@@ -148,12 +148,7 @@ fn measure(
         let t0 = Instant::now();
         let (asg, _) = synthesize(circuit.clone(), &id, pool, &hints, layout, None)?;
         let t1 = Instant::now();
-        let started = backend.start(ProvingJob {
-            srs: Arc::clone(srs),
-            assignments: vec![asg],
-            randomness: vec![(r, s)],
-            urgent: false,
-        })?;
+        let started = backend.start(ProvingJob::new(Arc::clone(srs), vec![asg], vec![(r, s)]))?;
         let t2 = Instant::now();
         let proof = started.finish()?.remove(0).to_bytes();
         let t3 = Instant::now();

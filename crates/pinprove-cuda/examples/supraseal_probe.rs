@@ -62,12 +62,11 @@ fn main() {
         _ => {
             let gpu = pinprove_cuda::SuprasealBackend::new().unwrap();
             let srs = Arc::new(Srs::read_file_header(&path).unwrap());
-            gpu.prove(ProvingJob {
+            gpu.prove(ProvingJob::new(
                 srs,
-                assignments: vec![asg],
-                randomness: vec![(Scalar::from(3u64), Scalar::from(5u64))],
-                urgent: false,
-            })
+                vec![asg],
+                vec![(Scalar::from(3u64), Scalar::from(5u64))],
+            ))
             .unwrap();
             eprintln!("backend proof done {:?}", t.elapsed());
         }

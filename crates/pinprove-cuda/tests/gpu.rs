@@ -131,12 +131,7 @@ fn prove(
     let layout = backend.capabilities().abc_layout;
     let (asg, _) = synthesize(c.clone(), &c.id(), pool, &hints, layout, None).unwrap();
     backend
-        .prove(ProvingJob {
-            srs: Arc::clone(srs),
-            assignments: vec![asg],
-            randomness: vec![rs],
-            urgent: false,
-        })
+        .prove(ProvingJob::new(Arc::clone(srs), vec![asg], vec![rs]))
         .unwrap()
         .remove(0)
 }
@@ -354,12 +349,7 @@ fn supraseal_errors_are_values() {
     let hints = CapacityHints::in_memory();
     let (asg, _) = synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
     let err = gpu
-        .prove(ProvingJob {
-            srs: in_memory,
-            assignments: vec![asg],
-            randomness: vec![(Scalar::ONE, Scalar::ONE)],
-            urgent: false,
-        })
+        .prove(ProvingJob::new(in_memory, vec![asg], vec![(Scalar::ONE, Scalar::ONE)]))
         .unwrap_err();
     assert!(matches!(err, ProveError::Backend { .. }), "{err}");
     // A missing file.
@@ -469,12 +459,7 @@ fn native_proofs_from_device_computed_a_b_c_equal_the_classic_proofs() {
         drop(bytes);
         gpu.prepare_srs(&srs).unwrap();
         let rs = (Scalar::random(&mut rng), Scalar::random(&mut rng));
-        let job = |asg| ProvingJob {
-            srs: Arc::clone(&srs),
-            assignments: vec![asg],
-            randomness: vec![rs],
-            urgent: false,
-        };
+        let job = |asg| ProvingJob::new(Arc::clone(&srs), vec![asg], vec![rs]);
         let classic = gpu.prove(job(want)).unwrap().remove(0);
         let from_device = gpu.prove(job(pending)).unwrap().remove(0);
         let phases = gpu.last_phases().unwrap();

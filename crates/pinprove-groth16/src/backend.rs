@@ -7,6 +7,7 @@ use crate::{AbcLayout, BackendHint, CapacityHint, Proof, ProveError, ProvingAssi
 
 /// One or more synthesized circuits sharing one SRS, with the blinding
 /// factors (r, s) of each proof.
+#[non_exhaustive]
 pub struct ProvingJob {
     /// The parameters all circuits are proved with.
     pub srs: Arc<Srs>,
@@ -18,6 +19,26 @@ pub struct ProvingJob {
     /// backend that queues proofs on a device lets this one go ahead of
     /// background proofs waiting there.
     pub urgent: bool,
+}
+
+impl ProvingJob {
+    /// A job proving `assignments` (all of one circuit's shape) with `srs`,
+    /// one (r, s) pair per assignment, not urgent. New fields get defaults
+    /// here, so a caller's code keeps compiling as the job grows.
+    pub fn new(srs: Arc<Srs>, assignments: Vec<ProvingAssignment>, randomness: Vec<(Scalar, Scalar)>) -> Self {
+        ProvingJob {
+            srs,
+            assignments,
+            randomness,
+            urgent: false,
+        }
+    }
+
+    /// The same job, urgent or not (see [`ProvingJob::urgent`]).
+    pub fn with_urgent(mut self, urgent: bool) -> Self {
+        self.urgent = urgent;
+        self
+    }
 }
 
 /// What a backend can do, so the engine can plan around it.

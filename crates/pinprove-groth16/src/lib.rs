@@ -15,6 +15,47 @@
 //! Proofs are byte-identical to `bellperson::groth16::create_proof` for the
 //! same circuit, parameters, r and s: the arithmetic is exact, so any correct
 //! evaluation gives the same group elements.
+//!
+//! # Example
+//!
+//! Parameters, synthesis, a proof, and bellperson's verifier accepting it:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
+//! use pinprove_groth16::setup::{self, ToxicWaste};
+//! use pinprove_groth16::{AbcLayout, Backend, CapacityHints, CpuBackend, ProvingJob, Scalar, Srs, Validation, synthesize};
+//! use pinprove_mem::{HeapAllocator, MemoryBudget, PinnedPool, PoolConfig};
+//! use rand_chacha::ChaCha8Rng;
+//! use rand_core::SeedableRng;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // One budget for everything large; pool buffers come out of it.
+//! let pool = PinnedPool::new(Arc::new(HeapAllocator::default()), MemoryBudget::new(1 << 30), PoolConfig::default());
+//! let circuit = BenchCircuit::new(1 << 10, WitnessMix::Bits)?;
+//!
+//! // Parameters from a one-party setup (tests and benchmarks; real ones
+//! // come from a ceremony), in bellperson's file format.
+//! let mut file = Vec::new();
+//! let waste = ToxicWaste::random(&mut ChaCha8Rng::seed_from_u64(1));
+//! setup::generate(circuit.clone(), &waste, &mut file, &|_| {})?;
+//! let srs = Arc::new(Srs::from_bytes(&file, &pool, Validation::OnCurve)?);
+//!
+//! // Synthesis into pool buffers, then the proof.
+//! let hints = CapacityHints::in_memory();
+//! let (assignment, _) = synthesize(circuit.clone(), &circuit.id(), &pool, &hints, AbcLayout::PaddedToDomain, None)?;
+//! let job = ProvingJob::new(srs, vec![assignment], vec![(Scalar::from(3u64), Scalar::from(5u64))]);
+//! let proof = CpuBackend::new(Arc::clone(&pool)).prove(job)?.remove(0);
+//!
+//! // Checked by the reference verifier.
+//! let vk = bellperson::groth16::VerifyingKey::<blstrs::Bls12>::read(&file[..])?;
+//! let theirs = bellperson::groth16::Proof::<blstrs::Bls12>::read(&proof.to_bytes()[..])?;
+//! let pvk = bellperson::groth16::prepare_verifying_key(&vk);
+//! assert!(bellperson::groth16::verify_proof(&pvk, &theirs, &circuit.public_inputs())?);
+//! # Ok(())
+//! # }
+//! ```
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]

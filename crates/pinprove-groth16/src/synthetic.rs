@@ -455,12 +455,11 @@ mod tests {
         assert_eq!(g, (G1Projective::generator() * Scalar::from(42u64)).to_affine());
         // The CPU backend accepts them (the proof itself does not verify).
         let proofs = crate::CpuBackend::new(Arc::clone(&pool))
-            .prove(crate::ProvingJob {
+            .prove(crate::ProvingJob::new(
                 srs,
-                assignments: vec![asg],
-                randomness: vec![(Scalar::from(1u64), Scalar::from(2u64))],
-                urgent: false,
-            })
+                vec![asg],
+                vec![(Scalar::from(1u64), Scalar::from(2u64))],
+            ))
             .unwrap();
         assert_eq!(proofs.len(), 1);
     }

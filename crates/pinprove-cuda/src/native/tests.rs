@@ -242,12 +242,14 @@ fn start_synthesized(
     asg: pinprove_groth16::ProvingAssignment,
     urgent: bool,
 ) -> Result<Box<dyn StartedProof>, ProveError> {
-    backend.start(ProvingJob {
-        srs: Arc::clone(srs),
-        assignments: vec![asg],
-        randomness: vec![(Scalar::from(3u64), Scalar::from(4u64))],
-        urgent,
-    })
+    backend.start(
+        ProvingJob::new(
+            Arc::clone(srs),
+            vec![asg],
+            vec![(Scalar::from(3u64), Scalar::from(4u64))],
+        )
+        .with_urgent(urgent),
+    )
 }
 
 fn prove_bytes(
@@ -371,12 +373,11 @@ fn a_faulting_kernel_loses_the_device_and_nothing_else() {
         }
         // The next proof meets the fault.
         let next = gpu
-            .start(ProvingJob {
-                srs: Arc::clone(&srs),
-                assignments: vec![asg],
-                randomness: vec![(Scalar::from(3u64), Scalar::from(4u64))],
-                urgent: false,
-            })
+            .start(ProvingJob::new(
+                Arc::clone(&srs),
+                vec![asg],
+                vec![(Scalar::from(3u64), Scalar::from(4u64))],
+            ))
             .and_then(|p| p.finish())
             .map(|p| p[0].to_bytes().to_vec());
         assert!(
@@ -720,12 +721,11 @@ fn later_proofs_of_a_circuit_type_find_their_preparation_buffers_warm() {
     let hints = pinprove_groth16::CapacityHints::in_memory();
     let prove = || -> Vec<u8> {
         let (asg, _) = pinprove_groth16::synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
-        gpu.start(ProvingJob {
-            srs: Arc::clone(&srs),
-            assignments: vec![asg],
-            randomness: vec![(Scalar::from(3u64), Scalar::from(4u64))],
-            urgent: false,
-        })
+        gpu.start(ProvingJob::new(
+            Arc::clone(&srs),
+            vec![asg],
+            vec![(Scalar::from(3u64), Scalar::from(4u64))],
+        ))
         .unwrap()
         .finish()
         .unwrap()

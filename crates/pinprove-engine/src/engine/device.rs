@@ -80,12 +80,10 @@ impl Inner {
         let t = Instant::now();
         let started =
             tracing::info_span!(parent: &flight.span, Phase::Start.name(), device = %dev.name).in_scope(|| {
-                dev.backend.start(ProvingJob {
-                    srs: Arc::clone(&flight.srs),
-                    assignments: vec![assignment],
-                    randomness: vec![flight.randomness],
-                    urgent: job.priority.is_urgent(),
-                })
+                dev.backend.start(
+                    ProvingJob::new(Arc::clone(&flight.srs), vec![assignment], vec![flight.randomness])
+                        .with_urgent(job.priority.is_urgent()),
+                )
             });
         let took = t.elapsed();
         dev.busy_nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);

@@ -67,12 +67,7 @@ pub fn our_proof<C: Circuit<Scalar>>(
 ) -> Proof {
     let backend = CpuBackend::new(Arc::clone(pool));
     let (asg, _) = synthesize(circuit, id, pool, hints, AbcLayout::PaddedToDomain, None).expect("synthesis");
-    let job = ProvingJob {
-        srs: Arc::clone(srs),
-        assignments: vec![asg],
-        randomness: vec![(r, s)],
-        urgent: false,
-    };
+    let job = ProvingJob::new(Arc::clone(srs), vec![asg], vec![(r, s)]);
     let mut proofs = backend.prove(job).expect("proof");
     proofs.pop().unwrap()
 }

@@ -94,12 +94,7 @@ fn parts_synthesize_in_parallel_to_the_sequential_assignment_and_proof() {
     )
     .unwrap();
     let proof = CpuBackend::new(Arc::clone(&pool))
-        .prove(ProvingJob {
-            srs,
-            assignments: vec![asg],
-            randomness: vec![(r, s)],
-            urgent: false,
-        })
+        .prove(ProvingJob::new(srs, vec![asg], vec![(r, s)]))
         .unwrap()
         .remove(0);
     assert_eq!(proof.to_bytes().to_vec(), reference_proof(whole.clone(), &params, r, s));

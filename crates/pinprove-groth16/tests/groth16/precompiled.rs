@@ -40,12 +40,7 @@ fn classic<C: Circuit<Scalar>>(c: C, id: &str, pool: &Arc<PinnedPool>, layout: A
 }
 
 fn prove(pool: &Arc<PinnedPool>, srs: &Arc<Srs>, asg: ProvingAssignment, r: Scalar, s: Scalar) -> Proof {
-    let job = ProvingJob {
-        srs: Arc::clone(srs),
-        assignments: vec![asg],
-        randomness: vec![(r, s)],
-        urgent: false,
-    };
+    let job = ProvingJob::new(Arc::clone(srs), vec![asg], vec![(r, s)]);
     CpuBackend::new(Arc::clone(pool)).prove(job).unwrap().pop().unwrap()
 }
 

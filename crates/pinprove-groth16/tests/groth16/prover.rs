@@ -160,12 +160,7 @@ fn a_stale_hint_costs_a_spill_but_never_a_proof() {
     assert_eq!(hints.get(&c.id()).unwrap().constraints, 5000);
     let backend = CpuBackend::new(Arc::clone(&pool));
     let proof = backend
-        .prove(ProvingJob {
-            srs,
-            assignments: vec![asg],
-            randomness: vec![(r, s)],
-            urgent: false,
-        })
+        .prove(ProvingJob::new(srs, vec![asg], vec![(r, s)]))
         .unwrap()
         .remove(0);
     assert_eq!(proof.to_bytes().to_vec(), reference_proof(c.clone(), &params, r, s));
@@ -182,12 +177,11 @@ fn start_releases_abc_to_the_pool() {
     let abc = 3 * 32 * (1 << 12) as u64;
     let backend = CpuBackend::new(Arc::clone(&pool));
     let started = backend
-        .start(ProvingJob {
-            srs: Arc::clone(&srs),
-            assignments: vec![asg],
-            randomness: vec![(Scalar::ONE, Scalar::ONE)],
-            urgent: false,
-        })
+        .start(ProvingJob::new(
+            Arc::clone(&srs),
+            vec![asg],
+            vec![(Scalar::ONE, Scalar::ONE)],
+        ))
         .unwrap();
     let held_after = pool.stats().checked_out_bytes;
     // a/b/c are back; only h's scalars (one vector) were taken meanwhile.
@@ -220,12 +214,7 @@ fn batches_prove_each_circuit_like_bellperson() {
         })
         .collect();
     let proofs = CpuBackend::new(Arc::clone(&pool))
-        .prove(ProvingJob {
-            srs,
-            assignments,
-            randomness: randomness.clone(),
-            urgent: false,
-        })
+        .prove(ProvingJob::new(srs, assignments, randomness.clone()))
         .unwrap();
     for ((c, (r, s)), proof) in circuits.iter().zip(randomness).zip(&proofs) {
         assert_eq!(proof.to_bytes().to_vec(), reference_proof(c.clone(), &params, r, s));
@@ -250,12 +239,7 @@ fn parameters_of_another_circuit_are_a_clear_error() {
     )
     .unwrap();
     let err = CpuBackend::new(Arc::clone(&pool))
-        .prove(ProvingJob {
-            srs,
-            assignments: vec![asg],
-            randomness: vec![(Scalar::ONE, Scalar::ONE)],
-            urgent: false,
-        })
+        .prove(ProvingJob::new(srs, vec![asg], vec![(Scalar::ONE, Scalar::ONE)]))
         .unwrap_err();
     assert!(matches!(err, ProveError::ParamsMismatch { .. }), "{err}");
     assert!(err.to_string().contains("do not match the circuit"), "{err}");
@@ -268,30 +252,15 @@ fn malformed_jobs_are_errors() {
     let c = BenchCircuit::new(300, WitnessMix::Random).unwrap();
     let (_p, srs) = params(c.clone(), &pool, 1);
     let backend = CpuBackend::new(Arc::clone(&pool));
-    let empty = backend.prove(ProvingJob {
-        srs: Arc::clone(&srs),
-        assignments: vec![],
-        randomness: vec![],
-        urgent: false,
-    });
+    let empty = backend.prove(ProvingJob::new(Arc::clone(&srs), vec![], vec![]));
     assert!(matches!(empty, Err(ProveError::EmptyBatch)));
     let (asg, _) = synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
-    let missing_rs = backend.prove(ProvingJob {
-        srs: Arc::clone(&srs),
-        assignments: vec![asg],
-        randomness: vec![],
-        urgent: false,
-    });
+    let missing_rs = backend.prove(ProvingJob::new(Arc::clone(&srs), vec![asg], vec![]));
     assert!(matches!(missing_rs, Err(ProveError::RandomnessCount { .. })));
     let (a1, _) = synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
     let d = BenchCircuit::new(301, WitnessMix::Random).unwrap();
     let (a2, _) = synthesize(d.clone(), &d.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
-    let mixed = backend.prove(ProvingJob {
-        srs,
-        assignments: vec![a1, a2],
-        randomness: vec![(Scalar::ONE, Scalar::ONE); 2],
-        urgent: false,
-    });
+    let mixed = backend.prove(ProvingJob::new(srs, vec![a1, a2], vec![(Scalar::ONE, Scalar::ONE); 2]));
     assert!(matches!(mixed, Err(ProveError::BatchShapeMismatch { index: 1, .. })));
 }
 
