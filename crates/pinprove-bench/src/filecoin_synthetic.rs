@@ -22,7 +22,7 @@ use pinprove_engine::timeline::analysis::Utilization;
 use pinprove_engine::{EngineConfig, JobOutcome, PartitionResult, Phase, SynthesisContext};
 use pinprove_filecoin::shapes::ShapeCache;
 use pinprove_filecoin::synthetic;
-use pinprove_filecoin::{FilecoinOptions, FilecoinProver, ParamCache, ProofKind, Submission};
+use pinprove_filecoin::{FilecoinProver, ParamCache, ProofKind, Submission};
 use pinprove_groth16::Scalar;
 use pinprove_mem::{BudgetConfig, sys};
 use serde::Serialize;
@@ -453,18 +453,14 @@ pub fn measure(
         precompiled,
         ..defaults
     })?;
-    let prover = FilecoinProver::new(
+    let prover = FilecoinProver::for_synthetic_inputs(
         Arc::new(engine),
         ParamCache::from_env(),
-        FilecoinOptions {
-            synthetic_inputs: true,
-            shape_cache: Some(ShapeCache::new(
-                args.shape_cache
-                    .clone()
-                    .unwrap_or_else(pinprove::params_cache::pinprove_cache_dir),
-            )),
-            ..FilecoinOptions::default()
-        },
+        Some(ShapeCache::new(
+            args.shape_cache
+                .clone()
+                .unwrap_or_else(pinprove::params_cache::pinprove_cache_dir),
+        )),
     );
     let engine = Arc::clone(prover.engine());
     let circuit = pinprove_filecoin::kind::circuit_id(kind, sector_size)?;

@@ -74,23 +74,22 @@ pub struct FilecoinOptions {
     /// Verify every proof before it is returned (default): a proof that does
     /// not verify is a failed job, never a result.
     pub verify: bool,
-    /// The requests are [`synthetic`](crate::synthetic) (benchmarks at
-    /// production size): their vanilla proofs are not checked and their
-    /// proofs not verified, since neither can pass. Never for real work.
-    pub synthetic_inputs: bool,
-    /// Where the shapes counted for synthetic parameters persist (none:
-    /// counted in every process).
-    pub shape_cache: Option<crate::shapes::ShapeCache>,
 }
 
 impl Default for FilecoinOptions {
     fn default() -> Self {
-        FilecoinOptions {
-            verify: true,
-            synthetic_inputs: false,
-            shape_cache: None,
-        }
+        FilecoinOptions { verify: true }
     }
+}
+
+/// What the requests a prover takes are.
+enum Inputs {
+    /// Curio's: checked, proved with real parameters, verified.
+    Real,
+    /// [`synthetic`](crate::synthetic) ones (see
+    /// [`FilecoinProver::for_synthetic_inputs`]), with the shapes counted
+    /// for their parameters kept in the cache when there is one.
+    Synthetic(Option<crate::shapes::ShapeCache>),
 }
 
 /// What preparing a request checks beyond its form.
@@ -112,6 +111,7 @@ pub struct FilecoinProver {
     engine: Arc<Engine>,
     params: ParamCache,
     options: FilecoinOptions,
+    inputs: Inputs,
     registered: Mutex<HashMap<String, Arc<Registered>>>,
     /// One generation at a time per process (each takes minutes and most
     /// of the machine).
@@ -198,14 +198,47 @@ pub struct Proved {
 impl FilecoinProver {
     /// A prover proving on `engine`, with parameters from `params`.
     pub fn new(engine: Arc<Engine>, params: ParamCache, options: FilecoinOptions) -> FilecoinProver {
+        FilecoinProver::with_inputs(engine, params, options, Inputs::Real)
+    }
+
+    /// A prover of [`synthetic`](crate::synthetic) requests, for benchmarks
+    /// at production size: parameters of the real shape made from each
+    /// circuit's shape (counted once, and kept in `shape_cache` across
+    /// processes when given), vanilla proofs not checked and proofs not
+    /// verified, since neither can pass. Never for real work.
+    pub fn for_synthetic_inputs(
+        engine: Arc<Engine>,
+        params: ParamCache,
+        shape_cache: Option<crate::shapes::ShapeCache>,
+    ) -> FilecoinProver {
+        FilecoinProver::with_inputs(
+            engine,
+            params,
+            FilecoinOptions::default(),
+            Inputs::Synthetic(shape_cache),
+        )
+    }
+
+    fn with_inputs(
+        engine: Arc<Engine>,
+        params: ParamCache,
+        options: FilecoinOptions,
+        inputs: Inputs,
+    ) -> FilecoinProver {
         FilecoinProver {
             engine,
             params,
             options,
+            inputs,
             registered: Mutex::new(HashMap::new()),
             generating: Mutex::new(()),
             inner_product: Mutex::new(None),
         }
+    }
+
+    /// Whether its requests are synthetic.
+    fn synthetic(&self) -> bool {
+        matches!(self.inputs, Inputs::Synthetic(_))
     }
 
     /// The engine.
@@ -233,8 +266,8 @@ impl FilecoinProver {
             return Ok(Arc::clone(r));
         }
         let id = circuit.circuit_id.clone();
-        let params = if self.options.synthetic_inputs {
-            let cached = self.options.shape_cache.as_ref().and_then(|c| c.get(&id));
+        let params = if let Inputs::Synthetic(shape_cache) = &self.inputs {
+            let cached = shape_cache.as_ref().and_then(|c| c.get(&id));
             let shape = match cached {
                 Some(shape) => shape,
                 None => {
@@ -242,7 +275,7 @@ impl FilecoinProver {
                         circuit_id: id.clone(),
                         source,
                     })?;
-                    if let Some(c) = &self.options.shape_cache {
+                    if let Some(c) = shape_cache {
                         c.record(&id, shape);
                     }
                     shape
@@ -282,7 +315,7 @@ impl FilecoinProver {
     /// parameters are touched); the circuits are big for big sectors.
     pub fn prepare(&self, req: &ProofRequest) -> Result<PreparedProof, FilecoinError> {
         let checks = Checks {
-            vanilla: !self.options.synthetic_inputs,
+            vanilla: !self.synthetic(),
         };
         let prepared = match req.kind {
             ProofKind::PoRep => porep::prepare(req, checks)?,
@@ -356,7 +389,7 @@ impl FilecoinProver {
         for r in &results {
             proof.extend_from_slice(&r.proof.to_bytes());
         }
-        let verify = self.options.verify && !self.options.synthetic_inputs;
+        let verify = self.options.verify && !self.synthetic();
         let mut verification = if verify {
             let t = Instant::now();
             self.verify(sub, &proof)?;

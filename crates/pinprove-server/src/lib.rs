@@ -189,7 +189,6 @@ impl Daemon {
                 .with_generation(config.filecoin.generate_parameters),
             FilecoinOptions {
                 verify: config.filecoin.verify,
-                ..FilecoinOptions::default()
             },
         ));
         if !config.filecoin.verify {

@@ -7,8 +7,8 @@
 //! circuits run their real witness computation on them at full size, so
 //! constraint counts, densities and timings are those of production
 //! proofs; the proofs themselves do not verify (nothing ties the values
-//! together), and a prover given them must be told so
-//! ([`FilecoinOptions::synthetic_inputs`](crate::FilecoinOptions)).
+//! together), and a prover given them must be made for them
+//! ([`FilecoinProver::for_synthetic_inputs`](crate::FilecoinProver::for_synthetic_inputs)).
 
 mod porep;
 mod post;

@@ -20,6 +20,17 @@ pub fn prover(budget: u64) -> FilecoinProver {
 
 /// [`prover`] with `options`.
 pub fn prover_with(budget: u64, options: FilecoinOptions) -> FilecoinProver {
+    FilecoinProver::new(engine(budget), ParamCache::from_env(), options)
+}
+
+/// A prover of synthetic requests (see `pinprove_filecoin::synthetic`)
+/// over a fresh CPU engine.
+pub fn synthetic_prover(budget: u64) -> FilecoinProver {
+    FilecoinProver::for_synthetic_inputs(engine(budget), ParamCache::from_env(), None)
+}
+
+/// A fresh CPU engine over an independent accountant of `budget` bytes.
+fn engine(budget: u64) -> Arc<Engine> {
     let stack = Stack::build(&StackConfig {
         backend: BackendKind::Cpu,
         budget: BudgetConfig::Fixed(budget),
@@ -32,7 +43,7 @@ pub fn prover_with(budget: u64, options: FilecoinOptions) -> FilecoinProver {
             ..EngineConfig::default()
         })
         .unwrap();
-    FilecoinProver::new(Arc::new(engine), ParamCache::from_env(), options)
+    Arc::new(engine)
 }
 
 pub fn temp_dir(name: &str) -> PathBuf {

@@ -3,9 +3,9 @@
 //! every kind's circuits build from them.
 
 use crate::common::*;
+use pinprove_filecoin::ProofKind;
 use pinprove_filecoin::kind::circuit_id;
 use pinprove_filecoin::synthetic::{self, circuit_shape};
-use pinprove_filecoin::{FilecoinOptions, ProofKind};
 use pinprove_groth16::Srs;
 
 #[test]
@@ -26,13 +26,7 @@ fn blank_shapes_are_the_shapes_of_the_generated_parameters() {
 
 #[test]
 fn synthetic_requests_prove_through_the_engine_with_synthetic_parameters() {
-    let prover = prover_with(
-        8 << 30,
-        FilecoinOptions {
-            synthetic_inputs: true,
-            ..FilecoinOptions::default()
-        },
-    );
+    let prover = synthetic_prover(8 << 30);
     for (kind, seed) in [
         (ProofKind::WinningPoSt, 1),
         (ProofKind::WindowPoSt, 2),
@@ -64,13 +58,7 @@ fn synthetic_requests_prove_through_the_engine_with_synthetic_parameters() {
 
 #[test]
 fn production_size_synthetic_requests_build_every_partition() {
-    let prover = prover_with(
-        8 << 30,
-        FilecoinOptions {
-            synthetic_inputs: true,
-            ..FilecoinOptions::default()
-        },
-    );
+    let prover = synthetic_prover(8 << 30);
     for (kind, partitions) in [
         (ProofKind::WinningPoSt, 1),
         (ProofKind::WindowPoSt, 1),

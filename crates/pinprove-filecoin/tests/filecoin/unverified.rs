@@ -103,10 +103,7 @@ fn a_proof_that_does_not_verify_fails_its_job_and_the_engine_keeps_serving() {
     // With verification switched off the spoiled bytes are returned, and
     // filecoin-proofs' verifier rejects them: the check above is what kept
     // them from the caller.
-    let unchecked = spoiling_prover(FilecoinOptions {
-        verify: false,
-        ..FilecoinOptions::default()
-    });
+    let unchecked = spoiling_prover(FilecoinOptions { verify: false });
     let proved = unchecked.prove(&req).unwrap();
     assert!(proved.verification.is_none());
     assert!(!sector.verify_winning_post(randomness, &proved.proof).unwrap());
