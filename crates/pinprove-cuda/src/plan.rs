@@ -385,7 +385,7 @@ mod tests {
             assert!(p.held_bytes + p.proof_bytes + SLACK <= cap * GIB, "{cap} GiB: {p:?}");
             assert!(p.proofs_at_once >= 1, "{cap} GiB: {p:?}");
         }
-        // An 80 GB card keeps both, as measured (21.8 s per proof).
+        // An 80 GB card keeps both (the H100 run in docs/benchmarks.md).
         let p = Plan::new(&porep_32g(Some(7_461_105_138)), 78 * GIB).unwrap();
         assert!(p.bases_resident && p.matrices_on_device, "{p:?}");
     }
