@@ -415,7 +415,10 @@ pub fn pool(
 ) -> Result<Arc<PinnedPool>, AssemblyError> {
     let allocator: Arc<dyn HostAllocator> = match memory {
         PoolMemory::Auto => pinned(pinning).unwrap_or_else(|e| {
-            tracing::warn!("{e}; pool buffers use pageable heap memory");
+            // Worth a warning only where pinned memory was expected.
+            if pinprove_cuda::BUILT_WITH_CUDA {
+                tracing::warn!("{e}; pool buffers use pageable heap memory");
+            }
             Arc::new(HeapAllocator::default())
         }),
         PoolMemory::Heap => Arc::new(HeapAllocator::default()),
