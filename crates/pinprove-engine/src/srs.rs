@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use pinprove_groth16::synthetic::CircuitShape;
-use pinprove_groth16::{Backend, CapacityHint, CapacityHints, QueryLengths, Srs, Validation};
+use pinprove_groth16::{Backend, CapacityHint, CapacityHints, QueryLengths, Srs, Validation, VerifyingKey};
 use pinprove_mem::{Evictor, MemoryBudget, PinnedPool, Reservation};
 use serde::Serialize;
 
@@ -100,6 +100,9 @@ impl SrsSource {
 pub struct SrsRegistry {
     sources: Mutex<HashMap<String, SrsSource>>,
     loaded: Mutex<HashMap<String, Entry>>,
+    /// Each circuit type's verifying key once read (a few hundred bytes,
+    /// kept after its SRS is evicted: its proofs are verified after that).
+    verifying_keys: Mutex<HashMap<String, Arc<VerifyingKey>>>,
     /// One load at a time: two partitions of a new type load it once.
     loading: Mutex<()>,
     /// Circuit types an admission is being sized to load (see
@@ -126,6 +129,7 @@ impl SrsRegistry {
         let r = Arc::new(SrsRegistry {
             sources: Mutex::new(HashMap::new()),
             loaded: Mutex::new(HashMap::new()),
+            verifying_keys: Mutex::new(HashMap::new()),
             loading: Mutex::new(()),
             claims: Mutex::new(HashSet::new()),
             claim_released: Condvar::new(),
@@ -174,6 +178,25 @@ impl SrsRegistry {
         }
         let header = self.source(circuit_id)?.header()?;
         Ok((shape_of(&header), *header.lengths()))
+    }
+
+    /// The verifying key of `circuit_id`: the one its SRS was loaded with,
+    /// or, for a type not loaded yet, read once from its parameters'
+    /// header.
+    pub fn verifying_key(&self, circuit_id: &str) -> Result<Arc<VerifyingKey>, EngineError> {
+        if let Some(vk) = self.verifying_keys.lock().recover().get(circuit_id) {
+            return Ok(Arc::clone(vk));
+        }
+        let vk = match self.loaded().get(circuit_id) {
+            Some(e) => e.srs.vk().clone(),
+            None => self.source(circuit_id)?.header()?.vk().clone(),
+        };
+        Ok(self.keep_verifying_key(circuit_id, vk))
+    }
+
+    fn keep_verifying_key(&self, circuit_id: &str, vk: VerifyingKey) -> Arc<VerifyingKey> {
+        let mut vks = self.verifying_keys.lock().recover();
+        Arc::clone(vks.entry(circuit_id.to_string()).or_insert_with(|| Arc::new(vk)))
     }
 
     /// Whether the SRS of `circuit_id` is loaded now.
@@ -330,6 +353,7 @@ impl SrsRegistry {
             );
         }
         let load_time = started.elapsed();
+        self.keep_verifying_key(circuit_id, srs.vk().clone());
         let bytes = srs.memory_bytes() + own;
         let srs = Arc::new(srs);
         tracing::info!(

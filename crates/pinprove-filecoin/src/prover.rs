@@ -12,13 +12,10 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::BufReader;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-
-use anyhow::Context;
 
 use bellperson::groth16::{self, PreparedVerifyingKey};
 use blstrs::Bls12;
@@ -389,17 +386,19 @@ impl FilecoinProver {
         for r in &results {
             proof.extend_from_slice(&r.proof.to_bytes());
         }
+        // The points as the prover made them: nothing to parse back.
+        let proofs: Vec<groth16::Proof<Bls12>> = results.iter().map(|r| to_bellperson(&r.proof)).collect();
         let verify = self.options.verify && !self.synthetic();
         let mut verification = if verify {
             let t = Instant::now();
-            self.verify(sub, &proof)?;
+            self.verify(sub, &proofs)?;
             Some(t.elapsed())
         } else {
             None
         };
         let mut aggregation = None;
         if let Some(agg) = &sub.aggregation {
-            let (aggregate, took, checked) = self.aggregate(sub, agg, &proof, verify)?;
+            let (aggregate, took, checked) = self.aggregate(sub, agg, proofs, verify)?;
             proof = aggregate;
             aggregation = Some(took);
             verification = verification.zip(checked).map(|(a, b)| a + b);
@@ -413,21 +412,20 @@ impl FilecoinProver {
         })
     }
 
-    /// The aggregate of a non-interactive PoRep's partition proofs (192
-    /// bytes each, in order), the time it took, and the time its check took
-    /// (when `verify`).
+    /// The aggregate of a non-interactive PoRep's partition proofs (in
+    /// order), the time it took, and the time its check took (when
+    /// `verify`).
     fn aggregate(
         &self,
         sub: &Submission,
         agg: &Aggregation,
-        partition_proofs: &[u8],
+        partition_proofs: Vec<groth16::Proof<Bls12>>,
         verify: bool,
     ) -> Result<(Vec<u8>, Duration, Option<Duration>), FilecoinError> {
         let t = Instant::now();
         let failed = |source: anyhow::Error| FilecoinError::Aggregation { kind: sub.kind, source };
         let srs = self.inner_product_srs(agg.sector_bytes).map_err(failed)?;
-        let proofs = read_proofs(partition_proofs).map_err(|e| failed(e.into()))?;
-        let aggregate = agg.aggregate(&srs, proofs).map_err(failed)?;
+        let aggregate = agg.aggregate(&srs, partition_proofs).map_err(failed)?;
         let took = t.elapsed();
         if !verify {
             return Ok((aggregate, took, None));
@@ -465,18 +463,22 @@ impl FilecoinProver {
         Ok(s)
     }
 
-    /// The verifying key of a submission's circuit, prepared.
+    /// The verifying key of a submission's circuit, prepared: the key the
+    /// engine loaded with its parameters, prepared once per circuit.
     fn prepared_vk(&self, sub: &Submission) -> anyhow::Result<Arc<PreparedVerifyingKey<Bls12>>> {
         if let Some(v) = sub.circuit.vk.get() {
             return Ok(Arc::clone(v));
         }
-        // A parameter file begins with its verifying key.
-        let path = sub
-            .circuit
-            .params
-            .as_ref()
-            .context("synthetic parameters have no verifying key to check with")?;
-        let vk = groth16::VerifyingKey::<Bls12>::read(BufReader::new(File::open(path)?))?;
+        let vk = self.engine.verifying_key(&sub.circuit_id)?;
+        let vk = groth16::VerifyingKey::<Bls12> {
+            alpha_g1: vk.alpha_g1,
+            beta_g1: vk.beta_g1,
+            beta_g2: vk.beta_g2,
+            gamma_g2: vk.gamma_g2,
+            delta_g1: vk.delta_g1,
+            delta_g2: vk.delta_g2,
+            ic: vk.ic.clone(),
+        };
         Ok(Arc::clone(
             sub.circuit
                 .vk
@@ -484,10 +486,9 @@ impl FilecoinProver {
         ))
     }
 
-    fn verify(&self, sub: &Submission, proof: &[u8]) -> Result<(), FilecoinError> {
+    fn verify(&self, sub: &Submission, proofs: &[groth16::Proof<Bls12>]) -> Result<(), FilecoinError> {
         let failed = |source: anyhow::Error| FilecoinError::Verification { kind: sub.kind, source };
         let pvk = self.prepared_vk(sub).map_err(failed)?;
-        let proofs = read_proofs(proof).map_err(|e| failed(e.into()))?;
         let refs: Vec<&groth16::Proof<Bls12>> = proofs.iter().collect();
         let all = groth16::verify_proofs_batch(&pvk, &mut OsRng, &refs, &sub.inputs).map_err(|e| failed(e.into()))?;
         if all {
@@ -505,10 +506,9 @@ impl FilecoinProver {
     }
 }
 
-/// Partition proofs (192 bytes each, concatenated) as bellperson's, every
-/// point checked.
-fn read_proofs(bytes: &[u8]) -> std::io::Result<Vec<groth16::Proof<Bls12>>> {
-    bytes.chunks(PROOF_BYTES).map(groth16::Proof::<Bls12>::read).collect()
+/// A proof as bellperson's verifier and aggregator take it.
+fn to_bellperson(p: &pinprove_groth16::Proof) -> groth16::Proof<Bls12> {
+    groth16::Proof { a: p.a, b: p.b, c: p.c }
 }
 
 /// The circuit of `kind` for `sector_bytes`-byte sectors, as the

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::unbounded;
 use ff::Field;
 use pinprove_groth16::synthetic::CircuitShape;
-use pinprove_groth16::{AbcLayout, Backend, CapacityHints, LostDevice, Scalar};
+use pinprove_groth16::{AbcLayout, Backend, CapacityHints, LostDevice, Scalar, VerifyingKey};
 use pinprove_mem::ErrorChain;
 use pinprove_mem::PinnedPool;
 use pinprove_mem::sync::Recover;
@@ -310,6 +310,13 @@ impl Engine {
     /// at its first synthesis).
     pub fn circuit_shape(&self, circuit_id: &str) -> Result<pinprove_groth16::CapacityHint, EngineError> {
         self.inner.srs.shape(circuit_id)
+    }
+
+    /// The verifying key of a circuit type: the one its parameters were
+    /// loaded with (kept after they are evicted), or read from their
+    /// header when they were never loaded.
+    pub fn verifying_key(&self, circuit_id: &str) -> Result<Arc<VerifyingKey>, EngineError> {
+        self.inner.srs.verifying_key(circuit_id)
     }
 
     /// Loads a circuit type's parameters before proofs arrive. Returns

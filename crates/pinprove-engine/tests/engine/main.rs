@@ -50,6 +50,25 @@ fn interleaved_jobs_get_their_own_verifying_proofs_in_partition_order() {
     )
     .unwrap();
     engine.register_srs(&shape.id(), &path);
+    // Before any load, the key comes from the parameters' header.
+    let same_key = |k: &pinprove_groth16::VerifyingKey| {
+        (
+            k.alpha_g1, k.beta_g1, k.beta_g2, k.gamma_g2, k.delta_g1, k.delta_g2, &k.ic,
+        ) == (
+            vk.alpha_g1,
+            vk.beta_g1,
+            vk.beta_g2,
+            vk.gamma_g2,
+            vk.delta_g1,
+            vk.delta_g2,
+            &vk.ic,
+        )
+    };
+    assert!(same_key(&engine.verifying_key(&shape.id()).unwrap()));
+    assert!(matches!(
+        engine.verifying_key("no-such-circuit"),
+        Err(EngineError::UnknownCircuit(_))
+    ));
     let priorities = [Priority::Low, Priority::Critical, Priority::Normal];
     let jobs: Vec<_> = (0..3u64)
         .map(|j| {
@@ -92,6 +111,9 @@ fn interleaved_jobs_get_their_own_verifying_proofs_in_partition_order() {
         engine.status().srs[0].bytes,
         "only the SRS stays checked out"
     );
+    // Proofs are verified after their SRS may have gone: the key stays.
+    assert!(engine.evict_srs(&shape.id()).is_some());
+    assert!(same_key(&engine.verifying_key(&shape.id()).unwrap()));
     drop(engine);
     std::fs::remove_dir_all(&dir).unwrap();
 }
