@@ -107,6 +107,63 @@ pub fn pinned_allocator(method: PinMethod) -> Result<Arc<dyn HostAllocator>, Gpu
     }
 }
 
+/// Upload rates from this host to one GPU (see [`measure_uploads`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct UploadRates {
+    /// Bytes per upload.
+    pub bytes: usize,
+    /// From page-locked memory, what the pool hands out: GB/s.
+    pub pinned_gbps: f64,
+    /// From ordinary heap memory: GB/s.
+    pub pageable_gbps: f64,
+}
+
+/// Times uploads of `bytes` to GPU `ordinal` from heap memory, then from the
+/// same memory page-locked: the median of `reps` after a warm-up each. What
+/// a host's PCIe link and pinning give, as an operator checks a new host.
+pub fn measure_uploads(ordinal: usize, bytes: usize, reps: usize) -> Result<UploadRates, GpuError> {
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (ordinal, bytes, reps);
+        Err(GpuError::NotBuilt)
+    }
+    #[cfg(feature = "cuda")]
+    {
+        use crate::runtime::{DeviceBuffer, HostRegistration, Stream, set_device};
+        let bytes = bytes.max(1);
+        set_device(ordinal)?;
+        let stream = Stream::new()?;
+        let mut dst = DeviceBuffer::new(bytes)?;
+        let mut host = vec![0x5au8; bytes];
+        let pageable = median_upload(&stream, &mut dst, &host, reps)?;
+        let pinned = {
+            let registered = HostRegistration::new(&mut host)?;
+            median_upload(&stream, &mut dst, registered.as_slice(), reps)?
+        };
+        let gbps = |t: std::time::Duration| bytes as f64 / t.as_secs_f64().max(1e-9) / 1e9;
+        Ok(UploadRates {
+            bytes,
+            pinned_gbps: gbps(pinned),
+            pageable_gbps: gbps(pageable),
+        })
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn median_upload(
+    stream: &crate::runtime::Stream,
+    dst: &mut crate::runtime::DeviceBuffer,
+    src: &[u8],
+    reps: usize,
+) -> Result<std::time::Duration, GpuError> {
+    stream.timed_upload(dst, src)?;
+    let mut times = (0..reps.max(1))
+        .map(|_| stream.timed_upload(dst, src))
+        .collect::<Result<Vec<_>, _>>()?;
+    times.sort_unstable();
+    Ok(times[times.len() / 2])
+}
+
 /// A GPU backend as built, with its concrete type for the callers that need
 /// a backend's own calls (benchmarks: the native backend's phases). Without
 /// GPU support there is none: this type has no values.
@@ -188,6 +245,7 @@ mod tests {
         }
         assert!(matches!(device_count(), Err(GpuError::NotBuilt)));
         assert!(matches!(gpus(), Err(GpuError::NotBuilt)));
+        assert!(matches!(measure_uploads(0, 1 << 20, 1), Err(GpuError::NotBuilt)));
         assert!(matches!(
             pinned_allocator(PinMethod::default()),
             Err(GpuError::NotBuilt)

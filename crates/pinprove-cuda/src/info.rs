@@ -29,7 +29,17 @@ pub struct DeviceInfo {
     pub runtime_version: u32,
 }
 
+/// The oldest compute capability pinprove's kernels are built for (Turing:
+/// the CUDA 13.0 toolkit emits no code for Volta, 7.0).
+pub const OLDEST_SUPPORTED: (u32, u32) = (7, 5);
+
 impl DeviceInfo {
+    /// Whether pinprove's kernels run on it: an architecture this build has
+    /// code for, and cooperative launch (grid-wide synchronization).
+    pub fn is_supported(&self) -> bool {
+        self.compute_capability >= OLDEST_SUPPORTED && self.cooperative_launch
+    }
+
     /// The driver's CUDA version as "major.minor".
     pub fn driver_cuda(&self) -> String {
         cuda_version(self.driver_version)

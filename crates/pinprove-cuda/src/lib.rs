@@ -45,10 +45,10 @@ mod supraseal;
 
 pub use config::{NativeConfig, SrsPlacement};
 pub use gpu::{
-    BUILT_WITH_CUDA, GpuBackend, GpuError, device_count, device_info, gpus, native_backend, pin_with_device,
-    pinned_allocator, pinning_device, supraseal_backend,
+    BUILT_WITH_CUDA, GpuBackend, GpuError, UploadRates, device_count, device_info, gpus, measure_uploads,
+    native_backend, pin_with_device, pinned_allocator, pinning_device, supraseal_backend,
 };
-pub use info::{DeviceInfo, Gpu};
+pub use info::{DeviceInfo, Gpu, OLDEST_SUPPORTED};
 #[cfg(feature = "cuda")]
 pub use native::{NativeBackend, NativePhases, PlacementReport};
 pub use nvml::Nvml;

@@ -54,6 +54,12 @@ fn discovery_reports_the_devices() {
         }
         eprintln!("{g:?}");
     }
+    // Uploads from pinned memory are what the pool is for: on every host
+    // pinprove runs on they are faster than from the heap.
+    let r = pinprove_cuda::measure_uploads(0, 256 << 20, 3).unwrap();
+    assert!(r.pinned_gbps.is_finite() && r.pageable_gbps.is_finite(), "{r:?}");
+    assert!(r.pinned_gbps > r.pageable_gbps && r.pageable_gbps > 0.0, "{r:?}");
+    eprintln!("{r:?}");
 }
 
 #[test]

@@ -41,6 +41,18 @@ pub struct DemoArgs {
 }
 const MINER: u64 = 1000;
 
+impl DemoArgs {
+    /// One proof of every kind at 2 KiB on `backend`, nothing saved.
+    pub fn every_kind(backend: BackendKind) -> DemoArgs {
+        DemoArgs {
+            all: true,
+            backend,
+            save_inputs: None,
+            sector_size: 2 << 10,
+        }
+    }
+}
+
 pub fn run(args: &DemoArgs) -> Result<()> {
     let work = std::env::temp_dir().join(format!("pinprove-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);

@@ -5,6 +5,7 @@ mod params_cmd;
 mod progress;
 mod prove_cmd;
 mod remote;
+mod selftest;
 mod serve;
 mod status_cmd;
 
@@ -34,6 +35,10 @@ enum Command {
     Prove(Box<prove_cmd::ProveArgs>),
     /// What a daemon is doing: queues, GPUs, parameters, memory.
     Status(status_cmd::StatusArgs),
+    /// Checks a new host: its memory, its GPUs (kernels supported, PCIe
+    /// link, uploads from pinned and heap memory), and one proof of each
+    /// Filecoin kind verified by filecoin-proofs-api.
+    Selftest(selftest::SelftestArgs),
     /// Groth16 parameter files: generate them for built-in circuits, check them.
     #[command(subcommand)]
     Params(params_cmd::ParamsCommand),
@@ -62,6 +67,10 @@ fn run(cli: Cli) -> Result<()> {
         Command::Prove(args) => {
             quiet()?;
             prove_cmd::run(&args)
+        }
+        Command::Selftest(args) => {
+            quiet()?;
+            selftest::run(&args)
         }
         Command::Status(args) => {
             quiet()?;

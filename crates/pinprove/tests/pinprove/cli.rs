@@ -79,6 +79,27 @@ fn bad_input_is_a_clear_error() {
 }
 
 #[test]
+fn selftest_reports_the_host_and_fails_on_what_cannot_prove() {
+    let out = ok(&["selftest", "--no-proofs", "--backend", "cpu"]);
+    assert!(out.contains(" cores, ") && out.contains(" usable"), "{out}");
+    assert!(out.contains("proofs: skipped"), "{out}");
+    assert!(out.trim_end().ends_with("selftest: passed"), "{out}");
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    // This build has no GPU support: a GPU backend cannot prove here.
+    let out = pinprove(&["selftest", "--no-proofs", "--backend", "native"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("build: without GPU support"), "{stdout}");
+    assert!(
+        stdout.contains("problem: the native backend needs a build with the `cuda` feature"),
+        "{stdout}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("selftest failed: 1 problem"));
+}
+
+#[test]
 fn serve_takes_its_devices_from_the_command_line_over_the_file() {
     let dir = temp_dir("serve-devices");
     let file = dir.join("pinprove.toml");

@@ -27,6 +27,7 @@ use super::matrices::ResidentMatrices;
 use super::resident::{ResidentSrs, srs_key};
 use super::{NAME, NativeConfig, NativePhases, PlacementReport, SrsPlacement, backend_error, cuda_error};
 use crate::device_queue::DeviceQueue;
+use crate::info::OLDEST_SUPPORTED;
 use crate::plan::{CircuitSizes, Plan, SLACK};
 use crate::split::{self, LearnedShares};
 
@@ -512,17 +513,13 @@ fn check_sppark_numbering(device: usize) -> Result<(), ProveError> {
         }
         // sppark counts Volta in, but CUDA 13 builds no code for it: the
         // kernels would fail at their first launch.
-        if ordinal == device && (major, minor) < OLDEST_ARCHITECTURE {
+        if ordinal == device && (major, minor) < OLDEST_SUPPORTED {
             return Err(backend_error(format!(
                 "GPU {ordinal} ({}, compute capability {major}.{minor}) is older than the oldest architecture \
                  this build has kernels for (Turing, {}.{}): prove on another GPU",
-                d.name, OLDEST_ARCHITECTURE.0, OLDEST_ARCHITECTURE.1
+                d.name, OLDEST_SUPPORTED.0, OLDEST_SUPPORTED.1
             )));
         }
     }
     Ok(())
 }
-
-/// The oldest compute capability the kernels are built for (the CUDA 13.0
-/// toolkit emits none for Volta, 7.0).
-const OLDEST_ARCHITECTURE: (u32, u32) = (7, 5);
