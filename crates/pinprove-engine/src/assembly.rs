@@ -24,15 +24,18 @@
 //! # }
 //! ```
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use pinprove_groth16::{Backend, CpuBackend, ProveError};
+use pinprove_mem::sync::Recover;
 use pinprove_mem::{BudgetConfig, HeapAllocator, HostAllocator, MemoryBudget, PinMethod, PinnedPool, PoolConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::{Device, Engine, EngineConfig, EngineError};
+use crate::telemetry::GpuTelemetry;
+use crate::{Device, Engine, EngineConfig, EngineError, GpuReading};
 
 /// Which prover runs on the devices.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -361,10 +364,64 @@ impl Stack {
         })
     }
 
-    /// An engine over this stack's devices and pool.
+    /// An engine over this stack's devices and pool, reading its GPUs
+    /// through NVML where it is there (unless `config` brings its own
+    /// telemetry).
     pub fn engine(&self, mut config: EngineConfig) -> Result<Engine, EngineError> {
         config.workers_per_device.get_or_insert(self.workers_per_device);
+        if config.gpu_telemetry.is_none() && self.devices.iter().any(|d| d.backend.gpu().is_some()) {
+            config.gpu_telemetry = NvmlTelemetry::load().map(|t| Arc::new(t) as Arc<dyn GpuTelemetry>);
+        }
         Engine::new(config, self.devices.clone(), Arc::clone(&self.pool))
+    }
+}
+
+/// GPU readings from NVML, found by PCI bus id (NVML numbers GPUs in bus
+/// order, CUDA fastest first).
+struct NvmlTelemetry {
+    nvml: pinprove_cuda::Nvml,
+    /// NVML's handle of each CUDA ordinal read so far (`None`: not found).
+    handles: Mutex<HashMap<usize, Option<pinprove_cuda::nvml::NvmlDevice>>>,
+}
+
+impl NvmlTelemetry {
+    /// `None` (with the reason logged) where NVML is not there.
+    fn load() -> Option<NvmlTelemetry> {
+        match pinprove_cuda::Nvml::load() {
+            Ok(nvml) => Some(NvmlTelemetry {
+                nvml,
+                handles: Mutex::new(HashMap::new()),
+            }),
+            Err(e) => {
+                tracing::info!("no GPU readings: {e}");
+                None
+            }
+        }
+    }
+}
+
+impl fmt::Debug for NvmlTelemetry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("NvmlTelemetry")
+    }
+}
+
+impl GpuTelemetry for NvmlTelemetry {
+    fn read(&self, gpu: usize) -> Option<GpuReading> {
+        let handle = *self.handles.lock().recover().entry(gpu).or_insert_with(|| {
+            let info = pinprove_cuda::device_info(gpu).ok()?;
+            self.nvml.device_by_pci_bus_id(&info.pci_bus_id).ok()
+        });
+        let handle = handle?;
+        let s = self.nvml.sample(handle).ok()?;
+        let (total, free) = self.nvml.memory(handle).unwrap_or_default();
+        Some(GpuReading {
+            utilization_percent: f64::from(s.gpu_percent),
+            memory_used_bytes: total.saturating_sub(free),
+            memory_total_bytes: total,
+            pcie_rx_bytes_per_s: s.pcie_rx_bytes_per_s as f64,
+            pcie_tx_bytes_per_s: s.pcie_tx_bytes_per_s as f64,
+        })
     }
 }
 

@@ -66,6 +66,7 @@ pub mod job;
 pub mod metrics;
 mod phase;
 mod srs;
+pub mod telemetry;
 pub mod timeline;
 
 pub use engine::{

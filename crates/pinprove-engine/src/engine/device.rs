@@ -14,6 +14,7 @@ use super::guard::catch;
 use super::state::{InFlight, Inner, JobCtl, Started, Synthesized};
 use crate::Phase;
 use crate::job::{JobOutcome, PartitionResult};
+use crate::telemetry::GpuTelemetry;
 
 /// While Critical partitions are on their way to a device, its workers
 /// take only urgent partitions: one queued on the GPU now would run before
@@ -296,33 +297,20 @@ impl Inner {
     /// Samples the utilization, memory and PCIe traffic of each device's
     /// GPU about every 100 ms into the timeline (as counters named after
     /// the device, "gpu0 util %") and the device's latest reading for
-    /// status and metrics: the view that shows whether uploads keep each GPU
-    /// fed. Devices without a GPU of their own are not sampled.
-    pub(super) fn sample_gpus(&self, nvml: &pinprove_cuda::Nvml) {
-        // Found by PCI bus id: NVML numbers GPUs in bus order, CUDA fastest
-        // first.
-        let handles: Vec<_> = self
+    /// status and metrics. Devices without a GPU of their own are not
+    /// sampled.
+    pub(super) fn sample_gpus(&self, telemetry: &dyn GpuTelemetry) {
+        let gpus: Vec<(usize, usize)> = self
             .devices
             .iter()
             .enumerate()
-            .filter_map(|(d, dev)| {
-                let info = pinprove_cuda::device_info(dev.backend.gpu()?).ok()?;
-                Some((d, nvml.device_by_pci_bus_id(&info.pci_bus_id).ok()?))
-            })
+            .filter_map(|(d, dev)| Some((d, dev.backend.gpu()?)))
             .collect();
         let mut g = self.queue_lock();
         while !self.shutting_down() {
             g = self.queue_cv.wait_timeout(g, Duration::from_millis(100)).recover().0;
-            for &(d, h) in &handles {
-                let Ok(s) = nvml.sample(h) else { continue };
-                let (total, free) = nvml.memory(h).unwrap_or_default();
-                let reading = super::status::GpuReading {
-                    utilization_percent: f64::from(s.gpu_percent),
-                    memory_used_bytes: total.saturating_sub(free),
-                    memory_total_bytes: total,
-                    pcie_rx_bytes_per_s: s.pcie_rx_bytes_per_s as f64,
-                    pcie_tx_bytes_per_s: s.pcie_tx_bytes_per_s as f64,
-                };
+            for &(d, gpu) in &gpus {
+                let Some(reading) = telemetry.read(gpu) else { continue };
                 let dev = &self.devices[d];
                 let name = &dev.name;
                 self.timeline.sample(

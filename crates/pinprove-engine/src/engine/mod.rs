@@ -49,6 +49,7 @@ pub use self::status::{DeviceStatus, EngineStatus, GpuReading, PartitionStatus, 
 use crate::job::{JobId, JobOutcome, JobSpec, JobStatus};
 use crate::metrics::Metrics;
 use crate::srs::{SrsRegistry, SrsSource};
+use crate::telemetry::GpuTelemetry;
 use crate::timeline::Timeline;
 use crate::{EngineError, Phase};
 
@@ -104,6 +105,10 @@ pub struct EngineConfig {
     /// recording costs memory and a first synthesis's time); the daemon
     /// turns it on (`synthesis.precompiled`).
     pub precompiled: bool,
+    /// Where the devices' GPU readings come from (see
+    /// [`GpuTelemetry`](crate::telemetry::GpuTelemetry)); none are taken
+    /// when `None`. The assembled stacks of a GPU build read NVML.
+    pub gpu_telemetry: Option<Arc<dyn GpuTelemetry>>,
 }
 
 /// Threads the engine never exceeds for any one kind of worker: a
@@ -123,6 +128,7 @@ impl Default for EngineConfig {
             priority_reserve: None,
             warm_partitions: None,
             precompiled: false,
+            gpu_telemetry: None,
         }
     }
 }
@@ -200,6 +206,7 @@ impl Engine {
             })
             .collect();
         let timeline = Arc::new(Timeline::new(config.timeline_capacity));
+        let gpu_telemetry = config.gpu_telemetry.clone();
         let precompiled = precompiler::Precompiler::new(
             config.precompiled,
             config.hints_dir.clone(),
@@ -264,10 +271,10 @@ impl Engine {
         }
         engine.spawn("engine-housekeeping".into(), |i| i.housekeeping())?;
         // Only devices with a GPU of their own are sampled.
-        if inner.devices.iter().any(|d| d.backend.gpu().is_some())
-            && let Ok(nvml) = pinprove_cuda::Nvml::load()
+        if let Some(telemetry) = gpu_telemetry
+            && inner.devices.iter().any(|d| d.backend.gpu().is_some())
         {
-            engine.spawn("engine-nvml".into(), move |i| i.sample_gpus(&nvml))?;
+            engine.spawn("engine-gpu-telemetry".into(), move |i| i.sample_gpus(&*telemetry))?;
         }
         Ok(engine)
     }

@@ -143,6 +143,8 @@ pub struct TestBackend {
     pub finish: Duration,
     pub scratch: usize,
     pub holds_srs: bool,
+    /// The GPU it says it proves on (none: a CPU-like device).
+    pub gpu: Option<usize>,
 }
 
 impl TestBackend {
@@ -154,6 +156,7 @@ impl TestBackend {
             finish: Duration::ZERO,
             scratch: 0,
             holds_srs: true,
+            gpu: None,
         }
     }
 }
@@ -182,6 +185,9 @@ impl Backend for TestBackend {
     }
     fn holds_srs(&self, _: &Srs) -> bool {
         self.holds_srs
+    }
+    fn gpu(&self) -> Option<usize> {
+        self.gpu
     }
     fn resident_srs(&self) -> Vec<ResidentSrs> {
         let copy = ResidentSrs {
@@ -281,6 +287,7 @@ pub fn test_engine(
         finish: Duration::from_millis(finish_ms),
         scratch,
         holds_srs: true,
+        gpu: None,
     });
     Engine::new(
         config,

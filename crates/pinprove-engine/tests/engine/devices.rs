@@ -1,6 +1,8 @@
 //! Devices: urgent partitions past background ones, the choice of device,
 //! work prepared off the device workers, a device lost.
 
+use std::sync::Mutex;
+
 use super::*;
 
 /// A test engine (three synthesis workers; `workers` device workers, or
@@ -208,6 +210,7 @@ fn devices_that_hold_the_srs_are_preferred_until_they_are_busy() {
             finish: Duration::ZERO,
             scratch: 0,
             holds_srs,
+            gpu: None,
         })
     };
     let run = |start_ms: u64, delay_ms: u64, synthesis_workers: usize| {
@@ -268,6 +271,7 @@ fn each_device_finishes_its_own_partitions_without_waiting_for_another() {
             finish: Duration::from_millis(finish_ms),
             scratch: 0,
             holds_srs,
+            gpu: None,
         })
     };
     let engine = Engine::new(
@@ -464,6 +468,7 @@ fn a_lost_device_gets_no_more_work_and_the_others_carry_on() {
         finish: Duration::ZERO,
         scratch: 0,
         holds_srs: true,
+        gpu: None,
     });
     let engine = Engine::new(
         EngineConfig {
@@ -549,4 +554,94 @@ fn a_lost_device_gets_no_more_work_and_the_others_carry_on() {
     );
     drop(engine);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Readings of GPU 7 only; every GPU asked for is noted.
+#[derive(Debug, Default)]
+struct FakeTelemetry {
+    asked: Mutex<Vec<usize>>,
+}
+
+const GPU7: GpuReading = GpuReading {
+    utilization_percent: 42.0,
+    memory_used_bytes: 3 << 30,
+    memory_total_bytes: 80 << 30,
+    pcie_rx_bytes_per_s: 25e9,
+    pcie_tx_bytes_per_s: 1e9,
+};
+
+impl GpuTelemetry for FakeTelemetry {
+    fn read(&self, gpu: usize) -> Option<GpuReading> {
+        self.asked.lock().unwrap().push(gpu);
+        (gpu == 7).then_some(GPU7)
+    }
+}
+
+#[test]
+fn gpu_readings_reach_status_and_the_timeline_for_devices_with_a_gpu() {
+    let (pool, _) = pool_with(1 << 30);
+    let on = |gpu| {
+        Arc::new(TestBackend {
+            gpu,
+            ..TestBackend::instant(&pool)
+        })
+    };
+    let telemetry = Arc::new(FakeTelemetry::default());
+    let engine = Engine::new(
+        EngineConfig {
+            synthesis_workers: 1,
+            gpu_telemetry: Some(Arc::clone(&telemetry) as Arc<dyn GpuTelemetry>),
+            ..EngineConfig::default()
+        },
+        vec![
+            Device {
+                name: "gpu7".into(),
+                backend: on(Some(7)),
+            },
+            Device {
+                name: "gpu3".into(),
+                backend: on(Some(3)),
+            },
+            Device {
+                name: "host".into(),
+                backend: on(None),
+            },
+        ],
+        Arc::clone(&pool),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while engine.status().devices[0].gpu.is_none() {
+        assert!(Instant::now() < deadline, "no reading of GPU 7 arrived");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let status = engine.status();
+    assert_eq!(status.devices[0].gpu, Some(GPU7));
+    // A GPU that cannot be read, and a device without one, have none.
+    assert_eq!((status.devices[1].gpu, status.devices[2].gpu), (None, None));
+    let asked = telemetry.asked.lock().unwrap().clone();
+    assert!(
+        asked.contains(&3) && asked.iter().all(|g| [3, 7].contains(g)),
+        "{asked:?}"
+    );
+    let samples = engine.timeline().samples();
+    let value = |name: &str| samples.iter().find(|s| s.name == name).map(|s| s.value);
+    assert_eq!(value("gpu7 util %"), Some(42.0));
+    assert_eq!(value("gpu7 PCIe RX GB/s"), Some(25.0));
+    assert!(
+        samples.iter().all(|s| s.name.starts_with("gpu7")),
+        "only GPU 7 was read"
+    );
+    // Without telemetry nothing is read.
+    let quiet = Engine::new(
+        EngineConfig::default(),
+        vec![Device {
+            name: "gpu7".into(),
+            backend: on(Some(7)),
+        }],
+        Arc::clone(&pool),
+    )
+    .unwrap();
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(quiet.status().devices[0].gpu, None);
 }

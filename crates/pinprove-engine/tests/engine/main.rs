@@ -19,9 +19,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use blstrs::Bls12;
+use pinprove_engine::telemetry::GpuTelemetry;
 use pinprove_engine::{
-    Device, Engine, EngineConfig, EngineError, JobId, JobOutcome, Phase, Priority, circuit_partition_with_inputs,
-    holding_heap,
+    Device, Engine, EngineConfig, EngineError, GpuReading, JobId, JobOutcome, Phase, Priority,
+    circuit_partition_with_inputs, holding_heap,
 };
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::{
