@@ -23,6 +23,7 @@ mod snapshot;
 mod state;
 mod status;
 mod synthesis;
+mod warm_sets;
 
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::path::PathBuf;
@@ -232,10 +233,7 @@ impl Engine {
             synth_cv: Condvar::new(),
             admitting: AtomicUsize::new(0),
             normal_busy: AtomicUsize::new(0),
-            warming: Arc::new(AtomicUsize::new(0)),
-            warm_sets: Mutex::new(HashMap::new()),
-            heaps: Mutex::new(HashMap::new()),
-            kept: Mutex::new(HashMap::new()),
+            warm: Default::default(),
             precompiled,
             jobs: Mutex::new(HashMap::new()),
             finished: Mutex::new(VecDeque::new()),
@@ -346,13 +344,8 @@ impl Engine {
     /// pinning. Takes effect when the circuit's parameters are preloaded
     /// (at once if they were).
     pub fn keep_ready(&self, circuit_id: &str, partitions: usize) -> Result<(), EngineError> {
-        self.inner
-            .kept
-            .lock()
-            .recover()
-            .insert(circuit_id.to_string(), partitions);
-        let warmed = self.inner.warm_sets.lock().recover().contains_key(circuit_id);
-        if warmed {
+        self.inner.warm.keep(circuit_id, partitions);
+        if self.inner.warm.warmed(circuit_id).is_some() {
             self.inner.warm(circuit_id)?;
         }
         Ok(())
@@ -364,16 +357,9 @@ impl Engine {
     /// that a restarted engine does not pin on live work. Returns the
     /// circuits warmed.
     pub fn warm_hinted(&self) -> Vec<String> {
-        let warmed: Vec<String> = {
-            let sets = self.inner.warm_sets.lock().recover();
-            self.inner
-                .hints
-                .all()
-                .into_keys()
-                .filter(|id| !sets.contains_key(id))
-                .collect()
-        };
-        warmed
+        self.inner
+            .warm
+            .not_warmed(self.inner.hints.all().into_keys())
             .into_iter()
             .filter(|id| match self.inner.warm(id) {
                 Ok(()) => true,
@@ -563,7 +549,7 @@ impl Engine {
         let inner = &self.inner;
         inner.gauges.wait_quiet(Instant::now() + timeout, || {
             inner.queue_lock().is_empty()
-                && inner.warming.load(Ordering::Acquire) == 0
+                && !inner.warm.busy()
                 && inner.precompiled.running.load(Ordering::Acquire) == 0
         })
     }

@@ -394,16 +394,8 @@ pub(crate) struct Inner {
     pub(super) admitting: AtomicUsize,
     /// Partitions below High priority taken and not yet handed to a device.
     pub(super) normal_busy: AtomicUsize,
-    /// Pool warm-ups running in the background.
-    pub(super) warming: Arc<AtomicUsize>,
-    /// The circuits warmed, and how.
-    pub(super) warm_sets: Mutex<HashMap<String, WarmedAs>>,
-    /// Per circuit, the most heap a partition said it holds while it
-    /// synthesizes (see [`Partition::heap_bytes`](crate::Partition::heap_bytes)).
-    pub(super) heaps: Mutex<HashMap<String, u64>>,
-    /// Partitions whose buffers the pool keeps under pressure, per circuit
-    /// (see [`Engine::keep_ready`](super::Engine::keep_ready)).
-    pub(super) kept: Mutex<HashMap<String, usize>>,
+    /// Warm and kept sets, and the heap partitions hold.
+    pub(super) warm: super::warm_sets::WarmSets,
     /// Circuit types' recordings (pre-compiled synthesis).
     pub(super) precompiled: Arc<super::precompiler::Precompiler>,
     pub(super) jobs: Mutex<HashMap<JobId, Arc<JobCtl>>>,
@@ -484,13 +476,4 @@ impl Inner {
         }
         was_running
     }
-}
-
-/// How a circuit's warm set was made last.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct WarmedAs {
-    /// Whether it holds a/b/c.
-    pub(super) abc: bool,
-    /// For how many partitions at once.
-    pub(super) partitions: usize,
 }

@@ -10,8 +10,9 @@ use pinprove_groth16::{AbcLayout, QueryLengths, Srs, domain::domain_size};
 use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
 
-use super::guard::{Counted, catch};
-use super::state::{InFlight, Inner, Pending, Synthesized, Ticket, WarmedAs};
+use super::guard::catch;
+use super::state::{InFlight, Inner, Pending, Synthesized, Ticket};
+use super::warm_sets::WarmedAs;
 use crate::job::{PartitionTimings, Priority, SynthesisContext};
 use crate::srs::Acquired;
 use crate::{EngineError, Phase};
@@ -158,10 +159,10 @@ impl Inner {
     /// little larger, and on the H200 a warm set redone each time was
     /// freed again under pressure (2^26: 30 buffers freed, 16 pinned anew).
     pub(super) fn rewarm_after_proof(&self, circuit_id: &str, learned: bool) {
-        let Some(warmed) = self.warm_sets.lock().recover().get(circuit_id).copied() else {
+        let Some(warmed) = self.warm.warmed(circuit_id) else {
             return;
         };
-        let kept = learned && self.kept.lock().recover().contains_key(circuit_id);
+        let kept = learned && self.warm.kept(circuit_id).is_some();
         let fit_changed = matches!(self.warm_partitions(circuit_id), Ok(n) if n != warmed.partitions);
         if (kept || fit_changed)
             && let Err(e) = self.warm(circuit_id)
@@ -182,7 +183,7 @@ impl Inner {
         Ok(match self.config.warm_partitions {
             Some(n) => n,
             None => {
-                let heap = self.heaps.lock().recover().get(circuit_id).copied().unwrap_or(0);
+                let heap = self.warm.heap(circuit_id);
                 let ws = self.working_set(circuit_id, 0, false)?.saturating_add(heap).max(1);
                 let room = self
                     .budget
@@ -198,14 +199,7 @@ impl Inner {
     /// a/b/c the devices compute now (their recording became ready after
     /// the warm-up): those buffers would sit idle, out of the budget.
     pub(super) fn rewarm_without_abc(&self) {
-        let stale: Vec<String> = self
-            .warm_sets
-            .lock()
-            .recover()
-            .iter()
-            .filter(|&(id, warmed)| warmed.abc && !self.abc_on_host(id))
-            .map(|(id, _)| id.clone())
-            .collect();
+        let stale = self.warm.warmed_with_abc(|id| !self.abc_on_host(id));
         for id in stale {
             tracing::info!(circuit = %id, "a/b/c are computed on the devices now: the circuit's warm set drops them");
             if let Err(e) = self.warm(&id) {
@@ -227,14 +221,14 @@ impl Inner {
             abc: self.abc_on_host(circuit_id),
             partitions,
         };
-        self.warm_sets.lock().recover().insert(circuit_id.to_string(), warmed);
+        self.warm.record(circuit_id, warmed);
         let of = |n: usize, one: &[usize]| -> Vec<usize> {
             (0..n).flat_map(|_| one.iter().copied()).filter(|&b| b > 0).collect()
         };
         let sizes = of(partitions, &buffers);
         // A kept partition also keeps what its backend prepares into: an
         // urgent proof's preparation must not pin either.
-        let kept_partitions = self.kept.lock().recover().get(circuit_id).copied().unwrap_or(0);
+        let kept_partitions = self.warm.kept(circuit_id).unwrap_or(0);
         let kept = if kept_partitions > 0 {
             let one = self.admission_buffers(circuit_id, self.working_set(circuit_id, 0, true)?, true)?;
             of(kept_partitions, &one)
@@ -242,10 +236,7 @@ impl Inner {
             Vec::new()
         };
         let (pool, name) = (Arc::clone(&self.pool), circuit_id.to_string());
-        let warming = Arc::clone(&self.warming);
-        warming.fetch_add(1, Ordering::AcqRel);
-        let spawned = std::thread::Builder::new().name("pool-warm".into()).spawn(move || {
-            let _done = Counted(warming);
+        let spawned = self.warm.start(move || {
             let started = Instant::now();
             // A circuit kept ready: its kept set, made out of spare memory
             // as the warm set is (either call tops up every set).
@@ -263,7 +254,6 @@ impl Inner {
             }
         });
         if let Err(e) = spawned {
-            self.warming.fetch_sub(1, Ordering::AcqRel);
             tracing::warn!(circuit = circuit_id, "could not start warming the pool: {e}");
         }
         Ok(())
@@ -378,9 +368,7 @@ impl Inner {
         let parts = p.partition.parts();
         let heap = p.partition.heap_bytes();
         if heap > 0 {
-            let mut heaps = self.heaps.lock().recover();
-            let most = heaps.entry(job.circuit_id.clone()).or_default();
-            *most = (*most).max(heap);
+            self.warm.note_heap(&job.circuit_id, heap);
         }
         let (mut funds, srs, load) = loop {
             let admitted = self
