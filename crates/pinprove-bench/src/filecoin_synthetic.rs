@@ -247,8 +247,8 @@ pub struct Proving {
     precompiled_partitions: u64,
     classic_partitions: u64,
     /// Of the pre-compiled partitions, those whose witness was computed by
-    /// the native PoRep generator instead of the circuit's gadgets.
-    native_witnesses: u64,
+    /// the direct PoRep witness generator instead of the circuit's gadgets.
+    direct_witnesses: u64,
     /// Waiting after the first proof for the circuit's recording.
     recording_wait_s: f64,
     /// With --record-first: recording the circuit before the first proof.
@@ -771,11 +771,11 @@ pub fn measure(
     }
     let stream_device = device_phases(&stack);
     let synthesis = engine.status().synthesis.into_iter().find(|c| c.circuit_id == circuit);
-    let native_witnesses = pinprove_filecoin::native::porep::native_witnesses();
+    let direct_witnesses = pinprove_filecoin::direct::porep::direct_witnesses();
     if let Some(c) = &synthesis {
         eprintln!(
-            "synthesis of {circuit}: {:?} now; {} partitions pre-compiled ({} witnesses computed natively), {} classic",
-            c.mode, c.precompiled_partitions, native_witnesses, c.classic_partitions
+            "synthesis of {circuit}: {:?} now; {} partitions pre-compiled ({} witnesses computed directly), {} classic",
+            c.mode, c.precompiled_partitions, direct_witnesses, c.classic_partitions
         );
     }
     let mut synth: Vec<Duration> = results.iter().map(|r| r.timings.get(Phase::Synthesis)).collect();
@@ -814,7 +814,7 @@ pub fn measure(
         synthesis_mode: synthesis.as_ref().map_or("classic".into(), |c| format!("{:?}", c.mode)),
         precompiled_partitions: synthesis.as_ref().map_or(0, |c| c.precompiled_partitions),
         classic_partitions: synthesis.as_ref().map_or(0, |c| c.classic_partitions),
-        native_witnesses,
+        direct_witnesses,
         recording_wait_s,
         record_first_s,
         peak_rss_bytes: peak,
@@ -930,8 +930,8 @@ pub fn print(r: &SyntheticReport) {
         );
     }
     println!(
-        "  synthesis: {} partitions pre-compiled ({} witnesses computed natively), {} classic (mode now {}); waited {:.1} s for the recording",
-        r.precompiled_partitions, r.native_witnesses, r.classic_partitions, r.synthesis_mode, r.recording_wait_s
+        "  synthesis: {} partitions pre-compiled ({} witnesses computed directly), {} classic (mode now {}); waited {:.1} s for the recording",
+        r.precompiled_partitions, r.direct_witnesses, r.classic_partitions, r.synthesis_mode, r.recording_wait_s
     );
     if let Some(w) = r.winning_alone_s {
         println!("  the first WinningPoSt of the process, proved alone before: {w:.2} s");

@@ -44,10 +44,10 @@ macro_rules! with_tree {
 }
 
 mod aggregate;
+pub mod direct;
 mod error;
 pub mod kind;
 pub mod limits;
-pub mod native;
 pub mod params;
 mod porep;
 mod post;

@@ -25,9 +25,9 @@ use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, StackedDrg, Tau, generate_replica_id};
 
 use crate::aggregate::Aggregation;
+use crate::direct::partition::{Whole, partition};
+use crate::direct::porep::PoRepWitness;
 use crate::error::bad;
-use crate::native::partition::{Whole, partition};
-use crate::native::porep::PoRepWitness;
 use crate::params::{BlankCircuit, CircuitParams};
 use crate::prover::{Checks, Prepared, guarded};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind};
@@ -303,12 +303,12 @@ where
             .map_err(|e| bad(KIND, format!("partition {k}: {e:#}")))?;
         let public = StackedCompound::<Tree, DefaultPieceHasher>::generate_public_inputs(&pub_in, &pp, Some(k))
             .map_err(|e| bad(KIND, format!("partition {k}'s public inputs: {e:#}")))?;
-        // Witness-only synthesis computes SHA-256 natively; the classic
+        // Witness-only synthesis computes SHA-256 directly; the classic
         // path (and the recording) stay on the circuit itself.
         let part = match PoRepWitness::new(&pub_in, proofs) {
             Ok(witness) => partition(Whole(circuit), Some(witness), public.clone()),
             Err(e) => {
-                tracing::warn!(partition = k, "no native PoRep witness ({e}); the gadgets make it");
+                tracing::warn!(partition = k, "no direct PoRep witness ({e}); the gadgets make it");
                 precompilable_partition_with_inputs(circuit, public.clone())
             }
         };

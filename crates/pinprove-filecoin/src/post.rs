@@ -5,7 +5,7 @@
 //! `generate_winning_post_with_vanilla` build it.
 //!
 //! The circuit is one part per sector, so it synthesizes in parallel, from
-//! the gadgets or, pre-compiled, natively ([`native::post`]). Its public inputs are computed
+//! the gadgets or, pre-compiled, directly ([`direct::post`]). Its public inputs are computed
 //! as the verifier computes them for this partition of the whole proof: the
 //! challenges of WindowPoSt V1 depend on a sector's position in the whole
 //! sector list, so the partition's sectors stand at its position there
@@ -26,10 +26,10 @@ use storage_proofs_post::fallback::{
     self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector, SectorProof,
 };
 
+use crate::direct;
+use crate::direct::post::SectorWitness;
 use crate::error::bad;
 use crate::limits::{bincode_limited, check_elements};
-use crate::native;
-use crate::native::post::SectorWitness;
 use crate::params::{BlankCircuit, CircuitParams};
 use crate::prover::{Checks, Prepared, guarded};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind};
@@ -136,14 +136,14 @@ where
     let p = circuit::<Tree>(c, vanilla)?;
     let witness = p
         .witness
-        .map_err(|e| tracing::warn!(kind = %c.kind, "no native PoSt witness ({e}); the gadgets make it"))
+        .map_err(|e| tracing::warn!(kind = %c.kind, "no direct PoSt witness ({e}); the gadgets make it"))
         .ok();
     Ok(Prepared {
         kind: c.kind,
         circuit: circuit_of::<Tree>(c.kind, p.params, u64::from(c.cfg.sector_size))?,
-        partitions: vec![native::partition::partition(
-            native::post::Sectors(p.circuit),
-            witness.map(native::post::PoStWitness),
+        partitions: vec![direct::partition::partition(
+            direct::post::Sectors(p.circuit),
+            witness.map(direct::post::PoStWitness),
             p.public.clone(),
         )],
         inputs: vec![p.public],
@@ -152,7 +152,7 @@ where
 }
 
 /// A PoSt request's circuit, its public inputs and parameters, and the
-/// native witness of the same sectors.
+/// direct witness of the same sectors.
 struct PoStCircuit<Tree: 'static + MerkleTreeTrait> {
     circuit: FallbackPoStCircuit<Tree>,
     witness: Result<Vec<SectorWitness>, String>,
@@ -227,7 +227,7 @@ where
             }
             let public = FallbackPoStCompound::<Tree>::generate_public_inputs(&seen, &pp, Some(0))
                 .map_err(|e| bad(k, format!("public inputs: {e:#}")))?;
-            let witness = native::post::sector_witnesses::<Tree>(&pub_in.sectors, &proof, per_partition);
+            let witness = direct::post::sector_witnesses::<Tree>(&pub_in.sectors, &proof, per_partition);
             (circuit, public, witness)
         }
         _ => {
@@ -253,7 +253,7 @@ where
             }
             let circuit = FallbackPoStCompound::<Tree>::circuit(&pub_in, Default::default(), &proof, &pp, Some(0))
                 .map_err(|e| bad(k, format!("{e:#}")))?;
-            let witness = native::post::sector_witnesses::<Tree>(&pub_in.sectors, &proof, per_partition);
+            let witness = direct::post::sector_witnesses::<Tree>(&pub_in.sectors, &proof, per_partition);
             let public = window_inputs::<Tree>(c, &pp, pub_in)?;
             (circuit, public, witness)
         }

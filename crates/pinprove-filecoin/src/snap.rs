@@ -9,8 +9,8 @@
 //! comes from the update circuit's public parameters.
 //!
 //! Pre-compiled, the engine records the circuit itself once and makes
-//! later partitions' witnesses from the native replicas
-//! ([`native::snap`](crate::native::snap)).
+//! later partitions' witnesses from the direct replicas
+//! ([`direct::snap`](crate::direct::snap)).
 
 use bincode::Options;
 use blstrs::Scalar;
@@ -27,10 +27,10 @@ use storage_proofs_update::{
     EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof, PublicParams,
 };
 
+use crate::direct::partition::{Whole, partition};
+use crate::direct::snap::SnapWitness;
 use crate::error::bad;
 use crate::limits::{bincode_limited, check_elements};
-use crate::native::partition::{Whole, partition};
-use crate::native::snap::SnapWitness;
 use crate::params::{BlankCircuit, CircuitParams};
 use crate::prover::{Checks, Prepared, guarded};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind};
@@ -91,12 +91,12 @@ where
     let mut inputs = Vec::with_capacity(circuits.len());
     for (k, (circuit, public)) in circuits.into_iter().enumerate() {
         // Witness-only synthesis computes the SHA-256 and Poseidon parts
-        // natively; the classic path (and the recording) stay on the
+        // directly; the classic path (and the recording) stay on the
         // circuit itself.
         let part = match SnapWitness::new(&circuit.0) {
             Ok(witness) => partition(Whole(circuit), Some(witness), public.clone()),
             Err(e) => {
-                tracing::warn!(partition = k, "no native SnapDeals witness ({e}); the gadgets make it");
+                tracing::warn!(partition = k, "no direct SnapDeals witness ({e}); the gadgets make it");
                 precompilable_partition_with_inputs(circuit, public.clone())
             }
         };

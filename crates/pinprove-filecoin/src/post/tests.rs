@@ -1,4 +1,4 @@
-//! The native PoSt witness against `FallbackPoStCircuit`'s, value for
+//! The direct PoSt witness against `FallbackPoStCircuit`'s, value for
 //! value, and its inputs against the verifier's.
 
 use bellpepper_core::Circuit;
@@ -8,15 +8,15 @@ use filecoin_proofs::{SectorShape2KiB, SectorShape8MiB};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 
 use super::{circuit, common};
-use crate::native::tests::{Recorder, same};
+use crate::direct::tests::{Recorder, same};
 use crate::prover::Checks;
 use crate::{ProofKind, ProofRequest};
 
 /// Both witnesses of `req`'s circuit; panics naming the first difference.
-/// Returns the native sectors' count and the aux count.
+/// Returns the direct sectors' count and the aux count.
 fn compare<Tree>(
     req: &ProofRequest,
-    mutate: impl FnOnce(&mut Vec<crate::native::post::SectorWitness>),
+    mutate: impl FnOnce(&mut Vec<crate::direct::post::SectorWitness>),
 ) -> (usize, usize)
 where
     Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
@@ -27,17 +27,17 @@ where
     mutate(&mut witness);
     let mut gadget = Recorder::default();
     p.circuit.synthesize(&mut gadget).unwrap();
-    let mut native = Recorder::default();
+    let mut direct = Recorder::default();
     for sector in &witness {
-        sector.synthesize(&mut native).unwrap();
+        sector.synthesize(&mut direct).unwrap();
     }
-    same(&gadget, &native);
-    assert_eq!(native.inputs, p.public, "the inputs are the verifier's");
-    (witness.len(), native.aux.len())
+    same(&gadget, &direct);
+    assert_eq!(direct.inputs, p.public, "the inputs are the verifier's");
+    (witness.len(), direct.aux.len())
 }
 
 fn sealed(name: &str, seed: u64) -> (std::path::PathBuf, crate::sample::SampleSector) {
-    let dir = std::env::temp_dir().join(format!("pinprove-native-post-{name}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("pinprove-direct-post-{name}-{}", std::process::id()));
     let sector = crate::sample::SampleSector::seal(&dir, 2048, 5, 1000, seed).unwrap();
     (dir, sector)
 }

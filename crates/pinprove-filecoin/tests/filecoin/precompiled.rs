@@ -1,6 +1,6 @@
 //! Pre-compiled synthesis of Filecoin circuits at 2 KiB: after a circuit
 //! type's first proof the engine records its R1CS and synthesizes later
-//! partitions witness-only, through the native witnesses; their proofs
+//! partitions witness-only, through the direct witnesses; their proofs
 //! must verify with filecoin-proofs and, given the same r and s, be the
 //! bytes of the first proof, whose witness the gadgets made.
 
@@ -67,60 +67,60 @@ fn every_kind_proves_precompiled_and_verifies() {
 
     // Each kind twice with the same r and s: first classically (the gadgets
     // make the witness while the circuit is recorded), then pre-compiled
-    // from the native witness; both verify and are the same bytes.
+    // from the direct witness; both verify and are the same bytes.
     let porep = sector.porep_request();
     let classic = prove_fixed(&prover, &porep, 10);
     assert!(sector.verify_seal(&classic).unwrap());
     assert_eq!(mode(&prover, "porep-2k"), (SynthesisMode::Precompiled, 0));
-    let native_before = pinprove_filecoin::native::porep::native_witnesses();
+    let direct_before = pinprove_filecoin::direct::porep::direct_witnesses();
     let precompiled = prove_fixed(&prover, &porep, 10);
     assert_eq!(mode(&prover, "porep-2k"), (SynthesisMode::Precompiled, 1));
-    // The one PoRep partition's witness came from the native generator
+    // The one PoRep partition's witness came from the direct generator
     // (and matched the recording: it counts as pre-compiled above).
-    assert_eq!(pinprove_filecoin::native::porep::native_witnesses() - native_before, 1);
-    assert_eq!(precompiled, classic, "the native PoRep witness proves the same bytes");
+    assert_eq!(pinprove_filecoin::direct::porep::direct_witnesses() - direct_before, 1);
+    assert_eq!(precompiled, classic, "the direct PoRep witness proves the same bytes");
     assert!(sector.verify_seal(&precompiled).unwrap());
 
-    // PoSt: the native witness is made every sector at once.
+    // PoSt: the direct witness is made every sector at once.
     let randomness = sector.randomness();
     let winning = sector.winning_post_request(randomness).unwrap();
     let classic = prove_fixed(&prover, &winning, 20);
     assert!(sector.verify_winning_post(randomness, &classic).unwrap());
     assert_eq!(mode(&prover, "winning-2k"), (SynthesisMode::Precompiled, 0));
-    let native_before = pinprove_filecoin::native::post::native_witnesses();
+    let direct_before = pinprove_filecoin::direct::post::direct_witnesses();
     let precompiled = prove_fixed(&prover, &winning, 20);
     assert_eq!(mode(&prover, "winning-2k"), (SynthesisMode::Precompiled, 1));
-    assert_eq!(pinprove_filecoin::native::post::native_witnesses() - native_before, 1);
+    assert_eq!(pinprove_filecoin::direct::post::direct_witnesses() - direct_before, 1);
     assert_eq!(
         precompiled, classic,
-        "the native WinningPoSt witness proves the same bytes"
+        "the direct WinningPoSt witness proves the same bytes"
     );
     assert!(sector.verify_winning_post(randomness, &precompiled).unwrap());
 
     let window = sector.window_post_requests(&[3, 11], randomness).unwrap();
     let classic = prove_fixed(&prover, &window[0], 30);
     assert!(sector.verify_window_post(&[3, 11], randomness, &classic).unwrap());
-    let native_before = pinprove_filecoin::native::post::native_witnesses();
+    let direct_before = pinprove_filecoin::direct::post::direct_witnesses();
     let precompiled = prove_fixed(&prover, &window[0], 30);
     assert_eq!(mode(&prover, "wpost-2k"), (SynthesisMode::Precompiled, 1));
-    assert_eq!(pinprove_filecoin::native::post::native_witnesses() - native_before, 1);
+    assert_eq!(pinprove_filecoin::direct::post::direct_witnesses() - direct_before, 1);
     assert_eq!(
         precompiled, classic,
-        "the native WindowPoSt witness proves the same bytes"
+        "the direct WindowPoSt witness proves the same bytes"
     );
     assert!(sector.verify_window_post(&[3, 11], randomness, &precompiled).unwrap());
 
     let snap = sector.snap_update(&dir.join("update")).unwrap();
     let classic = prove_fixed(&prover, &snap, 40);
     assert!(SampleSector::verify_update(&snap, &classic).unwrap());
-    let native_before = pinprove_filecoin::native::snap::native_witnesses();
+    let direct_before = pinprove_filecoin::direct::snap::direct_witnesses();
     let precompiled = prove_fixed(&prover, &snap, 40);
     assert_eq!(mode(&prover, "snap-2k"), (SynthesisMode::Precompiled, 1));
-    // The one update partition's witness came from the native generator.
-    assert_eq!(pinprove_filecoin::native::snap::native_witnesses() - native_before, 1);
+    // The one update partition's witness came from the direct generator.
+    assert_eq!(pinprove_filecoin::direct::snap::direct_witnesses() - direct_before, 1);
     assert_eq!(
         precompiled, classic,
-        "the native SnapDeals witness proves the same bytes"
+        "the direct SnapDeals witness proves the same bytes"
     );
     assert!(SampleSector::verify_update(&snap, &precompiled).unwrap());
 

@@ -86,20 +86,20 @@ fn create_label_matches_the_circuit() {
             &bits(&node.to_bits_be()),
         )
         .unwrap();
-        let mut native = Recorder::default();
-        let got = label::create_label(&mut native, &msg).unwrap();
-        assert_eq!(native.aux.len(), want_aux.len(), "layer {layer}");
-        assert!(native.aux == want_aux, "layer {layer}: allocations differ");
+        let mut direct = Recorder::default();
+        let got = label::create_label(&mut direct, &msg).unwrap();
+        assert_eq!(direct.aux.len(), want_aux.len(), "layer {layer}");
+        assert!(direct.aux == want_aux, "layer {layer}: allocations differ");
         assert_eq!(got.get_value(), want.get_value());
 
         // Through field elements.
         let parent_bytes: Vec<[u8; 32]> = inputs.parents.iter().map(|p| p.to_repr()).collect();
         let words =
             label::porep_label_message(&inputs.replica_id.to_repr(), &parent_bytes, layer, inputs.node).unwrap();
-        let mut native = Recorder::default();
-        let got = label::create_porep_label(&mut native, &words).unwrap();
+        let mut direct = Recorder::default();
+        let got = label::create_porep_label(&mut direct, &words).unwrap();
         assert!(
-            native.aux == want_aux,
+            direct.aux == want_aux,
             "layer {layer}: allocations from elements differ"
         );
         assert_eq!(got.get_value(), want.get_value());

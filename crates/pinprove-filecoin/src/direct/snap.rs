@@ -36,10 +36,10 @@ use crate::FilecoinError;
 
 mod synthesis;
 
-/// Update circuits the native witness cannot be made from (each one the
+/// Update circuits the direct witness cannot be made from (each one the
 /// circuit itself would refuse, most by panicking).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NativeSnapError {
+pub enum DirectSnapError {
     /// A value the circuit allocates is not given.
     #[error("{0} is missing")]
     Missing(String),
@@ -56,13 +56,13 @@ pub enum NativeSnapError {
     },
 }
 
-/// How many partitions' witnesses were made natively since start (for
+/// How many partitions' witnesses were made directly since start (for
 /// reports and tests: the engine cannot tell this path from another).
-static NATIVE_WITNESSES: AtomicU64 = AtomicU64::new(0);
+static DIRECT_WITNESSES: AtomicU64 = AtomicU64::new(0);
 
 /// SnapDeals partitions whose witness [`SnapWitness`] made, since start.
-pub fn native_witnesses() -> u64 {
-    NATIVE_WITNESSES.load(Ordering::Relaxed)
+pub fn direct_witnesses() -> u64 {
+    DIRECT_WITNESSES.load(Ordering::Relaxed)
 }
 
 /// One challenge's proofs, as the circuit uses them.
@@ -115,16 +115,16 @@ where
 {
     /// The witness of `circuit`; the error says which value is missing or
     /// what does not fit the circuit.
-    pub fn new(circuit: &EmptySectorUpdateCircuit<Tree>) -> Result<Self, NativeSnapError> {
+    pub fn new(circuit: &EmptySectorUpdateCircuit<Tree>) -> Result<Self, DirectSnapError> {
         let pp = circuit.pub_params.clone();
         let nodes = pp.sector_nodes;
         if !ALLOWED_SECTOR_SIZES.contains(&nodes) || PublicParams::from_sector_size((nodes as u64) << 5) != pp {
-            return Err(NativeSnapError::Shape(format!(
+            return Err(DirectSnapError::Shape(format!(
                 "{pp:?} are not the public parameters of a sector size"
             )));
         }
         let tree_r = tree_r_arities::<Tree>(&pp)?;
-        let need = |v: Option<Fr>, what: &str| v.ok_or_else(|| NativeSnapError::Missing(what.to_string()));
+        let need = |v: Option<Fr>, what: &str| v.ok_or_else(|| DirectSnapError::Missing(what.to_string()));
         let inputs = &circuit.pub_inputs;
         let k_and_h_select = need(inputs.k_and_h_select, "k_and_h_select")?;
         check_k_and_h_select(k_and_h_select, &pp)?;
@@ -136,7 +136,7 @@ where
             .map(|(i, leaf)| need(*leaf, &format!("apex leaf {i}")))
             .collect::<Result<Vec<_>, _>>()?;
         if apex_leafs.len() != pp.apex_leaf_count {
-            return Err(NativeSnapError::Shape(format!(
+            return Err(DirectSnapError::Shape(format!(
                 "{} apex leafs ({} expected)",
                 apex_leafs.len(),
                 pp.apex_leaf_count
@@ -144,7 +144,7 @@ where
         }
         let proofs = &private.challenge_proofs;
         if proofs.len() != pp.challenge_count {
-            return Err(NativeSnapError::Shape(format!(
+            return Err(DirectSnapError::Shape(format!(
                 "{} challenge proofs ({} expected)",
                 proofs.len(),
                 pp.challenge_count
@@ -159,7 +159,7 @@ where
             .enumerate()
             .map(|(level, siblings)| match siblings.as_slice() {
                 [sibling] => need(*sibling, &format!("partition path sibling {level}")),
-                _ => Err(NativeSnapError::Shape(format!(
+                _ => Err(DirectSnapError::Shape(format!(
                     "partition path level {level} has {} siblings (1 expected)",
                     siblings.len()
                 ))),
@@ -169,7 +169,7 @@ where
             .iter()
             .enumerate()
             .map(|(i, proof)| {
-                challenge(proof, &pp, &tree_r, shared).map_err(|what| NativeSnapError::Challenge { challenge: i, what })
+                challenge(proof, &pp, &tree_r, shared).map_err(|what| DirectSnapError::Challenge { challenge: i, what })
             })
             .collect::<Result<_, _>>()?;
         Ok(Self {
@@ -183,7 +183,7 @@ where
             apex_leafs,
             partition_path,
             challenges,
-            counts: counts().map_err(|e| NativeSnapError::Shape(format!("counting the Poseidon gadgets: {e}")))?,
+            counts: counts().map_err(|e| DirectSnapError::Shape(format!("counting the Poseidon gadgets: {e}")))?,
             pub_params: pp,
             tree: PhantomData,
         })
@@ -193,7 +193,7 @@ where
 /// The arity of each TreeR level from the leaf up: `Tree`'s base levels,
 /// then its sub- and top-tree levels, if `Tree` is the shape of the
 /// parameters' sector size.
-fn tree_r_arities<Tree: MerkleTreeTrait>(pp: &PublicParams) -> Result<Vec<usize>, NativeSnapError> {
+fn tree_r_arities<Tree: MerkleTreeTrait>(pp: &PublicParams) -> Result<Vec<usize>, DirectSnapError> {
     fn arities<T: MerkleTreeTrait>() -> Result<[usize; 3], FilecoinError> {
         Ok([
             T::Arity::to_usize(),
@@ -202,10 +202,10 @@ fn tree_r_arities<Tree: MerkleTreeTrait>(pp: &PublicParams) -> Result<Vec<usize>
         ])
     }
     let bytes = (pp.sector_nodes as u64) << 5;
-    let expected = with_tree!(bytes, arities,).map_err(|e| NativeSnapError::Shape(e.to_string()))?;
-    let [base, sub, top] = arities::<Tree>().map_err(|e| NativeSnapError::Shape(e.to_string()))?;
+    let expected = with_tree!(bytes, arities,).map_err(|e| DirectSnapError::Shape(e.to_string()))?;
+    let [base, sub, top] = arities::<Tree>().map_err(|e| DirectSnapError::Shape(e.to_string()))?;
     if [base, sub, top] != expected {
-        return Err(NativeSnapError::Shape(format!(
+        return Err(DirectSnapError::Shape(format!(
             "a TreeR of arities {:?} for {bytes}-byte sectors (the circuit takes {expected:?})",
             [base, sub, top]
         )));
@@ -220,7 +220,7 @@ fn tree_r_arities<Tree: MerkleTreeTrait>(pp: &PublicParams) -> Result<Vec<usize>
 
 /// The checks the circuit makes on `k_and_h_select`: `k` a partition of
 /// the sector, exactly one `h` selected, no other bit set.
-fn check_k_and_h_select(value: Fr, pp: &PublicParams) -> Result<(), NativeSnapError> {
+fn check_k_and_h_select(value: Fr, pp: &PublicParams) -> Result<(), DirectSnapError> {
     let repr = value.to_repr();
     let h_bits = hs(pp.sector_nodes).len();
     let k = (0..pp.partition_bit_len)
@@ -232,7 +232,7 @@ fn check_k_and_h_select(value: Fr, pp: &PublicParams) -> Result<(), NativeSnapEr
         .count();
     let high = (pp.partition_bit_len + h_bits..256).any(|i| bit(&repr, i));
     if k >= pp.partition_count || selected != 1 || high {
-        return Err(NativeSnapError::Shape(format!(
+        return Err(DirectSnapError::Shape(format!(
             "k_and_h_select {value:?}: partition {k} of {}, {selected} h selected",
             pp.partition_count
         )));
@@ -336,7 +336,7 @@ where
     }
 
     fn made() {
-        NATIVE_WITNESSES.fetch_add(1, Ordering::Relaxed);
+        DIRECT_WITNESSES.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -1,5 +1,5 @@
 //! The witness of one PoRep partition (storage-proofs-porep 19.1's
-//! `StackedCircuit`), with the SHA-256 parts computed natively.
+//! `StackedCircuit`), with the SHA-256 parts computed directly.
 //!
 //! The allocation sequence is the circuit's. Replicas make the SHA-256
 //! parts, the comm_d inclusion (a binary SHA-256 tree,
@@ -38,9 +38,9 @@ use super::tree::{PoseidonPath, inclusion};
 mod constraints;
 mod inputs;
 
-/// Vanilla proofs the native witness cannot be made from.
+/// Vanilla proofs the direct witness cannot be made from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NativePoRepError {
+pub enum DirectPoRepError {
     /// The public inputs carry no comm_d and comm_r.
     #[error("the public inputs have no tau (comm_d, comm_r)")]
     NoTau,
@@ -57,13 +57,13 @@ pub enum NativePoRepError {
     },
 }
 
-/// How many partitions' witnesses were made natively since start (for
+/// How many partitions' witnesses were made directly since start (for
 /// reports and tests: the engine cannot tell this path from another).
-static NATIVE_WITNESSES: AtomicU64 = AtomicU64::new(0);
+static DIRECT_WITNESSES: AtomicU64 = AtomicU64::new(0);
 
 /// Partitions whose witness [`PoRepWitness`] made, since start.
-pub fn native_witnesses() -> u64 {
-    NATIVE_WITNESSES.load(Ordering::Relaxed)
+pub fn direct_witnesses() -> u64 {
+    DIRECT_WITNESSES.load(Ordering::Relaxed)
 }
 
 /// One parent's column: its value in every layer, and its path in tree C.
@@ -107,14 +107,14 @@ where
     pub fn new(
         pub_in: &stacked::PublicInputs<PoseidonDomain, Sha256Domain>,
         proofs: &[stacked::Proof<Tree, Sha256Hasher>],
-    ) -> Result<Self, NativePoRepError> {
-        let tau = pub_in.tau.as_ref().ok_or(NativePoRepError::NoTau)?;
-        let first = proofs.first().ok_or(NativePoRepError::NoProofs)?;
+    ) -> Result<Self, DirectPoRepError> {
+        let tau = pub_in.tau.as_ref().ok_or(DirectPoRepError::NoTau)?;
+        let first = proofs.first().ok_or(DirectPoRepError::NoProofs)?;
         let challenges = proofs
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                inputs::challenge::<Tree>(p).map_err(|what| NativePoRepError::Malformed { challenge: i, what })
+                inputs::challenge::<Tree>(p).map_err(|what| DirectPoRepError::Malformed { challenge: i, what })
             })
             .collect::<Result<_, _>>()?;
         Ok(Self {
@@ -325,7 +325,7 @@ where
     }
 
     fn made() {
-        NATIVE_WITNESSES.fetch_add(1, Ordering::Relaxed);
+        DIRECT_WITNESSES.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -35,17 +35,17 @@ impl Recorder {
 
 /// Panics naming the first input or aux value that differs between the
 /// gadget's allocations and the replica's, or the counts that differ.
-pub(crate) fn same(gadget: &Recorder, native: &Recorder) {
+pub(crate) fn same(gadget: &Recorder, direct: &Recorder) {
     for (what, g, n) in [
-        ("input", &gadget.inputs, &native.inputs),
-        ("aux", &gadget.aux, &native.aux),
+        ("input", &gadget.inputs, &direct.inputs),
+        ("aux", &gadget.aux, &direct.aux),
     ] {
         if let Some(i) = (0..g.len().min(n.len())).find(|&i| g[i] != n[i]) {
-            panic!("{what} {i} differs: gadget {:?}, native {:?}", g[i], n[i]);
+            panic!("{what} {i} differs: gadget {:?}, direct {:?}", g[i], n[i]);
         }
         assert_eq!(g.len(), n.len(), "{what} counts");
     }
-    assert_eq!(gadget.constraints, native.constraints, "constraint counts");
+    assert_eq!(gadget.constraints, direct.constraints, "constraint counts");
 }
 
 impl ConstraintSystem<Scalar> for Recorder {
@@ -309,10 +309,10 @@ fn compress_matches_the_gadget_from_any_state() {
             .collect();
 
         let words = |bits: &[Bit]| -> Vec<Word> { bits.chunks(32).map(|c| Word::from_bits_be(c).unwrap()).collect() };
-        let native_state: [Word; 8] = words(&state_bits).try_into().unwrap();
-        let native_block: [Word; 16] = words(&block_bits).try_into().unwrap();
+        let direct_state: [Word; 8] = words(&state_bits).try_into().unwrap();
+        let direct_block: [Word; 16] = words(&block_bits).try_into().unwrap();
         let mut got_allocs = Vec::new();
-        let got = sha256::compress(&native_state, &native_block, &mut got_allocs);
+        let got = sha256::compress(&direct_state, &direct_block, &mut got_allocs);
         assert_eq!(got_allocs, want_allocs, "round {round} ({tags:?})");
         assert_eq!(digest_bits(&got), want_out, "round {round}");
     }

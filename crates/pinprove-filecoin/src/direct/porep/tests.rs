@@ -1,12 +1,12 @@
-//! The native PoRep witness against `StackedCircuit`'s, value for value,
+//! The direct PoRep witness against `StackedCircuit`'s, value for value,
 //! on synthetic C1 outputs (they do not verify, but both witnesses are
 //! computed from the same vanilla proofs, so they must agree).
 //!
 //! Timings (release, `--ignored --nocapture`):
-//! `cargo test --release -p pinprove-filecoin --lib native::porep -- --ignored --nocapture`.
+//! `cargo test --release -p pinprove-filecoin --lib direct::porep -- --ignored --nocapture`.
 //! On a 2-core machine a 32 GiB partition took 35-39 s through the gadgets
-//! and 4.3-5.5 s natively (6.0 s for the first in a process, which counts
-//! the gadgets' constraints); about half of the native time is then the
+//! and 4.3-5.5 s directly (6.0 s for the first in a process, which counts
+//! the gadgets' constraints); about half of the direct time is then the
 //! Poseidon gadgets (column hashes, tree C and R inclusions), which build
 //! linear combinations nobody reads.
 
@@ -26,9 +26,9 @@ use storage_proofs_porep::stacked::{self, StackedCircuit, StackedCompound, Tau};
 
 use super::PoRepWitness;
 use crate::ProofKind;
-use crate::native::tests::{Recorder, same};
+use crate::direct::tests::{Recorder, same};
 
-/// Partition `k` of a synthetic C1 output: the circuit and the native
+/// Partition `k` of a synthetic C1 output: the circuit and the direct
 /// witness generator, both from the same vanilla proofs.
 #[allow(clippy::ptr_arg)] // StackedCompound::circuit takes a &Vec
 fn partition<Tree>(
@@ -61,7 +61,7 @@ fn c1_output(sector_size: u64) -> SealCommitPhase1Output {
 /// Synthesizes both ways; panics naming the first value that differs.
 /// Returns the seconds each took (into buffers already faulted in, as the
 /// engine's pool buffers are: first touches of fresh memory took two
-/// thirds of a 32 GiB native run here) and the counts.
+/// thirds of a 32 GiB direct run here) and the counts.
 fn compare<Tree>(circuit: StackedCircuit<Tree, Sha256Hasher>, witness: &PoRepWitness<Tree>) -> (f64, f64, usize, usize)
 where
     Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>,
@@ -70,23 +70,23 @@ where
     circuit.clone().synthesize(&mut gadget).unwrap();
     let (inputs, aux) = (gadget.inputs.len(), gadget.aux.len());
 
-    let mut native = Recorder::with_capacity(inputs, aux);
-    native.aux.resize(aux, Fr::ZERO);
-    native.aux.clear();
+    let mut direct = Recorder::with_capacity(inputs, aux);
+    direct.aux.resize(aux, Fr::ZERO);
+    direct.aux.clear();
     // The first run in a process also counts the gadgets' constraints per
     // shape (once); the second is what every later partition takes.
     let start = Instant::now();
-    witness.synthesize(&mut native).unwrap();
+    witness.synthesize(&mut direct).unwrap();
     let first_s = start.elapsed().as_secs_f64();
-    same(&gadget, &native);
-    native.inputs.clear();
-    native.aux.clear();
-    native.constraints = 0;
+    same(&gadget, &direct);
+    direct.inputs.clear();
+    direct.aux.clear();
+    direct.constraints = 0;
     let start = Instant::now();
-    witness.synthesize(&mut native).unwrap();
-    let native_s = start.elapsed().as_secs_f64();
-    same(&gadget, &native);
-    println!("native witness: first run {first_s:.3} s, then {native_s:.3} s");
+    witness.synthesize(&mut direct).unwrap();
+    let direct_s = start.elapsed().as_secs_f64();
+    same(&gadget, &direct);
+    println!("direct witness: first run {first_s:.3} s, then {direct_s:.3} s");
 
     gadget.inputs.clear();
     gadget.aux.clear();
@@ -94,8 +94,8 @@ where
     let start = Instant::now();
     circuit.synthesize(&mut gadget).unwrap();
     let gadget_s = start.elapsed().as_secs_f64();
-    same(&gadget, &native);
-    (gadget_s, native_s, inputs, aux)
+    same(&gadget, &direct);
+    (gadget_s, direct_s, inputs, aux)
 }
 
 #[test]
@@ -114,7 +114,7 @@ fn matches_the_circuit_at_2kib() {
 /// A sector really sealed (its proofs verify): the same witness too.
 #[test]
 fn matches_the_circuit_on_a_sealed_2kib_sector() {
-    let dir = std::env::temp_dir().join(format!("pinprove-native-porep-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("pinprove-direct-porep-{}", std::process::id()));
     let sector = crate::sample::SampleSector::seal(&dir, 2048, 3, 1000, 9).unwrap();
     let c1 = crate::porep::decode(&sector.porep_request().vanilla_proof).unwrap().0;
     let VanillaSealProof::StackedDrg2KiBV1(parts) = &c1.vanilla_proofs else {
@@ -157,7 +157,7 @@ fn a_changed_value_is_caught() {
 fn matches_the_circuit_at_32gib_timed() {
     for size in [2u64 << 10, 32 << 30, 64 << 30] {
         let c1 = c1_output(size);
-        let (gadget, native, inputs, aux) = match &c1.vanilla_proofs {
+        let (gadget, direct, inputs, aux) = match &c1.vanilla_proofs {
             VanillaSealProof::StackedDrg2KiBV1(parts) => {
                 let (c, w) = partition::<SectorShape2KiB>(&c1, &parts[0], 0);
                 compare(c, &w)
@@ -173,9 +173,9 @@ fn matches_the_circuit_at_32gib_timed() {
             _ => unreachable!(),
         };
         println!(
-            "{size} bytes: {inputs} inputs, {aux} aux; witness synthesis: gadget {gadget:.3} s, native {native:.3} s \
+            "{size} bytes: {inputs} inputs, {aux} aux; witness synthesis: gadget {gadget:.3} s, direct {direct:.3} s \
              ({:.1}x)",
-            gadget / native
+            gadget / direct
         );
     }
 }

@@ -15,9 +15,9 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_update::constants::{POSEIDON_CONSTANTS_GEN_RANDOMNESS, TreeRHasher, hs};
 
 use super::{ChallengeWitness, SnapWitness, bit};
-use crate::native::count::enforce_n;
-use crate::native::porep::sha256_node;
-use crate::native::{poseidon, tree};
+use crate::direct::count::enforce_n;
+use crate::direct::porep::sha256_node;
+use crate::direct::{poseidon, tree};
 
 impl<Tree> SnapWitness<Tree>
 where

@@ -15,7 +15,7 @@ use storage_proofs_core::gadgets::variables::Root;
 use storage_proofs_core::merkle::{DiskTree, MerkleTreeTrait};
 
 use super::*;
-use crate::native::tests::Recorder;
+use crate::direct::tests::Recorder;
 
 type Options = Vec<(Vec<Option<Fr>>, Option<usize>)>;
 
@@ -56,11 +56,11 @@ fn both<Tree: 'static + MerkleTreeTrait<Hasher = PoseidonHasher>>(
     let path: AuthPath<PoseidonHasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity> = options.clone().into();
     PoRCircuit::<Tree>::synthesize(gadget.namespace(|| "por"), value, path, Root::Var(root), true).unwrap();
 
-    let mut native = Recorder::default();
-    start(&mut native);
+    let mut direct = Recorder::default();
+    start(&mut direct);
     let path = PoseidonPath::from_options(options.clone()).unwrap();
-    let root = inclusion(&mut native, &path, leaf, allocate_leaf, &mut Vec::new()).unwrap();
-    (gadget, native, root)
+    let root = inclusion(&mut direct, &path, leaf, allocate_leaf, &mut Vec::new()).unwrap();
+    (gadget, direct, root)
 }
 
 fn check<U, V, W>(rng: &mut ChaCha8Rng, base: usize)
@@ -73,11 +73,11 @@ where
     for allocate_leaf in [true, false] {
         let options = random_path::<U, V, W>(rng, base);
         let leaf = Fr::random(&mut *rng);
-        let (gadget, native, root) = both::<DiskTree<PoseidonHasher, U, V, W>>(&options, leaf, allocate_leaf);
-        assert_eq!(native.aux.len(), gadget.aux.len(), "{shape}: allocations");
-        assert_eq!(native.aux, gadget.aux, "{shape}: every value in order");
-        assert_eq!(native.inputs, gadget.inputs, "{shape}: the packed position bits");
-        assert_eq!(native.constraints, gadget.constraints, "{shape}: constraints");
+        let (gadget, direct, root) = both::<DiskTree<PoseidonHasher, U, V, W>>(&options, leaf, allocate_leaf);
+        assert_eq!(direct.aux.len(), gadget.aux.len(), "{shape}: allocations");
+        assert_eq!(direct.aux, gadget.aux, "{shape}: every value in order");
+        assert_eq!(direct.inputs, gadget.inputs, "{shape}: the packed position bits");
+        assert_eq!(direct.constraints, gadget.constraints, "{shape}: constraints");
         assert_eq!(Some(&root), gadget.aux.last(), "{shape}: the root is the last hash");
     }
 }
@@ -111,21 +111,21 @@ fn a_flipped_position_bit_or_a_wrong_arity_is_caught() {
 
     let mut flipped = options.clone();
     flipped[1].1 = flipped[1].1.map(|i| i ^ 2);
-    let mut native = Recorder::default();
-    native.alloc(|| "root", || Ok(Fr::from(9u64))).unwrap();
+    let mut direct = Recorder::default();
+    direct.alloc(|| "root", || Ok(Fr::from(9u64))).unwrap();
     let path = PoseidonPath::from_options(flipped).unwrap();
-    inclusion(&mut native, &path, leaf, true, &mut Vec::new()).unwrap();
-    assert_ne!(native.aux, gadget.aux, "a flipped position bit went unnoticed");
+    inclusion(&mut direct, &path, leaf, true, &mut Vec::new()).unwrap();
+    assert_ne!(direct.aux, gadget.aux, "a flipped position bit went unnoticed");
 
     // The top level read as arity 4 instead of 8.
     let mut narrowed = options;
     narrowed[3].0.truncate(3);
-    let mut native = Recorder::default();
-    native.alloc(|| "root", || Ok(Fr::from(9u64))).unwrap();
+    let mut direct = Recorder::default();
+    direct.alloc(|| "root", || Ok(Fr::from(9u64))).unwrap();
     let path = PoseidonPath::from_options(narrowed).unwrap();
-    inclusion(&mut native, &path, leaf, true, &mut Vec::new()).unwrap();
-    assert_ne!(native.aux, gadget.aux, "a wrong arity went unnoticed");
-    assert_ne!(native.constraints, gadget.constraints);
+    inclusion(&mut direct, &path, leaf, true, &mut Vec::new()).unwrap();
+    assert_ne!(direct.aux, gadget.aux, "a wrong arity went unnoticed");
+    assert_ne!(direct.constraints, gadget.constraints);
 }
 
 #[test]

@@ -90,7 +90,7 @@ pub fn inclusion<CS: ConstraintSystem<Fr>>(
     allocate_leaf: bool,
     scratch: &mut Vec<Fr>,
 ) -> Result<Fr, SynthesisError> {
-    let alloc = |cs: &mut CS, v: Fr| cs.alloc(|| "native", || Ok(v)).map(drop);
+    let alloc = |cs: &mut CS, v: Fr| cs.alloc(|| "direct", || Ok(v)).map(drop);
     if allocate_leaf {
         alloc(cs, leaf)?;
     }
@@ -126,7 +126,7 @@ pub fn inclusion<CS: ConstraintSystem<Fr>>(
         packed.push(word);
     }
     for &input in &packed {
-        cs.alloc_input(|| "native", || Ok(input))?;
+        cs.alloc_input(|| "direct", || Ok(input))?;
     }
     // One packing constraint per input, and the root's equality.
     enforce_n(cs, constraints + packed.len() + 1);

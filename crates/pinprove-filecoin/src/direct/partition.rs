@@ -2,7 +2,7 @@
 //! circuit is synthesized (constraints and values); pre-compiled, the real
 //! circuit is recorded once per circuit type and later partitions' witnesses
 //! are made by the replicas, checked against the recording's counts. A
-//! partition whose native witness does not match is synthesized classically,
+//! partition whose direct witness does not match is synthesized classically,
 //! from its untouched circuit.
 
 use std::sync::Arc;
@@ -44,7 +44,7 @@ impl<C: Circuit<Scalar> + Clone + Send + 'static> RealCircuit for Whole<C> {
 }
 
 /// A partition's witness made by the replicas.
-pub trait NativeWitness: Send + Sync + 'static {
+pub trait DirectWitness: Send + Sync + 'static {
     /// The witness, into pool buffers sized from `recording` (paid for out
     /// of `funds` when given), checked against its counts.
     fn witness_values(
@@ -65,7 +65,7 @@ pub trait Replica: Send + Sync + 'static {
     fn made() {}
 }
 
-impl<R: Replica> NativeWitness for R {
+impl<R: Replica> DirectWitness for R {
     fn witness_values(
         &self,
         recording: &Recording,
@@ -89,26 +89,26 @@ impl<R: Replica> Circuit<Scalar> for ByRef<'_, R> {
 }
 
 /// `circuit` as a partition with public `inputs`; with `witness` (the same
-/// partition, natively) the engine can synthesize it pre-compiled.
-pub fn partition<C: RealCircuit, W: NativeWitness>(
+/// partition, directly) the engine can synthesize it pre-compiled.
+pub fn partition<C: RealCircuit, W: DirectWitness>(
     circuit: C,
     witness: Option<W>,
     inputs: Vec<Scalar>,
 ) -> Box<dyn Partition> {
-    Box::new(NativePartition {
+    Box::new(DirectPartition {
         circuit,
         witness: witness.map(Arc::new),
         inputs,
     })
 }
 
-struct NativePartition<C, W> {
+struct DirectPartition<C, W> {
     circuit: C,
     witness: Option<Arc<W>>,
     inputs: Vec<Scalar>,
 }
 
-impl<C: RealCircuit, W: NativeWitness> Partition for NativePartition<C, W> {
+impl<C: RealCircuit, W: DirectWitness> Partition for DirectPartition<C, W> {
     fn synthesize(
         self: Box<Self>,
         ctx: SynthesisContext<'_>,
@@ -126,20 +126,20 @@ impl<C: RealCircuit, W: NativeWitness> Partition for NativePartition<C, W> {
 
     fn fresh_circuit(&self) -> Option<Box<dyn FreshCircuit>> {
         let witness = Arc::clone(self.witness.as_ref()?);
-        Some(Box::new(NativeFresh {
+        Some(Box::new(DirectFresh {
             circuit: self.circuit.clone(),
             witness,
         }))
     }
 }
 
-/// Records the real circuit; synthesizes the native witness.
-struct NativeFresh<C, W> {
+/// Records the real circuit; synthesizes the direct witness.
+struct DirectFresh<C, W> {
     circuit: C,
     witness: Arc<W>,
 }
 
-impl<C: RealCircuit, W: NativeWitness> FreshCircuit for NativeFresh<C, W> {
+impl<C: RealCircuit, W: DirectWitness> FreshCircuit for DirectFresh<C, W> {
     fn record(self: Box<Self>, circuit_id: &str) -> Result<Recording, PrecompiledError> {
         self.circuit.record(circuit_id)
     }

@@ -59,6 +59,6 @@ impl ConstraintSystem<Fr> for Counter {
 /// Enforces `n` constraints that the witness-only synthesis only counts.
 pub(crate) fn enforce_n<CS: ConstraintSystem<Fr>>(cs: &mut CS, n: usize) {
     for _ in 0..n {
-        cs.enforce(|| "native", |lc| lc, |lc| lc, |lc| lc);
+        cs.enforce(|| "direct", |lc| lc, |lc| lc, |lc| lc);
     }
 }

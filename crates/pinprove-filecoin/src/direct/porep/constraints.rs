@@ -1,6 +1,6 @@
 //! How many constraints the replaced gadgets enforce: witness-only
 //! synthesis checks the constraint count against the recording, so the
-//! native parts must enforce as many (empty) constraints as the gadgets.
+//! direct parts must enforce as many (empty) constraints as the gadgets.
 //!
 //! The counts are taken from the gadgets themselves, once per process and
 //! shape, on inputs made the way the circuit makes them (which bits are
@@ -24,8 +24,8 @@ use storage_proofs_core::gadgets::uint64::UInt64;
 use storage_proofs_core::util::reverse_bit_numbering;
 use storage_proofs_porep::stacked::{TOTAL_PARENTS, create_label_circuit};
 
-use crate::native::count::Counter;
-pub(super) use crate::native::count::enforce_n;
+use crate::direct::count::Counter;
+pub(super) use crate::direct::count::enforce_n;
 
 /// Constraints of `AllocatedNum::to_bits_le`.
 pub(super) fn to_bits_le() -> Result<usize, SynthesisError> {

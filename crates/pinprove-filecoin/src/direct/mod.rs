@@ -1,6 +1,7 @@
 //! Witness-only replicas of bellpepper gadgets: the same values, in the same
 //! order, that the gadgets hand to `ConstraintSystem::alloc`, computed on
-//! machine words instead of linear combinations.
+//! machine words instead of linear combinations. A witness made by them is
+//! a *direct* witness (the word "native" is the GPU backend's alone).
 //!
 //! A synthesis that only needs the witness (the constraints are fixed by the
 //! circuit's shape and known already) spends nearly all of a PoRep
@@ -23,7 +24,7 @@
 //! * [`tree`] — storage-proofs' PoR gadget over a Poseidon tree (TreeR,
 //!   TreeC and PoSt inclusions).
 //! * [`partition`] — a partition of any kind for the engine: classically
-//!   its real circuit, pre-compiled its native witness.
+//!   its real circuit, pre-compiled its direct witness.
 //! * [`post`] — a WindowPoSt or WinningPoSt partition's witness.
 //! * [`porep`] — a whole PoRep partition's witness: these replicas for its
 //!   SHA-256 and Poseidon parts, the circuit's own few small gadgets for

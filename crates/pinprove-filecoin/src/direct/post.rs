@@ -25,23 +25,23 @@ use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_post::fallback::{self, FallbackPoStCircuit, PublicSector};
 
 use super::count::{Counter, enforce_n};
-use super::partition::{NativeWitness, RealCircuit};
+use super::partition::{DirectWitness, RealCircuit};
 use super::poseidon;
 use super::tree::{PoseidonPath, inclusion};
 
-/// How many partitions' witnesses were made natively since start (for
+/// How many partitions' witnesses were made directly since start (for
 /// reports and tests: the engine cannot tell this path from another).
-static NATIVE_WITNESSES: AtomicU64 = AtomicU64::new(0);
+static DIRECT_WITNESSES: AtomicU64 = AtomicU64::new(0);
 
 /// PoSt partitions whose witness the replicas made, since start.
-pub fn native_witnesses() -> u64 {
-    NATIVE_WITNESSES.load(Ordering::Relaxed)
+pub fn direct_witnesses() -> u64 {
+    DIRECT_WITNESSES.load(Ordering::Relaxed)
 }
 
 /// A PoSt partition's witness: its sectors, each made on its own core.
 pub struct PoStWitness(pub Vec<SectorWitness>);
 
-impl NativeWitness for PoStWitness {
+impl DirectWitness for PoStWitness {
     fn witness_values(
         &self,
         recording: &Recording,
@@ -49,7 +49,7 @@ impl NativeWitness for PoStWitness {
         funds: Option<&mut Reservation>,
     ) -> Result<WitnessValues, PrecompiledError> {
         let values = synthesize_witness_parts(&self.0, recording, pool, funds)?;
-        NATIVE_WITNESSES.fetch_add(1, Ordering::Relaxed);
+        DIRECT_WITNESSES.fetch_add(1, Ordering::Relaxed);
         Ok(values)
     }
 }

@@ -1,5 +1,5 @@
 //! Speed of the replica against the gadget, release mode:
-//! `cargo test --release -p pinprove-filecoin --lib native -- --ignored --nocapture`.
+//! `cargo test --release -p pinprove-filecoin --lib direct -- --ignored --nocapture`.
 
 use std::time::{Duration, Instant};
 
@@ -52,13 +52,13 @@ fn compare(name: &str, msg: &[Bit]) {
         std::hint::black_box(cs.scalar_aux().len());
     });
     let mut packed = PackedBits::default();
-    let native_bits = rate(|| {
+    let direct_bits = rate(|| {
         packed.clear();
         sha256::sha256(msg, &mut packed).unwrap();
         std::hint::black_box(packed.len());
     });
     let mut scalars = Scalars(Vec::new());
-    let native_scalars = rate(|| {
+    let direct_scalars = rate(|| {
         scalars.0.clear();
         sha256::sha256(msg, &mut scalars).unwrap();
         std::hint::black_box(scalars.0.len());
@@ -66,12 +66,12 @@ fn compare(name: &str, msg: &[Bit]) {
     let per = packed.len() as f64 / compressions;
     println!(
         "{name}: {compressions} compressions, {per:.0} allocations each; compressions/s: gadget (WitnessCS) {:.0}, \
-         native into packed bits {:.0} ({:.0}x), native into scalars {:.0} ({:.0}x)",
+         direct into packed bits {:.0} ({:.0}x), direct into scalars {:.0} ({:.0}x)",
         gadget * compressions,
-        native_bits * compressions,
-        native_bits / gadget,
-        native_scalars * compressions,
-        native_scalars / gadget,
+        direct_bits * compressions,
+        direct_bits / gadget,
+        direct_scalars * compressions,
+        direct_scalars / gadget,
     );
 }
 
@@ -110,15 +110,15 @@ fn bench_create_label_against_the_circuit() {
         std::hint::black_box(label.unwrap().get_value());
     });
     let parent_bytes: Vec<[u8; 32]> = inputs.parents.iter().map(|p| p.to_repr()).collect();
-    let native = rate(|| {
+    let direct = rate(|| {
         let mut cs = WitnessCS::<Scalar>::new();
         let words =
             label::porep_label_message(&inputs.replica_id.to_repr(), &parent_bytes, inputs.layer, inputs.node).unwrap();
         std::hint::black_box(label::create_porep_label(&mut cs, &words).unwrap().get_value());
     });
     println!(
-        "create_label (20 compressions) into WitnessCS, labels/s: circuit {gadget:.1}, native {native:.1} ({:.0}x)",
-        native / gadget
+        "create_label (20 compressions) into WitnessCS, labels/s: circuit {gadget:.1}, direct {direct:.1} ({:.0}x)",
+        direct / gadget
     );
 }
 
@@ -148,15 +148,15 @@ fn bench_poseidon_against_the_gadget() {
             std::hint::black_box(h.get_value());
         });
         let mut out = Vec::with_capacity(arity);
-        let native = rate(|| {
+        let direct = rate(|| {
             out.clear();
             std::hint::black_box(poseidon::hash::<A>(&preimage, &mut out));
         });
         println!(
-            "Poseidon arity {} ({arity} allocations): hashes/s into WitnessCS {gadget:.0}, native into scalars \
-             {native:.0} ({:.1}x)",
+            "Poseidon arity {} ({arity} allocations): hashes/s into WitnessCS {gadget:.0}, direct into scalars \
+             {direct:.0} ({:.1}x)",
             preimage.len(),
-            native / gadget
+            direct / gadget
         );
     }
     let mut rng = ChaCha8Rng::seed_from_u64(3);

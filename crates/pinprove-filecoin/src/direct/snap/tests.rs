@@ -1,10 +1,10 @@
-//! The native SnapDeals witness against `EmptySectorUpdateCircuit`'s,
+//! The direct SnapDeals witness against `EmptySectorUpdateCircuit`'s,
 //! value for value, and its inputs against the verifier's.
 //!
 //! Timings (release, `--ignored --nocapture`):
-//! `cargo test --release -p pinprove-filecoin --lib native::snap -- --ignored --nocapture`.
+//! `cargo test --release -p pinprove-filecoin --lib direct::snap -- --ignored --nocapture`.
 //! On a 2-core machine a 32 GiB partition (81.0 million aux values and
-//! constraints) took 16.2 s through the gadgets and 0.61 s natively
+//! constraints) took 16.2 s through the gadgets and 0.61 s directly
 //! (26.7x), each on one core.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -17,13 +17,13 @@ use filecoin_proofs::{SectorShape2KiB, SectorShape8MiB, SectorShape32GiB};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_update::constants::TreeRHasher;
 
-use super::{NativeSnapError, SnapWitness};
-use crate::native::tests::{Recorder, same};
+use super::{DirectSnapError, SnapWitness};
+use crate::direct::tests::{Recorder, same};
 use crate::snap::{UpdateCircuit, circuits};
 use crate::{ProofKind, ProofRequest};
 
 /// Every partition's circuit of `req`, with its public inputs and its
-/// native witness.
+/// direct witness.
 fn partitions<Tree>(req: &ProofRequest) -> Vec<(UpdateCircuit<Tree>, Vec<Fr>, SnapWitness<Tree>)>
 where
     Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>,
@@ -46,11 +46,11 @@ where
 {
     let mut gadget = Recorder::default();
     circuit.synthesize(&mut gadget).unwrap();
-    let mut native = Recorder::default();
-    witness.synthesize(&mut native).unwrap();
-    same(&gadget, &native);
-    assert_eq!(native.inputs, public, "the inputs are the verifier's");
-    native.aux.len()
+    let mut direct = Recorder::default();
+    witness.synthesize(&mut direct).unwrap();
+    same(&gadget, &direct);
+    assert_eq!(direct.inputs, public, "the inputs are the verifier's");
+    direct.aux.len()
 }
 
 fn synthetic(size: u64, seed: u64) -> ProofRequest {
@@ -60,7 +60,7 @@ fn synthetic(size: u64, seed: u64) -> ProofRequest {
 /// A sector really sealed and updated (its partition proofs verify).
 #[test]
 fn matches_the_circuit_on_a_sealed_2kib_update() {
-    let dir = std::env::temp_dir().join(format!("pinprove-native-snap-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("pinprove-direct-snap-{}", std::process::id()));
     let mut sector = crate::sample::SampleSector::seal(&dir.join("sector"), 2048, 4, 1000, 13).unwrap();
     let req = sector.snap_update(&dir.join("update")).unwrap();
     let parts = partitions::<SectorShape2KiB>(&req);
@@ -120,33 +120,33 @@ fn a_circuit_the_gadgets_refuse_is_an_error() {
     };
     assert_eq!(
         changed(|c| c.0.priv_inputs.apex_leafs[3] = None),
-        Some(NativeSnapError::Missing("apex leaf 3".into()))
+        Some(DirectSnapError::Missing("apex leaf 3".into()))
     );
     assert!(matches!(
         changed(|c| {
             c.0.priv_inputs.challenge_proofs[4].path_r_old.pop();
         }),
-        Some(NativeSnapError::Challenge { challenge: 4, .. })
+        Some(DirectSnapError::Challenge { challenge: 4, .. })
     ));
     assert!(matches!(
         changed(|c| c.0.priv_inputs.challenge_proofs[1].path_d_new[2].clear()),
-        Some(NativeSnapError::Challenge { challenge: 1, .. })
+        Some(DirectSnapError::Challenge { challenge: 1, .. })
     ));
     // No h selected, then a bit above the h bits set.
     for k_and_h_select in [0u64, 0b100_0001] {
         let mut c = circuit.clone();
         c.0.pub_inputs.k_and_h_select = Some(Fr::from(k_and_h_select));
-        assert!(matches!(SnapWitness::new(&c.0), Err(NativeSnapError::Shape(_))));
+        assert!(matches!(SnapWitness::new(&c.0), Err(DirectSnapError::Shape(_))));
     }
     assert!(matches!(
         changed(|c| {
             c.0.priv_inputs.challenge_proofs.pop();
         }),
-        Some(NativeSnapError::Shape(_))
+        Some(DirectSnapError::Shape(_))
     ));
 
     // A new label the encoding does not give: the circuit asserts, the
-    // native synthesis fails.
+    // direct synthesis fails.
     let mut c = circuit.clone();
     let label = c.0.priv_inputs.challenge_proofs[6].leaf_r_new.as_mut().unwrap();
     *label += Fr::ONE;
@@ -157,7 +157,7 @@ fn a_circuit_the_gadgets_refuse_is_an_error() {
 /// 32 GiB (16 partitions of 86 challenges; TreeD paths of 19 levels to
 /// the apex leaf, 128 apex leafs; TreeR with a sub-tree level), one
 /// partition, timed: buffers faulted in first, as the engine's pool
-/// buffers are; the native witness's first run counts the Poseidon gadgets'
+/// buffers are; the direct witness's first run counts the Poseidon gadgets'
 /// constraints as well. About 2 × 3 GB of memory.
 #[test]
 #[ignore]
@@ -173,30 +173,30 @@ fn matches_the_circuit_at_32gib_timed() {
         r.constraints = 0;
     };
 
-    let mut native = Recorder::with_capacity(inputs, aux);
-    native.aux.resize(aux, Fr::ZERO);
-    clear(&mut native);
+    let mut direct = Recorder::with_capacity(inputs, aux);
+    direct.aux.resize(aux, Fr::ZERO);
+    clear(&mut direct);
     let start = Instant::now();
-    witness.synthesize(&mut native).unwrap();
+    witness.synthesize(&mut direct).unwrap();
     let first_s = start.elapsed().as_secs_f64();
-    same(&gadget, &native);
-    clear(&mut native);
+    same(&gadget, &direct);
+    clear(&mut direct);
     let start = Instant::now();
-    witness.synthesize(&mut native).unwrap();
-    let native_s = start.elapsed().as_secs_f64();
-    same(&gadget, &native);
-    assert_eq!(native.inputs, public, "the inputs are the verifier's");
+    witness.synthesize(&mut direct).unwrap();
+    let direct_s = start.elapsed().as_secs_f64();
+    same(&gadget, &direct);
+    assert_eq!(direct.inputs, public, "the inputs are the verifier's");
 
     clear(&mut gadget);
     let start = Instant::now();
     circuit.synthesize(&mut gadget).unwrap();
     let gadget_s = start.elapsed().as_secs_f64();
-    same(&gadget, &native);
+    same(&gadget, &direct);
     println!(
         "32 GiB SnapDeals partition: {inputs} inputs, {aux} aux, {} constraints; witness synthesis: gadget \
-         {gadget_s:.3} s, native {native_s:.3} s (first run {first_s:.3} s), {:.1}x",
-        native.constraints,
-        gadget_s / native_s
+         {gadget_s:.3} s, direct {direct_s:.3} s (first run {first_s:.3} s), {:.1}x",
+        direct.constraints,
+        gadget_s / direct_s
     );
 }
 

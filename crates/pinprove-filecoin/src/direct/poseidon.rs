@@ -146,7 +146,7 @@ mod tests {
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
-    use crate::native::tests::Recorder;
+    use crate::direct::tests::Recorder;
 
     /// The gadget's allocations for one hash of `preimage`, and the
     /// constraints it enforced.
@@ -166,8 +166,8 @@ mod tests {
         let preimage: Vec<Fr> = (0..A::to_usize()).map(|_| Fr::random(&mut *rng)).collect();
         let (values, h) = gadget::<A>(&preimage);
         let mut out = Vec::new();
-        let native = hash::<A>(&preimage, &mut out);
-        assert_eq!(native, h, "arity {}: the hash", A::to_usize());
+        let direct = hash::<A>(&preimage, &mut out);
+        assert_eq!(direct, h, "arity {}: the hash", A::to_usize());
         assert_eq!(out.len(), allocations(A::PARAMETERS()), "arity {}", A::to_usize());
         assert_eq!(out, values, "arity {}: every allocated value in order", A::to_usize());
     }
