@@ -51,6 +51,7 @@ pub mod limits;
 pub mod params;
 mod porep;
 mod post;
+mod prepared;
 mod prover;
 pub mod reference;
 mod request;

@@ -29,7 +29,7 @@ use crate::direct::partition::{Whole, partition};
 use crate::direct::porep::PoRepWitness;
 use crate::error::bad;
 use crate::params::{BlankCircuit, CircuitParams};
-use crate::prover::{Checks, Prepared, guarded};
+use crate::prepared::{Checks, Prepared, guarded};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind};
 
 const KIND: ProofKind = ProofKind::PoRep;

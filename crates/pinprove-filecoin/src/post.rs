@@ -31,7 +31,7 @@ use crate::direct::post::SectorWitness;
 use crate::error::bad;
 use crate::limits::{bincode_limited, check_elements};
 use crate::params::{BlankCircuit, CircuitParams};
-use crate::prover::{Checks, Prepared, guarded};
+use crate::prepared::{Checks, Prepared, guarded};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind};
 
 /// Builds a WindowPoSt or WinningPoSt job from `req`.

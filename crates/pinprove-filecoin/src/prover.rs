@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -27,6 +26,7 @@ use rand::rngs::OsRng;
 
 use crate::aggregate::{Aggregation, InnerProductSrs};
 use crate::params::{CircuitParams, Generator, ParamCache};
+use crate::prepared::{Checks, Prepared};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind, porep, post, snap};
 use pinprove_groth16::setup::SetupStage;
 
@@ -35,35 +35,6 @@ use pinprove_groth16::setup::SetupStage;
 /// partition's, and those of its one sector group (WinningPoSt proves one
 /// sector, so the group is as large as the circuit).
 const KEPT_PARTITIONS: usize = 2;
-
-/// A request turned into circuits: what the engine proves, and what the
-/// proof is verified against.
-pub(crate) struct Prepared {
-    pub kind: ProofKind,
-    pub circuit: CircuitParams,
-    pub partitions: Vec<Box<dyn Partition>>,
-    /// Each partition's public inputs, as the verifier derives them.
-    pub inputs: Vec<Vec<Scalar>>,
-    /// The partition proofs are returned aggregated (non-interactive
-    /// PoRep), not concatenated.
-    pub aggregation: Option<Aggregation>,
-}
-
-/// Runs `build`, turning a panic in storage-proofs' code (which asserts on
-/// malformed data) into a refusal of the request.
-pub(crate) fn guarded<T>(
-    kind: ProofKind,
-    build: impl FnOnce() -> Result<T, FilecoinError>,
-) -> Result<T, FilecoinError> {
-    catch_unwind(AssertUnwindSafe(build)).unwrap_or_else(|payload| {
-        let why = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        Err(crate::error::bad(kind, format!("malformed input ({why})")))
-    })
-}
 
 /// Settings of the Filecoin front.
 #[derive(Clone, Debug)]
@@ -87,13 +58,6 @@ enum Inputs {
     /// [`FilecoinProver::for_synthetic_inputs`]), with the shapes counted
     /// for their parameters kept in the cache when there is one.
     Synthetic(Option<crate::shapes::ShapeCache>),
-}
-
-/// What preparing a request checks beyond its form.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Checks {
-    /// The vanilla proofs verify against the request's public inputs.
-    pub vanilla: bool,
 }
 
 /// A circuit whose parameters are registered with the engine.
@@ -154,7 +118,7 @@ impl PreparedProof {
 
     /// The partitions themselves, to synthesize outside an engine (for
     /// measurements of one partition alone).
-    pub fn into_partitions(self) -> Vec<Box<dyn pinprove_engine::Partition>> {
+    pub fn into_partitions(self) -> Vec<Box<dyn Partition>> {
         self.prepared.partitions
     }
 }

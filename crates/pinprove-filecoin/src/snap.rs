@@ -32,7 +32,7 @@ use crate::direct::snap::SnapWitness;
 use crate::error::bad;
 use crate::limits::{bincode_limited, check_elements};
 use crate::params::{BlankCircuit, CircuitParams};
-use crate::prover::{Checks, Prepared, guarded};
+use crate::prepared::{Checks, Prepared, guarded};
 use crate::{FilecoinError, ProofKind, ProofRequest, kind};
 
 const KIND: ProofKind = ProofKind::SnapDeals;

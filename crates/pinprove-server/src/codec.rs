@@ -20,10 +20,8 @@ use tonic::Status;
 use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
 use tonic_prost::ProstCodec;
 
+use crate::ids::check_id;
 use crate::pb;
-
-/// Longest request id, job id or circuit id taken, in bytes.
-pub const MAX_ID_BYTES: usize = 256;
 
 /// Largest message of a method that carries no proof payload (ids and
 /// numbers only).
@@ -179,32 +177,6 @@ impl<'a> Iterator for Fields<'a> {
 
 fn fields(raw: &[u8]) -> Fields<'_> {
     Fields { raw }
-}
-
-/// Checks an id: at most [`MAX_ID_BYTES`], UTF-8, no control characters.
-pub fn check_id(what: &str, id: &[u8]) -> Result<(), Status> {
-    if id.len() > MAX_ID_BYTES {
-        return Err(Status::invalid_argument(format!(
-            "{what} is {} bytes; at most {MAX_ID_BYTES} are taken",
-            id.len()
-        )));
-    }
-    match std::str::from_utf8(id) {
-        Ok(s) if !s.chars().any(char::is_control) => Ok(()),
-        _ => Err(Status::invalid_argument(format!(
-            "{what} holds bytes that are not printable text"
-        ))),
-    }
-}
-
-/// An id as it may be shown back to a client or logged: at most 64
-/// characters, escaped.
-pub fn shown(id: &str) -> String {
-    let mut s: String = id.chars().take(64).flat_map(char::escape_debug).collect();
-    if id.chars().nth(64).is_some() {
-        s.push('…');
-    }
-    s
 }
 
 /// A message of ids and numbers only: small, and every string field an id.
@@ -382,6 +354,7 @@ mod tests {
     use prost::Message;
 
     use super::*;
+    use crate::ids::{MAX_ID_BYTES, shown};
 
     fn submit(kind: pb::ProofKind, registered_proof: u64) -> pb::SubmitProofRequest {
         pb::SubmitProofRequest {

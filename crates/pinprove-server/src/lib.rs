@@ -26,9 +26,11 @@ pub mod codec;
 pub mod config;
 mod gpus;
 mod http;
+mod ids;
 mod intake;
 mod job_prover;
 mod jobs;
+mod metrics;
 mod service;
 pub mod wire;
 

@@ -9,8 +9,8 @@ use pinprove_filecoin::ProofKind;
 use pinprove_mem::ErrorChain;
 use tonic::{Request, Response, Status};
 
-use crate::codec::shown;
 use crate::gpus::Gpus;
+use crate::ids::shown;
 use crate::jobs::{Attached, Ended, Job, Jobs, Refusal, State, digest};
 use crate::pb::{self, await_proof_response, srs_status};
 
@@ -156,7 +156,7 @@ impl pb::proving_engine_server::ProvingEngine for Service {
         _request: Request<pb::GetMetricsRequest>,
     ) -> Result<Response<pb::GetMetricsResponse>, Status> {
         Ok(Response::new(pb::GetMetricsResponse {
-            prometheus_text: crate::http::metrics_text(&self.jobs),
+            prometheus_text: crate::metrics::metrics_text(&self.jobs),
         }))
     }
 

@@ -52,7 +52,7 @@ fn wire_priority(p: Option<Priority>) -> pb::Priority {
 /// values are values (registered proof 0, partition 0): nothing is
 /// "missing".
 pub fn request_of(s: pb::SubmitProofRequest) -> Result<(String, ProofRequest), Status> {
-    crate::codec::check_id("request_id", s.request_id.as_bytes())?;
+    crate::ids::check_id("request_id", s.request_id.as_bytes())?;
     let kind = kind_of(s.proof_kind)?;
     let req = ProofRequest {
         kind,

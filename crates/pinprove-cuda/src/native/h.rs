@@ -11,7 +11,6 @@ use pinprove_groth16::ProveError;
 
 use super::ffi::*;
 use super::matrices::DeviceMatrices;
-use super::msm::DeviceScalars;
 use super::{backend_error, check};
 
 /// h of one proof, computed on the device (or being computed).
@@ -191,5 +190,43 @@ impl Drop for HJob {
         // SAFETY: from pinprove_h_begin, freed once; the device memory is
         // released in stream order, after the work queued that reads it.
         unsafe { pinprove_h_free(self.raw) }
+    }
+}
+
+/// Scalars in device memory, borrowed from the job that owns them,
+/// readable once `ready` (a CUDA event) has completed: `len` of them at
+/// `ptr`, which pair with the bases from `first` on, of an MSM over
+/// `total` bases (queued in parts when `len < total`).
+pub(super) struct DeviceScalars<'a> {
+    pub(super) ptr: *const Scalar,
+    pub(super) len: usize,
+    pub(super) first: usize,
+    pub(super) total: usize,
+    pub(super) ready: *mut c_void,
+    pub(super) _job: std::marker::PhantomData<&'a HJob>,
+}
+
+impl<'a> DeviceScalars<'a> {
+    /// The scalars in `parts` consecutive parts of about equal length (an
+    /// MSM queued in parts, summed by the caller; at least one part, none
+    /// empty).
+    pub(super) fn split(self, parts: usize) -> Vec<DeviceScalars<'a>> {
+        let parts = parts.clamp(1, self.len.max(1));
+        let each = self.len.div_ceil(parts);
+        (0..self.len.div_ceil(each.max(1)).max(1))
+            .map(|k| {
+                let start = k * each;
+                let len = each.min(self.len - start);
+                DeviceScalars {
+                    // A device address, never dereferenced here.
+                    ptr: self.ptr.wrapping_add(start),
+                    len,
+                    first: self.first + start,
+                    total: self.total,
+                    ready: self.ready,
+                    _job: std::marker::PhantomData,
+                }
+            })
+            .collect()
     }
 }

@@ -48,6 +48,7 @@
 //! what the next proof needs ready in `backend/warm.rs`).
 
 mod backend;
+mod curve;
 mod ffi;
 mod h;
 mod matrices;

@@ -6,122 +6,17 @@
 use std::ffi::{c_int, c_void};
 
 use crate::runtime::Event;
-use blst::{blst_p1, blst_p1_affine, blst_p2, blst_p2_affine};
-use blstrs::{G1Projective, G2Projective, Scalar};
+use blstrs::Scalar;
 use group::Group;
 use pinprove_groth16::ProveError;
 
+use super::curve::Curve;
 use super::ffi::*;
-use super::h::HJob;
+use super::h::DeviceScalars;
 use super::resident::Resident;
 use super::{backend_error, check, cuda_error};
 use crate::slices::{QueryShape, calls};
 use crate::split::QueryScalars;
-
-/// G1 or G2 for the MSM calls.
-pub(super) trait Curve {
-    type Affine;
-    type Raw: Default;
-    type Point: Copy + Send + Group;
-    const G2: bool;
-    const UPLOAD: &'static str;
-    const MSM: &'static str;
-    /// # Safety
-    /// As `pinprove_resident_g1`.
-    unsafe fn upload(out: *mut *mut c_void, device: c_int, bases: *const Self::Affine, n: usize) -> sppark::Error;
-    /// # Safety
-    /// As `pinprove_window_g1`.
-    unsafe fn window(out: *mut *mut c_void, device: c_int, capacity: usize) -> sppark::Error;
-    /// # Safety
-    /// As `pinprove_window_g1_fill`.
-    unsafe fn fill(window: *mut c_void, bases: *const Self::Affine, n: usize, after: *mut c_void) -> sppark::Error;
-    /// # Safety
-    /// As `pinprove_window_g1_free`.
-    unsafe fn free_window(window: *mut c_void);
-    /// # Safety
-    /// As `pinprove_msm_resident_g1_begin`.
-    unsafe fn begin(out: *mut *mut c_void, resident: *const c_void, call: &MsmCall) -> sppark::Error;
-    /// # Safety
-    /// As `pinprove_msm_g1_part`: `pending` from this curve's `begin`.
-    unsafe fn part(pending: *const c_void, i: usize, out: *mut Self::Raw);
-    fn point(raw: Self::Raw) -> Self::Point;
-}
-
-pub(super) struct G1;
-pub(super) struct G2;
-
-/// `impl Curve` for one group: the same forwarding over that group's FFI.
-macro_rules! curve {
-    ($curve:ident, $affine:ty, $raw:ty, $point:ty, $g2:expr, $name:literal,
-     $upload:ident, $window:ident, $fill:ident, $free_window:ident, $begin:ident, $part:ident) => {
-        impl Curve for $curve {
-            type Affine = $affine;
-            type Raw = $raw;
-            type Point = $point;
-            const G2: bool = $g2;
-            const UPLOAD: &'static str = concat!("uploading ", $name, " bases");
-            const MSM: &'static str = concat!($name, " MSM");
-            unsafe fn upload(out: *mut *mut c_void, device: c_int, bases: *const $affine, n: usize) -> sppark::Error {
-                // SAFETY: forwarded contract.
-                unsafe { $upload(out, device, bases, n) }
-            }
-            unsafe fn window(out: *mut *mut c_void, device: c_int, capacity: usize) -> sppark::Error {
-                // SAFETY: forwarded contract.
-                unsafe { $window(out, device, capacity) }
-            }
-            unsafe fn fill(window: *mut c_void, bases: *const $affine, n: usize, after: *mut c_void) -> sppark::Error {
-                // SAFETY: forwarded contract.
-                unsafe { $fill(window, bases, n, after) }
-            }
-            unsafe fn free_window(window: *mut c_void) {
-                // SAFETY: forwarded contract.
-                unsafe { $free_window(window) }
-            }
-            unsafe fn begin(out: *mut *mut c_void, resident: *const c_void, call: &MsmCall) -> sppark::Error {
-                // SAFETY: forwarded contract.
-                unsafe { $begin(out, resident, call) }
-            }
-            unsafe fn part(pending: *const c_void, i: usize, out: *mut $raw) {
-                // SAFETY: forwarded contract.
-                unsafe { $part(pending, i, out) }
-            }
-            fn point(raw: $raw) -> $point {
-                let mut p = <$point>::identity();
-                *p.as_mut() = raw;
-                p
-            }
-        }
-    };
-}
-
-curve!(
-    G1,
-    blst_p1_affine,
-    blst_p1,
-    G1Projective,
-    false,
-    "G1",
-    pinprove_resident_g1,
-    pinprove_window_g1,
-    pinprove_window_g1_fill,
-    pinprove_window_g1_free,
-    pinprove_msm_resident_g1_begin,
-    pinprove_msm_g1_part
-);
-curve!(
-    G2,
-    blst_p2_affine,
-    blst_p2,
-    G2Projective,
-    true,
-    "G2",
-    pinprove_resident_g2,
-    pinprove_window_g2,
-    pinprove_window_g2_fill,
-    pinprove_window_g2_free,
-    pinprove_msm_resident_g2_begin,
-    pinprove_msm_g2_part
-);
 
 /// Two windows of device memory that a proof's streamed bases pass
 /// through, one filled while the other's are summed; each with the event
@@ -216,44 +111,6 @@ pub(super) enum MsmScalars<'a> {
     Device(DeviceScalars<'a>),
     /// A prepared query; `aux` stands for its list when it has none.
     Query(&'a QueryScalars, &'a [Scalar]),
-}
-
-/// Scalars in device memory, borrowed from the job that owns them,
-/// readable once `ready` (a CUDA event) has completed: `len` of them at
-/// `ptr`, which pair with the bases from `first` on, of an MSM over
-/// `total` bases (queued in parts when `len < total`).
-pub(super) struct DeviceScalars<'a> {
-    pub(super) ptr: *const Scalar,
-    pub(super) len: usize,
-    pub(super) first: usize,
-    pub(super) total: usize,
-    pub(super) ready: *mut c_void,
-    pub(super) _job: std::marker::PhantomData<&'a HJob>,
-}
-
-impl<'a> DeviceScalars<'a> {
-    /// The scalars in `parts` consecutive parts of about equal length (an
-    /// MSM queued in parts, summed by the caller; at least one part, none
-    /// empty).
-    pub(super) fn split(self, parts: usize) -> Vec<DeviceScalars<'a>> {
-        let parts = parts.clamp(1, self.len.max(1));
-        let each = self.len.div_ceil(parts);
-        (0..self.len.div_ceil(each.max(1)).max(1))
-            .map(|k| {
-                let start = k * each;
-                let len = each.min(self.len - start);
-                DeviceScalars {
-                    // A device address, never dereferenced here.
-                    ptr: self.ptr.wrapping_add(start),
-                    len,
-                    first: self.first + start,
-                    total: self.total,
-                    ready: self.ready,
-                    _job: std::marker::PhantomData,
-                }
-            })
-            .collect()
-    }
 }
 
 /// An MSM queued on the device as one or more calls; [`Msm::sum`] waits

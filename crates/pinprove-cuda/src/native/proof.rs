@@ -11,9 +11,10 @@ use group::Group;
 use pinprove_groth16::{LostDevice, Proof, ProveError, Srs, StartedProof, assemble};
 use pinprove_mem::sync::Recover;
 
+use super::curve::{G1, G2};
 use super::h::ProofEvents;
 use super::matrices::DeviceMatrices;
-use super::msm::{G1, G2, Msm};
+use super::msm::Msm;
 use super::resident::ResidentSrs;
 use super::{NativePhases, cuda_error};
 

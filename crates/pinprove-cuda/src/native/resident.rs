@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use pinprove_groth16::{ProveError, Srs, SrsPoints};
 
 use super::check;
+use super::curve::{Curve, G1, G2};
 use super::ffi::{pinprove_resident_g1_free, pinprove_resident_g2_free};
-use super::msm::{Curve, G1, G2};
 
 /// One query's bases in device memory.
 pub(super) struct Resident {

@@ -13,8 +13,9 @@ use pinprove_groth16::{AbcLayout, Backend, ProveError, ProvingJob, Srs, StartedP
 use pinprove_mem::PinnedPool;
 use pinprove_mem::test_util::skip_without_gpu;
 
+use super::curve::{G1, G2};
 use super::h::{Events, HJob};
-use super::msm::{Bases, G1, G2, MAX_BATCH, MAX_LISTED, Msm, MsmScalars, Windows, msm};
+use super::msm::{Bases, MAX_BATCH, MAX_LISTED, Msm, MsmScalars, Windows, msm};
 use super::resident::resident;
 use super::*;
 use crate::split::{self, Mode};

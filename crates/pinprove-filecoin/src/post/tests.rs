@@ -9,7 +9,7 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 
 use super::{circuit, common};
 use crate::direct::tests::{Recorder, same};
-use crate::prover::Checks;
+use crate::prepared::Checks;
 use crate::{ProofKind, ProofRequest};
 
 /// Both witnesses of `req`'s circuit; panics naming the first difference.

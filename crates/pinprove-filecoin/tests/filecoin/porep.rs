@@ -31,11 +31,8 @@ fn porep_c2_proves_and_verifies_with_verify_seal() {
         sector.verify_seal(&proved.proof).unwrap(),
         "filecoin-proofs-api's verify_seal accepts it"
     );
-    // The bare C1 output (as filecoin-ffi writes it) works as well.
-    let mut bare = req.clone();
-    bare.vanilla_proof = sector.c1.clone();
-    let again = prover.prove(&bare).unwrap();
-    assert!(sector.verify_seal(&again.proof).unwrap());
+    // The bare C1 output (as filecoin-ffi writes it) is proved in the
+    // pre-compiled test, to the same bytes as the wrapped one.
     assert_idle(prover.engine(), "porep");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -73,7 +73,11 @@ fn every_kind_proves_precompiled_and_verifies() {
     assert!(sector.verify_seal(&classic).unwrap());
     assert_eq!(mode(&prover, "porep-2k"), (SynthesisMode::Precompiled, 0));
     let direct_before = pinprove_filecoin::direct::porep::direct_witnesses();
-    let precompiled = prove_fixed(&prover, &porep, 10);
+    // The second time from the bare C1 output (as filecoin-ffi writes it,
+    // not wrapped as Curio sends it): the same sector, so the same bytes.
+    let mut bare = porep.clone();
+    bare.vanilla_proof = sector.c1.clone();
+    let precompiled = prove_fixed(&prover, &bare, 10);
     assert_eq!(mode(&prover, "porep-2k"), (SynthesisMode::Precompiled, 1));
     // The one PoRep partition's witness came from the direct generator
     // (and matched the recording: it counts as pre-compiled above).

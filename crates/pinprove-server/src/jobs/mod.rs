@@ -32,8 +32,8 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Semaphore, watch};
 
-use crate::codec::shown;
 use crate::config::JobsConfig;
+use crate::ids::shown;
 use crate::job_prover::JobProver;
 
 /// How a job ended.

@@ -15,9 +15,10 @@ use pinprove_groth16::{
 use pinprove_mem::UseFence;
 use pinprove_mem::sync::Recover;
 
+use super::super::curve::{G1, G2};
 use super::super::h::HJob;
 use super::super::matrices::DeviceMatrices;
-use super::super::msm::{Bases, G1, G2, MsmScalars, Windows, msm};
+use super::super::msm::{Bases, MsmScalars, Windows, msm};
 use super::super::proof::{DeviceProof, DeviceReads, NativeStarted};
 use super::super::resident::{ResidentSrs, srs_key};
 use super::super::{NativePhases, backend_error, check, cuda_error, timed};

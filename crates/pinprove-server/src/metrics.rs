@@ -1,0 +1,80 @@
+//! The daemon's Prometheus text: the engine's metrics, then the job
+//! table's counters and gauges (`GET /metrics` and `GetMetrics`).
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use crate::jobs::Jobs;
+
+/// The engine's metrics and the daemon's own.
+pub(crate) fn metrics_text(jobs: &Jobs) -> String {
+    let mut out = jobs.prover().engine().metrics_text();
+    let c = &jobs.counters;
+    for (name, help, v) in [
+        ("pinprove_requests_total", "Proof requests taken.", &c.submitted),
+        (
+            "pinprove_requests_deduplicated_total",
+            "Repeats of a known request answered by its job.",
+            &c.deduplicated,
+        ),
+        (
+            "pinprove_requests_refused_total",
+            "Requests refused as invalid.",
+            &c.refused,
+        ),
+        (
+            "pinprove_jobs_proved_total",
+            "Filecoin proofs returned, verified.",
+            &c.proved,
+        ),
+        ("pinprove_jobs_failed_total", "Filecoin proofs that failed.", &c.failed),
+        (
+            "pinprove_jobs_cancelled_by_clients_total",
+            "Jobs cancelled.",
+            &c.cancelled,
+        ),
+        (
+            "pinprove_jobs_cancelled_after_disconnect_total",
+            "Jobs cancelled because their client went away.",
+            &c.disconnected_cancels,
+        ),
+        (
+            "pinprove_requests_refused_full_total",
+            "Requests refused because accepted work was at its bounds.",
+            &c.refused_full,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+            v.load(Ordering::Relaxed)
+        );
+    }
+    let (active, bytes, max_bytes, known) = jobs.load();
+    let _ = writeln!(
+        out,
+        "# HELP pinprove_jobs_active Jobs accepted and not finished, by kind.\n# TYPE pinprove_jobs_active gauge"
+    );
+    for (k, n) in pinprove_filecoin::ProofKind::ALL.iter().zip(active) {
+        let _ = writeln!(out, "pinprove_jobs_active{{kind=\"{}\"}} {n}", k.name());
+    }
+    let _ = writeln!(
+        out,
+        "# HELP pinprove_request_bytes Bytes counted for accepted, unfinished requests.\n\
+         # TYPE pinprove_request_bytes gauge\npinprove_request_bytes {bytes}\n\
+         # HELP pinprove_request_bytes_limit The bound on those bytes.\n\
+         # TYPE pinprove_request_bytes_limit gauge\npinprove_request_bytes_limit {max_bytes}\n\
+         # HELP pinprove_jobs_known Jobs in the job table (unfinished, and results kept for retries).\n\
+         # TYPE pinprove_jobs_known gauge\npinprove_jobs_known {known}"
+    );
+    let _ = writeln!(
+        out,
+        "# HELP pinprove_verifications_total Proofs verified before they were returned.\n\
+         # TYPE pinprove_verifications_total counter\npinprove_verifications_total {}\n\
+         # HELP pinprove_verification_seconds_total Time spent verifying proofs before returning them.\n\
+         # TYPE pinprove_verification_seconds_total counter\npinprove_verification_seconds_total {:.6}",
+        c.verified.load(Ordering::Relaxed),
+        c.verification_us.load(Ordering::Relaxed) as f64 / 1e6
+    );
+    out
+}
