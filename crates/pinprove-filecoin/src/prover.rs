@@ -350,11 +350,24 @@ impl FilecoinProver {
         for r in &results {
             proof.extend_from_slice(&r.proof.to_bytes());
         }
-        // The points as the prover made them: nothing to parse back.
-        let proofs: Vec<groth16::Proof<Bls12>> = results.iter().map(|r| to_bellperson(&r.proof)).collect();
         let verify = self.options.verify && !self.synthetic();
+        let t = Instant::now();
+        // The points as the prover made them, checked once as a parse of
+        // their bytes would check them, for the verifier and the aggregator
+        // alike: nothing is parsed back.
+        let proofs = if verify || sub.aggregation.is_some() {
+            results
+                .iter()
+                .map(|r| checked(&r.proof))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|source| match verify {
+                    true => FilecoinError::Verification { kind: sub.kind, source },
+                    false => FilecoinError::Aggregation { kind: sub.kind, source },
+                })?
+        } else {
+            Vec::new()
+        };
         let mut verification = if verify {
-            let t = Instant::now();
             self.verify(sub, &proofs)?;
             Some(t.elapsed())
         } else {
@@ -470,9 +483,23 @@ impl FilecoinProver {
     }
 }
 
-/// A proof as bellperson's verifier and aggregator take it.
-fn to_bellperson(p: &pinprove_groth16::Proof) -> groth16::Proof<Bls12> {
-    groth16::Proof { a: p.a, b: p.b, c: p.c }
+/// A proof as bellperson's verifier and aggregator take it, its points
+/// checked as bellperson's `Proof::read` checks them: on the curve, in the
+/// group, not the identity.
+fn checked(p: &pinprove_groth16::Proof) -> anyhow::Result<groth16::Proof<Bls12>> {
+    use group::prime::PrimeCurveAffine;
+    for (name, on_curve, in_group, identity) in [
+        ("A", p.a.is_on_curve(), p.a.is_torsion_free(), p.a.is_identity()),
+        ("B", p.b.is_on_curve(), p.b.is_torsion_free(), p.b.is_identity()),
+        ("C", p.c.is_on_curve(), p.c.is_torsion_free(), p.c.is_identity()),
+    ] {
+        anyhow::ensure!(
+            bool::from(on_curve & in_group),
+            "the proof's {name} is not a point of its group"
+        );
+        anyhow::ensure!(!bool::from(identity), "the proof's {name} is the point at infinity");
+    }
+    Ok(groth16::Proof { a: p.a, b: p.b, c: p.c })
 }
 
 /// The circuit of `kind` for `sector_bytes`-byte sectors, as the
@@ -534,4 +561,42 @@ pub fn parse_circuit_id(circuit_id: &str) -> Result<(ProofKind, u64), FilecoinEr
         .find(|&b| kind::size_tag(b).is_ok_and(|t| t == size))
         .ok_or_else(unknown)?;
     Ok((kind, bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use blstrs::{G1Affine, G2Affine};
+    use group::prime::PrimeCurveAffine;
+
+    use super::checked;
+
+    #[test]
+    fn proof_points_are_checked_as_a_parse_would_check_them() {
+        let good = pinprove_groth16::Proof {
+            a: G1Affine::generator(),
+            b: G2Affine::generator(),
+            c: G1Affine::generator(),
+        };
+        assert!(checked(&good).is_ok());
+        let at_infinity = pinprove_groth16::Proof {
+            b: G2Affine::identity(),
+            ..good
+        };
+        let e = checked(&at_infinity).unwrap_err().to_string();
+        assert!(e.contains("B is the point at infinity"), "{e}");
+        // A point of the curve outside G1: the first small x with a y
+        // (compressed bytes, decompressed without the subgroup check).
+        let outside = (1u8..=255)
+            .find_map(|x| {
+                let mut bytes = [0u8; 48];
+                (bytes[0], bytes[47]) = (0x80, x);
+                Option::<G1Affine>::from(G1Affine::from_compressed_unchecked(&bytes))
+                    .filter(|p| !bool::from(p.is_torsion_free()))
+            })
+            .expect("a point outside G1 among the first x");
+        let e = checked(&pinprove_groth16::Proof { c: outside, ..good })
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("C is not a point of its group"), "{e}");
+    }
 }
