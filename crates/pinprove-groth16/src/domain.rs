@@ -10,7 +10,10 @@
 //!
 //! Twiddles come from one table of ω^j (j < n/2); inverse twiddles use
 //! ω^-j = -ω^(n/2-j). The first levels of each transform run block by block
-//! on cache-sized blocks with compact per-level tables.
+//! on cache-sized blocks with compact per-level tables; the levels above
+//! them run a few at a time on column blocks (see [`for_each_column_block`]),
+//! so a transform of 2^22 scalars passes over memory three times, not
+//! eleven.
 
 use ff::{Field, PrimeField};
 use rayon::prelude::*;
@@ -22,6 +25,12 @@ use crate::{ProveError, Scalar};
 const LOCAL_LOG: u32 = 12;
 /// Elements per parallel task in element-wise passes.
 const CHUNK: usize = 1 << 13;
+/// Levels above the per-block ones are done this many at a time, in one
+/// pass over memory instead of one pass per level.
+const PASS_LEVELS: u32 = 5;
+/// Columns of one task of such a pass: 2^PASS_LEVELS rows of this many
+/// scalars (256 KiB) stay in L2 while their levels are done.
+const COLUMNS: usize = 256;
 
 /// The size of the evaluation domain a circuit of `constraints` constraints
 /// (Groth16's input constraints included) is proved over: the smallest power
@@ -152,6 +161,19 @@ impl Domain {
             .expect("g^n != 1 for a non-residue generator")
     }
 
+    /// The levels above the per-block ones, lowest first, as (log2 of the
+    /// lowest level's half-size, number of levels) of each pass.
+    fn passes(&self) -> Vec<(u32, u32)> {
+        let mut out = Vec::new();
+        let mut a_log = LOCAL_LOG.min(self.log_n);
+        while a_log < self.log_n {
+            let k = PASS_LEVELS.min(self.log_n - a_log);
+            out.push((a_log, k));
+            a_log += k;
+        }
+        out
+    }
+
     fn check(&self, a: &[Scalar]) {
         assert_eq!(a.len(), self.n, "vector length differs from the domain size");
     }
@@ -196,18 +218,25 @@ impl Domain {
                 m *= 2;
             }
         });
-        let mut m = block;
-        while m < n {
-            let stride = n / (2 * m);
-            let tw = &self.twiddles;
-            for_each_butterfly_group(a, m, |j0, lo, hi| {
-                for (j, (x, y)) in lo.iter_mut().zip(hi.iter_mut()).enumerate() {
-                    let t = *y * tw[(j0 + j) * stride];
-                    *y = *x - t;
-                    *x += t;
+        let tw = &self.twiddles;
+        for (a_log, k) in self.passes() {
+            for_each_column_block(a, a_log, k, |c0, rows| {
+                for l in 0..k {
+                    let half = 1usize << l;
+                    let stride = n >> (a_log + l + 1);
+                    for t in (0..rows.len()).filter(|t| t & half == 0) {
+                        let (lo, hi) = rows.split_at_mut(t + half);
+                        // Element (t, c) sits at j = (t mod 2^l)·2^a + c0 + c
+                        // within its butterfly block of level 2^(a+l).
+                        let j0 = ((t & (half - 1)) << a_log) + c0;
+                        for (c, (x, y)) in lo[t].iter_mut().zip(hi[0].iter_mut()).enumerate() {
+                            let p = *y * tw[(j0 + c) * stride];
+                            *y = *x - p;
+                            *x += p;
+                        }
+                    }
                 }
             });
-            m *= 2;
         }
     }
 
@@ -216,20 +245,25 @@ impl Domain {
     fn dif_inverse(&self, a: &mut [Scalar]) {
         let n = self.n;
         let block = n.min(1 << LOCAL_LOG);
-        let mut m = n / 2;
-        while m >= block {
-            let stride = n / (2 * m);
-            let tw = &self.twiddles;
-            for_each_butterfly_group(a, m, |j0, lo, hi| {
-                for (j, (x, y)) in lo.iter_mut().zip(hi.iter_mut()).enumerate() {
-                    let (u, v) = (*x, *y);
-                    *x = u + v;
-                    let idx = (j0 + j) * stride;
-                    // ω^-idx = -ω^(n/2 - idx), so (u - v)·ω^-idx = (v - u)·ω^(n/2-idx).
-                    *y = if idx == 0 { u - v } else { (v - u) * tw[n / 2 - idx] };
+        let tw = &self.twiddles;
+        for (a_log, k) in self.passes().into_iter().rev() {
+            for_each_column_block(a, a_log, k, |c0, rows| {
+                for l in (0..k).rev() {
+                    let half = 1usize << l;
+                    let stride = n >> (a_log + l + 1);
+                    for t in (0..rows.len()).filter(|t| t & half == 0) {
+                        let (lo, hi) = rows.split_at_mut(t + half);
+                        let j0 = ((t & (half - 1)) << a_log) + c0;
+                        for (c, (x, y)) in lo[t].iter_mut().zip(hi[0].iter_mut()).enumerate() {
+                            let (u, v) = (*x, *y);
+                            *x = u + v;
+                            let idx = (j0 + c) * stride;
+                            // ω^-idx = -ω^(n/2 - idx), so (u - v)·ω^-idx = (v - u)·ω^(n/2-idx).
+                            *y = if idx == 0 { u - v } else { (v - u) * tw[n / 2 - idx] };
+                        }
+                    }
                 }
             });
-            m /= 2;
         }
         let local = &self.local_inv;
         a.par_chunks_mut(block).for_each(|blk| {
@@ -250,19 +284,28 @@ impl Domain {
     }
 }
 
-/// Runs `f(j0, lo, hi)` over every butterfly group of one level: blocks of
-/// 2m elements split into halves, and those halves cut into pieces so that
-/// a level with few large blocks still spreads over all threads. `j0` is the
-/// index of the piece's first element within its half.
-fn for_each_butterfly_group(a: &mut [Scalar], m: usize, f: impl Fn(usize, &mut [Scalar], &mut [Scalar]) + Sync) {
-    let piece = m.min(CHUNK);
-    a.par_chunks_mut(2 * m).for_each(|blk| {
-        let (lo, hi) = blk.split_at_mut(m);
-        lo.par_chunks_mut(piece)
-            .zip(hi.par_chunks_mut(piece))
-            .enumerate()
-            .for_each(|(i, (l, h))| f(i * piece, l, h));
-    });
+/// Runs `f(c0, rows)` over the column blocks of one pass of `k` levels whose
+/// lowest has half-size 2^a_log.
+///
+/// Those levels mix only the elements h·2^(a+k) + t·2^a + r for t < 2^k, with
+/// h and r fixed: viewed as 2^k rows of 2^a scalars per span of 2^(a+k), they
+/// act on each column alone. A task gets `COLUMNS` adjacent columns (r from
+/// `c0`) of one span as its 2^k row pieces, small enough to stay in cache
+/// while all k levels are done, and tasks run in parallel.
+fn for_each_column_block(a: &mut [Scalar], a_log: u32, k: u32, f: impl Fn(usize, &mut [&mut [Scalar]]) + Sync) {
+    let row_len = 1usize << a_log;
+    let cols = row_len.min(COLUMNS);
+    let mut tasks: Vec<(usize, Vec<&mut [Scalar]>)> = Vec::with_capacity((a.len() / cols) >> k);
+    for span in a.chunks_mut(row_len << k) {
+        let mut blocks: Vec<Vec<&mut [Scalar]>> = (0..row_len / cols).map(|_| Vec::with_capacity(1 << k)).collect();
+        for row in span.chunks_mut(row_len) {
+            for (block, piece) in blocks.iter_mut().zip(row.chunks_mut(cols)) {
+                block.push(piece);
+            }
+        }
+        tasks.extend(blocks.into_iter().enumerate().map(|(b, rows)| (b * cols, rows)));
+    }
+    tasks.into_par_iter().for_each(|(c0, mut rows)| f(c0, &mut rows));
 }
 
 fn inverse_twiddle(tw: &[Scalar], n: usize, idx: usize) -> Scalar {
@@ -361,25 +404,29 @@ mod tests {
 
     #[test]
     fn fft_of_large_sizes_round_trips_and_evaluates() {
-        let n = 1 << 14;
-        let a = random_vec(n, 99);
-        let d = Domain::new(n).unwrap();
-        let mut e = a.clone();
-        d.fft(&mut e);
-        // Check a few evaluations by Horner's rule.
-        let omega = omega_for(n);
-        for k in [0usize, 1, 7, 4097, n - 1] {
-            let x = omega.pow_vartime([k as u64]);
-            let horner = a.iter().rev().fold(Scalar::ZERO, |acc, c| acc * x + c);
-            assert_eq!(e[k], horner, "k = {k}");
+        // 2^14: one pass of two levels above the blocks; 2^18: a full pass
+        // of PASS_LEVELS and a pass of one.
+        for log_n in [14u32, 18] {
+            let n = 1 << log_n;
+            let a = random_vec(n, 99);
+            let d = Domain::new(n).unwrap();
+            let mut e = a.clone();
+            d.fft(&mut e);
+            // Check a few evaluations by Horner's rule.
+            let omega = omega_for(n);
+            for k in [0usize, 1, 7, 4097, n / 2 + 3, n - 1] {
+                let x = omega.pow_vartime([k as u64]);
+                let horner = a.iter().rev().fold(Scalar::ZERO, |acc, c| acc * x + c);
+                assert_eq!(e[k], horner, "k = {k}, n = {n}");
+            }
+            d.ifft(&mut e);
+            assert_eq!(e, a, "round trip, n = {n}");
         }
-        d.ifft(&mut e);
-        assert_eq!(e, a);
     }
 
     #[test]
     fn coset_paths_match_the_plain_transforms() {
-        for log_n in [0u32, 3, 12, 14] {
+        for log_n in [0u32, 3, 12, 14, 18] {
             let n = 1usize << log_n;
             let d = Domain::new(n).unwrap();
             let evals = random_vec(n, 7 + log_n as u64);
