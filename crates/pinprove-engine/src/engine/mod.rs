@@ -569,5 +569,27 @@ impl Drop for Engine {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        // Recordings and pool warm-ups run on threads of their own and use
+        // the backend (pinned memory, uploads to a GPU). A process that
+        // exits while one runs unloads the CUDA runtime under it, which
+        // crashed `pinprove selftest` at exit after it had passed; so the
+        // engine is gone only once they are, or after a bounded wait.
+        let background = || inner.warm.busy() || inner.precompiled.running.load(Ordering::Acquire) > 0;
+        if background() {
+            tracing::info!("waiting for recordings and pool warm-ups to end");
+            let deadline = Instant::now() + BACKGROUND_GRACE;
+            while background() && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(10));
+            }
+            if background() {
+                tracing::warn!(
+                    "recordings or pool warm-ups still running after {BACKGROUND_GRACE:?}; the engine goes without them"
+                );
+            }
+        }
     }
 }
+
+/// How long a dropped engine waits for its background recordings and pool
+/// warm-ups, so that a stuck one cannot hold a shutdown forever.
+const BACKGROUND_GRACE: Duration = Duration::from_secs(120);

@@ -223,6 +223,30 @@ fn a_persisted_recording_is_used_by_a_fresh_engine_and_a_damaged_one_is_made_aga
 }
 
 #[test]
+fn a_dropped_engine_waits_for_the_recording_it_started() {
+    let dir = temp_dir("precompiled-drop");
+    let hints = dir.join("hints");
+    let shape = BenchCircuit::new(1 << 19, WitnessMix::Bits).unwrap();
+    let params = synthetic_params(&shape, &dir);
+    let (pool, _acct) = pool_with(4 << 30);
+    let engine = cpu_engine(&pool, true, Some(&hints));
+    engine.register_srs(&shape.id(), &params);
+    let c = shape.clone().with_seed(1);
+    let inputs = c.public_inputs();
+    assert!(engine.precompile(&shape.id(), &*precompilable_partition_with_inputs(c, inputs)));
+    drop(engine);
+    // A process may exit right after: the recording ended (and was saved)
+    // before the engine was gone, not under the process's teardown.
+    let saved = if hints.exists() {
+        recording_files(&hints)
+    } else {
+        Vec::new()
+    };
+    assert_eq!(saved.len(), 1, "recorded before the drop returned");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_stale_recording_is_refused_against_the_parameters_and_made_again() {
     let dir = temp_dir("precompiled-stale");
     let hints = dir.join("hints");
