@@ -222,19 +222,14 @@ impl Domain {
         for (a_log, k) in self.passes() {
             for_each_column_block(a, a_log, k, |c0, rows| {
                 for l in 0..k {
-                    let half = 1usize << l;
                     let stride = n >> (a_log + l + 1);
-                    for t in (0..rows.len()).filter(|t| t & half == 0) {
-                        let (lo, hi) = rows.split_at_mut(t + half);
-                        // Element (t, c) sits at j = (t mod 2^l)·2^a + c0 + c
-                        // within its butterfly block of level 2^(a+l).
-                        let j0 = ((t & (half - 1)) << a_log) + c0;
-                        for (c, (x, y)) in lo[t].iter_mut().zip(hi[0].iter_mut()).enumerate() {
+                    for_each_row_pair(rows, a_log, l, c0, |j0, xs, ys| {
+                        for (c, (x, y)) in xs.iter_mut().zip(ys.iter_mut()).enumerate() {
                             let p = *y * tw[(j0 + c) * stride];
                             *y = *x - p;
                             *x += p;
                         }
-                    }
+                    });
                 }
             });
         }
@@ -249,19 +244,16 @@ impl Domain {
         for (a_log, k) in self.passes().into_iter().rev() {
             for_each_column_block(a, a_log, k, |c0, rows| {
                 for l in (0..k).rev() {
-                    let half = 1usize << l;
                     let stride = n >> (a_log + l + 1);
-                    for t in (0..rows.len()).filter(|t| t & half == 0) {
-                        let (lo, hi) = rows.split_at_mut(t + half);
-                        let j0 = ((t & (half - 1)) << a_log) + c0;
-                        for (c, (x, y)) in lo[t].iter_mut().zip(hi[0].iter_mut()).enumerate() {
+                    for_each_row_pair(rows, a_log, l, c0, |j0, xs, ys| {
+                        for (c, (x, y)) in xs.iter_mut().zip(ys.iter_mut()).enumerate() {
                             let (u, v) = (*x, *y);
                             *x = u + v;
                             let idx = (j0 + c) * stride;
                             // ω^-idx = -ω^(n/2 - idx), so (u - v)·ω^-idx = (v - u)·ω^(n/2-idx).
                             *y = if idx == 0 { u - v } else { (v - u) * tw[n / 2 - idx] };
                         }
-                    }
+                    });
                 }
             });
         }
@@ -306,6 +298,24 @@ fn for_each_column_block(a: &mut [Scalar], a_log: u32, k: u32, f: impl Fn(usize,
         tasks.extend(blocks.into_iter().enumerate().map(|(b, rows)| (b * cols, rows)));
     }
     tasks.into_par_iter().for_each(|(c0, mut rows)| f(c0, &mut rows));
+}
+
+/// Runs `f(j0, xs, ys)` over the butterfly pairs of rows of level l in a
+/// column block (see [`for_each_column_block`]): rows t and t + 2^l with bit
+/// l of t clear. Column c of row t sits at j0 + c = (t mod 2^l)·2^a + c0 + c
+/// within its butterfly block of level 2^(a+l).
+fn for_each_row_pair(
+    rows: &mut [&mut [Scalar]],
+    a_log: u32,
+    l: u32,
+    c0: usize,
+    mut f: impl FnMut(usize, &mut [Scalar], &mut [Scalar]),
+) {
+    let half = 1usize << l;
+    for t in (0..rows.len()).filter(|t| t & half == 0) {
+        let (lo, hi) = rows.split_at_mut(t + half);
+        f(((t & (half - 1)) << a_log) + c0, &mut *lo[t], &mut *hi[0]);
+    }
 }
 
 fn inverse_twiddle(tw: &[Scalar], n: usize, idx: usize) -> Scalar {
