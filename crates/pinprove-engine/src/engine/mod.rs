@@ -548,9 +548,7 @@ impl Engine {
     pub fn wait_quiet(&self, timeout: Duration) -> bool {
         let inner = &self.inner;
         inner.gauges.wait_quiet(Instant::now() + timeout, || {
-            inner.queue_lock().is_empty()
-                && !inner.warm.busy()
-                && inner.precompiled.running.load(Ordering::Acquire) == 0
+            inner.queue_lock().is_empty() && !background_running(inner)
         })
     }
 }
@@ -574,7 +572,7 @@ impl Drop for Engine {
         // exits while one runs unloads the CUDA runtime under it, which
         // crashed `pinprove selftest` at exit after it had passed; so the
         // engine is gone only once they are, or after a bounded wait.
-        let background = || inner.warm.busy() || inner.precompiled.running.load(Ordering::Acquire) > 0;
+        let background = || background_running(inner);
         if background() {
             tracing::info!("waiting for recordings and pool warm-ups to end");
             let deadline = Instant::now() + BACKGROUND_GRACE;
@@ -588,6 +586,11 @@ impl Drop for Engine {
             }
         }
     }
+}
+
+/// Whether a recording or a pool warm-up is running on a thread of its own.
+fn background_running(inner: &Inner) -> bool {
+    inner.warm.busy() || inner.precompiled.running.load(Ordering::Acquire) > 0
 }
 
 /// How long a dropped engine waits for its background recordings and pool
