@@ -47,3 +47,31 @@ static_assert(offsetof(pinprove_msm_call, max_batch) == 88, "pinprove_msm_call.m
 static_assert(offsetof(pinprove_msm_call, base_offset) == 96, "pinprove_msm_call.base_offset");
 static_assert(offsetof(pinprove_msm_call, idx_base) == 104, "pinprove_msm_call.idx_base");
 #endif
+
+// A pre-compiled circuit's matrices in pinned host memory, which a proof
+// streams to the device in row chunks through two chunk buffers (see
+// native_spmv.cu). Matrix k's row r has entries row_ptr[k][r] ..
+// row_ptr[k][r + 1] of cols[k] (witness index) and ids[k] (index into
+// coeffs). chunks[k] holds n_chunks[k] + 1 row boundaries, from 0 to rows,
+// increasing; each chunk fits one chunk buffer of chunk_bytes, laid out as
+// native_spmv.cu's chunk_layout_t (src/native/matrices.rs counts the same).
+struct pinprove_host_matrices {
+    const uint64_t* row_ptr[3];
+    const uint32_t* cols[3];
+    const uint16_t* ids[3];
+    const uint64_t* chunks[3];
+    size_t n_chunks[3];
+    const void* coeffs;          // n_coeffs field elements (Montgomery form)
+    size_t n_coeffs;
+    size_t rows;
+    size_t vars;
+    size_t chunk_bytes;
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(pinprove_host_matrices) == 160, "pinprove_host_matrices size");
+static_assert(offsetof(pinprove_host_matrices, chunks) == 72, "pinprove_host_matrices.chunks");
+static_assert(offsetof(pinprove_host_matrices, n_chunks) == 96, "pinprove_host_matrices.n_chunks");
+static_assert(offsetof(pinprove_host_matrices, coeffs) == 120, "pinprove_host_matrices.coeffs");
+static_assert(offsetof(pinprove_host_matrices, chunk_bytes) == 152, "pinprove_host_matrices.chunk_bytes");
+#endif

@@ -36,6 +36,7 @@ mod info;
 mod native;
 pub mod nvml;
 pub mod plan;
+mod row_chunks;
 #[cfg(feature = "cuda")]
 pub mod runtime;
 mod slices;

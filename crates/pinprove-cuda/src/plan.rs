@@ -11,11 +11,18 @@
 //! 1. the SRS bases (a 32 GiB PoRep's are 44 GiB; streamed, they cross PCIe
 //!    once per proof), when they fit beside one proof;
 //! 2. the circuit's pre-compiled matrices (a/b/c computed on the GPU from
-//!    the witness; otherwise on the host, and a/b/c cross PCIe instead),
-//!    when they fit beside the bases and one proof;
+//!    the witness), when they fit beside the bases and one proof;
+//!    otherwise they stream from pinned host memory in row chunks through
+//!    two chunk buffers per proof ([`MatrixPlacement::Streamed`]: 7.5 GB of
+//!    matrices cross PCIe per 32 GiB PoRep partition instead of 12 GiB of
+//!    a/b/c, and the host computes nothing but the witness);
 //! 3. otherwise the bases stream through two windows of device memory, one
 //!    filled while the other's bases are summed, as large as the memory
 //!    left allows (up to [`MAX_WINDOW`] bases).
+//!
+//! A proof computing a/b/c from its witness holds two domain vectors at
+//! once (a·b is formed before c is computed), so a 2^27 domain, its
+//! witness and two chunk buffers fit a 16 GB card.
 //!
 //! Streamed or resident, scalars are split the same way (ones by batched
 //! addition, small values by bit planes, the rest by Pippenger): a window
@@ -52,6 +59,12 @@ const PIPPENGER_BATCH: usize = 1 << 24;
 /// whatever the witness. Filecoin's witnesses list about 1% of a query's
 /// bases (1.5 M of 130 M at 32 GiB): one call.
 pub(crate) const MAX_LISTED: usize = PIPPENGER_BATCH;
+/// The most bytes a recording's coefficient table takes (ids are 16-bit).
+const MAX_COEFFICIENT_BYTES: u64 = (1 << 16) * SCALAR;
+/// Bounds of a streamed matrix chunk: about a sixteenth of a matrix, so
+/// that the copy of one chunk overlaps the rows of the last.
+const MIN_CHUNK: u64 = 1 << 20;
+const MAX_CHUNK: u64 = 64 << 20;
 /// Room left for what the plan does not count: sppark's NTT tables, the
 /// CUDA context's own allocations, fragmentation of the stream-ordered
 /// pool.
@@ -73,7 +86,7 @@ pub struct CircuitSizes {
 
 impl CircuitSizes {
     /// The sizes a recording gives (its matrices' device bytes included).
-    pub(crate) fn of_recording(r: &pinprove_groth16::precompiled::Recording) -> CircuitSizes {
+    pub fn of_recording(r: &pinprove_groth16::precompiled::Recording) -> CircuitSizes {
         let stats = r.stats();
         let domain = pinprove_groth16::domain::domain_size(stats.constraints).unwrap_or(usize::MAX / 2);
         let b = r.b_input_density().total() + r.b_aux_density().total();
@@ -89,6 +102,13 @@ impl CircuitSizes {
             bases: [domain - 1, stats.aux, stats.inputs + r.a_aux_density().total(), b, b],
             matrices: Some(matrices),
         }
+    }
+
+    /// Bytes of one of a proof's two chunk buffers when its matrices
+    /// stream (0 before the circuit is recorded): about a sixteenth of a
+    /// matrix, within [1 MiB, 64 MiB].
+    pub fn matrix_chunk(&self) -> u64 {
+        self.matrices.map_or(0, |m| (m / 48).clamp(MIN_CHUNK, MAX_CHUNK))
     }
 
     /// Whether both describe the same circuit's queries.
@@ -108,6 +128,21 @@ impl CircuitSizes {
     }
 }
 
+/// Where a pre-compiled circuit's matrices are read from when its proofs
+/// compute a/b/c on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MatrixPlacement {
+    /// In device memory, uploaded once per recording.
+    Device,
+    /// In pinned host memory, copied in row chunks through two chunk
+    /// buffers of each proof.
+    Streamed,
+    /// Not on the device: a/b/c are computed on the host and uploaded (as
+    /// for a circuit never recorded).
+    Host,
+}
+
 /// How a circuit's proofs use one GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Plan {
@@ -116,11 +151,12 @@ pub struct Plan {
     pub usable: u64,
     /// The SRS bases stay in device memory.
     pub bases_resident: bool,
-    /// The pre-compiled matrices may go to device memory.
-    pub matrices_on_device: bool,
+    /// Where a recording's matrices are read from (before the circuit is
+    /// recorded: [`MatrixPlacement::Host`]).
+    pub matrices: MatrixPlacement,
     /// Bases per streamed window (0 with resident bases).
     pub window: usize,
-    /// Device bytes held across proofs: bases and matrices.
+    /// Device bytes held across proofs: bases and resident matrices.
     pub held_bytes: u64,
     /// Device bytes one proof takes at its peak, beyond those.
     pub proof_bytes: u64,
@@ -175,13 +211,18 @@ fn msm_bytes(bases: usize, base: u64, bucket: u64) -> u64 {
 }
 
 /// Peak device bytes of one proof beyond what is held: the h step (a, b
-/// and c in device memory, and the witness when the matrices compute them
-/// there), then h while its MSM runs, then the other MSMs; with streamed
-/// bases, two windows and the MSM work of two windows at once.
-fn proof_bytes(s: &CircuitSizes, matrices: bool, window: Option<usize>) -> u64 {
+/// and c uploaded; or two domain vectors, the witness and, for streamed
+/// matrices, two chunk buffers and the coefficients), then h while its MSM
+/// runs, then the other MSMs; with streamed bases, two windows and the MSM
+/// work of two windows at once.
+fn proof_bytes(s: &CircuitSizes, matrices: MatrixPlacement, window: Option<usize>) -> u64 {
     let m = s.domain as u64;
-    let witness = if matrices { s.vars as u64 * SCALAR } else { 0 };
-    let h_step = 3 * m * SCALAR + witness;
+    let witness = s.vars as u64 * SCALAR;
+    let h_step = match matrices {
+        MatrixPlacement::Host => 3 * m * SCALAR,
+        MatrixPlacement::Device => 2 * m * SCALAR + witness,
+        MatrixPlacement::Streamed => 2 * m * SCALAR + witness + 2 * s.matrix_chunk() + MAX_COEFFICIENT_BYTES,
+    };
     let msms = match window {
         None => {
             // Resident bases: the h MSM in parts of 2^25 (scalars already
@@ -213,11 +254,7 @@ impl Plan {
     /// pinprove may take: its bases resident when they fit beside one
     /// proof, else streamed ([`Plan::streaming`]).
     pub fn new(sizes: &CircuitSizes, usable: u64) -> Result<Plan, PlanError> {
-        let with_matrices = sizes.matrices.is_some();
-        for matrices in [true, false] {
-            if matrices && !with_matrices {
-                continue;
-            }
+        for &matrices in placements(sizes) {
             let p = Plan::of(sizes, usable, true, matrices, 0);
             if p.fits() {
                 return Ok(p);
@@ -227,13 +264,10 @@ impl Plan {
     }
 
     /// The plan with the bases streamed, through the largest windows that
-    /// fit (matrices on the device when they fit too).
+    /// fit (matrices on the device, else streamed, when they fit too).
     pub(crate) fn streaming(sizes: &CircuitSizes, usable: u64) -> Result<Plan, PlanError> {
         let largest = MAX_WINDOW.min(sizes.largest_query().next_multiple_of(WINDOW_ALIGN));
-        for matrices in [true, false] {
-            if matrices && sizes.matrices.is_none() {
-                continue;
-            }
+        for &matrices in placements(sizes) {
             let mut w = largest;
             loop {
                 let p = Plan::of(sizes, usable, false, matrices, w);
@@ -255,27 +289,27 @@ impl Plan {
     }
 
     /// The plan with the bases streamed through windows of `window` bases
-    /// (at most the largest query), matrices on the host, fitting or not.
+    /// (at most the largest query), a/b/c from the host, fitting or not.
     pub(crate) fn streamed(sizes: &CircuitSizes, usable: u64, window: usize) -> Plan {
         let w = window
             .min(sizes.largest_query().next_multiple_of(WINDOW_ALIGN))
             .max(WINDOW_ALIGN);
-        Plan::of(sizes, usable, false, false, w)
+        Plan::of(sizes, usable, false, MatrixPlacement::Host, w)
     }
 
-    fn of(sizes: &CircuitSizes, usable: u64, bases_resident: bool, matrices_on_device: bool, window: usize) -> Plan {
+    fn of(sizes: &CircuitSizes, usable: u64, bases_resident: bool, matrices: MatrixPlacement, window: usize) -> Plan {
         let held = if bases_resident { sizes.bases_bytes() } else { 0 }
-            + if matrices_on_device {
+            + if matrices == MatrixPlacement::Device {
                 sizes.matrices.unwrap_or(0)
             } else {
                 0
             };
-        let proof = proof_bytes(sizes, matrices_on_device, (!bases_resident).then_some(window));
+        let proof = proof_bytes(sizes, matrices, (!bases_resident).then_some(window));
         let room = usable.saturating_sub(SLACK);
         Plan {
             usable,
             bases_resident,
-            matrices_on_device,
+            matrices,
             window: if bases_resident { 0 } else { window },
             held_bytes: held,
             proof_bytes: proof,
@@ -289,12 +323,29 @@ impl Plan {
 }
 
 impl Plan {
-    /// Whether a circuit of `sizes` planned so can also keep its
-    /// pre-compiled matrices (`matrices` bytes) on the device, beside
-    /// `elsewhere` bytes other circuits hold there.
-    pub(crate) fn matrices_fit(&self, sizes: &CircuitSizes, matrices: u64, elsewhere: u64) -> bool {
-        let proof = proof_bytes(sizes, true, (!self.bases_resident).then_some(self.window));
-        elsewhere + self.held_bytes + matrices + proof + SLACK <= self.usable
+    /// Where a circuit planned so reads the matrices of its recording
+    /// (`sizes` with the recording's matrices) beside `elsewhere` bytes
+    /// other circuits hold on the device: in device memory when they fit
+    /// there beside one proof, else streamed when a proof that streams
+    /// them fits, else nowhere (a/b/c from the host).
+    pub fn matrix_placement(&self, sizes: &CircuitSizes, elsewhere: u64) -> MatrixPlacement {
+        let Some(matrices) = sizes.matrices else {
+            return MatrixPlacement::Host;
+        };
+        let held = elsewhere + self.held_bytes;
+        if held + matrices + self.proof_bytes_for(sizes, MatrixPlacement::Device) + SLACK <= self.usable {
+            MatrixPlacement::Device
+        } else if held + self.proof_bytes_for(sizes, MatrixPlacement::Streamed) + SLACK <= self.usable {
+            MatrixPlacement::Streamed
+        } else {
+            MatrixPlacement::Host
+        }
+    }
+
+    /// Device bytes one proof of a circuit of `sizes` takes at its peak
+    /// under this plan's bases, with a/b/c as `matrices` says.
+    pub fn proof_bytes_for(&self, sizes: &CircuitSizes, matrices: MatrixPlacement) -> u64 {
+        proof_bytes(sizes, matrices, (!self.bases_resident).then_some(self.window))
     }
 
     /// How the h query's bases (the largest MSM's) could be precomputed
@@ -311,6 +362,17 @@ impl Plan {
         let free = room.saturating_sub(self.held_bytes + proofs * self.proof_bytes);
         let h = sizes.bases[0] as u64;
         TablePlan::for_memory(h, G1_BASE, window_bits, h * G1_BASE + free)
+    }
+}
+
+/// The matrix placements a plan may choose for a circuit of `sizes`, best
+/// first (only the host's before the circuit is recorded).
+fn placements(sizes: &CircuitSizes) -> &'static [MatrixPlacement] {
+    use MatrixPlacement::*;
+    if sizes.matrices.is_some() {
+        &[Device, Streamed, Host]
+    } else {
+        &[Host]
     }
 }
 
@@ -364,20 +426,28 @@ mod tests {
         let s = porep_32g(Some(7_461_105_138));
         assert_eq!(s.bases_bytes(), 47_373_896_256, "the bytes the upload logged");
         let p = Plan::new(&s, 139 * GIB).unwrap();
-        assert!(p.bases_resident && p.matrices_on_device, "{p:?}");
+        assert!(p.bases_resident && p.matrices == MatrixPlacement::Device, "{p:?}");
         assert!(p.proofs_at_once >= 1);
         // Not recorded yet: bases resident, matrices decided later.
-        let p = Plan::new(&porep_32g(None), 139 * GIB).unwrap();
-        assert!(p.bases_resident && !p.matrices_on_device, "{p:?}");
+        let before = Plan::new(&porep_32g(None), 139 * GIB).unwrap();
+        assert!(
+            before.bases_resident && before.matrices == MatrixPlacement::Host,
+            "{before:?}"
+        );
+        assert_eq!(before.matrix_placement(&s, 0), MatrixPlacement::Device);
     }
 
     #[test]
     fn cards_storage_providers_own_stream_their_bases_and_every_plan_fits() {
-        for (cap, matrices_fit) in [(29, true), (22, false), (15, false)] {
+        for (cap, matrices) in [
+            (29, MatrixPlacement::Device),
+            (22, MatrixPlacement::Device),
+            (15, MatrixPlacement::Streamed),
+        ] {
             let s = porep_32g(Some(7_461_105_138));
             let p = Plan::new(&s, cap * GIB).unwrap_or_else(|e| panic!("{cap} GiB: {e}"));
             assert!(!p.bases_resident, "{cap} GiB: {p:?}");
-            assert_eq!(p.matrices_on_device, matrices_fit, "{cap} GiB: {p:?}");
+            assert_eq!(p.matrices, matrices, "{cap} GiB: {p:?}");
             assert!(
                 p.window >= MIN_WINDOW && p.window.is_multiple_of(WINDOW_ALIGN),
                 "{cap} GiB: {p:?}"
@@ -387,7 +457,44 @@ mod tests {
         }
         // An 80 GB card keeps both (the H100 run in docs/benchmarks.md).
         let p = Plan::new(&porep_32g(Some(7_461_105_138)), 78 * GIB).unwrap();
-        assert!(p.bases_resident && p.matrices_on_device, "{p:?}");
+        assert!(p.bases_resident && p.matrices == MatrixPlacement::Device, "{p:?}");
+    }
+
+    /// What pinprove planned from on the H100 with all but 15 GiB held by
+    /// another process (docs/benchmarks.md): 15,555,231,744 bytes free.
+    const SIXTEEN_GB_CARD: u64 = 15_555_231_744;
+
+    #[test]
+    fn a_16_gb_card_computes_a_b_c_from_streamed_matrices_in_two_domain_vectors() {
+        let s = porep_32g(Some(7_461_105_138));
+        let p = Plan::new(&s, SIXTEEN_GB_CARD).unwrap();
+        assert_eq!(p.matrices, MatrixPlacement::Streamed, "{p:?}");
+        assert_eq!(p.held_bytes, 0, "nothing stays on the device: {p:?}");
+        let m = s.domain as u64 * SCALAR;
+        let h_step = 2 * m + s.vars as u64 * SCALAR + 2 * s.matrix_chunk() + MAX_COEFFICIENT_BYTES;
+        assert!(p.proof_bytes >= h_step, "{p:?}");
+        assert!(p.proof_bytes + SLACK <= SIXTEEN_GB_CARD, "{p:?}");
+        // Planned before the recording (a/b/c from the host), the
+        // recording then streams.
+        let before = Plan::new(&porep_32g(None), SIXTEEN_GB_CARD).unwrap();
+        assert_eq!(before.matrices, MatrixPlacement::Host);
+        assert_eq!(before.matrix_placement(&s, 0), MatrixPlacement::Streamed);
+        assert!(before.proof_bytes_for(&s, MatrixPlacement::Streamed) + SLACK <= SIXTEEN_GB_CARD);
+        // With other circuits' memory taking the room a proof needs, a/b/c
+        // come from the host again.
+        assert_eq!(before.matrix_placement(&s, 4 * GIB), MatrixPlacement::Host);
+    }
+
+    #[test]
+    fn a_matrix_chunk_is_a_sixteenth_of_a_matrix_within_bounds() {
+        let mut s = porep_32g(None);
+        assert_eq!(s.matrix_chunk(), 0, "nothing to stream before a recording");
+        s.matrices = Some(7_461_105_138);
+        assert_eq!(s.matrix_chunk(), MAX_CHUNK);
+        s.matrices = Some(48 << 20);
+        assert_eq!(s.matrix_chunk(), MIN_CHUNK);
+        s.matrices = Some(480 << 20);
+        assert_eq!(s.matrix_chunk(), 10 << 20);
     }
 
     #[test]

@@ -844,6 +844,51 @@ impl Drop for HostRegistration<'_> {
     }
 }
 
+/// Host memory that another owner keeps allocated, page-locked in place with
+/// `cudaHostRegister` for as long as this value lives, so that copies from
+/// it run at full speed without blocking the host. The memory is only read
+/// through it.
+pub struct PinnedInPlace {
+    ptr: *mut c_void,
+}
+
+// SAFETY: the value only names memory to unregister; the driver's
+// registration is process-wide, not tied to a thread.
+unsafe impl Send for PinnedInPlace {}
+// SAFETY: as for Send: shared use does nothing.
+unsafe impl Sync for PinnedInPlace {}
+
+impl PinnedInPlace {
+    /// Pins the `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr..ptr + len` is allocated and stays so, unmoved, until the value
+    /// is dropped; no other registration covers any of its pages.
+    pub unsafe fn new(ptr: *const u8, len: usize) -> Result<Self, CudaError> {
+        let ptr = ptr.cast_mut().cast::<c_void>();
+        let rc = on_pinning_device(|| {
+            // SAFETY: the caller keeps the range allocated for as long as
+            // it is registered; registering writes nothing to it.
+            unsafe { cudaHostRegister(ptr, len, HOST_REGISTER_PORTABLE) }
+        });
+        check(rc, "cudaHostRegister")?;
+        Ok(PinnedInPlace { ptr })
+    }
+}
+
+impl Drop for PinnedInPlace {
+    fn drop(&mut self) {
+        let rc = on_pinning_device(|| {
+            // SAFETY: registered in `new` with this address, once.
+            unsafe { cudaHostUnregister(self.ptr) }
+        });
+        if let Err(e) = check(rc, "cudaHostUnregister") {
+            tracing::error!("{e}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -898,6 +943,29 @@ mod tests {
             // SAFETY: reads and clears the thread's last error.
             assert_eq!(unsafe { cudaGetLastError() }, SUCCESS, "pinning with {pinning:?}");
         }
+    }
+
+    /// Heap memory pinned in place is known to the runtime as pinned
+    /// while the registration lives, and only then; its contents are
+    /// untouched.
+    #[test]
+    fn memory_pinned_in_place_is_pinned_until_dropped() {
+        if let Err(e) = CudaPinnedAllocator::new() {
+            pinprove_mem::test_util::skip_without_gpu("memory_pinned_in_place_is_pinned_until_dropped", e);
+            return;
+        }
+        // As large as the matrices pinned in place: a mapping of its own.
+        let v: Vec<u64> = (0..(64u64 << 20) / 8).collect();
+        let bytes = v.as_ptr().cast::<u8>();
+        assert!(!is_pinned(bytes).unwrap());
+        // SAFETY: `v` outlives the registration and is not moved; nothing
+        // else registers its pages.
+        let pin = unsafe { PinnedInPlace::new(bytes, v.len() * 8) }.unwrap();
+        assert!(is_pinned(bytes).unwrap());
+        assert!(is_pinned(v.last().unwrap() as *const u64 as *const u8).unwrap());
+        drop(pin);
+        assert!(!is_pinned(bytes).unwrap());
+        assert!(v.iter().enumerate().all(|(i, &x)| x == i as u64));
     }
 
     #[test]

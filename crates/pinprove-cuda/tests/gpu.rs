@@ -10,6 +10,7 @@ use ff::Field;
 use pinprove_cuda::runtime::{self as cuda, DeviceBuffer, Stream};
 use pinprove_cuda::{NativeBackend, NativeConfig, SrsPlacement, SuprasealBackend};
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
+use pinprove_groth16::precompiled::Recording;
 use pinprove_groth16::{
     AbcLayout, Backend, CapacityHints, CpuBackend, Proof, ProveError, ProvingAssignment, ProvingJob, Srs, Validation,
     synthesize,
@@ -410,59 +411,71 @@ impl bellpepper_core::Circuit<Scalar> for Interleaved {
     }
 }
 
+/// A recorded circuit's case: its classic assignment and its pending one
+/// (a/b/c left to the backend), from another witness than the recording's.
+type Make = Box<dyn Fn() -> (ProvingAssignment, ProvingAssignment)>;
+
+/// Bench circuits of `sizes` constraints and the interleaved circuit,
+/// recorded, each with how to make its assignments.
+fn recorded_cases(pool: &Arc<PinnedPool>, sizes: Vec<(usize, WitnessMix)>) -> Vec<(String, Arc<Recording>, Make)> {
+    use pinprove_groth16::precompiled::{defer, record, synthesize_witness};
+    let hints = Arc::new(CapacityHints::in_memory());
+    let mut cases: Vec<(String, Arc<Recording>, Make)> = Vec::new();
+    for (n, mix) in sizes {
+        let recorded = BenchCircuit::new(n, mix).unwrap();
+        let rec = Arc::new(record(recorded.clone(), &recorded.id()).unwrap());
+        let c = recorded.with_seed(41);
+        let (pool, hints, r) = (Arc::clone(pool), Arc::clone(&hints), Arc::clone(&rec));
+        cases.push((
+            c.id(),
+            rec,
+            Box::new(move || {
+                let (asg, _) = synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
+                let w = synthesize_witness(c.clone(), &r, &pool, None).unwrap();
+                (asg, defer(Arc::clone(&r), w, &mut None).unwrap())
+            }),
+        ));
+    }
+    let rec = Arc::new(record(Interleaved { x: 2 }, "interleaved").unwrap());
+    let (pool, r) = (Arc::clone(pool), Arc::clone(&rec));
+    cases.push((
+        "interleaved".into(),
+        rec,
+        Box::new(move || {
+            let c = Interleaved { x: 12345 };
+            let (asg, _) = synthesize(c.clone(), "interleaved", &pool, &hints, AbcLayout::Exact, None).unwrap();
+            let w = synthesize_witness(c, &r, &pool, None).unwrap();
+            (asg, defer(Arc::clone(&r), w, &mut None).unwrap())
+        }),
+    ));
+    cases
+}
+
+/// Synthetic parameters for `asg`'s circuit, read into `pool`.
+fn synthetic_srs(asg: &ProvingAssignment, pool: &Arc<PinnedPool>) -> Arc<Srs> {
+    use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
+    let mut bytes = Vec::new();
+    write_synthetic_params(&CircuitShape::of(asg), &mut bytes).unwrap();
+    Arc::new(Srs::from_bytes(&bytes, pool, Validation::OnCurve).unwrap())
+}
+
 #[test]
 fn native_proofs_from_device_computed_a_b_c_equal_the_classic_proofs() {
-    use pinprove_groth16::precompiled::{defer, record, synthesize_witness};
-    use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
     let Some(pool) = gpu_pool("native_proofs_from_device_computed_a_b_c_equal_the_classic_proofs") else {
         return;
     };
     let gpu = NativeBackend::new(Arc::clone(&pool)).unwrap();
     let cpu = CpuBackend::new(Arc::clone(&pool));
-    let hints = Arc::new(CapacityHints::in_memory());
     let mut rng = ChaCha8Rng::seed_from_u64(19);
-    // (name, classic assignment, pending assignment), for circuits recorded
-    // from another witness than the one proved.
-    type Make = Box<dyn Fn() -> (ProvingAssignment, ProvingAssignment)>;
-    let mut cases: Vec<(String, Make)> = Vec::new();
     let mut sizes = vec![(1 << 10, WitnessMix::Random), ((1 << 12) - 100, WitnessMix::Bits)];
     for lg in [18, 20, 22] {
         sizes.push((1 << lg, WitnessMix::Random));
         sizes.push(((1 << lg) - 3, WitnessMix::Bits));
     }
-    for (n, mix) in sizes {
-        let recorded = BenchCircuit::new(n, mix).unwrap();
-        let rec = Arc::new(record(recorded.clone(), &recorded.id()).unwrap());
-        let c = recorded.with_seed(41);
-        let (pool, hints) = (Arc::clone(&pool), Arc::clone(&hints));
-        cases.push((
-            c.id(),
-            Box::new(move || {
-                let (asg, _) = synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
-                let w = synthesize_witness(c.clone(), &rec, &pool, None).unwrap();
-                (asg, defer(Arc::clone(&rec), w, &mut None).unwrap())
-            }),
-        ));
-    }
-    {
-        let rec = Arc::new(record(Interleaved { x: 2 }, "interleaved").unwrap());
-        let (pool, hints) = (Arc::clone(&pool), Arc::clone(&hints));
-        cases.push((
-            "interleaved".into(),
-            Box::new(move || {
-                let c = Interleaved { x: 12345 };
-                let (asg, _) = synthesize(c.clone(), "interleaved", &pool, &hints, AbcLayout::Exact, None).unwrap();
-                let w = synthesize_witness(c, &rec, &pool, None).unwrap();
-                (asg, defer(Arc::clone(&rec), w, &mut None).unwrap())
-            }),
-        ));
-    }
-    for (name, make) in &cases {
+    let cases = recorded_cases(&pool, sizes);
+    for (name, _, make) in &cases {
         let (want, pending) = make();
-        let mut bytes = Vec::new();
-        write_synthetic_params(&CircuitShape::of(&want), &mut bytes).unwrap();
-        let srs = Arc::new(Srs::from_bytes(&bytes, &pool, Validation::OnCurve).unwrap());
-        drop(bytes);
+        let srs = synthetic_srs(&want, &pool);
         gpu.prepare_srs(&srs).unwrap();
         let rs = (Scalar::random(&mut rng), Scalar::random(&mut rng));
         let job = |asg| ProvingJob::new(Arc::clone(&srs), vec![asg], vec![rs]);
@@ -480,7 +493,9 @@ fn native_proofs_from_device_computed_a_b_c_equal_the_classic_proofs() {
             "{name}: {phases:?}"
         );
         assert!(
-            gpu.resident_srs().iter().any(|r| r.srs.starts_with("matrices of")),
+            gpu.resident_srs()
+                .iter()
+                .any(|r| r.srs.starts_with("matrices of") && r.place == "device"),
             "{name}: matrices reported resident"
         );
         if srs.lengths().h < 1 << 16 {
@@ -502,4 +517,107 @@ fn native_proofs_from_device_computed_a_b_c_equal_the_classic_proofs() {
         "matrices freed with their recordings"
     );
     assert_eq!(pool.stats().checked_out_bytes, 0);
+}
+
+/// Under a memory limit that leaves no room for a circuit's matrices
+/// beside a proof, but room for a proof that streams them: the matrices
+/// stay in (pinned) host memory and each proof copies them to the device
+/// in row chunks, several per matrix at 2^18 and 2^20; the proofs are the
+/// classic ones, bit for bit, and everything comes back.
+#[test]
+fn native_proofs_from_streamed_matrices_equal_the_classic_proofs() {
+    use pinprove_cuda::plan::{CircuitSizes, MatrixPlacement, Plan, SLACK};
+    let Some(pool) = gpu_pool("native_proofs_from_streamed_matrices_equal_the_classic_proofs") else {
+        return;
+    };
+    let cpu = CpuBackend::new(Arc::clone(&pool));
+    let mut rng = ChaCha8Rng::seed_from_u64(23);
+    let sizes = vec![
+        (1 << 10, WitnessMix::Random),
+        ((1 << 18) - 3, WitnessMix::Bits),
+        ((1 << 20) - 3, WitnessMix::Random),
+    ];
+    let cases = recorded_cases(&pool, sizes);
+    for (name, rec, make) in &cases {
+        let (want, pending) = make();
+        let srs = synthetic_srs(&want, &pool);
+        let q = srs.lengths();
+        let plain = CircuitSizes {
+            domain: q.h + 1,
+            vars: srs.vk().ic.len() + q.l,
+            bases: [q.h, q.l, q.a, q.b_g1, q.b_g2],
+            matrices: None,
+        };
+        let recorded = CircuitSizes::of_recording(rec);
+        // The smallest limit whose plan streams the matrices.
+        let limit = (1..1 << 14)
+            .map(|mib: u64| SLACK + (mib << 20))
+            .find(|&l| {
+                Plan::new(&plain, l).is_ok_and(|p| p.matrix_placement(&recorded, 0) == MatrixPlacement::Streamed)
+            })
+            .unwrap_or_else(|| panic!("{name}: no limit streams the matrices"));
+        let gpu = NativeBackend::with_config(
+            Arc::clone(&pool),
+            NativeConfig {
+                memory_limit: Some(limit),
+                ..NativeConfig::default()
+            },
+        )
+        .unwrap();
+        gpu.prepare_srs(&srs).unwrap();
+        assert!(
+            gpu.evaluates_recording(rec),
+            "{name}: streamed matrices are evaluated on the device"
+        );
+        assert!(
+            !gpu.hold_recording(rec).unwrap(),
+            "{name}: the host copy is what streams"
+        );
+        let rs = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+        let job = |asg| ProvingJob::new(Arc::clone(&srs), vec![asg], vec![rs]);
+        let classic = gpu.prove(job(want)).unwrap().remove(0);
+        let streamed = gpu.prove(job(pending)).unwrap().remove(0);
+        let phases = gpu.last_phases().unwrap();
+        assert_eq!(
+            classic.to_bytes(),
+            streamed.to_bytes(),
+            "{name}: classic vs streamed matrices"
+        );
+        assert_eq!(phases.abc_bytes, 0, "{name}: no a/b/c uploaded");
+        assert!(phases.witness_bytes > 0, "{name}: {phases:?}");
+        let report = gpu.resident_srs();
+        let held = report
+            .iter()
+            .find(|r| r.srs == format!("matrices of {}", rec.circuit_id()))
+            .unwrap_or_else(|| panic!("{name}: {report:?}"));
+        assert_eq!(held.place, "streamed", "{name}: {report:?}");
+        let chunk = held.bytes / 2;
+        assert_eq!(chunk, recorded.matrix_chunk(), "{name}");
+        if q.h >= 1 << 18 {
+            // Several chunks per matrix: each is smaller than a third of
+            // the three.
+            assert!(
+                chunk < recorded.matrices.unwrap() / 6,
+                "{name}: chunks of {chunk} bytes for {:?}",
+                recorded.matrices
+            );
+        }
+        if q.h < 1 << 16 {
+            let (_, pending) = make();
+            let on_cpu = cpu.prove(job(pending)).unwrap().remove(0);
+            assert_eq!(on_cpu.to_bytes(), classic.to_bytes(), "{name}: CPU from the recording");
+        }
+        eprintln!(
+            "{name} under a {limit}-byte limit: identical from streamed matrices (chunks of {chunk} bytes, witness {} B \
+             uploaded, h {:?})",
+            phases.witness_bytes, phases.h
+        );
+        gpu.evict_srs(&srs);
+    }
+    drop(cases);
+    assert_eq!(
+        pool.stats().checked_out_bytes,
+        0,
+        "pinned copies of short vectors returned"
+    );
 }

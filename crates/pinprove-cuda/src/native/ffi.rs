@@ -33,6 +33,18 @@ unsafe extern "C" {
         marks: *const *mut c_void,
         evaluated: *mut c_void,
     ) -> sppark::Error;
+    pub(super) fn pinprove_h_begin_streamed(
+        out: *mut *mut c_void,
+        device: c_int,
+        matrices: *const HostMatricesView,
+        inputs: *const Scalar,
+        n_inputs: usize,
+        aux: *const Scalar,
+        n_aux: usize,
+        lg_m: u32,
+        marks: *const *mut c_void,
+        evaluated: *mut c_void,
+    ) -> sppark::Error;
     pub(super) fn pinprove_h_result(job: *mut c_void, h: *mut *const Scalar, ready: *mut *mut c_void);
     #[cfg(test)]
     pub(super) fn pinprove_h_wait(job: *mut c_void) -> sppark::Error;
@@ -114,6 +126,22 @@ pub(super) struct CsrView {
     pub(super) nnz: usize,
 }
 
+/// A recording's matrices in pinned host memory and their row chunks:
+/// `struct pinprove_host_matrices` in `cuda/ffi.h` (field meanings there).
+#[repr(C)]
+pub(super) struct HostMatricesView {
+    pub(super) row_ptr: [*const u64; 3],
+    pub(super) cols: [*const u32; 3],
+    pub(super) ids: [*const u16; 3],
+    pub(super) chunks: [*const u64; 3],
+    pub(super) n_chunks: [usize; 3],
+    pub(super) coeffs: *const Scalar,
+    pub(super) n_coeffs: usize,
+    pub(super) rows: usize,
+    pub(super) vars: usize,
+    pub(super) chunk_bytes: usize,
+}
+
 /// One MSM over resident bases: `struct pinprove_msm_call` in `cuda/ffi.h`
 /// (field meanings there).
 #[repr(C)]
@@ -146,4 +174,9 @@ const _: () = {
     assert!(offset_of!(MsmCall, max_batch) == 88);
     assert!(offset_of!(MsmCall, base_offset) == 96);
     assert!(offset_of!(MsmCall, idx_base) == 104);
+    assert!(size_of::<HostMatricesView>() == 160);
+    assert!(offset_of!(HostMatricesView, chunks) == 72);
+    assert!(offset_of!(HostMatricesView, n_chunks) == 96);
+    assert!(offset_of!(HostMatricesView, coeffs) == 120);
+    assert!(offset_of!(HostMatricesView, chunk_bytes) == 152);
 };

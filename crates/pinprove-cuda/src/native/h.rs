@@ -10,7 +10,7 @@ use blstrs::Scalar;
 use pinprove_groth16::ProveError;
 
 use super::ffi::*;
-use super::matrices::DeviceMatrices;
+use super::matrices::MatrixCopy;
 use super::{backend_error, check};
 
 /// h of one proof, computed on the device (or being computed).
@@ -112,11 +112,13 @@ impl HJob {
     }
 
     /// Queues the upload of a pre-compiled circuit's witness (inputs, then
-    /// aux), a/b/c's computation from `matrices` on the device, and the
-    /// transforms. `evaluated` is recorded once a/b/c are computed; the
-    /// marks as [`ProofEvents::marks`], the uploads being the witness's.
+    /// aux), a/b/c's computation on the device `device` from `matrices`
+    /// (there, or streamed from pinned host memory), and the transforms.
+    /// `evaluated` is recorded once a/b/c are computed; the marks as
+    /// [`ProofEvents::marks`], the uploads being the witness's.
     pub(super) fn begin_precompiled(
-        matrices: &DeviceMatrices,
+        device: c_int,
+        matrices: &MatrixCopy,
         (inputs, aux): (&[Scalar], &[Scalar]),
         lg_m: u32,
         marks: &[PooledEvent; 4],
@@ -128,12 +130,15 @@ impl HJob {
         // them (an Arc) and the witness (pool buffers of inputs.len() and
         // aux.len() scalars) alive until the proof's device work completed;
         // the call checks the witness's length against the matrices' and
-        // their rows against the domain. Events are live for the call.
-        check(
-            unsafe {
-                pinprove_h_begin_precompiled(
+        // their rows against the domain. Device matrices were uploaded to
+        // `device` (the backend's only one); a host copy's view points into
+        // memory it owns, its chunks checked by the call. Events are live
+        // for the call.
+        let rc = unsafe {
+            match matrices {
+                MatrixCopy::Device(m) => pinprove_h_begin_precompiled(
                     &mut raw,
-                    matrices.raw,
+                    m.raw,
                     inputs.as_ptr(),
                     inputs.len(),
                     aux.as_ptr(),
@@ -141,10 +146,22 @@ impl HJob {
                     lg_m,
                     marks.as_ptr(),
                     evaluated.as_raw(),
-                )
-            },
-            "h of a pre-compiled circuit on the GPU",
-        )?;
+                ),
+                MatrixCopy::Host(m) => pinprove_h_begin_streamed(
+                    &mut raw,
+                    device,
+                    &m.view,
+                    inputs.as_ptr(),
+                    inputs.len(),
+                    aux.as_ptr(),
+                    aux.len(),
+                    lg_m,
+                    marks.as_ptr(),
+                    evaluated.as_raw(),
+                ),
+            }
+        };
+        check(rc, "h of a pre-compiled circuit on the GPU")?;
         Ok(HJob { raw, m: 1 << lg_m })
     }
 

@@ -13,13 +13,13 @@ use pinprove_mem::sync::Recover;
 
 use super::curve::{G1, G2};
 use super::h::ProofEvents;
-use super::matrices::DeviceMatrices;
+use super::matrices::MatrixCopy;
 use super::msm::Msm;
 use super::resident::ResidentSrs;
 use super::{NativePhases, cuda_error};
 
 /// What a proof's device work reads outside the pool — the resident bases
-/// and matrices on the device — owned until that work has completed:
+/// and the matrices — owned until that work has completed:
 /// dropping it first waits for `done`, so no order of fields or drops
 /// elsewhere can free memory the device still reads. (Its pool buffers, the
 /// prepared scalars and the witness, went back to the pool fenced by
@@ -30,8 +30,9 @@ pub(super) struct DeviceReads {
     pub(super) done: Option<Arc<PooledEvent>>,
     /// Held, never read: what the device reads.
     pub(super) _resident: Option<Arc<ResidentSrs>>,
-    /// A pre-compiled circuit's matrices, when the device computed a/b/c.
-    pub(super) _matrices: Option<Arc<DeviceMatrices>>,
+    /// A pre-compiled circuit's matrices (on the device, or pinned host
+    /// memory it streams from), when the device computed a/b/c.
+    pub(super) _matrices: Option<Arc<MatrixCopy>>,
 }
 
 impl Drop for DeviceReads {

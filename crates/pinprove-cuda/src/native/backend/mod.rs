@@ -28,7 +28,7 @@ use super::resident::{ResidentSrs, srs_key};
 use super::{NAME, NativeConfig, NativePhases, PlacementReport, SrsPlacement, backend_error, cuda_error};
 use crate::device_queue::DeviceQueue;
 use crate::info::OLDEST_SUPPORTED;
-use crate::plan::{CircuitSizes, Plan, SLACK};
+use crate::plan::{CircuitSizes, MatrixPlacement, Plan, SLACK};
 use crate::split::{self, LearnedShares};
 
 /// pinprove's GPU backend. See the module documentation.
@@ -56,7 +56,7 @@ pub struct NativeBackend {
     /// Per SRS, the preparation buffers the pool keeps warm (see
     /// [`keep_preparation_warm`](Self::keep_preparation_warm)).
     prep_warm: Mutex<HashMap<PathBuf, KeptPreparation>>,
-    /// Pre-compiled circuits' matrices on the device.
+    /// Pre-compiled circuits' matrices where the device reads them.
     matrices: ResidentMatrices,
     /// Preparation memory each circuit's proofs took (what admission counts
     /// once a proof was seen).
@@ -72,8 +72,9 @@ pub struct NativeBackend {
     usable: u64,
     /// Per SRS, its circuit's sizes and plan (see [`crate::plan`]).
     plans: Mutex<HashMap<PathBuf, Planned>>,
-    /// Circuits whose matrices the plan leaves on the host.
-    matrices_on_host: Mutex<std::collections::HashSet<String>>,
+    /// Where each pre-compiled circuit's matrices are read from, decided
+    /// once per circuit type.
+    matrix_placements: Mutex<HashMap<String, MatrixPlacement>>,
     /// Device bytes proofs may take beside what circuits hold there (the
     /// device queue's room), as last reckoned.
     proof_room: std::sync::atomic::AtomicU64,
@@ -169,7 +170,7 @@ impl NativeBackend {
             pool_seen: Mutex::new(HashMap::new()),
             usable,
             plans: Mutex::new(HashMap::new()),
-            matrices_on_host: Mutex::new(std::collections::HashSet::new()),
+            matrix_placements: Mutex::new(HashMap::new()),
             proof_room: std::sync::atomic::AtomicU64::new(usable.saturating_sub(SLACK)),
         })
     }
@@ -198,8 +199,7 @@ impl NativeBackend {
             .filter(|(k, _)| Some(*k) != except)
             .map(|(_, r)| r.bytes)
             .sum();
-        let matrices: u64 = self.matrices.report().iter().map(|(_, b)| b).sum();
-        bases + matrices
+        bases + self.matrices.device_bytes()
     }
 
     /// Bounds what proofs may reserve on the device by what circuits hold
@@ -297,7 +297,7 @@ impl Backend for NativeBackend {
     }
 
     fn evaluates_recording(&self, recording: &Arc<pinprove_groth16::precompiled::Recording>) -> bool {
-        self.matrices_planned(recording)
+        self.matrix_placement(recording) != MatrixPlacement::Host
     }
 
     fn extra_working_set(&self, shape: &CapacityHint, queries: Option<&QueryLengths>, urgent: bool) -> u64 {
@@ -386,15 +386,21 @@ impl Backend for NativeBackend {
     }
 
     fn resident_srs(&self) -> Vec<pinprove_groth16::ResidentSrs> {
-        let matrices = self
-            .matrices
-            .report()
-            .into_iter()
-            .map(|(circuit, bytes)| pinprove_groth16::ResidentSrs {
-                srs: format!("matrices of {circuit}"),
-                place: "device",
-                bytes,
-            });
+        // Matrices in device memory (their bytes there), or streamed from
+        // pinned host memory (each proof's chunk buffers).
+        let matrices =
+            self.matrices
+                .report()
+                .into_iter()
+                .map(|(circuit, placement, bytes)| pinprove_groth16::ResidentSrs {
+                    srs: format!("matrices of {circuit}"),
+                    place: if placement == MatrixPlacement::Device {
+                        "device"
+                    } else {
+                        "streamed"
+                    },
+                    bytes,
+                });
         // What the plans stream instead: bases through windows (their
         // device bytes, per proof), matrices left on the host.
         let streamed: Vec<_> = self
@@ -410,11 +416,12 @@ impl Backend for NativeBackend {
             })
             .collect();
         let host_matrices: Vec<_> = self
-            .matrices_on_host
+            .matrix_placements
             .lock()
             .recover()
             .iter()
-            .map(|id| pinprove_groth16::ResidentSrs {
+            .filter(|(_, p)| **p == MatrixPlacement::Host)
+            .map(|(id, _)| pinprove_groth16::ResidentSrs {
                 srs: format!("matrices of {id}"),
                 place: "host",
                 bytes: 0,
@@ -467,7 +474,9 @@ impl Backend for NativeBackend {
 
     fn hold_recording(&self, recording: &Arc<precompiled::Recording>) -> Result<bool, ProveError> {
         self.lost.check(NAME)?;
-        Ok(self.device_matrices(recording)?.is_some())
+        // Streamed matrices are the host copy, pinned: the engine keeps it.
+        let copy = self.matrix_copy(recording)?;
+        Ok(copy.is_some_and(|c| c.placement() == MatrixPlacement::Device))
     }
 
     fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {

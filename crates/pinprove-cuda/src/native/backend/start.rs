@@ -17,13 +17,13 @@ use pinprove_mem::sync::Recover;
 
 use super::super::curve::{G1, G2};
 use super::super::h::HJob;
-use super::super::matrices::DeviceMatrices;
+use super::super::matrices::MatrixCopy;
 use super::super::msm::{Bases, MsmScalars, Windows, msm};
 use super::super::proof::{DeviceProof, DeviceReads, NativeStarted};
 use super::super::resident::{ResidentSrs, srs_key};
 use super::super::{NativePhases, backend_error, check, cuda_error, timed};
 use super::NativeBackend;
-use crate::plan::{CircuitSizes, Plan};
+use crate::plan::{CircuitSizes, MatrixPlacement, Plan};
 use crate::split::{self, Mode, QueryScalars};
 
 /// A witness's scalars prepared ahead of `start` (see
@@ -78,6 +78,7 @@ impl NativeBackend {
         for mut asg in job.assignments.drain(..) {
             let t0 = Instant::now();
             // CPU side first, outside the device lock.
+            let asg_recording = asg.recording().cloned();
             let matrices = self.matrices_for(&mut asg, threads)?;
             let abc = match &matrices {
                 Some(_) => None,
@@ -145,16 +146,23 @@ impl NativeBackend {
                 .map_err(cuda_error)?;
             let wait = |e: &PooledEvent| e.synchronize().map_err(cuda_error);
 
+            // The proof's device memory at its peak, given back once its
+            // last piece has run: a/b/c from the host, or from the witness
+            // with the matrices where this device reads them.
+            let peak = match (&matrices, asg_recording) {
+                (Some(copy), Some(rec)) => planned
+                    .plan
+                    .proof_bytes_for(&CircuitSizes::of_recording(&rec), copy.placement()),
+                _ => planned.plan.proof_bytes,
+            };
             let t1 = Instant::now();
             let mut turn = self.device.enter(job.urgent, wait)?;
-            // The proof's device memory at its peak, given back once its
-            // last piece has run.
-            turn.reserve(planned.plan.proof_bytes, wait)?;
+            turn.reserve(peak, wait)?;
             let t2 = Instant::now();
             let (h_job, evaluated) = match (&matrices, abc) {
                 (Some(mats), _) => {
                     let done = self.events.timing().map_err(cuda_error)?;
-                    let job = HJob::begin_precompiled(mats, (&w.inputs, &w.aux), lg_m, &events.marks, &done)?;
+                    let job = HJob::begin_precompiled(device, mats, (&w.inputs, &w.aux), lg_m, &events.marks, &done)?;
                     (job, Some(done))
                 }
                 (None, Some([a, b, c])) => {
@@ -333,36 +341,35 @@ impl NativeBackend {
     }
 
     /// For an assignment whose a/b/c are pending, its circuit's matrices
-    /// on this device (uploaded on first use); when they cannot be put
-    /// there, a/b/c are computed on the host instead (the witness is kept
-    /// either way).
+    /// where this device reads them (made on first use); when the device
+    /// reads them nowhere, a/b/c are computed on the host instead (the
+    /// witness is kept either way).
     fn matrices_for(
         &self,
         asg: &mut ProvingAssignment,
         threads: &rayon::ThreadPool,
-    ) -> Result<Option<Arc<DeviceMatrices>>, ProveError> {
+    ) -> Result<Option<Arc<MatrixCopy>>, ProveError> {
         let Some(recording) = asg.recording().cloned() else {
             return Ok(None);
         };
-        let on_device = self.device_matrices(&recording)?;
-        if on_device.is_none() {
+        let copy = self.matrix_copy(&recording)?;
+        if copy.is_none() {
             threads.install(|| precompiled::evaluate_pending(asg, AbcLayout::Exact))?;
         }
-        Ok(on_device)
+        Ok(copy)
     }
 
-    /// Whether the plan of `recording`'s circuit leaves room on the device
-    /// for its matrices (decided once per circuit).
-    pub(super) fn matrices_planned(&self, recording: &Arc<precompiled::Recording>) -> bool {
+    /// Where `recording`'s circuit reads its matrices on this device,
+    /// decided once per circuit type from its plan: in device memory when
+    /// they fit there beside a proof, else streamed from pinned host memory
+    /// when a proof that streams them fits, else nowhere (a/b/c from the
+    /// host).
+    pub(super) fn matrix_placement(&self, recording: &Arc<precompiled::Recording>) -> MatrixPlacement {
         let id = recording.circuit_id();
-        if self.matrices_on_host.lock().recover().contains(id) {
-            return false;
-        }
-        if self.matrices.holds(recording) {
-            return true;
+        if let Some(p) = self.matrix_placements.lock().recover().get(id) {
+            return *p;
         }
         let sizes = CircuitSizes::of_recording(recording);
-        let bytes = sizes.matrices.unwrap_or(0);
         let planned = self
             .plans
             .lock()
@@ -370,55 +377,71 @@ impl NativeBackend {
             .iter()
             .find(|(_, p)| p.sizes.same_queries(&sizes))
             .map(|(k, p)| (k.clone(), *p));
-        let fits = match planned {
-            Some((key, p)) => p.plan.matrices_fit(&sizes, bytes, self.held_elsewhere(Some(&key))),
+        let placement = match planned {
+            Some((key, p)) => p.plan.matrix_placement(&sizes, self.held_elsewhere(Some(&key))),
             // No SRS planned for it (tests that hand in recordings alone):
             // as if it were the device's only circuit.
-            None => Plan::new(&sizes, self.usable).is_ok_and(|p| p.matrices_on_device),
+            None => Plan::new(&sizes, self.usable).map_or(MatrixPlacement::Host, |p| p.matrices),
         };
-        if !fits {
-            tracing::info!(
-                circuit = id,
-                bytes,
-                "the device memory plan leaves the circuit's matrices on the host: a/b/c are computed there"
-            );
-            self.matrices_on_host.lock().recover().insert(id.to_string());
-        }
-        fits
+        tracing::info!(
+            circuit = id,
+            bytes = sizes.matrices.unwrap_or(0),
+            ?placement,
+            "where the device reads the circuit's matrices (host: a/b/c are computed there)"
+        );
+        *self
+            .matrix_placements
+            .lock()
+            .recover()
+            .entry(id.to_string())
+            .or_insert(placement)
     }
 
-    /// `recording`'s matrices on this device, uploaded on first use; `None`
-    /// when the plan leaves them on the host (or, with a warning, they
-    /// could not be put there after all), an error only when the device is
-    /// lost.
-    pub(super) fn device_matrices(
+    /// `recording`'s matrices where this device reads them, made on first
+    /// use; `None` when it reads them nowhere (or, with a warning, they
+    /// could be put neither on the device nor in pinned memory after all),
+    /// an error only when the device is lost. Matrices that do not fit the
+    /// device after all (another process took its memory) stream instead.
+    pub(super) fn matrix_copy(
         &self,
         recording: &Arc<precompiled::Recording>,
-    ) -> Result<Option<Arc<DeviceMatrices>>, ProveError> {
-        if !self.matrices_planned(recording) {
-            return Ok(None);
-        }
-        // An upload hands the pool's cached memory back: grow it again.
-        let got = self
-            .lost
-            .note(self.matrices.get(recording, self.ordinal(), || self.refill_pool()));
-        self.update_room();
-        match got {
-            Ok(m) => Ok(Some(m)),
-            Err(e) if e.loses_device() => Err(e),
-            Err(e) => {
-                tracing::warn!(
-                    circuit = recording.circuit_id(),
-                    error = %e,
-                    "a circuit's matrices do not fit on the device after all; its proofs compute a/b/c on the host"
-                );
-                self.matrices_on_host
-                    .lock()
-                    .recover()
-                    .insert(recording.circuit_id().to_string());
-                Ok(None)
+    ) -> Result<Option<Arc<MatrixCopy>>, ProveError> {
+        let mut placement = self.matrix_placement(recording);
+        let chunk = CircuitSizes::of_recording(recording).matrix_chunk();
+        while placement != MatrixPlacement::Host {
+            // An upload hands the pool's cached memory back: grow it again.
+            let got = self.lost.note(self.matrices.get(
+                recording,
+                placement,
+                self.ordinal(),
+                (chunk, &self.pool),
+                || self.refill_pool(),
+            ));
+            self.update_room();
+            match got {
+                Ok(m) => return Ok(Some(m)),
+                Err(e) if e.loses_device() => return Err(e),
+                Err(e) => {
+                    let next = match placement {
+                        MatrixPlacement::Device => MatrixPlacement::Streamed,
+                        _ => MatrixPlacement::Host,
+                    };
+                    tracing::warn!(
+                        circuit = recording.circuit_id(),
+                        error = %e,
+                        ?placement,
+                        ?next,
+                        "a circuit's matrices could not be placed as planned"
+                    );
+                    self.matrix_placements
+                        .lock()
+                        .recover()
+                        .insert(recording.circuit_id().to_string(), next);
+                    placement = next;
+                }
             }
         }
+        Ok(None)
     }
 }
 
