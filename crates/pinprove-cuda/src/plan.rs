@@ -59,11 +59,9 @@ const PIPPENGER_BATCH: usize = 1 << 24;
 /// whatever the witness. Filecoin's witnesses list about 1% of a query's
 /// bases (1.5 M of 130 M at 32 GiB): one call.
 pub(crate) const MAX_LISTED: usize = PIPPENGER_BATCH;
-/// The most bytes a recording's coefficient table takes (ids are 16-bit).
-const MAX_COEFFICIENT_BYTES: u64 = (1 << 16) * SCALAR;
 /// Bounds of a streamed matrix chunk: about a sixteenth of a matrix, so
 /// that the copy of one chunk overlaps the rows of the last.
-const MIN_CHUNK: u64 = 1 << 20;
+const MIN_CHUNK: u64 = 4 << 10;
 const MAX_CHUNK: u64 = 64 << 20;
 /// Room left for what the plan does not count: sppark's NTT tables, the
 /// CUDA context's own allocations, fragmentation of the stream-ordered
@@ -82,9 +80,23 @@ pub struct CircuitSizes {
     pub bases: [usize; 5],
     /// The pre-compiled matrices' device bytes, once recorded.
     pub matrices: Option<u64>,
+    /// The recording's distinct coefficients (0 before it is recorded).
+    pub coefficients: usize,
 }
 
 impl CircuitSizes {
+    /// The sizes an SRS gives, before the circuit is recorded.
+    pub fn of_srs(srs: &pinprove_groth16::Srs) -> CircuitSizes {
+        let q = srs.lengths();
+        CircuitSizes {
+            domain: q.h + 1,
+            vars: srs.vk().ic.len() + q.l,
+            bases: [q.h, q.l, q.a, q.b_g1, q.b_g2],
+            matrices: None,
+            coefficients: 0,
+        }
+    }
+
     /// The sizes a recording gives (its matrices' device bytes included).
     pub fn of_recording(r: &pinprove_groth16::precompiled::Recording) -> CircuitSizes {
         let stats = r.stats();
@@ -101,12 +113,13 @@ impl CircuitSizes {
             vars: stats.inputs + stats.aux,
             bases: [domain - 1, stats.aux, stats.inputs + r.a_aux_density().total(), b, b],
             matrices: Some(matrices),
+            coefficients: stats.coefficients,
         }
     }
 
     /// Bytes of one of a proof's two chunk buffers when its matrices
     /// stream (0 before the circuit is recorded): about a sixteenth of a
-    /// matrix, within [1 MiB, 64 MiB].
+    /// matrix, within [4 KiB, 64 MiB].
     pub fn matrix_chunk(&self) -> u64 {
         self.matrices.map_or(0, |m| (m / 48).clamp(MIN_CHUNK, MAX_CHUNK))
     }
@@ -221,7 +234,7 @@ fn proof_bytes(s: &CircuitSizes, matrices: MatrixPlacement, window: Option<usize
     let h_step = match matrices {
         MatrixPlacement::Host => 3 * m * SCALAR,
         MatrixPlacement::Device => 2 * m * SCALAR + witness,
-        MatrixPlacement::Streamed => 2 * m * SCALAR + witness + 2 * s.matrix_chunk() + MAX_COEFFICIENT_BYTES,
+        MatrixPlacement::Streamed => 2 * m * SCALAR + witness + 2 * s.matrix_chunk() + s.coefficients as u64 * SCALAR,
     };
     let msms = match window {
         None => {
@@ -396,6 +409,7 @@ mod tests {
             vars: 130_170_221,
             bases: [(1 << 27) - 1, 130_169_893, 129_753_620, 33_112_282, 33_112_282],
             matrices,
+            coefficients: if matrices.is_some() { 9 } else { 0 },
         }
     }
 
@@ -471,7 +485,7 @@ mod tests {
         assert_eq!(p.matrices, MatrixPlacement::Streamed, "{p:?}");
         assert_eq!(p.held_bytes, 0, "nothing stays on the device: {p:?}");
         let m = s.domain as u64 * SCALAR;
-        let h_step = 2 * m + s.vars as u64 * SCALAR + 2 * s.matrix_chunk() + MAX_COEFFICIENT_BYTES;
+        let h_step = 2 * m + s.vars as u64 * SCALAR + 2 * s.matrix_chunk() + s.coefficients as u64 * SCALAR;
         assert!(p.proof_bytes >= h_step, "{p:?}");
         assert!(p.proof_bytes + SLACK <= SIXTEEN_GB_CARD, "{p:?}");
         // Planned before the recording (a/b/c from the host), the
@@ -491,7 +505,7 @@ mod tests {
         assert_eq!(s.matrix_chunk(), 0, "nothing to stream before a recording");
         s.matrices = Some(7_461_105_138);
         assert_eq!(s.matrix_chunk(), MAX_CHUNK);
-        s.matrices = Some(48 << 20);
+        s.matrices = Some(48 << 8);
         assert_eq!(s.matrix_chunk(), MIN_CHUNK);
         s.matrices = Some(480 << 20);
         assert_eq!(s.matrix_chunk(), 10 << 20);

@@ -283,12 +283,7 @@ fn native_proofs_under_a_memory_limit_stream_their_bases_and_equal_the_cpu_backe
         let (path, params) = write_params(&c, &dir);
         let full = Arc::new(Srs::read_file(&path, &pool, Validation::OnCurve).unwrap());
         let q = full.lengths();
-        let sizes = CircuitSizes {
-            domain: q.h + 1,
-            vars: full.vk().ic.len() + q.l,
-            bases: [q.h, q.l, q.a, q.b_g1, q.b_g2],
-            matrices: None,
-        };
+        let sizes = CircuitSizes::of_srs(&full);
         // The smallest limit any plan fits: bases streamed.
         let limit = (1..)
             .map(|mib: u64| pinprove_cuda::plan::SLACK + (mib << 20))
@@ -542,20 +537,24 @@ fn native_proofs_from_streamed_matrices_equal_the_classic_proofs() {
         let (want, pending) = make();
         let srs = synthetic_srs(&want, &pool);
         let q = srs.lengths();
-        let plain = CircuitSizes {
-            domain: q.h + 1,
-            vars: srs.vk().ic.len() + q.l,
-            bases: [q.h, q.l, q.a, q.b_g1, q.b_g2],
-            matrices: None,
-        };
+        let plain = CircuitSizes::of_srs(&srs);
         let recorded = CircuitSizes::of_recording(rec);
-        // The smallest limit whose plan streams the matrices.
-        let limit = (1..1 << 14)
+        // A limit whose plan streams the matrices: the first (in MiB) that
+        // reads them on the device at all, then less, as long as they
+        // would fit there beside a proof.
+        let placement = |l: u64| Plan::new(&plain, l).map(|p| p.matrix_placement(&recorded, 0));
+        let mut limit = (1..1 << 14)
             .map(|mib: u64| SLACK + (mib << 20))
-            .find(|&l| {
-                Plan::new(&plain, l).is_ok_and(|p| p.matrix_placement(&recorded, 0) == MatrixPlacement::Streamed)
-            })
-            .unwrap_or_else(|| panic!("{name}: no limit streams the matrices"));
+            .find(|&l| placement(l).is_ok_and(|p| p != MatrixPlacement::Host))
+            .unwrap_or_else(|| panic!("{name}: no limit reads the matrices on the device"));
+        while placement(limit) == Ok(MatrixPlacement::Device) {
+            limit -= 4 << 10;
+        }
+        assert_eq!(
+            placement(limit),
+            Ok(MatrixPlacement::Streamed),
+            "{name} at {limit} bytes"
+        );
         let gpu = NativeBackend::with_config(
             Arc::clone(&pool),
             NativeConfig {

@@ -217,14 +217,7 @@ impl NativeBackend {
         if let Some(p) = self.plans.lock().recover().get(&key) {
             return Ok(*p);
         }
-        let q = srs.lengths();
-        let inputs = srs.vk().ic.len();
-        let sizes = CircuitSizes {
-            domain: q.h + 1,
-            vars: inputs + q.l,
-            bases: [q.h, q.l, q.a, q.b_g1, q.b_g2],
-            matrices: None,
-        };
+        let sizes = CircuitSizes::of_srs(srs);
         let mut plan = Plan::new(&sizes, self.usable.saturating_sub(self.held_elsewhere(Some(&key))))
             .map_err(|e| backend_error(format!("GPU {}: {e}", self.config.device)))?;
         if self.config.srs_placement == SrsPlacement::Host && plan.bases_resident {
