@@ -31,7 +31,7 @@ pub enum Priority {
 impl Priority {
     /// Its place in the memory budget's queue: a waiting admission of a
     /// higher priority is granted first.
-    pub fn rank(self) -> pinprove_mem::Rank {
+    pub const fn rank(self) -> pinprove_mem::Rank {
         pinprove_mem::Rank(match self {
             Priority::Low => 0,
             Priority::Normal => 1,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use pinprove_groth16::synthetic::CircuitShape;
 use pinprove_groth16::{Backend, CapacityHint, CapacityHints, QueryLengths, Srs, Validation, VerifyingKey};
-use pinprove_mem::{Evictor, MemoryBudget, PinnedPool, Reservation};
+use pinprove_mem::{Evictor, MemoryBudget, PinnedPool, Rank, Reservation};
 use serde::Serialize;
 
 use crate::EngineError;
@@ -45,6 +45,35 @@ impl Drop for LoadClaim<'_> {
     fn drop(&mut self) {
         self.registry.claims.lock().recover().remove(&self.circuit_id);
         self.registry.claim_released.notify_all();
+    }
+}
+
+/// A job's claim on its circuit type's SRS from submission to its end (see
+/// [`SrsRegistry::want`]); let go when dropped.
+pub(crate) struct Wanted {
+    registry: std::sync::Weak<SrsRegistry>,
+    circuit_id: String,
+    rank: Rank,
+}
+
+impl Drop for Wanted {
+    fn drop(&mut self) {
+        let Some(r) = self.registry.upgrade() else {
+            return;
+        };
+        {
+            let mut wants = r.wants.lock().recover();
+            if let Some(ranks) = wants.get_mut(&self.circuit_id) {
+                if let Some(i) = ranks.iter().position(|&k| k == self.rank) {
+                    ranks.swap_remove(i);
+                }
+                if ranks.is_empty() {
+                    wants.remove(&self.circuit_id);
+                }
+            }
+        }
+        // It may have just become evictable for someone waiting.
+        r.budget.reclaim();
     }
 }
 
@@ -116,6 +145,9 @@ pub struct SrsRegistry {
     /// when its SRS is loaded).
     hints: Arc<CapacityHints>,
     idle_timeout: Duration,
+    /// Per circuit type, the ranks of the jobs that want its SRS (from
+    /// submission to their end, see [`want`](Self::want)).
+    wants: Mutex<HashMap<String, Vec<Rank>>>,
 }
 
 impl SrsRegistry {
@@ -138,6 +170,7 @@ impl SrsRegistry {
             backends,
             hints,
             idle_timeout,
+            wants: Mutex::new(HashMap::new()),
         });
         budget.register_evictor(Arc::downgrade(&r) as std::sync::Weak<dyn Evictor>, 100);
         r
@@ -149,6 +182,44 @@ impl SrsRegistry {
 
     fn loaded(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
         self.loaded.lock().recover()
+    }
+
+    /// Marks `circuit_id`'s SRS wanted by a job of `rank` until the
+    /// returned claim drops: while it is, memory for requests of that rank
+    /// or below never evicts the SRS, so a job whose partitions wait
+    /// (for memory, for a recording) does not find its parameters gone and
+    /// load them again. More urgent work may still take it: that work's
+    /// admissions go first anyway.
+    pub(crate) fn want(self: &Arc<Self>, circuit_id: &str, rank: Rank) -> Wanted {
+        self.wants
+            .lock()
+            .recover()
+            .entry(circuit_id.to_string())
+            .or_default()
+            .push(rank);
+        Wanted {
+            registry: Arc::downgrade(self),
+            circuit_id: circuit_id.to_string(),
+            rank,
+        }
+    }
+
+    /// Whether memory for a request of `rank` may evict `circuit_id`'s SRS,
+    /// idle for `idle` and referenced by no partition: not while a job of
+    /// `rank` or above wants it; otherwise once idle for the timeout, or
+    /// at once for urgent work (WindowPoSt and WinningPoSt do not wait for
+    /// a stream's parameters to go idle).
+    fn evictable(&self, circuit_id: &str, idle: Duration, rank: Rank) -> bool {
+        let wanted = self
+            .wants
+            .lock()
+            .recover()
+            .get(circuit_id)
+            .and_then(|ranks| ranks.iter().max().copied());
+        match wanted {
+            Some(w) => rank > w,
+            None => idle >= self.idle_timeout || rank >= crate::Priority::High.rank(),
+        }
     }
 
     /// Says where the parameters of `circuit_id` come from.
@@ -460,15 +531,17 @@ impl Evictor for SrsRegistry {
         "srs"
     }
 
-    /// Evicts idle (unused for the idle timeout) and unreferenced SRS,
-    /// least recently used first.
-    fn evict(&self, bytes: u64) -> u64 {
+    /// Evicts unreferenced SRSs that the request's rank may take (see
+    /// [`evictable`](SrsRegistry::evictable)), least recently used first.
+    fn evict(&self, bytes: u64, rank: Rank) -> u64 {
         let victims: Vec<(String, Entry)> = {
             let mut loaded = self.loaded();
             let now = Instant::now();
             let mut candidates: Vec<(String, Instant)> = loaded
                 .iter()
-                .filter(|(_, e)| Arc::strong_count(&e.srs) == 1 && now.duration_since(e.last_used) >= self.idle_timeout)
+                .filter(|(k, e)| {
+                    Arc::strong_count(&e.srs) == 1 && self.evictable(k, now.duration_since(e.last_used), rank)
+                })
                 .map(|(k, e)| (k.clone(), e.last_used))
                 .collect();
             candidates.sort_by_key(|(_, t)| *t);
@@ -496,5 +569,83 @@ fn shape_of(srs: &Srs) -> CapacityHint {
         constraints: len.h + 1,
         inputs: srs.vk().ic.len(),
         aux: len.l,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Priority;
+
+    /// A registry over a 1 GiB heap budget with one small synthetic SRS,
+    /// "c", loaded and referenced by nobody.
+    fn loaded(idle_timeout: Duration) -> Arc<SrsRegistry> {
+        let budget = MemoryBudget::new(1 << 30);
+        let pool = PinnedPool::new(
+            Arc::new(pinprove_mem::HeapAllocator::new(false)),
+            Arc::clone(&budget),
+            pinprove_mem::PoolConfig::default(),
+        );
+        let r = SrsRegistry::new(
+            pool,
+            budget,
+            Vec::new(),
+            Arc::new(CapacityHints::in_memory()),
+            idle_timeout,
+        );
+        let shape = CircuitShape {
+            inputs: 2,
+            aux: 1000,
+            constraints: 1000,
+            a_aux: 1000,
+            b_inputs: 1,
+            b_aux: 500,
+        };
+        r.register("c", SrsSource::Synthetic(shape));
+        drop(r.acquire("c").unwrap());
+        assert!(r.is_loaded("c"));
+        r
+    }
+
+    const NORMAL: Rank = Priority::Normal.rank();
+    const HIGH: Rank = Priority::High.rank();
+
+    /// Asks `r` to evict everything a request of `rank` may take; says
+    /// whether "c" went.
+    fn evicts(r: &SrsRegistry, rank: Rank) -> bool {
+        Evictor::evict(r, u64::MAX, rank);
+        !r.is_loaded("c")
+    }
+
+    #[test]
+    fn a_wanted_srs_is_kept_from_work_of_its_rank_and_given_to_more_urgent_work() {
+        // Idle at once: only the claims keep it.
+        let r = loaded(Duration::ZERO);
+        let wanted = r.want("c", NORMAL);
+        assert!(!evicts(&r, NORMAL), "a job of its rank wants it");
+        assert!(evicts(&r, HIGH), "more urgent work may take it");
+        // Loaded again for the job; its end lets it go.
+        drop(r.acquire("c").unwrap());
+        drop(wanted);
+        assert!(evicts(&r, NORMAL));
+        // Two claims: the higher one counts until it ends.
+        drop(r.acquire("c").unwrap());
+        let low = r.want("c", NORMAL);
+        let high = r.want("c", HIGH);
+        assert!(!evicts(&r, HIGH));
+        drop(high);
+        assert!(evicts(&r, HIGH));
+        drop(low);
+    }
+
+    #[test]
+    fn an_unwanted_srs_waits_out_its_idle_time_except_for_urgent_work() {
+        let r = loaded(Duration::from_secs(3600));
+        assert!(!evicts(&r, NORMAL), "recently used");
+        assert!(evicts(&r, HIGH), "urgent work does not wait an hour");
+        // Referenced by a partition: never.
+        let held = r.acquire("c").unwrap();
+        assert!(!evicts(&r, Rank::URGENT));
+        drop(held);
     }
 }

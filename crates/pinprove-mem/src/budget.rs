@@ -37,8 +37,12 @@ pub trait Evictor: Send + Sync {
     fn name(&self) -> &str;
 
     /// Frees idle memory, aiming at `bytes` (it may free more or less), and
-    /// returns how many bytes of the budget it released.
-    fn evict(&self, bytes: u64) -> u64;
+    /// returns how many bytes of the budget it released. `rank` is the
+    /// highest rank among the requests the memory is for: an evictor may
+    /// keep what work of that rank or above still needs (an SRS that queued
+    /// jobs of such a rank want), since freeing it would only make that
+    /// work load it again.
+    fn evict(&self, bytes: u64, rank: Rank) -> u64;
 }
 
 /// How the budget's total is chosen.
@@ -511,6 +515,13 @@ impl MemoryBudget {
         if self.missing(extra, rank) == 0 {
             return;
         }
+        // The most urgent request the memory is for: the new one, or the
+        // head of the queue (sorted by rank).
+        let head = self.lock().queue.front().map(|w| w.rank);
+        let rank = match head {
+            Some(h) if extra == 0 || h > rank => h,
+            _ => rank,
+        };
         let _round = self.evicting.lock().recover();
         let evictors: Vec<Arc<dyn Evictor>> = {
             let mut s = self.lock();
@@ -524,7 +535,7 @@ impl MemoryBudget {
             if missing == 0 {
                 break;
             }
-            let n = e.evict(missing);
+            let n = e.evict(missing, rank);
             if n > 0 {
                 tracing::debug!(evictor = e.name(), bytes = n, "evicted idle memory for the budget");
             }

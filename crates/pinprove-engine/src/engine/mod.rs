@@ -410,7 +410,8 @@ impl Engine {
         let id = JobId(inner.next_job.fetch_add(1, Ordering::Relaxed));
         let job = Arc::new(
             JobCtl::new(id, spec.circuit_id.clone(), spec.priority, n)
-                .holding(inner.precompiled.in_use(&spec.circuit_id)),
+                .holding(inner.precompiled.in_use(&spec.circuit_id))
+                .wanting(inner.srs.want(&spec.circuit_id, spec.priority.rank())),
         );
         inner.jobs_lock().insert(id, Arc::clone(&job));
         let randomness = spec

@@ -627,7 +627,7 @@ impl Evictor for Precompiler {
 
     /// Drops recordings of circuit types no job is using; they are loaded
     /// again (spare memory permitting) a minute later.
-    fn evict(&self, bytes: u64) -> u64 {
+    fn evict(&self, bytes: u64, _rank: pinprove_mem::Rank) -> u64 {
         let victims: Vec<Arc<Held>> = {
             let mut circuits = self.circuits.lock().recover();
             let mut freed = 0;

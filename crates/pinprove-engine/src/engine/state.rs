@@ -42,6 +42,9 @@ pub(crate) struct JobCtl {
     pub(super) done: Condvar,
     /// Keeps the circuit type's recording until the job ends.
     in_use: Mutex<Option<super::precompiler::InUse>>,
+    /// Keeps the circuit type's SRS from eviction for work of the job's
+    /// rank or below until the job ends.
+    wanted: Mutex<Option<crate::srs::Wanted>>,
 }
 
 impl JobCtl {
@@ -62,12 +65,20 @@ impl JobCtl {
             }),
             done: Condvar::new(),
             in_use: Mutex::new(None),
+            wanted: Mutex::new(None),
         }
     }
 
     /// Holds `hold` (its circuit type's recording) until the job ends.
     pub(super) fn holding(self, hold: super::precompiler::InUse) -> JobCtl {
         *self.in_use.lock().recover() = Some(hold);
+        self
+    }
+
+    /// Holds `wanted` (its circuit type's claim on its SRS) until the job
+    /// ends.
+    pub(super) fn wanting(self, wanted: crate::srs::Wanted) -> JobCtl {
+        *self.wanted.lock().recover() = Some(wanted);
         self
     }
 
@@ -87,9 +98,10 @@ impl JobCtl {
         if self.lock().outcome.is_some() {
             return false;
         }
-        // The recording is let go before anyone learns that the job ended:
-        // whoever waited for the end finds it evictable.
+        // The recording and the SRS are let go before anyone learns that
+        // the job ended: whoever waited for the end finds them evictable.
         self.in_use.lock().recover().take();
+        self.wanted.lock().recover().take();
         let wakers = {
             let mut g = self.lock();
             if g.outcome.is_some() {

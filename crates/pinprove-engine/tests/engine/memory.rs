@@ -449,6 +449,61 @@ fn partitions_of_a_type_not_yet_loaded_let_one_of_them_pay_for_the_load() {
     );
 }
 
+#[test]
+fn a_job_waiting_for_memory_keeps_its_parameters_however_long_they_were_idle() {
+    // Parameters loaded ahead and idle past their timeout (as a 32 GiB
+    // WindowPoSt's were while its circuit was recorded), then a job whose
+    // first admission finds the budget short. Were the parameters not kept
+    // for the job, that admission would evict them and the partition would
+    // load them again, 60 GiB at 32 GiB: on a 95 GiB budget it stalled.
+    let dir = temp_dir("wanted");
+    let c = BenchCircuit::new(20_000, WitnessMix::Random).unwrap();
+    let params = synthetic_params(&c, &dir);
+    let config = || EngineConfig {
+        synthesis_workers: 2,
+        warm_partitions: Some(0),
+        srs_idle_timeout: Duration::ZERO,
+        ..EngineConfig::default()
+    };
+    let (ws, srs) = {
+        let (pool, _) = pool_with(1 << 30);
+        let engine = test_engine(&pool, config(), 5, 5, 0);
+        engine.register_srs(&c.id(), &params);
+        engine.preload_srs(&c.id()).unwrap();
+        assert!(engine.wait_quiet(Duration::from_secs(30)));
+        let srs: u64 = engine.status().srs.iter().map(|i| i.bytes).sum();
+        (engine.working_set(&c.id()).unwrap(), srs)
+    };
+    let total = srs + ws + ws / 2;
+    let (pool, acct) = pool_with(total);
+    let engine = test_engine(&pool, config(), 5, 5, 0);
+    engine.register_srs(&c.id(), &params);
+    engine.preload_srs(&c.id()).unwrap();
+    assert!(engine.wait_quiet(Duration::from_secs(30)));
+    // Other memory takes all but half a partition's room for a while.
+    let other = pool.budget().try_acquire(ws).unwrap();
+    let job = engine
+        .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0), slow(&c, 0)]))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        engine.status().srs.iter().any(|s| s.circuit_id == c.id() && s.loaded),
+        "the job's parameters were evicted for its own admission"
+    );
+    drop(other);
+    assert!(matches!(
+        engine.wait(job, Some(Duration::from_secs(60))).unwrap(),
+        JobOutcome::Completed(_)
+    ));
+    assert_eq!(
+        pool.budget().stats().evicted_bytes,
+        0,
+        "the parameters were loaded once"
+    );
+    assert_idle(&engine, &pool, &acct, "wanted");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A backend that adds `extra` host bytes to urgent partitions only (as
 /// the native backend does once the buffers its background proofs prepare
 /// into are kept).

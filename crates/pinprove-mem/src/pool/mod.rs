@@ -667,7 +667,8 @@ impl Evictor for PinnedPool {
         "pinned-pool"
     }
 
-    fn evict(&self, bytes: u64) -> u64 {
+    fn evict(&self, bytes: u64, _rank: Rank) -> u64 {
+        // Idle buffers are idle for everyone: the rank changes nothing.
         // Buffers an admission at the head of the queue waits for go to it
         // (they lower its request), those set aside for admissions behind
         // it are taken back; the rest is freed as asked, less what the

@@ -195,7 +195,7 @@ impl Evictor for TestEvictor {
     fn name(&self) -> &str {
         self.name
     }
-    fn evict(&self, bytes: u64) -> u64 {
+    fn evict(&self, bytes: u64, _rank: Rank) -> u64 {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.log.lock().unwrap().push(self.name);
         let mut held = self.held.lock().unwrap();
