@@ -65,7 +65,7 @@ use crate::{Density, Scalar};
 pub use crate::error::PrecompiledError;
 pub use eval::{PrecompiledStats, defer, evaluate, evaluate_pending, evaluate_pending_from, synthesize_precompiled};
 pub use file::FORMAT_VERSION;
-pub use record::record;
+pub use record::{record, record_parts};
 pub use witness::{WitnessValues, synthesize_witness, synthesize_witness_parts};
 
 /// The most distinct coefficients a recording holds (16-bit ids).

@@ -174,6 +174,45 @@ impl Recorder {
         Ok(())
     }
 
+    /// Appends the rows of `part`, recorded on its own with its own ONE as
+    /// input 0, as if its circuit had run here after everything recorded so
+    /// far: its other inputs and its aux variables follow this recorder's,
+    /// its coefficients get this recorder's ids.
+    fn append(&mut self, part: Recorder) -> Result<(), PrecompiledError> {
+        let ids = part
+            .dictionary
+            .table
+            .iter()
+            .map(|c| self.dictionary.id(c))
+            .collect::<Result<Vec<u16>, _>>()?;
+        // Inputs past the part's ONE, tagged; aux indices, untagged.
+        let (input_base, aux_base) = (self.inputs - 1, self.aux);
+        let inputs = self.inputs as u64 + part.inputs as u64 - 1;
+        let aux = self.aux as u64 + part.aux as u64;
+        let limit = u64::from(INPUT_TAG - 1);
+        if inputs > limit || aux > limit {
+            let what = if inputs > limit {
+                "public inputs"
+            } else {
+                "aux variables"
+            };
+            return Err(PrecompiledError::TooLarge { what, limit });
+        }
+        for (to, from) in self.matrices.iter_mut().zip(part.matrices) {
+            let base = to.cols.len() as u64;
+            to.row_ptr.extend(from.row_ptr[1..].iter().map(|&e| e + base));
+            to.cols.extend(from.cols.iter().map(|&c| match c {
+                INPUT_TAG => INPUT_TAG,
+                c if c & INPUT_TAG != 0 => c + input_base,
+                c => c + aux_base,
+            }));
+            to.coeff_ids.extend(from.coeff_ids.iter().map(|&id| ids[id as usize]));
+        }
+        self.inputs = inputs as u32;
+        self.aux = aux as u32;
+        Ok(())
+    }
+
     fn finish(self, circuit_id: &str) -> Result<Recording, PrecompiledError> {
         if let Some(e) = self.error {
             return Err(e);
@@ -270,6 +309,54 @@ pub fn record<C: Circuit<Scalar>>(circuit: C, circuit_id: &str) -> Result<Record
         return Err(e);
     }
     synthesized?;
+    finish(cs, circuit_id, started)
+}
+
+/// Records a circuit made of independent `parts` (see [`crate::parts`]:
+/// each allocates its own inputs and aux and refers to nothing outside
+/// itself but ONE) on every core: groups of parts are recorded at once,
+/// each into a recorder of its own, then appended in order with their
+/// variables renumbered and their coefficients looked up again. The
+/// recording is exactly [`record`]'s of the parts synthesized one after
+/// the other. Groups run in waves, so what exists beside the recording
+/// being built is about an eighth of it.
+pub fn record_parts<T>(parts: &[T], circuit_id: &str) -> Result<Recording, PrecompiledError>
+where
+    T: Sync,
+    for<'a> &'a T: Circuit<Scalar>,
+{
+    use rayon::prelude::*;
+    const WAVES: usize = 8;
+    let started = std::time::Instant::now();
+    let mut all = Recorder::new();
+    all.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+    let threads = rayon::current_num_threads().max(1);
+    let group = parts.len().div_ceil(threads * WAVES).max(1);
+    let groups: Vec<&[T]> = parts.chunks(group).collect();
+    for wave in groups.chunks(threads) {
+        let recorded: Vec<Result<Recorder, PrecompiledError>> = wave
+            .par_iter()
+            .map(|g| {
+                let mut cs = Recorder::new();
+                cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+                let synthesized = g.iter().try_for_each(|part| part.synthesize(&mut cs));
+                if let Some(e) = cs.error.take() {
+                    return Err(e);
+                }
+                synthesized?;
+                Ok(cs)
+            })
+            .collect();
+        for r in recorded {
+            all.append(r?)?;
+        }
+    }
+    finish(all, circuit_id, started)
+}
+
+/// Appends the input constraints to a recorder whose circuit has run, and
+/// makes the recording.
+fn finish(mut cs: Recorder, circuit_id: &str, started: std::time::Instant) -> Result<Recording, PrecompiledError> {
     for i in 0..cs.inputs as usize {
         cs.enforce(
             || "input constraint",

@@ -270,3 +270,62 @@ fn a_variable_used_before_it_exists_is_an_error() {
         "{e:?}"
     );
 }
+
+/// One part of a circuit made of parts (a PoSt sector's shape): inputs of
+/// its own, aux chained from them, constraints that use ONE, coefficients
+/// shared by every part (3) and one of the part's own (its seed).
+struct Part(u64);
+
+impl Circuit<Scalar> for &Part {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let seed = Scalar::from(self.0 + 7);
+        let x = cs.alloc_input(|| "x", || Ok(seed))?;
+        let mut prev = cs.alloc(|| "a", || Ok(seed.square()))?;
+        cs.enforce(|| "sq", |lc| lc + x, |lc| lc + x, |lc| lc + prev);
+        for i in 0..(self.0 % 5 + 1) {
+            let next = cs.alloc(|| "next", || Ok(Scalar::from(i)))?;
+            cs.enforce(
+                || "step",
+                |lc| lc + (Scalar::from(3u64), prev) + (seed, CS::one()),
+                |lc| lc + CS::one() - x,
+                |lc| lc + next,
+            );
+            prev = next;
+        }
+        if self.0 % 3 == 0 {
+            let y = cs.alloc_input(|| "y", || Ok(seed))?;
+            cs.enforce(|| "in", |lc| lc + y, |lc| lc + CS::one(), |lc| lc + prev);
+        }
+        Ok(())
+    }
+}
+
+/// Parts synthesized one after the other.
+struct InOrder<'a>(&'a [Part]);
+
+impl Circuit<Scalar> for InOrder<'_> {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        self.0.iter().try_for_each(|p| p.synthesize(cs))
+    }
+}
+
+#[test]
+fn parts_recorded_on_every_core_are_the_sequential_recording() {
+    // Enough parts for several waves of groups on any machine's pool.
+    for n in [1, 2, 7, 500] {
+        let parts: Vec<Part> = (0..n).map(Part).collect();
+        let whole = record(InOrder(&parts), "parts").unwrap();
+        let in_parts = record_parts(&parts, "parts").unwrap();
+        assert_eq!(in_parts.stats(), whole.stats(), "{n} parts");
+        assert_eq!(*in_parts.matrices().unwrap(), *whole.matrices().unwrap(), "{n} parts");
+        assert_eq!(in_parts.a_aux_density(), whole.a_aux_density(), "{n} parts");
+        assert_eq!(in_parts.b_input_density(), whole.b_input_density(), "{n} parts");
+        assert_eq!(in_parts.b_aux_density(), whole.b_aux_density(), "{n} parts");
+    }
+    // In a pool of four threads, so that groups really run at once here too.
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
+    let parts: Vec<Part> = (0..333).map(Part).collect();
+    let whole = record(InOrder(&parts), "parts").unwrap();
+    let in_parts = pool.install(|| record_parts(&parts, "parts")).unwrap();
+    assert_eq!(*in_parts.matrices().unwrap(), *whole.matrices().unwrap());
+}
