@@ -15,11 +15,44 @@ const BUCKETS: [f64; 14] = [
     0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 ];
 
-#[derive(Clone, Default)]
-struct Histogram {
+/// A latency histogram over the buckets every pinprove histogram shares,
+/// written in Prometheus's cumulative form.
+#[derive(Clone, Debug, Default)]
+pub struct LatencyHistogram {
     counts: [u64; BUCKETS.len()],
     count: u64,
     sum: f64,
+}
+
+impl LatencyHistogram {
+    /// Counts one observation of `d`.
+    pub fn observe(&mut self, d: Duration) {
+        let s = d.as_secs_f64();
+        for (i, b) in BUCKETS.iter().enumerate() {
+            if s <= *b {
+                self.counts[i] += 1;
+            }
+        }
+        self.count += 1;
+        self.sum += s;
+    }
+
+    /// Observations so far.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Writes the histogram's `_bucket`, `_sum` and `_count` lines for
+    /// metric `name`, each with `labels` (`key="value"`, already escaped)
+    /// before its own. The `# HELP` and `# TYPE` lines are the caller's.
+    pub fn render(&self, out: &mut String, name: &str, labels: &str) {
+        for (i, b) in BUCKETS.iter().enumerate() {
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{b}\"}} {}", self.counts[i]);
+        }
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", self.count);
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
+        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
+    }
 }
 
 /// Engine counters.
@@ -30,22 +63,13 @@ pub struct Metrics {
     pub(crate) jobs_cancelled: AtomicU64,
     pub(crate) partitions_rerouted: AtomicU64,
     pub(crate) panics: AtomicU64,
-    phases: Mutex<BTreeMap<Phase, Histogram>>,
+    phases: Mutex<BTreeMap<Phase, LatencyHistogram>>,
 }
 
 impl Metrics {
     /// Records one partition phase's latency.
     pub fn observe(&self, phase: Phase, d: Duration) {
-        let s = d.as_secs_f64();
-        let mut phases = self.phases.lock().recover();
-        let h = phases.entry(phase).or_default();
-        for (i, b) in BUCKETS.iter().enumerate() {
-            if s <= *b {
-                h.counts[i] += 1;
-            }
-        }
-        h.count += 1;
-        h.sum += s;
+        self.phases.lock().recover().entry(phase).or_default().observe(d);
     }
 
     /// Proofs completed since start.
@@ -71,7 +95,7 @@ impl Metrics {
     /// Observations recorded for a phase.
     pub fn phase_count(&self, phase: Phase) -> u64 {
         let phases = self.phases.lock().recover();
-        phases.get(&phase).map_or(0, |h| h.count)
+        phases.get(&phase).map_or(0, LatencyHistogram::count)
     }
 
     fn render_into(&self, out: &mut String) {
@@ -111,20 +135,7 @@ impl Metrics {
             "# HELP pinprove_phase_seconds Time partitions spent in each phase.\n# TYPE pinprove_phase_seconds histogram"
         );
         for (phase, h) in phases.iter() {
-            for (i, b) in BUCKETS.iter().enumerate() {
-                let _ = writeln!(
-                    out,
-                    "pinprove_phase_seconds_bucket{{phase=\"{phase}\",le=\"{b}\"}} {}",
-                    h.counts[i]
-                );
-            }
-            let _ = writeln!(
-                out,
-                "pinprove_phase_seconds_bucket{{phase=\"{phase}\",le=\"+Inf\"}} {}",
-                h.count
-            );
-            let _ = writeln!(out, "pinprove_phase_seconds_sum{{phase=\"{phase}\"}} {}", h.sum);
-            let _ = writeln!(out, "pinprove_phase_seconds_count{{phase=\"{phase}\"}} {}", h.count);
+            h.render(out, "pinprove_phase_seconds", &format!("phase=\"{phase}\""));
         }
     }
 }

@@ -605,6 +605,32 @@ mod tests {
     }
 
     #[test]
+    fn the_host_examples_read_back_each_for_the_gpu_backend() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/examples");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "toml") {
+                continue;
+            }
+            let c = Config::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(c.gpu.backend, BackendKind::Native, "{}", path.display());
+            assert!(
+                c.filecoin.preload.iter().any(|p| p == "porep-32g"),
+                "{}",
+                path.display()
+            );
+            assert!(
+                c.filecoin.preload.iter().any(|p| p == "winning-32g"),
+                "{}",
+                path.display()
+            );
+            read += 1;
+        }
+        assert_eq!(read, 3, "one example per class of host");
+    }
+
+    #[test]
     fn the_example_in_deploy_reads_back() {
         let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/pinprove.toml");
         let c = Config::load(&file).unwrap();

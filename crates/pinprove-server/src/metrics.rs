@@ -4,6 +4,8 @@
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
+use pinprove_mem::sync::Recover;
+
 use crate::jobs::Jobs;
 
 /// The engine's metrics and the daemon's own.
@@ -49,6 +51,15 @@ pub(crate) fn metrics_text(jobs: &Jobs) -> String {
             "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
             v.load(Ordering::Relaxed)
         );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP pinprove_proof_seconds Seconds from a Filecoin proof's request to its verified result, by kind.\n\
+         # TYPE pinprove_proof_seconds histogram"
+    );
+    let latencies = c.proof_seconds.lock().recover().clone();
+    for (k, h) in pinprove_filecoin::ProofKind::ALL.iter().zip(&latencies) {
+        h.render(&mut out, "pinprove_proof_seconds", &format!("kind=\"{}\"", k.name()));
     }
     let (active, bytes, max_bytes, known) = jobs.load();
     let _ = writeln!(

@@ -252,6 +252,18 @@ async fn every_kind_proves_through_the_daemon_with_concurrent_clients_and_priori
         .parse()
         .unwrap();
     assert!(verify_s > 0.0, "{metrics}");
+    assert!(
+        metrics.contains("pinprove_proof_seconds_count{kind=\"porep\"} 2"),
+        "two PoRep jobs proved: {metrics}"
+    );
+    // Every metric the Grafana dashboard queries is one the daemon exports
+    // (those of GPUs need NVML: the engine's telemetry test checks them).
+    for name in dashboard_metrics().iter().filter(|n| !n.starts_with("pinprove_gpu_")) {
+        assert!(
+            metrics.contains(&format!("# TYPE {name} ")),
+            "the dashboard queries {name}"
+        );
+    }
     // HTTP: status, metrics, health.
     let http = daemon.http_addr().unwrap();
     let body = http_get(http, "/status").await;
@@ -583,4 +595,38 @@ async fn shutdown_lets_the_proof_in_flight_finish_and_takes_no_more() {
     assert!(SampleSector::verify_update(&snap, &r.proof).unwrap());
     stopping.await.unwrap().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The metric families deploy/grafana-dashboard.json queries.
+fn dashboard_metrics() -> std::collections::BTreeSet<String> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/grafana-dashboard.json"
+    ))
+    .unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let exprs = json["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap().clone());
+    let words: Vec<String> = exprs
+        .filter_map(|t| t["expr"].as_str().map(str::to_owned))
+        .flat_map(|e| {
+            e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .filter(|w| w.starts_with("pinprove_"))
+        .collect();
+    let family = |w: &str| {
+        ["_bucket", "_count", "_sum"]
+            .iter()
+            .find_map(|s| w.strip_suffix(s))
+            .unwrap_or(w)
+            .to_owned()
+    };
+    let names: std::collections::BTreeSet<String> = words.iter().map(|w| family(w)).collect();
+    assert!(names.len() >= 10, "{names:?}");
+    names
 }

@@ -624,6 +624,32 @@ fn gpu_readings_reach_status_and_the_timeline_for_devices_with_a_gpu() {
         asked.contains(&3) && asked.iter().all(|g| [3, 7].contains(g)),
         "{asked:?}"
     );
+    // The GPU metrics the Grafana dashboard queries are exported.
+    let text = engine.metrics_text();
+    let dashboard = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/grafana-dashboard.json"
+    ))
+    .unwrap();
+    let queried: Vec<&str> = dashboard
+        .match_indices("pinprove_gpu_")
+        .filter_map(|(i, _)| {
+            dashboard[i..]
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .next()
+        })
+        .collect();
+    assert!(queried.len() >= 3, "{queried:?}");
+    for name in queried {
+        assert!(
+            text.contains(&format!("# TYPE {name} gauge")),
+            "the dashboard queries {name}: {text}"
+        );
+    }
+    assert!(
+        text.contains("pinprove_gpu_utilization_percent{device=\"gpu7\"} 42"),
+        "{text}"
+    );
     let samples = engine.timeline().samples();
     let value = |name: &str| samples.iter().find(|s| s.name == name).map(|s| s.value);
     assert_eq!(value("gpu7 util %"), Some(42.0));

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use pinprove_engine::metrics::LatencyHistogram;
 use pinprove_engine::{JobId, Priority};
 use pinprove_filecoin::{FilecoinError, FilecoinProver, ProofKind, ProofRequest, Proved};
 use pinprove_mem::ErrorChain;
@@ -154,6 +155,17 @@ pub(crate) struct Counters {
     /// Proofs verified before they were returned, and the time that took.
     pub verified: AtomicU64,
     pub verification_us: AtomicU64,
+    /// Per kind, in [`ProofKind::ALL`] order: seconds from a proof's
+    /// request to its verified result.
+    pub proof_seconds: Mutex<[LatencyHistogram; 4]>,
+}
+
+impl Counters {
+    /// Counts a proof of `kind` returned `took` after it was asked for.
+    fn proved(&self, kind: ProofKind, took: Duration) {
+        self.proved.fetch_add(1, Ordering::Relaxed);
+        self.proof_seconds.lock().recover()[kind_index(kind)].observe(took);
+    }
 }
 
 /// Accepted work not yet finished: what the bounds are checked against.
@@ -513,18 +525,15 @@ impl<P: JobProver> Jobs<P> {
         } + job.request_id.len()
             + job.id.len()
             + 256;
-        let (log, counter) = (
-            ended.clone(),
-            match &ended {
-                Ended::Proved(_) => &self.counters.proved,
-                Ended::Failed(_) | Ended::Refused(_) => &self.counters.failed,
-                Ended::Cancelled => &self.counters.cancelled,
-            },
-        );
+        let log = ended.clone();
         if !job.end(ended) {
             return;
         }
-        counter.fetch_add(1, Ordering::Relaxed);
+        match &log {
+            Ended::Proved(_) => self.counters.proved(job.kind, job.submitted.elapsed()),
+            Ended::Failed(_) | Ended::Refused(_) => _ = self.counters.failed.fetch_add(1, Ordering::Relaxed),
+            Ended::Cancelled => _ = self.counters.cancelled.fetch_add(1, Ordering::Relaxed),
+        }
         match log {
             Ended::Proved(p) => {
                 let verify_us = p.verification.map_or(0, |d| d.as_micros() as u64);
