@@ -1,13 +1,19 @@
-//! The HTTP status page on its own address: `GET /status` (JSON: budget,
-//! pool, parameters, queues, GPUs, partitions in flight with their phase,
-//! the daemon's jobs), `GET /metrics` (Prometheus text), `GET /healthz`
-//! (503 once a GPU is lost).
+//! The HTTP status page on its own address: `GET /` (a page, no external
+//! assets, that shows what `/status` and `/timeline.svg` say and refreshes
+//! itself), `GET /status` (JSON: budget, pool, parameters, queues, GPUs,
+//! partitions in flight with their phase, the daemon's jobs, recent
+//! proofs), `GET /timeline.svg` (the engine's timeline of the last five
+//! minutes), `GET /metrics` (Prometheus text), `GET /healthz` (503 once a
+//! GPU is lost).
 //!
 //! The page answers only requests whose `Host` is an IP address,
 //! `localhost`, or a name in `http_allowed_hosts`: a web page a browser
 //! loaded from elsewhere cannot reach it through a name it points at the
-//! daemon (DNS rebinding). With a bearer token configured, `/status` and
-//! `/metrics` need it too; `/healthz` says only whether the GPUs are well.
+//! daemon (DNS rebinding). With a bearer token configured, `/status`,
+//! `/timeline.svg` and `/metrics` need it too; the page itself holds no
+//! data and sends the token it is given (a form, or `#token=` in its
+//! address) with its requests; `/healthz` says only whether the GPUs are
+//! well.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -21,7 +27,7 @@ use axum::routing::get;
 use serde::Serialize;
 
 use crate::ids::shown;
-use crate::jobs::State;
+use crate::jobs::{Ended, State};
 use crate::metrics::metrics_text;
 use crate::service::Service;
 
@@ -39,10 +45,12 @@ pub(crate) struct Page {
 pub(crate) fn router(page: Page) -> axum::Router {
     let guarded = axum::Router::new()
         .route("/status", get(status))
+        .route("/timeline.svg", get(timeline))
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(page.clone(), needs_token));
     axum::Router::new()
         .merge(guarded)
+        .route("/", get(page_html))
         .route("/healthz", get(healthz))
         .layer(middleware::from_fn_with_state(page.clone(), known_host))
         .with_state(page)
@@ -114,10 +122,54 @@ struct JobView {
 }
 
 #[derive(Serialize)]
+struct RecentView {
+    job: String,
+    kind: &'static str,
+    outcome: &'static str,
+    /// From the request to the result.
+    took_s: f64,
+    ended_s_ago: f64,
+}
+
+#[derive(Serialize)]
 struct StatusView {
     uptime_s: u64,
     jobs: Vec<JobView>,
+    /// The last proofs that ended, newest first.
+    recent: Vec<RecentView>,
     engine: pinprove_engine::EngineStatus,
+}
+
+/// Proofs the status shows as recent.
+const RECENT: usize = 20;
+/// What the page's timeline covers.
+const TIMELINE_WINDOW: std::time::Duration = std::time::Duration::from_secs(300);
+
+async fn page_html() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        include_str!("page.html"),
+    )
+}
+
+async fn timeline(Axum(page): Axum<Page>) -> impl IntoResponse {
+    let svg = page
+        .service
+        .jobs
+        .prover()
+        .engine()
+        .timeline()
+        .svg_of_last(TIMELINE_WINDOW);
+    (
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        svg,
+    )
 }
 
 async fn status(Axum(page): Axum<Page>) -> Json<StatusView> {
@@ -140,9 +192,26 @@ async fn status(Axum(page): Axum<Page>) -> Json<StatusView> {
             age_s: j.submitted.elapsed().as_secs_f64(),
         })
         .collect();
+    let recent = s
+        .jobs
+        .recent(RECENT)
+        .into_iter()
+        .map(|(j, ended)| RecentView {
+            job: j.id.clone(),
+            kind: j.kind.name(),
+            outcome: match j.state() {
+                State::Ended(Ended::Proved(_)) => "proved",
+                State::Ended(Ended::Cancelled) => "cancelled",
+                _ => "failed",
+            },
+            took_s: ended.saturating_duration_since(j.submitted).as_secs_f64(),
+            ended_s_ago: ended.elapsed().as_secs_f64(),
+        })
+        .collect();
     Json(StatusView {
         uptime_s: s.started.elapsed().as_secs(),
         jobs,
+        recent,
         engine: s.jobs.prover().engine().status(),
     })
 }

@@ -597,6 +597,122 @@ async fn shutdown_lets_the_proof_in_flight_finish_and_takes_no_more() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Debian's Chromium, where it is installed (`scripts/install-browser`;
+/// CI installs it and sets `PINPROVE_REQUIRE_BROWSER`, elsewhere a test
+/// without it says it skipped).
+fn browser(test: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("chromium"))
+        .find(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("PINPROVE_REQUIRE_BROWSER").is_none(),
+            "{test}: no chromium on PATH (scripts/install-browser)"
+        );
+        eprintln!("{test}: skipped: no chromium on PATH (scripts/install-browser installs it)");
+    }
+    found
+}
+
+/// Runs headless Chromium on `url` with `args` (as the workplace's closed
+/// network wants it: nothing fetched in the background) and returns what
+/// it printed.
+fn headless(chromium: &Path, args: &[&str], url: &str) -> String {
+    let profile = temp_dir("chromium-profile");
+    let mut cmd = std::process::Command::new(chromium);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .args(args)
+    .arg(url);
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&profile);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The status page in a real browser, against a daemon with a token that
+/// has proved a WinningPoSt: the page itself holds no data, and with the
+/// token (given in its address's fragment) its DOM lists the job among the
+/// recent proofs, the parameters, the budget and the timeline's SVG.
+/// `PINPROVE_PAGE_SCREENSHOT=FILE` also saves a screenshot of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_status_page_shows_the_daemon_at_work_in_a_browser() {
+    let Some(chromium) = browser("the_status_page_shows_the_daemon_at_work_in_a_browser") else {
+        return;
+    };
+    let dir = temp_dir("page");
+    let mut cfg = config(&dir);
+    let token = dir.join("token");
+    std::fs::write(&token, "page-token\n").unwrap();
+    cfg.auth_token_file = Some(token);
+    let daemon = Daemon::start(cfg).await.unwrap();
+    let mut c = client::connect(&daemon.endpoint().uri(), Some("page-token"))
+        .await
+        .unwrap();
+    let mut sector = SampleSector::seal(&dir.join("s"), 2048, 6, 1000, 16).unwrap();
+    let r = sector.randomness();
+    let winning = sector.winning_post_request(r).unwrap();
+    let ok = prove(&mut c, submit("winpost-page", &winning, pb::Priority::Critical)).await;
+    assert_eq!(ok.status(), S::Completed, "{}", ok.error_message);
+    let http = daemon.http_addr().unwrap();
+    // The page is there for anyone; what it shows needs the token.
+    assert!(http_get(http, "/").await.contains("<title>pinprove</title>"));
+    for data in ["/status", "/timeline.svg"] {
+        assert!(http_get(http, data).await.starts_with("HTTP/1.1 401"), "{data}");
+    }
+    let url = format!("http://{http}/#token=page-token");
+    let chromium2 = chromium.clone();
+    let url2 = url.clone();
+    let dom = tokio::task::spawn_blocking(move || {
+        headless(&chromium2, &["--virtual-time-budget=10000", "--dump-dom"], &url2)
+    })
+    .await
+    .unwrap();
+    assert!(dom.contains(&ok.job_id), "the job among the recent proofs: {dom}");
+    assert!(dom.contains("proved") && dom.contains("winning"), "{dom}");
+    assert!(dom.contains("winning-2k"), "its parameters: {dom}");
+    assert!(dom.contains("budget") && dom.contains("GiB"), "{dom}");
+    assert!(
+        dom.contains("<svg") && dom.contains("<rect x="),
+        "the timeline renders: {dom}"
+    );
+    assert!(dom.contains("<div id=\"error\"></div>"), "no error shown: {dom}");
+    if let Some(shot) = std::env::var_os("PINPROVE_PAGE_SCREENSHOT") {
+        let arg = format!("--screenshot={}", Path::new(&shot).display());
+        tokio::task::spawn_blocking(move || {
+            headless(
+                &chromium,
+                &[
+                    "--virtual-time-budget=10000",
+                    "--window-size=1300,1500",
+                    "--hide-scrollbars",
+                    &arg,
+                ],
+                &url,
+            )
+        })
+        .await
+        .unwrap();
+    }
+    daemon.shutdown().await.unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The metric families deploy/grafana-dashboard.json queries.
 fn dashboard_metrics() -> std::collections::BTreeSet<String> {
     let text = std::fs::read_to_string(concat!(

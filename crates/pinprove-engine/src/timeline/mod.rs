@@ -131,6 +131,25 @@ mod tests {
     }
 
     #[test]
+    fn the_last_minutes_hold_only_what_ended_in_them() {
+        let t = Timeline::new(10);
+        let t0 = Instant::now();
+        t.record("old-lane", Phase::Synthesis, t0, "job-1/0".into());
+        std::thread::sleep(Duration::from_millis(200));
+        let t1 = Instant::now();
+        std::thread::sleep(Duration::from_millis(20));
+        t.record("new-lane", Phase::Start, t1, "job-2/0".into());
+        t.sample("gpu0 util %", 87.0);
+        let recent = t.svg_of_last(Duration::from_millis(100));
+        assert!(
+            recent.contains("new-lane") && recent.contains("gpu0 util %"),
+            "{recent}"
+        );
+        assert!(!recent.contains("old-lane"), "{recent}");
+        assert!(t.svg().contains("old-lane"));
+    }
+
+    #[test]
     fn lanes_are_devices_first_then_workers_in_numeric_order() {
         let spans: Vec<Span> = [
             "synth-10",

@@ -607,6 +607,18 @@ impl<P: JobProver> Jobs<P> {
     }
 
     /// Every job not ended, with where it is.
+    /// The last `n` jobs that ended, newest first, with when each ended
+    /// (among those whose results are still kept).
+    pub(crate) fn recent(&self, n: usize) -> Vec<(Arc<Job>, Instant)> {
+        let t = self.table.lock().recover();
+        t.ended
+            .iter()
+            .rev()
+            .filter_map(|(at, id, _)| Some((Arc::clone(t.by_id.get(id)?), *at)))
+            .take(n)
+            .collect()
+    }
+
     pub(crate) fn active(&self) -> Vec<Arc<Job>> {
         let t = self.table.lock().recover();
         t.by_id.values().filter(|j| !j.ended()).cloned().collect()
