@@ -97,6 +97,21 @@ impl CircuitSizes {
         }
     }
 
+    /// The sizes of a circuit of `shape` whose recording's matrices take
+    /// `matrices` bytes: for planning before the circuit is seen (from a
+    /// measured shape).
+    pub fn of_shape(shape: &pinprove_groth16::synthetic::CircuitShape, matrices: Option<u64>) -> CircuitSizes {
+        let domain = pinprove_groth16::domain::domain_size(shape.constraints).unwrap_or(usize::MAX / 2);
+        let b = shape.b_inputs + shape.b_aux;
+        CircuitSizes {
+            domain,
+            vars: shape.inputs + shape.aux,
+            bases: [domain - 1, shape.aux, shape.inputs + shape.a_aux, b, b],
+            matrices,
+            coefficients: 0,
+        }
+    }
+
     /// The sizes a recording gives (its matrices' device bytes included).
     pub fn of_recording(r: &pinprove_groth16::precompiled::Recording) -> CircuitSizes {
         let stats = r.stats();
@@ -497,6 +512,24 @@ mod tests {
         // With other circuits' memory taking the room a proof needs, a/b/c
         // come from the host again.
         assert_eq!(before.matrix_placement(&s, 4 * GIB), MatrixPlacement::Host);
+    }
+
+    #[test]
+    fn a_measured_shape_gives_the_sizes_its_recording_does() {
+        let shape = pinprove_groth16::synthetic::CircuitShape {
+            inputs: 328,
+            aux: 130_169_893,
+            constraints: 130_278_869,
+            a_aux: 129_753_292,
+            b_inputs: 1,
+            b_aux: 33_112_281,
+        };
+        let s = CircuitSizes::of_shape(&shape, Some(7_461_105_138));
+        let want = porep_32g(Some(7_461_105_138));
+        assert_eq!(
+            (s.domain, s.vars, s.bases, s.matrices),
+            (want.domain, want.vars, want.bases, want.matrices)
+        );
     }
 
     #[test]

@@ -213,17 +213,19 @@ pub(crate) fn render(metrics: &Metrics, s: &EngineStatus) -> String {
         "Returned pool buffers handed to a partition waiting for memory instead of being freed.",
         s.pool_handed_over as f64,
     );
-    for q in &s.queues {
-        let l = label("circuit", &q.circuit_id);
-        gauge(o, "pinprove_queue_pending", "Partitions waiting.", &l, q.pending as f64);
-        gauge(
-            o,
-            "pinprove_queue_in_progress",
-            "Partitions in the pipeline.",
-            &l,
-            q.in_progress as f64,
-        );
-    }
+    let by_circuit = |q: &crate::QueueStatus| label("circuit", &q.circuit_id);
+    gauges(
+        o,
+        "pinprove_queue_pending",
+        "Partitions waiting.",
+        s.queues.iter().map(|q| (by_circuit(q), q.pending as f64)),
+    );
+    gauges(
+        o,
+        "pinprove_queue_in_progress",
+        "Partitions in the pipeline.",
+        s.queues.iter().map(|q| (by_circuit(q), q.in_progress as f64)),
+    );
     for d in &s.devices {
         let l = label("device", &d.name);
         gauge(
@@ -241,16 +243,14 @@ pub(crate) fn render(metrics: &Metrics, s: &EngineStatus) -> String {
             f64::from(u8::from(d.lost.is_some())),
         );
     }
-    for srs in &s.srs {
-        let l = label("circuit", &srs.circuit_id);
-        gauge(
-            o,
-            "pinprove_srs_bytes",
-            "Host bytes of loaded parameters.",
-            &l,
-            srs.bytes as f64,
-        );
-    }
+    gauges(
+        o,
+        "pinprove_srs_bytes",
+        "Host bytes of loaded parameters.",
+        s.srs
+            .iter()
+            .map(|srs| (label("circuit", &srs.circuit_id), srs.bytes as f64)),
+    );
     for (name, help, v) in [
         (
             "pinprove_recordings_made_total",
@@ -377,6 +377,16 @@ fn labelled_counter(out: &mut String, name: &str, help: &str, labels: &str, v: f
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
     }
     let _ = writeln!(out, "{name}{{{labels}}} {v}");
+}
+
+/// Appends a gauge family, one series per labels, and its header even
+/// when there is none, so that a dashboard's query finds it before any
+/// work has come.
+fn gauges(out: &mut String, name: &str, help: &str, series: impl IntoIterator<Item = (String, f64)>) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+    for (labels, v) in series {
+        gauge(out, name, help, &labels, v);
+    }
 }
 
 /// Appends a gauge.

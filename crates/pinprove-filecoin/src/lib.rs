@@ -52,6 +52,7 @@ pub mod params;
 mod porep;
 mod post;
 mod prepared;
+pub mod production;
 mod prover;
 pub mod reference;
 mod request;

@@ -1,16 +1,20 @@
 //! `pinprove selftest`: what an operator runs on a new host before pointing
 //! Curio at it. It reports the host, the build and every GPU (whether
 //! pinprove's kernels run on it, its PCIe link, and uploads from pinned and
-//! heap memory), then proves one proof of each Filecoin kind at 2 KiB
-//! through a daemon in this process, each checked by filecoin-proofs-api's
-//! verifier (`demo --all`). It ends with a verdict and a failing exit status
-//! when anything would keep the daemon from proving there.
+//! heap memory), advises what each GPU and the host's memory will do with
+//! each 32 GiB kind ([`pinprove::advice`]), then proves one proof of each
+//! Filecoin kind at 2 KiB through a daemon in this process, each checked by
+//! filecoin-proofs-api's verifier (`demo --all`). It ends with a verdict
+//! and a failing exit status when anything would keep the daemon from
+//! proving there. `--json` prints the checks and the advice as one JSON
+//! object instead, without the proofs.
 
 use anyhow::{Result, bail};
 use clap::Args;
 use pinprove_engine::assembly::BackendKind;
 
 use crate::demo;
+use pinprove::advice;
 use pinprove::units::bytes;
 
 #[derive(Args, Debug)]
@@ -21,9 +25,13 @@ pub struct SelftestArgs {
     /// Bytes per timed upload.
     #[arg(long, value_parser = pinprove_mem::parse_bytes, default_value = "1GiB")]
     upload_size: u64,
-    /// Only the host and GPU checks: no proofs.
+    /// Only the host and GPU checks and the advice: no proofs.
     #[arg(long)]
     no_proofs: bool,
+    /// Print the host, the GPUs, the advice and the problems found as one
+    /// JSON object (no proofs).
+    #[arg(long)]
+    json: bool,
 }
 
 /// Uploads timed per kind of memory (after a warm-up); the median is shown.
@@ -34,41 +42,148 @@ const UPLOAD_REPS: usize = 5;
 const SLOW_LINK_GBPS: f64 = 11.0;
 
 pub fn run(args: &SelftestArgs) -> Result<()> {
-    println!("pinprove selftest, version {}", env!("CARGO_PKG_VERSION"));
-    let mut problems = Vec::new();
-    host();
-    gpus(args, &mut problems);
-    if args.no_proofs {
+    let mut report = Report::default();
+    say(
+        args,
+        format!("pinprove selftest, version {}", env!("CARGO_PKG_VERSION")),
+    );
+    host(args, &mut report);
+    gpus(args, &mut report);
+    advise(args, &mut report);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if args.no_proofs {
         println!("proofs: skipped (--no-proofs)");
     } else if let Err(e) = demo::run(&demo::DemoArgs::every_kind(args.backend)) {
-        problems.push(format!("proofs: {e:#}"));
+        report.problems.push(format!("proofs: {e:#}"));
     }
-    if problems.is_empty() {
-        println!("selftest: passed");
+    if report.problems.is_empty() {
+        say(args, "selftest: passed");
         return Ok(());
     }
-    for p in &problems {
-        println!("problem: {p}");
+    for p in &report.problems {
+        say(args, format!("problem: {p}"));
     }
-    bail!("selftest failed: {} problem(s), listed above", problems.len())
+    bail!("selftest failed: {} problem(s), listed above", report.problems.len())
 }
 
-fn host() {
+/// What the checks found, for `--json`.
+#[derive(Default, serde::Serialize)]
+struct Report {
+    cores: usize,
+    memory_bytes: Option<u64>,
+    budget_bytes: u64,
+    gpus: Vec<GpuReport>,
+    advice: Vec<advice::GpuAdvice>,
+    problems: Vec<String>,
+}
+
+#[derive(serde::Serialize)]
+struct GpuReport {
+    ordinal: usize,
+    name: String,
+    total_bytes: u64,
+    free_bytes: u64,
+    compute_capability: (u32, u32),
+    supported: bool,
+    pinned_upload_gbps: Option<f64>,
+    heap_upload_gbps: Option<f64>,
+}
+
+/// A line for people (none with `--json`).
+fn say(args: &SelftestArgs, line: impl std::fmt::Display) {
+    if !args.json {
+        println!("{line}");
+    }
+}
+
+/// Each GPU's advice (or the CPU's, without one), printed.
+fn advise(args: &SelftestArgs, report: &mut Report) {
+    let targets: Vec<Option<(usize, u64)>> = if report.gpus.iter().any(|g| g.supported) {
+        report
+            .gpus
+            .iter()
+            .filter(|g| g.supported)
+            .map(|g| Some((g.ordinal, g.free_bytes)))
+            .collect()
+    } else {
+        vec![None]
+    };
+    for target in targets {
+        let a = advice::advise(target, report.budget_bytes);
+        match a.gpu {
+            Some(g) => say(
+                args,
+                format!("advice for GPU {g} ({} free) at 32 GiB:", bytes(a.usable_bytes)),
+            ),
+            None => say(args, "advice for this host without a GPU at 32 GiB:"),
+        }
+        for k in &a.kinds {
+            let matrices = k
+                .matrices
+                .map_or(String::new(), |m| format!(", matrices {m:?}").to_lowercase());
+            let measured = k
+                .measured
+                .iter()
+                .map(|m| format!("{} on the {} GB class ({}, {})", m.figure, m.class_gb, m.on, m.date))
+                .collect::<Vec<_>>()
+                .join("; ");
+            say(
+                args,
+                format!(
+                    "  {:<8} GPU: bases {}{matrices}{}; host: parameters {} + a partition about {}{}{}",
+                    k.kind,
+                    k.bases,
+                    if k.proofs_at_once > 0 {
+                        format!(", {} proof(s) on the GPU at once", k.proofs_at_once)
+                    } else {
+                        String::new()
+                    },
+                    bytes(k.srs_bytes),
+                    bytes(k.partition_bytes),
+                    if k.fits_host { "" } else { ": does not fit the budget" },
+                    if measured.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; measured: {measured}")
+                    },
+                ),
+            );
+        }
+        for s in &a.settings {
+            say(args, format!("  set: {s}"));
+        }
+        for w in &a.warnings {
+            say(args, format!("  warning: {w}"));
+        }
+        report.advice.push(a);
+    }
+}
+
+fn host(args: &SelftestArgs, report: &mut Report) {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let total = pinprove_mem::sys::mem_total_bytes();
     let limit = pinprove_mem::sys::cgroup_limit_bytes();
-    println!(
-        "host: {cores} cores, {} of memory{}, {} usable",
-        total.map_or_else(|| "an unknown amount".into(), bytes),
-        limit.map_or_else(String::new, |l| format!(" (a cgroup limit of {})", bytes(l))),
-        bytes(pinprove_mem::sys::usable_memory_bytes()),
+    report.cores = cores;
+    report.memory_bytes = total;
+    report.budget_bytes = pinprove_mem::BudgetConfig::default().resolve();
+    say(
+        args,
+        format!(
+            "host: {cores} cores, {} of memory{}, {} usable, a memory budget of {} (auto)",
+            total.map_or_else(|| "an unknown amount".into(), bytes),
+            limit.map_or_else(String::new, |l| format!(" (a cgroup limit of {})", bytes(l))),
+            bytes(pinprove_mem::sys::usable_memory_bytes()),
+            bytes(report.budget_bytes),
+        ),
     );
 }
 
-fn gpus(args: &SelftestArgs, problems: &mut Vec<String>) {
+fn gpus(args: &SelftestArgs, report: &mut Report) {
+    let problems = &mut report.problems;
     let wants_gpu = args.backend != BackendKind::Cpu;
     if !pinprove_cuda::BUILT_WITH_CUDA {
-        println!("build: without GPU support (proofs run on the CPU)");
+        say(args, "build: without GPU support (proofs run on the CPU)");
         if matches!(args.backend, BackendKind::Native | BackendKind::Supraseal) {
             problems.push(format!(
                 "the {} backend needs a build with the `cuda` feature",
@@ -77,11 +192,11 @@ fn gpus(args: &SelftestArgs, problems: &mut Vec<String>) {
         }
         return;
     }
-    println!("build: with GPU support");
+    say(args, "build: with GPU support");
     let found = match pinprove_cuda::gpus() {
         Ok(g) => g,
         Err(e) => {
-            println!("GPUs: none usable ({e})");
+            say(args, format!("GPUs: none usable ({e})"));
             if wants_gpu {
                 problems.push(format!("no usable GPU: {e}"));
             }
@@ -102,44 +217,66 @@ fn gpus(args: &SelftestArgs, problems: &mut Vec<String>) {
                 )
             },
         );
-        println!(
-            "GPU {}: {}, {} ({} free), compute capability {}.{}, {link}, driver {} (CUDA {})",
-            d.ordinal,
-            d.name,
-            bytes(d.total_memory),
-            bytes(d.free_memory),
-            d.compute_capability.0,
-            d.compute_capability.1,
-            g.driver_version.as_deref().unwrap_or("unknown"),
-            d.driver_cuda(),
+        say(
+            args,
+            format!(
+                "GPU {}: {}, {} ({} free), compute capability {}.{}, {link}, driver {} (CUDA {})",
+                d.ordinal,
+                d.name,
+                bytes(d.total_memory),
+                bytes(d.free_memory),
+                d.compute_capability.0,
+                d.compute_capability.1,
+                g.driver_version.as_deref().unwrap_or("unknown"),
+                d.driver_cuda(),
+            ),
         );
-        if !d.is_supported() {
+        let mut gpu = GpuReport {
+            ordinal: d.ordinal,
+            name: d.name.clone(),
+            total_bytes: d.total_memory,
+            free_bytes: d.free_memory,
+            compute_capability: d.compute_capability,
+            supported: d.is_supported(),
+            pinned_upload_gbps: None,
+            heap_upload_gbps: None,
+        };
+        if !gpu.supported {
             let (major, minor) = pinprove_cuda::OLDEST_SUPPORTED;
             problems.push(format!(
                 "GPU {} ({}) cannot run pinprove's kernels: they need compute capability {major}.{minor} or newer \
                  and cooperative launch; hide it with CUDA_VISIBLE_DEVICES",
                 d.ordinal, d.name
             ));
+            report.gpus.push(gpu);
             continue;
         }
         let size = usize::try_from(args.upload_size).unwrap_or(usize::MAX);
         match pinprove_cuda::measure_uploads(d.ordinal, size, UPLOAD_REPS) {
             Ok(r) => {
-                println!(
-                    "  uploads of {}: {:.1} GB/s from pinned memory, {:.1} GB/s from the heap ({:.1}x)",
-                    bytes(r.bytes as u64),
-                    r.pinned_gbps,
-                    r.pageable_gbps,
-                    r.pinned_gbps / r.pageable_gbps
+                say(
+                    args,
+                    format!(
+                        "  uploads of {}: {:.1} GB/s from pinned memory, {:.1} GB/s from the heap ({:.1}x)",
+                        bytes(r.bytes as u64),
+                        r.pinned_gbps,
+                        r.pageable_gbps,
+                        r.pinned_gbps / r.pageable_gbps
+                    ),
                 );
                 if r.pinned_gbps < SLOW_LINK_GBPS {
-                    println!(
-                        "  note: slower than a PCIe 3.0 x16 link (about {SLOW_LINK_GBPS} GB/s): \
-                         check the slot and the link width"
+                    say(
+                        args,
+                        format!(
+                            "  note: slower than a PCIe 3.0 x16 link (about {SLOW_LINK_GBPS} GB/s): \
+                             check the slot and the link width"
+                        ),
                     );
                 }
+                (gpu.pinned_upload_gbps, gpu.heap_upload_gbps) = (Some(r.pinned_gbps), Some(r.pageable_gbps));
             }
             Err(e) => problems.push(format!("GPU {}: uploads failed: {e}", d.ordinal)),
         }
+        report.gpus.push(gpu);
     }
 }

@@ -292,7 +292,7 @@ impl Circuit<Scalar> for &Part {
             );
             prev = next;
         }
-        if self.0 % 3 == 0 {
+        if self.0.is_multiple_of(3) {
             let y = cs.alloc_input(|| "y", || Ok(seed))?;
             cs.enforce(|| "in", |lc| lc + y, |lc| lc + CS::one(), |lc| lc + prev);
         }

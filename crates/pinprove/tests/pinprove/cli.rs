@@ -84,6 +84,18 @@ fn selftest_reports_the_host_and_fails_on_what_cannot_prove() {
     assert!(out.contains(" cores, ") && out.contains(" usable"), "{out}");
     assert!(out.contains("proofs: skipped"), "{out}");
     assert!(out.trim_end().ends_with("selftest: passed"), "{out}");
+    // Advice for each 32 GiB kind, and what this host cannot prove.
+    assert!(out.contains("advice for ") && out.contains("  winning "), "{out}");
+    assert!(out.contains("set: [memory] budget = \"auto\""), "{out}");
+    // The same as one JSON object, and nothing else on stdout.
+    let json: serde_json::Value = serde_json::from_str(&ok(&["selftest", "--json", "--backend", "cpu"])).unwrap();
+    assert!(json["budget_bytes"].as_u64().unwrap() > 0, "{json}");
+    let kinds = json["advice"][0]["kinds"].as_array().unwrap();
+    assert_eq!(
+        kinds.iter().map(|k| k["kind"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["porep", "snap", "wpost", "winning"]
+    );
+    assert!(json["problems"].as_array().unwrap().is_empty(), "{json}");
     if cfg!(feature = "cuda") {
         return;
     }
