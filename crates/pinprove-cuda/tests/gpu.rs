@@ -263,6 +263,15 @@ fn native_proofs_equal_the_cpu_backend_and_bellperson() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A native backend that may use `limit` bytes of the GPU.
+fn limited(pool: &Arc<PinnedPool>, limit: u64) -> NativeBackend {
+    let config = NativeConfig {
+        memory_limit: Some(limit),
+        ..NativeConfig::default()
+    };
+    NativeBackend::with_config(Arc::clone(pool), config).unwrap()
+}
+
 /// A native backend whose memory limit leaves room only for streamed
 /// bases, in the smallest windows: its proofs are the CPU backend's and
 /// bellperson's, several at once, and everything comes back.
@@ -291,14 +300,7 @@ fn native_proofs_under_a_memory_limit_stream_their_bases_and_equal_the_cpu_backe
             .unwrap();
         let plan = Plan::new(&sizes, limit).unwrap();
         assert!(!plan.bases_resident && plan.window < q.h, "{plan:?}");
-        let gpu = NativeBackend::with_config(
-            Arc::clone(&pool),
-            NativeConfig {
-                memory_limit: Some(limit),
-                ..NativeConfig::default()
-            },
-        )
-        .unwrap();
+        let gpu = limited(&pool, limit);
         gpu.prepare_srs(&full).unwrap();
         assert!(gpu.resident().is_empty(), "the bases stream");
         assert!(
@@ -454,6 +456,38 @@ fn synthetic_srs(asg: &ProvingAssignment, pool: &Arc<PinnedPool>) -> Arc<Srs> {
     Arc::new(Srs::from_bytes(&bytes, pool, Validation::OnCurve).unwrap())
 }
 
+/// Proves a case's classic and pending assignments on `gpu` with the same
+/// r and s, and for small circuits the pending one on the CPU backend too:
+/// every proof the same bytes, and no a/b/c uploaded for the pending one.
+/// The pending proof's device phases.
+fn pending_proves_as_classic(
+    gpu: &NativeBackend,
+    cpu: &CpuBackend,
+    srs: &Arc<Srs>,
+    (name, make): (&str, &Make),
+    (want, pending): (ProvingAssignment, ProvingAssignment),
+    rs: (Scalar, Scalar),
+) -> pinprove_cuda::NativePhases {
+    let job = |asg| ProvingJob::new(Arc::clone(srs), vec![asg], vec![rs]);
+    let classic = gpu.prove(job(want)).unwrap().remove(0);
+    let from_witness = gpu.prove(job(pending)).unwrap().remove(0);
+    let phases = gpu.last_phases().unwrap();
+    assert_eq!(
+        classic.to_bytes(),
+        from_witness.to_bytes(),
+        "{name}: classic vs a/b/c on the device"
+    );
+    assert_eq!(phases.abc_bytes, 0, "{name}: no a/b/c uploaded");
+    assert!(phases.witness_bytes > 0, "{name}: {phases:?}");
+    if srs.lengths().h < 1 << 16 {
+        // The CPU backend computes pending a/b/c on the host.
+        let (_, pending) = make();
+        let on_cpu = cpu.prove(job(pending)).unwrap().remove(0);
+        assert_eq!(on_cpu.to_bytes(), classic.to_bytes(), "{name}: CPU from the recording");
+    }
+    phases
+}
+
 #[test]
 fn native_proofs_from_device_computed_a_b_c_equal_the_classic_proofs() {
     let Some(pool) = gpu_pool("native_proofs_from_device_computed_a_b_c_equal_the_classic_proofs") else {
@@ -473,32 +507,14 @@ fn native_proofs_from_device_computed_a_b_c_equal_the_classic_proofs() {
         let srs = synthetic_srs(&want, &pool);
         gpu.prepare_srs(&srs).unwrap();
         let rs = (Scalar::random(&mut rng), Scalar::random(&mut rng));
-        let job = |asg| ProvingJob::new(Arc::clone(&srs), vec![asg], vec![rs]);
-        let classic = gpu.prove(job(want)).unwrap().remove(0);
-        let from_device = gpu.prove(job(pending)).unwrap().remove(0);
-        let phases = gpu.last_phases().unwrap();
-        assert_eq!(
-            classic.to_bytes(),
-            from_device.to_bytes(),
-            "{name}: classic vs a/b/c on the device"
-        );
-        assert_eq!(phases.abc_bytes, 0, "{name}: no a/b/c uploaded");
-        assert!(
-            phases.witness_bytes > 0 && phases.evaluation > std::time::Duration::ZERO,
-            "{name}: {phases:?}"
-        );
+        let phases = pending_proves_as_classic(&gpu, &cpu, &srs, (name, make), (want, pending), rs);
+        assert!(phases.evaluation > std::time::Duration::ZERO, "{name}: {phases:?}");
         assert!(
             gpu.resident_srs()
                 .iter()
                 .any(|r| r.srs.starts_with("matrices of") && r.place == "device"),
             "{name}: matrices reported resident"
         );
-        if srs.lengths().h < 1 << 16 {
-            // The CPU backend computes pending a/b/c on the host.
-            let (_, pending) = make();
-            let on_cpu = cpu.prove(job(pending)).unwrap().remove(0);
-            assert_eq!(on_cpu.to_bytes(), classic.to_bytes(), "{name}: CPU from the recording");
-        }
         gpu.evict_srs(&srs);
         eprintln!(
             "{name}: identical from device-computed a/b/c (witness {} B uploaded, evaluation {:?}, h {:?})",
@@ -555,14 +571,7 @@ fn native_proofs_from_streamed_matrices_equal_the_classic_proofs() {
             Ok(MatrixPlacement::Streamed),
             "{name} at {limit} bytes"
         );
-        let gpu = NativeBackend::with_config(
-            Arc::clone(&pool),
-            NativeConfig {
-                memory_limit: Some(limit),
-                ..NativeConfig::default()
-            },
-        )
-        .unwrap();
+        let gpu = limited(&pool, limit);
         gpu.prepare_srs(&srs).unwrap();
         assert!(
             gpu.evaluates_recording(rec),
@@ -573,17 +582,7 @@ fn native_proofs_from_streamed_matrices_equal_the_classic_proofs() {
             "{name}: the host copy is what streams"
         );
         let rs = (Scalar::random(&mut rng), Scalar::random(&mut rng));
-        let job = |asg| ProvingJob::new(Arc::clone(&srs), vec![asg], vec![rs]);
-        let classic = gpu.prove(job(want)).unwrap().remove(0);
-        let streamed = gpu.prove(job(pending)).unwrap().remove(0);
-        let phases = gpu.last_phases().unwrap();
-        assert_eq!(
-            classic.to_bytes(),
-            streamed.to_bytes(),
-            "{name}: classic vs streamed matrices"
-        );
-        assert_eq!(phases.abc_bytes, 0, "{name}: no a/b/c uploaded");
-        assert!(phases.witness_bytes > 0, "{name}: {phases:?}");
+        let phases = pending_proves_as_classic(&gpu, &cpu, &srs, (name, make), (want, pending), rs);
         let report = gpu.resident_srs();
         let held = report
             .iter()
@@ -600,11 +599,6 @@ fn native_proofs_from_streamed_matrices_equal_the_classic_proofs() {
                 "{name}: chunks of {chunk} bytes for {:?}",
                 recorded.matrices
             );
-        }
-        if q.h < 1 << 16 {
-            let (_, pending) = make();
-            let on_cpu = cpu.prove(job(pending)).unwrap().remove(0);
-            assert_eq!(on_cpu.to_bytes(), classic.to_bytes(), "{name}: CPU from the recording");
         }
         eprintln!(
             "{name} under a {limit}-byte limit: identical from streamed matrices (chunks of {chunk} bytes, witness {} B \

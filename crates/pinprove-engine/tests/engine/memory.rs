@@ -283,15 +283,7 @@ fn prove_in_tight_budget(
         warm_partitions: Some(0),
         ..EngineConfig::default()
     };
-    let (ws, srs) = {
-        let (pool, _) = pool_with(1 << 30);
-        let engine = test_engine(&pool, config(), 5, 5, 0);
-        engine.register_srs(&c.id(), &params);
-        engine.preload_srs(&c.id()).unwrap();
-        assert!(engine.wait_quiet(Duration::from_secs(30)));
-        let srs: u64 = engine.status().srs.iter().map(|i| i.bytes).sum();
-        (engine.working_set(&c.id()).unwrap(), srs)
-    };
+    let (ws, srs) = working_set_and_srs(&c, &params, config());
     let total = srs + ws * halves / 2;
     let (pool, acct) = pool_with(total);
     let engine = test_engine(&pool, config(), device_ms, device_ms, 0);
@@ -309,6 +301,18 @@ fn prove_in_tight_budget(
     assert_eq!(engine.status().pool_handed_over, pool.stats().handed_over);
     std::fs::remove_dir_all(&dir).unwrap();
     pool
+}
+
+/// A partition's working set and the loaded parameters' bytes of circuit
+/// `c` (parameters in `params`), as an engine of `config` counts them.
+fn working_set_and_srs(c: &BenchCircuit, params: &std::path::Path, config: EngineConfig) -> (u64, u64) {
+    let (pool, _) = pool_with(1 << 30);
+    let engine = test_engine(&pool, config, 5, 5, 0);
+    engine.register_srs(&c.id(), params);
+    engine.preload_srs(&c.id()).unwrap();
+    assert!(engine.wait_quiet(Duration::from_secs(30)));
+    let srs: u64 = engine.status().srs.iter().map(|i| i.bytes).sum();
+    (engine.working_set(&c.id()).unwrap(), srs)
 }
 
 #[test]
@@ -465,15 +469,7 @@ fn a_job_waiting_for_memory_keeps_its_parameters_however_long_they_were_idle() {
         srs_idle_timeout: Duration::ZERO,
         ..EngineConfig::default()
     };
-    let (ws, srs) = {
-        let (pool, _) = pool_with(1 << 30);
-        let engine = test_engine(&pool, config(), 5, 5, 0);
-        engine.register_srs(&c.id(), &params);
-        engine.preload_srs(&c.id()).unwrap();
-        assert!(engine.wait_quiet(Duration::from_secs(30)));
-        let srs: u64 = engine.status().srs.iter().map(|i| i.bytes).sum();
-        (engine.working_set(&c.id()).unwrap(), srs)
-    };
+    let (ws, srs) = working_set_and_srs(&c, &params, config());
     let total = srs + ws + ws / 2;
     let (pool, acct) = pool_with(total);
     let engine = test_engine(&pool, config(), 5, 5, 0);
