@@ -3,7 +3,7 @@
 use anyhow::Result;
 use clap::Subcommand;
 
-use crate::{filecoin, gpu, h2d, mem, params, pipeline, prove, synth};
+use crate::{day, filecoin, gpu, h2d, mem, params, pipeline, prove, synth};
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
@@ -31,6 +31,11 @@ pub enum BenchCommand {
     /// A Filecoin proof kind through the engine against filecoin-proofs'
     /// own prover on the same inputs (a sealed sample sector).
     Filecoin(filecoin::FilecoinArgs),
+    /// A storage provider's day in minutes, from synthetic inputs: a PoRep
+    /// stream, a WindowPoSt partition every few minutes and a WinningPoSt
+    /// every half minute through one engine; each PoSt's latency, the
+    /// stream's rate, parameter loads, GPU memory after every proof.
+    Day(day::DayArgs),
     /// pinprove's Groth16 setup against bellperson's generator on a Filecoin
     /// circuit of a test size, from the same seed: both times, their ratio,
     /// and whether the files are byte-identical.
@@ -47,5 +52,6 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Pipeline(args) => pipeline::run(&args),
         BenchCommand::Filecoin(args) => filecoin::run(&args),
         BenchCommand::Params(args) => params::run(&args),
+        BenchCommand::Day(args) => day::run(&args),
     }
 }

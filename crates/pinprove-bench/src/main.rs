@@ -3,6 +3,7 @@
 //! machine (`--json` for one JSON object, `--json-out` to keep it).
 
 mod commands;
+mod day;
 mod filecoin;
 mod filecoin_synthetic;
 mod gpu;

@@ -92,6 +92,9 @@ pub struct SrsInfo {
     pub idle: Duration,
     /// How long loading took.
     pub load_time: Duration,
+    /// How many times it was loaded since the engine started (more than
+    /// once: evicted and needed again).
+    pub loads: u64,
 }
 
 /// Where a circuit type's parameters come from.
@@ -148,6 +151,8 @@ pub struct SrsRegistry {
     /// Per circuit type, the ranks of the jobs that want its SRS (from
     /// submission to their end, see [`want`](Self::want)).
     wants: Mutex<HashMap<String, Vec<Rank>>>,
+    /// Per circuit type, how many times its SRS was loaded.
+    loads: Mutex<HashMap<String, u64>>,
 }
 
 impl SrsRegistry {
@@ -171,6 +176,7 @@ impl SrsRegistry {
             hints,
             idle_timeout,
             wants: Mutex::new(HashMap::new()),
+            loads: Mutex::new(HashMap::new()),
         });
         budget.register_evictor(Arc::downgrade(&r) as std::sync::Weak<dyn Evictor>, 100);
         r
@@ -433,6 +439,7 @@ impl SrsRegistry {
             ms = load_time.as_millis() as u64,
             "SRS loaded"
         );
+        *self.loads.lock().recover().entry(circuit_id.to_string()).or_default() += 1;
         self.loaded().insert(
             circuit_id.to_string(),
             Entry {
@@ -498,12 +505,14 @@ impl SrsRegistry {
     /// What is registered and loaded.
     pub fn status(&self) -> Vec<SrsInfo> {
         let files: Vec<String> = self.sources().keys().cloned().collect();
+        let loads = self.loads.lock().recover().clone();
         let loaded = self.loaded();
         let now = Instant::now();
         let mut out: Vec<SrsInfo> = files
             .into_iter()
             .map(|id| match loaded.get(&id) {
                 Some(e) => SrsInfo {
+                    loads: loads.get(&id).copied().unwrap_or(0),
                     circuit_id: id,
                     loaded: true,
                     bytes: e.bytes,
@@ -512,6 +521,7 @@ impl SrsRegistry {
                     load_time: e.load_time,
                 },
                 None => SrsInfo {
+                    loads: loads.get(&id).copied().unwrap_or(0),
                     circuit_id: id,
                     loaded: false,
                     bytes: 0,
@@ -624,8 +634,10 @@ mod tests {
         let wanted = r.want("c", NORMAL);
         assert!(!evicts(&r, NORMAL), "a job of its rank wants it");
         assert!(evicts(&r, HIGH), "more urgent work may take it");
-        // Loaded again for the job; its end lets it go.
+        // Loaded again for the job (a second load, counted); its end lets
+        // it go.
         drop(r.acquire("c").unwrap());
+        assert_eq!(r.status()[0].loads, 2);
         drop(wanted);
         assert!(evicts(&r, NORMAL));
         // Two claims: the higher one counts until it ends.

@@ -9,6 +9,7 @@
 use pinprove_groth16::synthetic::CircuitShape;
 
 use crate::ProofKind;
+use crate::kind::circuit_id;
 
 /// One production circuit (a partition of its kind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,3 +97,27 @@ pub const CIRCUITS_32G: [ProductionCircuit; 4] = [
         matrix_bytes: 29_275_778,
     },
 ];
+
+/// The measured shape of circuit `id` ("porep-32g"), if it is one of
+/// [`CIRCUITS_32G`].
+pub fn shape_of(id: &str) -> Option<CircuitShape> {
+    CIRCUITS_32G
+        .iter()
+        .find(|c| circuit_id(c.kind, c.sector_size).is_ok_and(|k| k == id))
+        .map(|c| c.shape)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_at_32_gib_has_its_shape_under_its_circuit_id() {
+        for c in &CIRCUITS_32G {
+            let id = circuit_id(c.kind, c.sector_size).unwrap();
+            assert_eq!(shape_of(&id), Some(c.shape), "{id}");
+            assert!(c.shape.aux > c.shape.a_aux.min(c.shape.b_aux), "{id}");
+        }
+        assert_eq!(shape_of("porep-2k"), None);
+    }
+}

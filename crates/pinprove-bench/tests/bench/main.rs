@@ -235,3 +235,40 @@ fn bench_filecoin_measures_pinprove_against_filecoin_proofs() {
     assert!(r["filecoin_proofs_total_s"].as_f64().unwrap() > 0.0);
     assert!(r["speedup"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn bench_day_times_each_post_and_counts_parameter_loads() {
+    // No sealing stream: a WindowPoSt partition and a WinningPoSt, at
+    // once, for a few seconds.
+    let out = ok(&[
+        "day",
+        "--sector-size",
+        "2KiB",
+        "--minutes",
+        "0.05",
+        "--backend",
+        "cpu",
+        "--porep-in-flight",
+        "0",
+        "--wpost-every",
+        "60",
+        "--winning-every",
+        "60",
+        "--preload",
+        "winning",
+        "--json",
+    ]);
+    let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(r["benchmark"], "day");
+    assert_eq!(r["porep_proofs"], 0);
+    for kind in ["wpost", "winning"] {
+        let l = r[kind].as_array().unwrap();
+        assert_eq!(l.len(), 1, "{r}");
+        assert!(l[0]["took_s"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let loads = r["srs_loads"].as_array().unwrap();
+    let loaded = |id: &str| loads.iter().find(|e| e[0] == id).map(|e| e[1].as_u64().unwrap());
+    assert_eq!(loaded("winning-2k"), Some(1), "preloaded once: {r}");
+    assert_eq!(loaded("wpost-2k"), Some(1), "loaded for its proof: {r}");
+    assert_eq!(loaded("porep-2k"), Some(0), "registered, never needed: {r}");
+}

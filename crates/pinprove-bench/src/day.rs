@@ -1,0 +1,276 @@
+//! `pinprove-bench day`: a storage provider's day in minutes, from
+//! synthetic inputs and parameters of the real shapes (the proofs do not
+//! verify): a PoRep C2 stream, a WindowPoSt partition every few minutes
+//! and a WinningPoSt every half minute, all through one engine. It reports
+//! each PoSt's latency from submission (parameter loads included), the
+//! stream's seconds per proof, how many times each circuit's parameters
+//! were loaded, and, when the GPU is read through NVML, its used memory
+//! after every proof (which must not creep up over the run).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use clap::Args;
+use pinprove_engine::assembly::{BackendKind, DeviceSelection, Stack, StackConfig};
+use pinprove_engine::{EngineConfig, JobOutcome};
+use pinprove_filecoin::shapes::ShapeCache;
+use pinprove_filecoin::{FilecoinProver, ParamCache, ProofKind, ProofRequest, synthetic};
+use pinprove_mem::{BudgetConfig, sys};
+use serde::Serialize;
+
+use crate::report::{Host, Output, bytes};
+
+#[derive(Args, Debug)]
+pub struct DayArgs {
+    /// How long the day lasts, in minutes (work in flight then finishes).
+    #[arg(long, default_value_t = 15.0)]
+    minutes: f64,
+    /// Sector size of every proof.
+    #[arg(long, value_parser = pinprove_mem::parse_bytes, default_value = "32GiB")]
+    sector_size: u64,
+    /// PoRep proofs kept in flight (0: no sealing stream).
+    #[arg(long, default_value_t = 2)]
+    porep_in_flight: usize,
+    /// Seconds between WindowPoSt partitions (0: none).
+    #[arg(long, default_value_t = 120.0)]
+    wpost_every: f64,
+    /// Seconds between WinningPoSts (0: none).
+    #[arg(long, default_value_t = 30.0)]
+    winning_every: f64,
+    /// pinprove's backend.
+    #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+    backend: BackendKind,
+    /// GPUs to prove on: "all" or ordinals.
+    #[arg(long, default_value = "all")]
+    devices: DeviceSelection,
+    /// Memory budget: "auto" or a size such as 95GiB.
+    #[arg(long, default_value = "auto")]
+    budget: BudgetConfig,
+    /// The most memory pinprove takes of each GPU.
+    #[arg(long, value_parser = pinprove_mem::parse_bytes)]
+    gpu_memory_limit: Option<u64>,
+    /// Pieces of proofs queued on one GPU at once.
+    #[arg(long, default_value_t = 1)]
+    queue_depth: usize,
+    /// Parameters loaded before the day starts ("porep,winning"; the rest
+    /// load when their first proof comes).
+    #[arg(long, value_delimiter = ',', default_value = "winning,porep")]
+    preload: Vec<ProofKind>,
+    #[command(flatten)]
+    output: Output,
+}
+
+/// One PoSt: when it was submitted (seconds into the day) and how long it
+/// took to its result.
+#[derive(Clone, Copy, Debug, Serialize)]
+struct Latency {
+    at_s: f64,
+    took_s: f64,
+}
+
+#[derive(Serialize)]
+struct DayReport {
+    benchmark: &'static str,
+    host: Host,
+    backend: &'static str,
+    sector_size: u64,
+    minutes: f64,
+    /// PoRep proofs completed, and wall seconds per proof over the day.
+    porep_proofs: usize,
+    porep_s_per_proof: Option<f64>,
+    wpost: Vec<Latency>,
+    winning: Vec<Latency>,
+    /// Per circuit: times its parameters were loaded.
+    srs_loads: Vec<(String, u64)>,
+    /// NVML's used memory of the first GPU after each proof, in order.
+    gpu_used_after_proofs: Vec<u64>,
+    peak_rss_bytes: Option<u64>,
+    budget_bytes: u64,
+}
+
+/// Submits `req` and waits for its job; seconds it took.
+fn prove(prover: &FilecoinProver, req: &ProofRequest) -> Result<f64> {
+    let t = Instant::now();
+    let sub = prover.submit_prepared(prover.prepare(req)?)?;
+    match prover.engine().wait(sub.job, None)? {
+        JobOutcome::Completed(_) => Ok(t.elapsed().as_secs_f64()),
+        other => bail!("{} job {} ended {other:?}", sub.kind, sub.job),
+    }
+}
+
+pub fn run(args: &DayArgs) -> Result<()> {
+    let stack = Stack::build(&StackConfig {
+        backend: args.backend,
+        devices: args.devices.clone(),
+        budget: args.budget.clone(),
+        native: pinprove_engine::assembly::NativeOptions {
+            queue_depth: args.queue_depth,
+            memory_limit: args.gpu_memory_limit,
+            ..Default::default()
+        },
+        ..StackConfig::default()
+    })?;
+    let backend = stack.devices[0].backend.name();
+    let engine = stack.engine(EngineConfig {
+        precompiled: true,
+        ..EngineConfig::default()
+    })?;
+    let prover = FilecoinProver::for_synthetic_inputs(
+        Arc::new(engine),
+        ParamCache::from_env(),
+        Some(ShapeCache::new(pinprove::params_cache::pinprove_cache_dir())),
+    );
+    let kinds = [ProofKind::PoRep, ProofKind::WindowPoSt, ProofKind::WinningPoSt];
+    let mut requests = Vec::new();
+    for (seed, kind) in kinds.into_iter().enumerate() {
+        prover.register(&pinprove_filecoin::kind::circuit_id(kind, args.sector_size)?)?;
+        requests.push(synthetic::request(kind, args.sector_size, seed as u64 + 1)?);
+    }
+    for kind in &args.preload {
+        let id = pinprove_filecoin::kind::circuit_id(*kind, args.sector_size)?;
+        let (_, took) = prover.engine().preload_srs(&id)?;
+        eprintln!("{id}: parameters loaded in {:.1} s", took.as_secs_f64());
+    }
+    let [porep, wpost, winning] = [&requests[0], &requests[1], &requests[2]];
+    let day = Duration::from_secs_f64(args.minutes * 60.0);
+    let start = Instant::now();
+    let over = AtomicBool::new(false);
+    let gpu_used = Mutex::new(Vec::new());
+    // After each proof: the first GPU's used memory, when it is read.
+    let note = |what: &str, took: f64| {
+        let used = prover
+            .engine()
+            .status()
+            .devices
+            .iter()
+            .find_map(|d| d.gpu)
+            .map(|g| g.memory_used_bytes);
+        eprintln!(
+            "{:7.1} s: {what} in {took:.2} s{}",
+            start.elapsed().as_secs_f64(),
+            used.map_or(String::new(), |u| format!("; GPU memory used {}", bytes(u)))
+        );
+        if let Some(u) = used {
+            gpu_used.lock().unwrap().push(u);
+        }
+    };
+    // A kind submitted every `every` seconds until the day is over.
+    let periodic = |req: &ProofRequest, every: f64, name: &str| -> Result<Vec<Latency>> {
+        let mut out = Vec::new();
+        if every <= 0.0 {
+            return Ok(out);
+        }
+        let mut next = start;
+        while !over.load(Ordering::Relaxed) {
+            if Instant::now() >= next {
+                let at_s = start.elapsed().as_secs_f64();
+                let took_s = prove(&prover, req)?;
+                note(name, took_s);
+                out.push(Latency { at_s, took_s });
+                next += Duration::from_secs_f64(every);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(out)
+    };
+    let (porep_proofs, wpost_latencies, winning_latencies) = std::thread::scope(|s| -> Result<_> {
+        let sealers: Vec<_> = (0..args.porep_in_flight)
+            .map(|_| {
+                s.spawn(|| -> Result<usize> {
+                    let mut n = 0;
+                    while !over.load(Ordering::Relaxed) {
+                        let took = prove(&prover, porep)?;
+                        note("a PoRep C2", took);
+                        n += 1;
+                    }
+                    Ok(n)
+                })
+            })
+            .collect();
+        let w = s.spawn(|| periodic(wpost, args.wpost_every, "a WindowPoSt partition"));
+        let n = s.spawn(|| periodic(winning, args.winning_every, "a WinningPoSt"));
+        while start.elapsed() < day {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        over.store(true, Ordering::Relaxed);
+        let mut porep_proofs = 0;
+        for h in sealers {
+            porep_proofs += joined(h)?;
+        }
+        Ok((porep_proofs, joined(w)?, joined(n)?))
+    })?;
+    let elapsed = start.elapsed().as_secs_f64();
+    let report = DayReport {
+        benchmark: "day",
+        host: Host::detect(),
+        backend,
+        sector_size: args.sector_size,
+        minutes: args.minutes,
+        porep_proofs,
+        porep_s_per_proof: (porep_proofs > 0).then(|| elapsed / porep_proofs as f64),
+        wpost: wpost_latencies,
+        winning: winning_latencies,
+        srs_loads: prover
+            .engine()
+            .status()
+            .srs
+            .iter()
+            .map(|s| (s.circuit_id.clone(), s.loads))
+            .collect(),
+        gpu_used_after_proofs: gpu_used.into_inner().unwrap(),
+        peak_rss_bytes: sys::peak_rss_bytes(),
+        budget_bytes: stack.budget.total(),
+    };
+    args.output.emit(&report, print)
+}
+
+/// A scoped thread's result, its panic an error.
+fn joined<T>(h: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
+    h.join().map_err(|_| anyhow::anyhow!("a thread of the day panicked"))?
+}
+
+fn print(r: &DayReport) {
+    println!(
+        "pinprove-bench day ({} backend; synthetic inputs and parameters: the proofs do not verify) — {}",
+        r.backend,
+        r.host.summary()
+    );
+    println!(
+        "  {:.1} minutes at {}: {} PoRep C2 proofs{}",
+        r.minutes,
+        bytes(r.sector_size),
+        r.porep_proofs,
+        r.porep_s_per_proof
+            .map_or(String::new(), |s| format!(", {s:.1} s per proof"))
+    );
+    for (name, l) in [("WindowPoSt partitions", &r.wpost), ("WinningPoSts", &r.winning)] {
+        let worst = l.iter().map(|x| x.took_s).fold(0.0, f64::max);
+        let each: Vec<String> = l.iter().map(|x| format!("{:.1}", x.took_s)).collect();
+        println!(
+            "  {name}: {} proved, the slowest {worst:.2} s ({} s)",
+            l.len(),
+            each.join(", ")
+        );
+    }
+    for (circuit, loads) in &r.srs_loads {
+        println!("  {circuit}: parameters loaded {loads} time(s)");
+    }
+    if let (Some(first), Some(last)) = (r.gpu_used_after_proofs.first(), r.gpu_used_after_proofs.last()) {
+        let max = r.gpu_used_after_proofs.iter().max().copied().unwrap_or(0);
+        println!(
+            "  GPU memory used after {} proofs: {} after the first, {} after the last ({:+.1} MiB), at most {}",
+            r.gpu_used_after_proofs.len(),
+            bytes(*first),
+            bytes(*last),
+            (*last as f64 - *first as f64) / f64::from(1 << 20),
+            bytes(max)
+        );
+    }
+    println!(
+        "  peak RSS {} of a {} budget",
+        r.peak_rss_bytes.map_or("unknown".into(), bytes),
+        bytes(r.budget_bytes)
+    );
+}
