@@ -370,6 +370,41 @@ impl Plan {
         }
     }
 
+    /// This plan, made before the circuit was recorded, with the recording
+    /// (`sizes` with its matrices) placed: `matrices` says where they are
+    /// read from. Where this plan's streaming windows leave the matrices no
+    /// room on the device but smaller windows would (and a proof whose
+    /// a/b/c come from the host still fits beside them), the plan made
+    /// with the recording instead: the 7.46 GB of a 32 GiB PoRep's
+    /// matrices cross PCIe once, not with every proof (measured with
+    /// 29 GiB free: 27.6 s per proof streaming them, against 26.4 s with
+    /// them resident at 22 GiB).
+    pub fn with_recording(&self, sizes: &CircuitSizes, elsewhere: u64) -> Plan {
+        let placement = self.matrix_placement(sizes, elsewhere);
+        let kept = Plan {
+            matrices: placement,
+            ..*self
+        };
+        if placement == MatrixPlacement::Device || self.bases_resident {
+            return kept;
+        }
+        let plain = CircuitSizes {
+            matrices: None,
+            coefficients: 0,
+            ..*sizes
+        };
+        match Plan::new(sizes, self.usable.saturating_sub(elsewhere)) {
+            Ok(joint)
+                if joint.matrices == MatrixPlacement::Device
+                    && joint.held_bytes + joint.proof_bytes_for(&plain, MatrixPlacement::Host) + SLACK
+                        <= joint.usable =>
+            {
+                joint
+            }
+            _ => kept,
+        }
+    }
+
     /// Device bytes one proof of a circuit of `sizes` takes at its peak
     /// under this plan's bases, with a/b/c as `matrices` says.
     pub fn proof_bytes_for(&self, sizes: &CircuitSizes, matrices: MatrixPlacement) -> u64 {
@@ -529,6 +564,42 @@ mod tests {
         assert_eq!(
             (s.domain, s.vars, s.bases, s.matrices),
             (want.domain, want.vars, want.bases, want.matrices)
+        );
+    }
+
+    #[test]
+    fn a_plan_remade_with_the_recording_keeps_the_matrices_its_first_windows_had_no_room_for() {
+        // 29 GiB free, as measured: planned before the recording, the
+        // windows took the room the matrices need.
+        let usable = 30_587_617_280;
+        let recorded = porep_32g(Some(7_461_105_138));
+        let before = Plan::new(&porep_32g(None), usable).unwrap();
+        assert_eq!(before.matrix_placement(&recorded, 0), MatrixPlacement::Streamed);
+        let after = before.with_recording(&recorded, 0);
+        assert_eq!(after.matrices, MatrixPlacement::Device, "{after:?}");
+        assert!(after.window < before.window, "{before:?} -> {after:?}");
+        assert!(after.held_bytes >= 7_461_105_138);
+        // A proof of each path fits beside what it holds.
+        for path in [MatrixPlacement::Device, MatrixPlacement::Host] {
+            assert!(after.held_bytes + after.proof_bytes_for(&porep_32g(None), path) + SLACK <= usable);
+        }
+        // Where the matrices fit already, or cannot be kept at all, the
+        // plan stays and only says where they are read from.
+        let big = Plan::new(&porep_32g(None), 139 * GIB).unwrap();
+        assert_eq!(
+            big.with_recording(&recorded, 0),
+            Plan {
+                matrices: MatrixPlacement::Device,
+                ..big
+            }
+        );
+        let small = Plan::new(&porep_32g(None), SIXTEEN_GB_CARD).unwrap();
+        assert_eq!(
+            small.with_recording(&recorded, 0),
+            Plan {
+                matrices: MatrixPlacement::Streamed,
+                ..small
+            }
         );
     }
 

@@ -153,7 +153,7 @@ impl NativeBackend {
                 (Some(copy), Some(rec)) => planned
                     .plan
                     .proof_bytes_for(&CircuitSizes::of_recording(&rec), copy.placement()),
-                _ => planned.plan.proof_bytes,
+                _ => planned.plan.proof_bytes_for(&planned.sizes, MatrixPlacement::Host),
             };
             let t1 = Instant::now();
             let mut turn = self.device.enter(job.urgent, wait)?;
@@ -378,7 +378,22 @@ impl NativeBackend {
             .find(|(_, p)| p.sizes.same_queries(&sizes))
             .map(|(k, p)| (k.clone(), *p));
         let placement = match planned {
-            Some((key, p)) => p.plan.matrix_placement(&sizes, self.held_elsewhere(Some(&key))),
+            Some((key, p)) => {
+                let plan = p.plan.with_recording(&sizes, self.held_elsewhere(Some(&key)));
+                if plan.window != p.plan.window {
+                    tracing::info!(
+                        circuit = id,
+                        window = plan.window,
+                        was = p.plan.window,
+                        proof_bytes = plan.proof_bytes,
+                        "device memory planned again with the circuit's recording: smaller windows keep its matrices"
+                    );
+                }
+                if let Some(e) = self.plans.lock().recover().get_mut(&key) {
+                    e.plan = plan;
+                }
+                plan.matrices
+            }
             // No SRS planned for it (tests that hand in recordings alone):
             // as if it were the device's only circuit.
             None => Plan::new(&sizes, self.usable).map_or(MatrixPlacement::Host, |p| p.matrices),
