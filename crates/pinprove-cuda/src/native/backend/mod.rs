@@ -372,6 +372,9 @@ impl Backend for NativeBackend {
         let key = srs_key(srs);
         self.lock().remove(&key);
         self.plans.lock().recover().remove(&key);
+        // A plan made again later is placed again with the recordings: a
+        // placement decided under the old one may not fit the new one.
+        self.matrix_placements.lock().recover().clear();
         self.update_room();
         if self.prep_warm.lock().recover().remove(&key).is_some() {
             self.pool.stop_warm(&prep_warm_name(self.config.device, &key));

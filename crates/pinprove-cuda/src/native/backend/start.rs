@@ -72,7 +72,10 @@ impl NativeBackend {
             )));
         }
         let device = self.ordinal();
-        let planned = self.plan_for(&job.srs)?;
+        // Made before the first proof (in prepare_srs), and made again when
+        // the circuit's recording is placed: taken for each assignment after
+        // its matrices are.
+        self.plan_for(&job.srs)?;
         let threads = self.threads_for(job.urgent);
         let mut proofs = Vec::with_capacity(job.assignments.len());
         for mut asg in job.assignments.drain(..) {
@@ -80,6 +83,7 @@ impl NativeBackend {
             // CPU side first, outside the device lock.
             let asg_recording = asg.recording().cloned();
             let matrices = self.matrices_for(&mut asg, threads)?;
+            let planned = self.plan_for(&job.srs)?;
             let abc = match &matrices {
                 Some(_) => None,
                 None => {
