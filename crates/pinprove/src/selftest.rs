@@ -119,9 +119,20 @@ fn advise(args: &SelftestArgs, report: &mut Report) {
             None => say(args, "advice for this host without a GPU at 32 GiB:"),
         }
         for k in &a.kinds {
-            let matrices = k
-                .matrices
-                .map_or(String::new(), |m| format!(", matrices {m:?}").to_lowercase());
+            let device = match a.gpu {
+                Some(_) => format!(
+                    "GPU: bases {}{}{}",
+                    k.bases,
+                    k.matrices
+                        .map_or(String::new(), |m| format!(", matrices {m:?}").to_lowercase()),
+                    if k.proofs_at_once > 0 {
+                        format!(", {} proof(s) on the GPU at once", k.proofs_at_once)
+                    } else {
+                        String::new()
+                    }
+                ),
+                None => "the CPU backend".into(),
+            };
             let measured = k
                 .measured
                 .iter()
@@ -131,14 +142,8 @@ fn advise(args: &SelftestArgs, report: &mut Report) {
             say(
                 args,
                 format!(
-                    "  {:<8} GPU: bases {}{matrices}{}; host: parameters {} + a partition about {}{}{}",
+                    "  {:<8} {device}; host: parameters {} + a partition about {}{}{}",
                     k.kind,
-                    k.bases,
-                    if k.proofs_at_once > 0 {
-                        format!(", {} proof(s) on the GPU at once", k.proofs_at_once)
-                    } else {
-                        String::new()
-                    },
                     bytes(k.srs_bytes),
                     bytes(k.partition_bytes),
                     if k.fits_host { "" } else { ": does not fit the budget" },
