@@ -350,6 +350,15 @@ impl MemoryBudget {
         self.grant_now(bytes, Rank::NORMAL)
     }
 
+    /// Like [`try_acquire_spare`](Self::try_acquire_spare), the reserve
+    /// included: spare memory as work of the reserve's rank sees it. For
+    /// buffers kept for that work (a WinningPoSt's), which must exist
+    /// however full the rest of the budget is.
+    pub fn try_acquire_reserved(self: &Arc<Self>, bytes: u64) -> Option<Reservation> {
+        let rank = self.lock().reserve_rank;
+        self.grant_now(bytes, rank)
+    }
+
     /// Reserves `bytes`, blocking the thread until they are granted. For
     /// threads outside an async runtime (synthesis workers).
     pub fn acquire_blocking(self: &Arc<Self>, bytes: u64) -> Result<Reservation> {

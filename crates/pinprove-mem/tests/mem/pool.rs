@@ -4,7 +4,7 @@ use std::thread;
 use std::time::Duration;
 
 use crate::common::{Flag, spawn_on_device_lane};
-use pinprove_mem::{Error, HeapAllocator, HostAllocator, MIB, MemoryBudget, PinnedPool, PinnedVec, PoolConfig};
+use pinprove_mem::{Error, HeapAllocator, HostAllocator, MIB, MemoryBudget, PinnedPool, PinnedVec, PoolConfig, Rank};
 
 fn heap() -> Arc<dyn HostAllocator> {
     // Prefaulting is exercised by the allocator's own tests; here it would
@@ -517,6 +517,29 @@ fn a_lane_set_is_made_whole_out_of_idle_warm_buffers_and_says_when_it_is() {
     let hog = budget.try_acquire(budget.available() - 4 * M).unwrap();
     let r = pool.keep_reserved("urgent", &[8 * MIB]).unwrap();
     assert_eq!((r.missing_bytes, pool.stats().idle_bytes), (8 * M, 16 * M), "{r:?}");
+    drop(hog);
+}
+
+#[test]
+fn a_kept_set_takes_the_urgent_reserve_when_other_work_holds_the_rest() {
+    let (budget, pool) = pool(40 * M);
+    budget.set_reserve(8 * M, Rank(2));
+    // Sealing work holds everything but the reserve.
+    let hog = budget.try_acquire(budget.limit_for(Rank::NORMAL)).unwrap();
+    let warm = pool.keep_warm("stream", &[4 * MIB]).unwrap();
+    assert_eq!(warm.missing_bytes, 4 * M, "a warm set takes spare memory only");
+    // A WinningPoSt's buffers are urgent work's: they come out of its reserve.
+    let kept = pool.keep_reserved("urgent", &[4 * MIB, 2 * MIB]).unwrap();
+    assert_eq!(kept.allocated_bytes, 6 * M, "{kept:?}");
+    assert_eq!(
+        kept.missing_bytes,
+        4 * M,
+        "the stream's buffer, not the kept set's: {kept:?}"
+    );
+    assert_eq!(pool.stats().kept_bytes, 6 * M);
+    // Not beyond it.
+    let more = pool.keep_reserved("urgent-2", &[4 * MIB]).unwrap();
+    assert_eq!(more.allocated_bytes, 0, "{more:?}");
     drop(hog);
 }
 
