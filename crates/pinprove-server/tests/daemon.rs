@@ -616,8 +616,8 @@ fn browser(test: &str) -> Option<PathBuf> {
     found
 }
 
-/// Runs headless Chromium on `url` with `args` (as the workplace's closed
-/// network wants it: nothing fetched in the background) and returns what
+/// Runs headless Chromium on `url` with `args` (nothing fetched in the
+/// background: test machines may have no outside network) and returns what
 /// it printed.
 fn headless(chromium: &Path, args: &[&str], url: &str) -> String {
     let profile = temp_dir("chromium-profile");
