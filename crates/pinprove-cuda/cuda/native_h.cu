@@ -78,10 +78,10 @@ fr_t z_on_coset_inverse(uint32_t lg_m)
 
 // One h computation: its device memory (a, then h; b; c: up to three
 // buffers, so that the others go back as soon as the quotient has read
-// them and only h stays through its MSM) and the event recorded once h is computed. Work
-// is queued on the GPU's lane; freeing the job queues the release of its
-// memory behind every reader (the h MSM reads h on the lane's digits
-// stream), so it never blocks the host.
+// them and only h stays through its MSM) and the event recorded once h is
+// computed. Work is queued on the GPU's lane; freeing the job queues the
+// release of its memory behind every reader (the h MSM reads h on the
+// lane's digits stream), so it never blocks the host.
 struct h_job_t {
     pinprove::lane_t& lane;
     size_t m;
@@ -133,18 +133,17 @@ void to_coset(pinprove::lane_t& lane, fr_t* d, size_t n, size_t m, uint32_t lg_m
 }
 
 // Queues, on the compute stream, the transforms of a, b and c (n
-// evaluations each in the job's memory, or arriving there: when `arrived`
-// is not null, vector k is there once arrived[k] completes) and the
-// quotient; records the job's readiness event and `done` after h.
-void queue_transforms(h_job_t& job, const gpu_t& gpu, size_t n, uint32_t lg_m, cudaEvent_t const* arrived,
+// evaluations each arriving in the job's memory: vector k is there once
+// arrived[k] completes) and the quotient; records the job's readiness
+// event and `done` after h.
+void queue_transforms(h_job_t& job, const gpu_t& gpu, size_t n, uint32_t lg_m, cudaEvent_t const arrived[3],
                       cudaEvent_t done)
 {
     pinprove::lane_t& lane = job.lane;
     size_t m = job.m;
     for (int k = 0; k < 3; k++) {
         // The wait also orders the compute stream after the allocation.
-        if (arrived != nullptr)
-            CUDA_OK(cudaStreamWaitEvent(lane.compute, arrived[k], 0));
+        CUDA_OK(cudaStreamWaitEvent(lane.compute, arrived[k], 0));
         to_coset(lane, job.vec(k), n, m, lg_m);
     }
     quotient_on_coset<<<gpu.sm_count() * 4, 256, 0, lane.compute>>>(job.vec(0), job.vec(1), job.vec(2), m,
@@ -279,8 +278,8 @@ void queue_from_witness(h_job_t& job, const gpu_t& gpu, pinprove::evaluator_t& e
     CUDA_OK(cudaEventRecord(done, lane.compute));
 }
 
-// pinprove_h_begin_precompiled and _streamed: the witness's upload, then h
-// from the evaluator `make` gives (made on the GPU's lane).
+// pinprove_h_begin_precompiled's work: the witness's upload, then h from
+// the evaluator `make` gives (made on the GPU's lane).
 template<class Make>
 RustError begin_from_witness(void** out, int device, size_t vars, size_t rows, Make make, const fr_t* inputs,
                              size_t n_inputs, const fr_t* aux, size_t n_aux, uint32_t lg_m,
@@ -297,6 +296,14 @@ RustError begin_from_witness(void** out, int device, size_t vars, size_t rows, M
     std::unique_ptr<h_job_t> job;
     fr_t* w = nullptr;
     pinprove::lane_t* lane = nullptr;
+    // After a failure half-way: nothing says how far the streams got.
+    auto undo = [&] {
+        if (w != nullptr) {
+            lane->sync();
+            (void)cudaFreeAsync(w, lane->compute);
+        }
+        job.reset();
+    };
     try {
         const gpu_t& gpu = gpu_for(device);
         lane = &pinprove::lane(device);
@@ -312,19 +319,11 @@ RustError begin_from_witness(void** out, int device, size_t vars, size_t rows, M
         queue_from_witness(*job, gpu, *eval, w, lg_m, evaluated, marks[3]);
         job->queued = true;
     } catch (const cuda_error& e) {
-        if (w != nullptr) {
-            lane->sync();
-            (void)cudaFreeAsync(w, lane->compute);
-        }
-        job.reset();
+        undo();
         (void)cudaGetLastError();
         return RustError{e.code(), e.what()};
     } catch (const std::bad_alloc&) {
-        if (w != nullptr) {
-            lane->sync();
-            (void)cudaFreeAsync(w, lane->compute);
-        }
-        job.reset();
+        undo();
         return RustError{cudaErrorMemoryAllocation, "host memory for an h job"};
     }
     *out = job.release();
@@ -333,40 +332,38 @@ RustError begin_from_witness(void** out, int device, size_t vars, size_t rows, M
 
 } // namespace
 
-// As pinprove_h_begin, for a pre-compiled circuit: `matrices` (from
-// pinprove_matrices_upload, on the device that runs the job) give a, b and
-// c from the witness, which is uploaded instead of them: the n_inputs
+// As pinprove_h_begin, for a pre-compiled circuit: its matrices give a, b
+// and c from the witness, which is uploaded instead of them: the n_inputs
 // inputs then the n_aux aux values (host memory, pinned for full-speed
-// copies; valid until the job's work is done). Marks as there, with [1]
-// after the witness's copy; `evaluated` is recorded on the compute stream
-// once a, b and c are computed.
-extern "C" RustError::by_value pinprove_h_begin_precompiled(void** out, const void* matrices, const fr_t* inputs,
+// copies; valid until the job's work is done). The matrices are either
+// `matrices` (from pinprove_matrices_upload, on the device that runs the
+// job) or `host` (pinned host memory streamed to device `device` chunk by
+// chunk; it and everything it points to valid until the job's work is
+// done): exactly one is given. Marks as there, with [1] after the
+// witness's copy; `evaluated` is recorded on the compute stream once a, b
+// and c are computed.
+extern "C" RustError::by_value pinprove_h_begin_precompiled(void** out, int device, const void* matrices,
+                                                            const pinprove_host_matrices* host, const fr_t* inputs,
                                                             size_t n_inputs, const fr_t* aux, size_t n_aux,
                                                             uint32_t lg_m, cudaEvent_t const marks[4],
                                                             cudaEvent_t evaluated)
 {
-    const auto& mats = *static_cast<const pinprove::matrices_t*>(matrices);
+    *out = nullptr;
+    if ((matrices == nullptr) == (host == nullptr))
+        return RustError{cudaErrorInvalidValue, "h: matrices on the device or on the host, one of them"};
+    if (matrices != nullptr) {
+        const auto& mats = *static_cast<const pinprove::matrices_t*>(matrices);
+        auto make = [&](pinprove::lane_t& lane, const gpu_t& gpu) -> std::unique_ptr<pinprove::evaluator_t> {
+            return std::unique_ptr<pinprove::evaluator_t>{new pinprove::resident_evaluator_t{mats, lane, gpu}};
+        };
+        return begin_from_witness(out, mats.device, mats.vars, mats.rows, make, inputs, n_inputs, aux, n_aux, lg_m,
+                                  marks, evaluated);
+    }
     auto make = [&](pinprove::lane_t& lane, const gpu_t& gpu) -> std::unique_ptr<pinprove::evaluator_t> {
-        return std::unique_ptr<pinprove::evaluator_t>{new pinprove::resident_evaluator_t{mats, lane, gpu}};
+        return std::unique_ptr<pinprove::evaluator_t>{new pinprove::streamed_evaluator_t{*host, lane, gpu}};
     };
-    return begin_from_witness(out, mats.device, mats.vars, mats.rows, make, inputs, n_inputs, aux, n_aux, lg_m,
-                              marks, evaluated);
-}
-
-// As pinprove_h_begin_precompiled, with the matrices in pinned host memory
-// (`matrices` and everything it points to valid until the job's work is
-// done), streamed to device `device` chunk by chunk.
-extern "C" RustError::by_value pinprove_h_begin_streamed(void** out, int device,
-                                                         const pinprove_host_matrices* matrices,
-                                                         const fr_t* inputs, size_t n_inputs, const fr_t* aux,
-                                                         size_t n_aux, uint32_t lg_m, cudaEvent_t const marks[4],
-                                                         cudaEvent_t evaluated)
-{
-    auto make = [&](pinprove::lane_t& lane, const gpu_t& gpu) -> std::unique_ptr<pinprove::evaluator_t> {
-        return std::unique_ptr<pinprove::evaluator_t>{new pinprove::streamed_evaluator_t{*matrices, lane, gpu}};
-    };
-    return begin_from_witness(out, device, matrices->vars, matrices->rows, make, inputs, n_inputs, aux, n_aux,
-                              lg_m, marks, evaluated);
+    return begin_from_witness(out, device, host->vars, host->rows, make, inputs, n_inputs, aux, n_aux, lg_m, marks,
+                              evaluated);
 }
 
 // h's device address (m − 1 coefficients, natural order, Montgomery form,

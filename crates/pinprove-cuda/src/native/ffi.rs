@@ -24,19 +24,9 @@ unsafe extern "C" {
     ) -> sppark::Error;
     pub(super) fn pinprove_h_begin_precompiled(
         out: *mut *mut c_void,
-        matrices: *const c_void,
-        inputs: *const Scalar,
-        n_inputs: usize,
-        aux: *const Scalar,
-        n_aux: usize,
-        lg_m: u32,
-        marks: *const *mut c_void,
-        evaluated: *mut c_void,
-    ) -> sppark::Error;
-    pub(super) fn pinprove_h_begin_streamed(
-        out: *mut *mut c_void,
         device: c_int,
-        matrices: *const HostMatricesView,
+        matrices: *const c_void,
+        host: *const HostMatricesView,
         inputs: *const Scalar,
         n_inputs: usize,
         aux: *const Scalar,

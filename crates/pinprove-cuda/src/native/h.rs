@@ -126,6 +126,10 @@ impl HJob {
     ) -> Result<HJob, ProveError> {
         let marks = marks.each_ref().map(|e| e.as_raw());
         let mut raw = std::ptr::null_mut();
+        let (on_device, on_host) = match matrices {
+            MatrixCopy::Device(m) => (m.raw.cast_const(), std::ptr::null()),
+            MatrixCopy::Host(m) => (std::ptr::null(), &m.view as *const HostMatricesView),
+        };
         // SAFETY: the matrices are live for the call, and the caller keeps
         // them (an Arc) and the witness (pool buffers of inputs.len() and
         // aux.len() scalars) alive until the proof's device work completed;
@@ -135,31 +139,19 @@ impl HJob {
         // memory it owns, its chunks checked by the call. Events are live
         // for the call.
         let rc = unsafe {
-            match matrices {
-                MatrixCopy::Device(m) => pinprove_h_begin_precompiled(
-                    &mut raw,
-                    m.raw,
-                    inputs.as_ptr(),
-                    inputs.len(),
-                    aux.as_ptr(),
-                    aux.len(),
-                    lg_m,
-                    marks.as_ptr(),
-                    evaluated.as_raw(),
-                ),
-                MatrixCopy::Host(m) => pinprove_h_begin_streamed(
-                    &mut raw,
-                    device,
-                    &m.view,
-                    inputs.as_ptr(),
-                    inputs.len(),
-                    aux.as_ptr(),
-                    aux.len(),
-                    lg_m,
-                    marks.as_ptr(),
-                    evaluated.as_raw(),
-                ),
-            }
+            pinprove_h_begin_precompiled(
+                &mut raw,
+                device,
+                on_device,
+                on_host,
+                inputs.as_ptr(),
+                inputs.len(),
+                aux.as_ptr(),
+                aux.len(),
+                lg_m,
+                marks.as_ptr(),
+                evaluated.as_raw(),
+            )
         };
         check(rc, "h of a pre-compiled circuit on the GPU")?;
         Ok(HJob { raw, m: 1 << lg_m })

@@ -92,10 +92,10 @@ const PIN_IN_PLACE: usize = 64 << 20;
 /// keeps its host copy, since this backend reads it); the rest are copied
 /// into pool buffers.
 pub(super) struct HostMatrices {
-    /// What a proof hands the device: pointers into `source`, `copies` and
-    /// `chunks`.
+    /// What a proof hands the device: pointers into `_source`, `_copies`
+    /// and `_chunks`.
     pub(super) view: HostMatricesView,
-    chunks: [Vec<u64>; 3],
+    _chunks: [Vec<u64>; 3],
     pins: Vec<PinnedInPlace>,
     _copies: Vec<PoolBuffer>,
     /// Kept until the pins are gone (see Drop).
@@ -146,16 +146,11 @@ impl HostMatrices {
         };
         Ok(HostMatrices {
             view,
-            chunks,
+            _chunks: chunks,
             pins,
             _copies: copies,
             _source: source,
         })
-    }
-
-    /// Chunks per matrix.
-    fn chunk_counts(&self) -> [usize; 3] {
-        self.chunks.each_ref().map(|c| c.len() - 1)
     }
 }
 
@@ -278,7 +273,7 @@ impl ResidentMatrices {
                 tracing::info!(
                     circuit,
                     chunk_bytes,
-                    chunks = ?m.chunk_counts(),
+                    chunks = ?m.view.n_chunks,
                     ms = t.elapsed().as_millis() as u64,
                     device,
                     "circuit matrices pinned in host memory: each proof streams them to the device"
