@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use bellpepper_core::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use ff::Field;
 
+use super::witness::Sequence;
 use super::{MAX_COEFFICIENTS, MINUS_ONE_ID, Matrix, ONE_ID, Recording};
 use crate::{PrecompiledError, Scalar};
 
@@ -302,6 +303,11 @@ impl ConstraintSystem<Scalar> for Recorder {
 /// after it, so the rows are exactly the classic assignment's.
 pub fn record<C: Circuit<Scalar>>(circuit: C, circuit_id: &str) -> Result<Recording, PrecompiledError> {
     let started = std::time::Instant::now();
+    finish(recorded(circuit)?, circuit_id, started)
+}
+
+/// A recorder that ran `circuit` after allocating ONE, as the prover does.
+fn recorded<C: Circuit<Scalar>>(circuit: C) -> Result<Recorder, PrecompiledError> {
     let mut cs = Recorder::new();
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
     let synthesized = circuit.synthesize(&mut cs);
@@ -309,7 +315,7 @@ pub fn record<C: Circuit<Scalar>>(circuit: C, circuit_id: &str) -> Result<Record
         return Err(e);
     }
     synthesized?;
-    finish(cs, circuit_id, started)
+    Ok(cs)
 }
 
 /// Records a circuit made of independent `parts` (see [`crate::parts`]:
@@ -328,26 +334,13 @@ where
     use rayon::prelude::*;
     const WAVES: usize = 8;
     let started = std::time::Instant::now();
-    let mut all = Recorder::new();
-    all.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+    let mut all = recorded(Sequence::<T>(&[]))?;
     let threads = rayon::current_num_threads().max(1);
     let group = parts.len().div_ceil(threads * WAVES).max(1);
     let groups: Vec<&[T]> = parts.chunks(group).collect();
     for wave in groups.chunks(threads) {
-        let recorded: Vec<Result<Recorder, PrecompiledError>> = wave
-            .par_iter()
-            .map(|g| {
-                let mut cs = Recorder::new();
-                cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
-                let synthesized = g.iter().try_for_each(|part| part.synthesize(&mut cs));
-                if let Some(e) = cs.error.take() {
-                    return Err(e);
-                }
-                synthesized?;
-                Ok(cs)
-            })
-            .collect();
-        for r in recorded {
+        let done: Vec<Result<Recorder, PrecompiledError>> = wave.par_iter().map(|g| recorded(Sequence(g))).collect();
+        for r in done {
             all.append(r?)?;
         }
     }

@@ -274,7 +274,7 @@ fn split(mut slice: &mut [Scalar], len: usize) -> Vec<&mut [Scalar]> {
 }
 
 /// Parts synthesized one after the other into one constraint system.
-struct Sequence<'p, T>(&'p [T]);
+pub(super) struct Sequence<'p, T>(pub(super) &'p [T]);
 
 impl<T> Circuit<Scalar> for Sequence<'_, T>
 where
