@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use clap::Args;
 use pinprove_engine::assembly::{BackendKind, DeviceSelection, Stack, StackConfig};
-use pinprove_engine::{EngineConfig, JobOutcome};
+use pinprove_engine::{EngineConfig, EngineError, JobOutcome};
 use pinprove_filecoin::shapes::ShapeCache;
 use pinprove_filecoin::{FilecoinProver, ParamCache, ProofKind, ProofRequest, synthetic};
 use pinprove_mem::{BudgetConfig, sys};
@@ -27,6 +27,11 @@ pub struct DayArgs {
     /// How long the day lasts, in minutes (work in flight then finishes).
     #[arg(long, default_value_t = 15.0)]
     minutes: f64,
+    /// How long proofs still running when the day ends may take to finish,
+    /// in minutes; those still running then are cancelled and counted as
+    /// unfinished.
+    #[arg(long, default_value_t = 3.0)]
+    grace_minutes: f64,
     /// Sector size of every proof.
     #[arg(long, value_parser = pinprove_mem::parse_bytes, default_value = "32GiB")]
     sector_size: u64,
@@ -82,6 +87,8 @@ struct DayReport {
     porep_s_per_proof: Option<f64>,
     wpost: Vec<Latency>,
     winning: Vec<Latency>,
+    /// Proofs cancelled unfinished when the grace after the day ran out.
+    unfinished: usize,
     /// Per circuit: times its parameters were loaded.
     srs_loads: Vec<(String, u64)>,
     /// NVML's used memory of the first GPU after each proof, in order.
@@ -90,13 +97,21 @@ struct DayReport {
     budget_bytes: u64,
 }
 
-/// Submits `req` and waits for its job; seconds it took.
-fn prove(prover: &FilecoinProver, req: &ProofRequest) -> Result<f64> {
+/// Submits `req` and waits for its job until `deadline`; seconds it took,
+/// or `None` when the deadline came first (the job is then cancelled).
+fn prove(prover: &FilecoinProver, req: &ProofRequest, deadline: Instant) -> Result<Option<f64>> {
     let t = Instant::now();
     let sub = prover.submit_prepared(prover.prepare(req)?)?;
-    match prover.engine().wait(sub.job, None)? {
-        JobOutcome::Completed(_) => Ok(t.elapsed().as_secs_f64()),
-        other => bail!("{} job {} ended {other:?}", sub.kind, sub.job),
+    let engine = prover.engine();
+    match engine.wait(sub.job, Some(deadline.saturating_duration_since(t))) {
+        Ok(JobOutcome::Completed(_)) => Ok(Some(t.elapsed().as_secs_f64())),
+        Ok(other) => bail!("{} job {} ended {other:?}", sub.kind, sub.job),
+        Err(EngineError::Timeout) => {
+            engine.cancel(sub.job)?;
+            eprintln!("{} job {} unfinished at the end of the grace: cancelled", sub.kind, sub.job);
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -136,6 +151,8 @@ pub fn run(args: &DayArgs) -> Result<()> {
     let [porep, wpost, winning] = [&requests[0], &requests[1], &requests[2]];
     let day = Duration::from_secs_f64(args.minutes * 60.0);
     let start = Instant::now();
+    let deadline = start + day + Duration::from_secs_f64(args.grace_minutes * 60.0);
+    let unfinished = std::sync::atomic::AtomicUsize::new(0);
     let over = AtomicBool::new(false);
     let gpu_used = Mutex::new(Vec::new());
     // After each proof: the first GPU's used memory, when it is read.
@@ -166,9 +183,15 @@ pub fn run(args: &DayArgs) -> Result<()> {
         while !over.load(Ordering::Relaxed) {
             if Instant::now() >= next {
                 let at_s = start.elapsed().as_secs_f64();
-                let took_s = prove(&prover, req)?;
-                note(name, took_s);
-                out.push(Latency { at_s, took_s });
+                match prove(&prover, req, deadline)? {
+                    Some(took_s) => {
+                        note(name, took_s);
+                        out.push(Latency { at_s, took_s });
+                    }
+                    None => {
+                        unfinished.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
                 next += Duration::from_secs_f64(every);
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -181,9 +204,15 @@ pub fn run(args: &DayArgs) -> Result<()> {
                 s.spawn(|| -> Result<usize> {
                     let mut n = 0;
                     while !over.load(Ordering::Relaxed) {
-                        let took = prove(&prover, porep)?;
-                        note("a PoRep C2", took);
-                        n += 1;
+                        match prove(&prover, porep, deadline)? {
+                            Some(took) => {
+                                note("a PoRep C2", took);
+                                n += 1;
+                            }
+                            None => {
+                                unfinished.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
                     }
                     Ok(n)
                 })
@@ -212,6 +241,7 @@ pub fn run(args: &DayArgs) -> Result<()> {
         porep_s_per_proof: (porep_proofs > 0).then(|| elapsed / porep_proofs as f64),
         wpost: wpost_latencies,
         winning: winning_latencies,
+        unfinished: unfinished.into_inner(),
         srs_loads: prover
             .engine()
             .status()
@@ -253,6 +283,9 @@ fn print(r: &DayReport) {
             l.len(),
             each.join(", ")
         );
+    }
+    if r.unfinished > 0 {
+        println!("  {} proof(s) unfinished when the grace after the day ran out (cancelled)", r.unfinished);
     }
     for (circuit, loads) in &r.srs_loads {
         println!("  {circuit}: parameters loaded {loads} time(s)");

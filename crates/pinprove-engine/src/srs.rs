@@ -211,11 +211,17 @@ impl SrsRegistry {
     }
 
     /// Whether memory for a request of `rank` may evict `circuit_id`'s SRS,
-    /// idle for `idle` and referenced by no partition: not while a job of
-    /// `rank` or above wants it; otherwise once idle for the timeout, or
-    /// at once for urgent work (WindowPoSt and WinningPoSt do not wait for
-    /// a stream's parameters to go idle).
-    fn evictable(&self, circuit_id: &str, idle: Duration, rank: Rank) -> bool {
+    /// idle for `idle`, loaded in `load_time` and referenced by no
+    /// partition: not while a job of `rank` or above wants it; otherwise at
+    /// once for urgent work (WindowPoSt and WinningPoSt do not wait for a
+    /// stream's parameters to go idle), and for other work once it was idle
+    /// as long as loading it again takes, or the idle timeout if shorter.
+    /// Keeping it idle longer than a reload costs would starve the work
+    /// waiting for its memory: a PoRep stream beside a WindowPoSt every two
+    /// minutes proved nothing in six, its 45 GiB waiting behind the
+    /// WindowPoSt's 60 GiB held between partitions for the five-minute
+    /// timeout.
+    fn evictable(&self, circuit_id: &str, idle: Duration, load_time: Duration, rank: Rank) -> bool {
         let wanted = self
             .wants
             .lock()
@@ -224,7 +230,7 @@ impl SrsRegistry {
             .and_then(|ranks| ranks.iter().max().copied());
         match wanted {
             Some(w) => rank > w,
-            None => idle >= self.idle_timeout || rank >= crate::Priority::High.rank(),
+            None => idle >= self.idle_timeout.min(load_time) || rank >= crate::Priority::High.rank(),
         }
     }
 
@@ -543,6 +549,10 @@ impl Evictor for SrsRegistry {
 
     /// Evicts unreferenced SRSs that the request's rank may take (see
     /// [`evictable`](SrsRegistry::evictable)), least recently used first.
+    /// One that holds no host memory (every device holds its bases and its
+    /// host points were freed) is left: evicting it frees nothing the
+    /// budget counts, and its next proof would load it again (a WinningPoSt
+    /// then waited for a reload beside a PoRep stream).
     fn evict(&self, bytes: u64, rank: Rank) -> u64 {
         let victims: Vec<(String, Entry)> = {
             let mut loaded = self.loaded();
@@ -550,7 +560,9 @@ impl Evictor for SrsRegistry {
             let mut candidates: Vec<(String, Instant)> = loaded
                 .iter()
                 .filter(|(k, e)| {
-                    Arc::strong_count(&e.srs) == 1 && self.evictable(k, now.duration_since(e.last_used), rank)
+                    e.bytes > 0
+                        && Arc::strong_count(&e.srs) == 1
+                        && self.evictable(k, now.duration_since(e.last_used), e.load_time, rank)
                 })
                 .map(|(k, e)| (k.clone(), e.last_used))
                 .collect();
@@ -612,9 +624,15 @@ mod tests {
             b_aux: 500,
         };
         r.register("c", SrsSource::Synthetic(shape));
-        drop(r.acquire("c").unwrap());
-        assert!(r.is_loaded("c"));
+        load(&r);
         r
+    }
+
+    /// Loads "c" (again), as if it held host memory (without backends
+    /// nothing is decoded).
+    fn load(r: &SrsRegistry) {
+        drop(r.acquire("c").unwrap());
+        r.loaded().get_mut("c").unwrap().bytes = 1 << 20;
     }
 
     const NORMAL: Rank = Priority::Normal.rank();
@@ -636,12 +654,12 @@ mod tests {
         assert!(evicts(&r, HIGH), "more urgent work may take it");
         // Loaded again for the job (a second load, counted); its end lets
         // it go.
-        drop(r.acquire("c").unwrap());
+        load(&r);
         assert_eq!(r.status()[0].loads, 2);
         drop(wanted);
         assert!(evicts(&r, NORMAL));
         // Two claims: the higher one counts until it ends.
-        drop(r.acquire("c").unwrap());
+        load(&r);
         let low = r.want("c", NORMAL);
         let high = r.want("c", HIGH);
         assert!(!evicts(&r, HIGH));
@@ -650,14 +668,47 @@ mod tests {
         drop(low);
     }
 
+    /// Pretends "c" took `load_time` to load and holds `bytes` of host
+    /// memory.
+    fn set(r: &SrsRegistry, load_time: Duration, bytes: u64) {
+        let mut loaded = r.loaded();
+        let e = loaded.get_mut("c").unwrap();
+        e.load_time = load_time;
+        e.bytes = bytes;
+    }
+
     #[test]
     fn an_unwanted_srs_waits_out_its_idle_time_except_for_urgent_work() {
         let r = loaded(Duration::from_secs(3600));
+        set(&r, Duration::from_secs(3600), 1 << 20);
         assert!(!evicts(&r, NORMAL), "recently used");
         assert!(evicts(&r, HIGH), "urgent work does not wait an hour");
         // Referenced by a partition: never.
         let held = r.acquire("c").unwrap();
         assert!(!evicts(&r, Rank::URGENT));
         drop(held);
+    }
+
+    #[test]
+    fn an_unwanted_srs_idle_as_long_as_its_load_took_goes_to_waiting_work() {
+        let r = loaded(Duration::from_secs(3600));
+        set(&r, Duration::from_secs(3600), 1 << 20);
+        assert!(!evicts(&r, NORMAL));
+        // Idle longer than loading it again would take: the work waiting
+        // for its memory gets it, long before the idle timeout.
+        set(&r, Duration::from_millis(20), 1 << 20);
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(evicts(&r, NORMAL));
+    }
+
+    #[test]
+    fn an_srs_that_holds_no_host_memory_is_never_evicted_for_it() {
+        let r = loaded(Duration::ZERO);
+        // Its bases on every device, its host points freed.
+        set(&r, Duration::ZERO, 0);
+        assert!(!evicts(&r, Rank::URGENT));
+        assert!(r.is_loaded("c"));
+        // What is evicted by name still goes.
+        assert_eq!(r.evict("c"), Some(0));
     }
 }

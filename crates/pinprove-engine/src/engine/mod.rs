@@ -76,7 +76,9 @@ pub struct EngineConfig {
     pub max_concurrent_syntheses: Option<usize>,
     /// Workers per device; default from the backend's capabilities.
     pub workers_per_device: Option<usize>,
-    /// An SRS unused for this long may be evicted under memory pressure.
+    /// An SRS unused for this long may be evicted under memory pressure;
+    /// sooner, once idle as long as loading it took, for work that waits
+    /// for its memory.
     pub srs_idle_timeout: Duration,
     /// Where capacity hints persist; in memory only when `None`.
     pub hints_dir: Option<PathBuf>,
@@ -215,8 +217,17 @@ impl Engine {
             backends,
             Arc::clone(&timeline),
         );
+        // As many as rayon's global threads: alone, an urgent synthesis
+        // runs as fast as it would there; beside a stream the kernel shares
+        // the cores between the two sets.
+        let urgent_threads = rayon::ThreadPoolBuilder::new()
+            .num_threads(rayon::current_num_threads())
+            .thread_name(|i| format!("urgent-synth-{i}"))
+            .build()
+            .map_err(std::io::Error::other)?;
         let inner = Arc::new(Inner {
             timeline,
+            urgent_threads,
             gauges: Gauges::new(slots.len()),
             config,
             budget,

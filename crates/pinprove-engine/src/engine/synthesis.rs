@@ -444,8 +444,15 @@ impl Inner {
             shape: self.srs.shape(&job.circuit_id).ok(),
         };
         let partition = p.partition;
-        let synthesized = tracing::info_span!(parent: &span, Phase::Synthesis.name())
-            .in_scope(|| catch(move || self.synthesize_partition(partition, ctx)));
+        let synthesize = || {
+            tracing::info_span!(parent: &span, Phase::Synthesis.name())
+                .in_scope(|| catch(move || self.synthesize_partition(partition, ctx)))
+        };
+        let synthesized = if job.priority.is_urgent() {
+            self.urgent_threads.install(synthesize)
+        } else {
+            synthesize()
+        };
         drop((slot, heap_funds));
         // The phase ends after the backend's preparation below, or here.
         let end_synthesis = |timings: &mut PartitionTimings| {

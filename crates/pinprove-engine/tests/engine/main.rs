@@ -184,6 +184,46 @@ fn higher_priorities_run_first_and_fifo_within_one() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A partition that notes the thread it is synthesized on.
+struct NotesThread(BenchCircuit, Arc<std::sync::Mutex<Vec<String>>>);
+
+impl pinprove_engine::Partition for NotesThread {
+    fn synthesize(
+        self: Box<Self>,
+        ctx: pinprove_engine::SynthesisContext<'_>,
+    ) -> Result<(pinprove_groth16::ProvingAssignment, pinprove_groth16::SynthesisStats), ProveError> {
+        let name = thread::current().name().unwrap_or_default().to_string();
+        self.1.lock().unwrap().push(name);
+        ctx.synthesize(self.0)
+    }
+}
+
+/// An urgent partition's synthesis runs on threads of its own, not on the
+/// global threads a stream's witness computations keep busy; the others
+/// stay where they were.
+#[test]
+fn urgent_partitions_synthesize_on_threads_of_their_own() {
+    let dir = temp_dir("urgent-threads");
+    let (pool, _) = pool_with(1 << 30);
+    let c = BenchCircuit::new(300, WitnessMix::Random).unwrap();
+    let path = synthetic_params(&c, &dir);
+    let engine = test_engine(&pool, EngineConfig::default(), 0, 0, 0);
+    engine.register_srs(&c.id(), &path);
+    let mut threads = Vec::new();
+    for priority in [Priority::Normal, Priority::High, Priority::Critical] {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let job = engine
+            .submit(spec(&c.id(), priority, vec![Box::new(NotesThread(c.clone(), Arc::clone(&seen)))]))
+            .unwrap();
+        wait_completed(&engine, job);
+        threads.push(seen.lock().unwrap().clone());
+    }
+    let urgent = |names: &Vec<String>| names.len() == 1 && names[0].starts_with("urgent-synth-");
+    assert!(!urgent(&threads[0]), "{threads:?}");
+    assert!(urgent(&threads[1]) && urgent(&threads[2]), "{threads:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Many jobs of two sizes and all priorities on a budget that fits only a
 /// few partitions at once. The accountant (the allocator's own live count)
 /// never sees more memory than the budget, and everything comes back.
