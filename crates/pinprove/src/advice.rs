@@ -40,7 +40,7 @@ const MEASURED: [(ProofKind, Measured); 12] = {
     [
         (
             ProofKind::PoRep,
-            m(16, "28.3 s per proof (a stream)", H100_15, "2026-12-06"),
+            m(16, "28.5 s per proof (a stream)", H100_15, "2026-12-06"),
         ),
         (
             ProofKind::PoRep,
@@ -72,7 +72,7 @@ const MEASURED: [(ProofKind, Measured); 12] = {
             ProofKind::WindowPoSt,
             m(
                 16,
-                "18.4 s per partition (after a 394 s recording)",
+                "11.3 s per partition (after a 31 s recording)",
                 H100_15,
                 "2026-12-06",
             ),
@@ -81,12 +81,12 @@ const MEASURED: [(ProofKind, Measured); 12] = {
             ProofKind::WindowPoSt,
             m(141, "70.0 s per partition (classic synthesis)", H200, "2026-12-02"),
         ),
-        (ProofKind::SnapDeals, m(16, "42.5 s per update", H100_15, "2026-12-06")),
+        (ProofKind::SnapDeals, m(16, "37.7 s per update", H100_15, "2026-12-06")),
         (ProofKind::SnapDeals, m(141, "73.0 s per update", H200, "2026-12-02")),
         (ProofKind::WinningPoSt, m(16, "0.1 s (alone)", H100_15, "2026-12-06")),
         (
             ProofKind::WinningPoSt,
-            m(16, "0.47-2.41 s beside a PoRep stream", H100_15, "2026-12-06"),
+            m(16, "0.47-2.59 s beside a PoRep stream", H100_15, "2026-12-06"),
         ),
         (
             ProofKind::WinningPoSt,
@@ -261,7 +261,7 @@ mod tests {
         assert_eq!(porep.matrices, Some(MatrixPlacement::Streamed));
         assert!(porep.fits_host);
         assert_eq!(porep.measured[0].class_gb, 16);
-        assert!(porep.measured[0].figure.starts_with("28.3 s"));
+        assert!(porep.measured[0].figure.starts_with("28.5 s"));
         // WinningPoSt's few hundred MB stay on the card.
         let winning = a.kinds.iter().find(|k| k.kind == "winning").unwrap();
         assert_eq!(
