@@ -5,9 +5,11 @@
 //! says so at run time ([`BUILT_WITH_CUDA`], [`GpuError::NotBuilt`]), so no
 //! crate above needs a feature of its own. Three levels, as in any binding:
 //!
-//! * [`runtime`] (`cuda`) — the runtime's raw calls behind thin `unsafe`
-//!   wrappers, and the safe RAII types built on them: device buffers,
-//!   streams, events and their reuse pool, the pinned allocators.
+//! * [`runtime`] (`cuda`) — in three files of its own: `sys` (the C
+//!   declarations), `result` (one thin wrapper per call, returning
+//!   `Result`), and the safe owning types built on them, `memory` (device
+//!   buffers, the pinned allocators, memory pinned in place) and `stream`
+//!   (streams, events and their reuse pool, fences).
 //! * the functions at this crate's root — what the crates above ask in every build:
 //!   [`gpus`], [`device_count`], [`pinned_allocator`] (the pool's page-locked
 //!   host memory, through the one runtime the process links, so buffers the
