@@ -1,9 +1,9 @@
 //! CUDA pinned host memory, and the few runtime calls needed to move it to a
 //! GPU and time that.
 //!
-//! Three levels, as in cudarc: [`sys`] declares the C interface, [`result`]
+//! Three levels, as in cudarc: `sys` declares the C interface, `result`
 //! wraps each call (its error code as a [`CudaError`], its out-parameters
-//! as values), and the owning types of [`memory`] and [`stream`] hold each
+//! as values), and the owning types of `memory` and `stream` hold each
 //! handle and release it on drop. Only `result` calls into `sys`.
 //!
 //! The runtime is linked statically (see the build script); the driver is

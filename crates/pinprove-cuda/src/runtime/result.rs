@@ -2,7 +2,7 @@
 //! a [`CudaError`] naming it, and its out-parameters returned as values.
 //! Wrappers whose arguments the runtime cannot check (addresses, handles)
 //! are `unsafe`, with the caller's duty stated; the owning types of
-//! [`super::memory`] and [`super::stream`] are their only callers.
+//! `memory` and `stream` are their only callers.
 
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::ptr::{self, NonNull};

@@ -1,6 +1,6 @@
 //! The CUDA runtime's C interface: the declarations, types and constants
 //! this crate calls, as `cuda_runtime_api.h` of CUDA 12 and 13 has them.
-//! Nothing here checks anything; [`super::result`] wraps each call.
+//! Nothing here checks anything; `result` wraps each call.
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
