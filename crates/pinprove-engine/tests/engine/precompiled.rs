@@ -802,6 +802,14 @@ fn the_host_copy_of_the_matrices_is_released_once_every_device_holds_one() {
     same_as_classic(&engine, &classic, &vk, &shape);
     assert_eq!(synthesis_of(&engine, &shape.id()).precompiled_partitions, 3);
     idle(&engine, &shape, &pool, &acct, "released");
+    // What it still holds is not dropped for memory: that would free next
+    // to nothing and send the circuit back to the classic synthesis.
+    pool.clear_idle();
+    let budget = pool.budget();
+    let all = budget.limit_for(pinprove_mem::Rank::NORMAL) - (budget.used() - s.recording_bytes);
+    drop(budget.try_acquire(all));
+    let s = synthesis_of(&engine, &shape.id());
+    assert_eq!((s.mode, s.recording_bytes), (SynthesisMode::Precompiled, full.bytes - full.matrix_bytes));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
