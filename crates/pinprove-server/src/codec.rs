@@ -44,6 +44,30 @@ pub fn max_message_bytes() -> usize {
         .unwrap_or(0)
 }
 
+/// The field numbers the wire checks read, by message and field name, as
+/// `proving.proto` declares them; a test checks each against prost's
+/// encoding of the generated type.
+mod tag {
+    /// `SubmitProofRequest`.
+    pub(super) mod submit {
+        pub const REQUEST_ID: u32 = 1;
+        pub const PROOF_KIND: u32 = 2;
+        pub const REGISTERED_PROOF: u32 = 4;
+        pub const VANILLA_PROOF: u32 = 10;
+        pub const VANILLA_PROOFS: u32 = 11;
+        pub const RANDOMNESS: u32 = 22;
+        pub const COMM_R_OLD: u32 = 30;
+        pub const COMM_R_NEW: u32 = 31;
+        pub const COMM_D_NEW: u32 = 32;
+    }
+    /// `ProveRequest.submit`.
+    pub(super) const PROVE_SUBMIT: u32 = 1;
+    /// `AwaitProofRequest.job_id` and `CancelProofRequest.job_id`.
+    pub(super) const JOB_ID: u32 = 1;
+    /// `PreloadSrsRequest.circuit_id` and `EvictSrsRequest.circuit_id`.
+    pub(super) const CIRCUIT_ID: u32 = 1;
+}
+
 /// What a message type checks on its wire bytes before it is decoded.
 pub trait WireCheck {
     /// `Err` when the message must not be decoded.
@@ -213,22 +237,23 @@ struct Counted<'a> {
 /// Checks a `SubmitProofRequest` on the wire against what its kind and
 /// registered proof may carry.
 pub fn check_submit(raw: &[u8]) -> Result<(), Status> {
+    use tag::submit::*;
     let mut c = Counted::default();
     for field in fields(raw) {
         match field? {
-            (1, Value::Bytes(b)) => c.request_id = b,
-            (2, Value::Varint(v)) => c.kind = Some(v),
-            (4, Value::Varint(v)) => c.registered_proof = v,
-            (10, Value::Bytes(b)) => c.vanilla_proof = b.len(),
-            (11, Value::Bytes(b)) => {
+            (REQUEST_ID, Value::Bytes(b)) => c.request_id = b,
+            (PROOF_KIND, Value::Varint(v)) => c.kind = Some(v),
+            (REGISTERED_PROOF, Value::Varint(v)) => c.registered_proof = v,
+            (VANILLA_PROOF, Value::Bytes(b)) => c.vanilla_proof = b.len(),
+            (VANILLA_PROOFS, Value::Bytes(b)) => {
                 c.vanilla_proofs += 1;
                 c.largest_element = c.largest_element.max(b.len());
             }
-            (n @ (22 | 30 | 31 | 32), Value::Bytes(b)) => {
+            (n @ (RANDOMNESS | COMM_R_OLD | COMM_R_NEW | COMM_D_NEW), Value::Bytes(b)) => {
                 let name = match n {
-                    22 => "randomness",
-                    30 => "comm_r_old",
-                    31 => "comm_r_new",
+                    RANDOMNESS => "randomness",
+                    COMM_R_OLD => "comm_r_old",
+                    COMM_R_NEW => "comm_r_new",
                     _ => "comm_d_new",
                 };
                 if b.len() > c.longest_commitment.0 {
@@ -298,7 +323,7 @@ impl WireCheck for pb::ProveRequest {
     fn check(raw: &[u8]) -> Result<(), Status> {
         let mut submits = 0;
         for field in fields(raw) {
-            if let (1, Value::Bytes(b)) = field? {
+            if let (tag::PROVE_SUBMIT, Value::Bytes(b)) = field? {
                 submits += 1;
                 if submits > 1 {
                     return Err(malformed("ProveRequest.submit given more than once"));
@@ -311,7 +336,7 @@ impl WireCheck for pb::ProveRequest {
 }
 
 macro_rules! small {
-    ($t:ty, $method:literal, [$(($n:literal, $what:literal)),*]) => {
+    ($t:ty, $method:literal, [$(($n:expr, $what:literal)),*]) => {
         impl WireCheck for $t {
             fn check(raw: &[u8]) -> Result<(), Status> {
                 check_small(raw, $method, &[$(($n, $what)),*])
@@ -320,12 +345,12 @@ macro_rules! small {
     };
 }
 
-small!(pb::AwaitProofRequest, "AwaitProof", [(1, "job_id")]);
-small!(pb::CancelProofRequest, "CancelProof", [(1, "job_id")]);
+small!(pb::AwaitProofRequest, "AwaitProof", [(tag::JOB_ID, "job_id")]);
+small!(pb::CancelProofRequest, "CancelProof", [(tag::JOB_ID, "job_id")]);
 small!(pb::GetStatusRequest, "GetStatus", []);
 small!(pb::GetMetricsRequest, "GetMetrics", []);
-small!(pb::PreloadSrsRequest, "PreloadSRS", [(1, "circuit_id")]);
-small!(pb::EvictSrsRequest, "EvictSRS", [(1, "circuit_id")]);
+small!(pb::PreloadSrsRequest, "PreloadSRS", [(tag::CIRCUIT_ID, "circuit_id")]);
+small!(pb::EvictSrsRequest, "EvictSRS", [(tag::CIRCUIT_ID, "circuit_id")]);
 
 /// Responses come from the daemon: the client takes them as they are.
 macro_rules! trusted {
@@ -367,6 +392,48 @@ mod tests {
 
     fn refused(m: &impl Message, check: fn(&[u8]) -> Result<(), Status>) -> Status {
         check(&m.encode_to_vec()).expect_err("refused")
+    }
+
+    /// The number of the one field `m` sets.
+    fn only_field(m: &impl Message) -> u32 {
+        let raw = m.encode_to_vec();
+        let mut f = fields(&raw);
+        let (n, _) = f.next().expect("a field is set").unwrap();
+        assert!(f.next().is_none(), "one field only");
+        n
+    }
+
+    #[test]
+    fn the_field_numbers_read_on_the_wire_are_the_generated_types() {
+        use tag::submit::*;
+        let b = || vec![1u8];
+        let s = pb::SubmitProofRequest::default;
+        for (want, m) in [
+            (REQUEST_ID, pb::SubmitProofRequest { request_id: "r".into(), ..s() }),
+            (PROOF_KIND, pb::SubmitProofRequest { proof_kind: 1, ..s() }),
+            (REGISTERED_PROOF, pb::SubmitProofRequest { registered_proof: 1, ..s() }),
+            (VANILLA_PROOF, pb::SubmitProofRequest { vanilla_proof: b(), ..s() }),
+            (VANILLA_PROOFS, pb::SubmitProofRequest { vanilla_proofs: vec![b()], ..s() }),
+            (RANDOMNESS, pb::SubmitProofRequest { randomness: b(), ..s() }),
+            (COMM_R_OLD, pb::SubmitProofRequest { comm_r_old: b(), ..s() }),
+            (COMM_R_NEW, pb::SubmitProofRequest { comm_r_new: b(), ..s() }),
+            (COMM_D_NEW, pb::SubmitProofRequest { comm_d_new: b(), ..s() }),
+        ] {
+            assert_eq!(only_field(&m), want, "{m:?}");
+        }
+        let prove = pb::ProveRequest {
+            submit: Some(pb::SubmitProofRequest::default()),
+        };
+        assert_eq!(only_field(&prove), tag::PROVE_SUBMIT);
+        let job = "j".to_string();
+        assert_eq!(only_field(&pb::AwaitProofRequest { job_id: job.clone(), ..Default::default() }), tag::JOB_ID);
+        assert_eq!(only_field(&pb::CancelProofRequest { job_id: job }), tag::JOB_ID);
+        let circuit = "c".to_string();
+        assert_eq!(
+            only_field(&pb::PreloadSrsRequest { circuit_id: circuit.clone() }),
+            tag::CIRCUIT_ID
+        );
+        assert_eq!(only_field(&pb::EvictSrsRequest { circuit_id: circuit }), tag::CIRCUIT_ID);
     }
 
     #[test]

@@ -206,7 +206,7 @@ pub(crate) struct Jobs<P: JobProver = FilecoinProver> {
     max_request_bytes: u64,
     table: Mutex<Table>,
     work: Work,
-    preparing: Semaphore,
+    preparing: Arc<Semaphore>,
     draining: AtomicBool,
     pub counters: Counters,
 }
@@ -233,7 +233,7 @@ impl<P: JobProver> Jobs<P> {
         let max_request_bytes = config.max_request_bytes.bytes().unwrap_or_else(auto_request_bytes);
         Arc::new(Jobs {
             prover,
-            preparing: Semaphore::new(config.max_preparing),
+            preparing: Arc::new(Semaphore::new(config.max_preparing)),
             config,
             max_request_bytes,
             table: Mutex::new(Table::default()),
@@ -400,32 +400,56 @@ impl<P: JobProver> Jobs<P> {
     }
 
     /// A new job's life: its request decoded and its circuits built (a few
-    /// at a time), then the engine, then the verified result. `admitted`
-    /// is held until the work is over.
+    /// at a time) and handed to the engine, in one trip off the runtime;
+    /// then the engine's outcome and the verified result. `admitted` is
+    /// held until the work is over.
     async fn prepare_and_run(self: Arc<Self>, job: Arc<Job>, req: ProofRequest, admitted: Admitted<P>) {
-        let kind = req.kind;
-        let Ok(permit) = self.preparing.acquire().await else {
+        let Ok(permit) = Arc::clone(&self.preparing).acquire_owned().await else {
             return self.finish(&job, Ended::Failed("the daemon is stopping".into()));
         };
         if job.cancelled.load(Ordering::Acquire) {
             return self.finish(&job, Ended::Cancelled);
         }
-        let prover = Arc::clone(&self.prover);
-        // Decoding and building circuits is CPU work: off the runtime.
-        let prepared = match tokio::task::spawn_blocking(move || prover.prepare(&req)).await {
-            Ok(Ok(p)) => p,
-            refused => {
-                let why = match refused {
-                    Ok(Err(e)) => ErrorChain(&e).to_string(),
-                    Err(e) => format!("the request could not be decoded: {e}"),
-                    Ok(Ok(_)) => unreachable!("matched above"),
-                };
+        let (jobs, j) = (Arc::clone(&self), Arc::clone(&job));
+        let submitted = tokio::task::spawn_blocking(move || jobs.prepare_and_submit(&j, &req, permit, admitted)).await;
+        let (id, sub, admitted) = match submitted {
+            Ok(Some(sub)) => sub,
+            // Ended there, its memory given back first.
+            Ok(None) => return,
+            Err(e) => {
+                return self.finish(
+                    &job,
+                    Ended::Failed(format!("preparing or submitting the proof panicked: {e}")),
+                );
+            }
+        };
+        self.run(&job, id, sub).await;
+        drop(admitted);
+    }
+
+    /// Decodes `req` and builds its circuits (holding `permit` meanwhile),
+    /// then hands them to the engine; returns what `run` needs, with
+    /// `admitted`. `None` when the job ended here (refused and forgotten,
+    /// cancelled meanwhile, or not taken by the engine), `admitted` given
+    /// back before its end shows.
+    fn prepare_and_submit(
+        &self,
+        job: &Arc<Job>,
+        req: &ProofRequest,
+        permit: tokio::sync::OwnedSemaphorePermit,
+        admitted: Admitted<P>,
+    ) -> Option<(JobId, P::Submitted, Admitted<P>)> {
+        let prepared = match self.prover.prepare(req) {
+            Ok(p) => p,
+            Err(e) => {
+                let why = ErrorChain(&e).to_string();
                 self.counters.refused.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(job = %job.id, "request refused: {why}");
+                drop((permit, admitted));
                 // Forgotten first: a repeat must not find the refused job.
-                self.forget(&job);
+                self.forget(job);
                 job.end(Ended::Refused(why));
-                return;
+                return None;
             }
         };
         drop(permit);
@@ -438,9 +462,21 @@ impl<P: JobProver> Jobs<P> {
             preparing
         });
         self.counters.submitted.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(job = %job.id, request = %shown(&job.request_id), %kind, "proof requested");
-        self.run(&job, prepared).await;
-        drop(admitted);
+        tracing::info!(job = %job.id, request = %shown(&job.request_id), kind = %req.kind, "proof requested");
+        if job.cancelled.load(Ordering::Acquire) {
+            // Cancelled while its request was being decoded.
+            drop(admitted);
+            self.finish(job, Ended::Cancelled);
+            return None;
+        }
+        match self.prover.submit(prepared) {
+            Ok((id, sub)) => Some((id, sub, admitted)),
+            Err(e) => {
+                drop(admitted);
+                self.finish(job, failure(&e));
+                None
+            }
+        }
     }
 
     /// The job a request with this id and payload digest gets again: one
@@ -469,21 +505,10 @@ impl<P: JobProver> Jobs<P> {
         }
     }
 
-    /// A job's life after its request was decoded: parameters, the engine,
-    /// the verified result. Returns once the engine is done with it, also
-    /// when it was cancelled (and ended) earlier.
-    async fn run(self: &Arc<Self>, job: &Arc<Job>, prepared: P::Prepared) {
-        if job.cancelled.load(Ordering::Acquire) {
-            // Cancelled while its request was being decoded.
-            return self.finish(job, Ended::Cancelled);
-        }
-        let prover = Arc::clone(&self.prover);
-        let submitted = tokio::task::spawn_blocking(move || prover.submit(prepared)).await;
-        let (id, sub) = match submitted {
-            Ok(Ok(sub)) => sub,
-            Ok(Err(e)) => return self.finish(job, failure(&e)),
-            Err(e) => return self.finish(job, Ended::Failed(format!("submitting the proof panicked: {e}"))),
-        };
+    /// A job's life once the engine has it (as `id`, submitted as `sub`):
+    /// its outcome, then the verified result. Returns once the engine is
+    /// done with it, also when it was cancelled (and ended) earlier.
+    async fn run(self: &Arc<Self>, job: &Arc<Job>, id: JobId, sub: P::Submitted) {
         let _ = job.engine_job.set(id);
         job.state.send_if_modified(|s| {
             // A job cancelled while it waited for its parameters has ended.
