@@ -16,13 +16,6 @@ use crate::Phase;
 use crate::job::{JobOutcome, PartitionResult};
 use crate::telemetry::GpuTelemetry;
 
-/// While Critical partitions are on their way to a device, its workers
-/// take only urgent partitions: one queued on the GPU now would run before
-/// them (a GPU runs its queue in order), and a Filecoin partition takes
-/// about as long on the device as a whole WinningPoSt may. For at most this
-/// long, so that a Critical job of large partitions does not stall the rest.
-const CRITICAL_HOLD: Duration = Duration::from_secs(3);
-
 impl Inner {
     /// A worker of device `d`, named `lane` in the timeline; with
     /// `urgent_only`, one that takes High and Critical partitions only.
@@ -33,12 +26,7 @@ impl Inner {
         // while this worker held back the others.
         let mut holding: Option<Instant> = None;
         loop {
-            let held = if self.critical_waiting.load(Ordering::Acquire) > 0 {
-                holding.get_or_insert_with(Instant::now).elapsed() < CRITICAL_HOLD
-            } else {
-                holding = None;
-                false
-            };
+            let held = self.scheduler.hold_background(&mut holding);
             let timeout = Duration::from_millis(if held { 2 } else { 100 });
             let item = match dev.handoff.pop(timeout, held || urgent_only) {
                 Some(item) => item,
@@ -278,18 +266,13 @@ impl Inner {
     /// wait.
     pub(super) fn housekeeping(&self) {
         let tick = (self.config.srs_idle_timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
-        let mut g = self.queue_lock();
         while !self.shutting_down() {
-            g = self.queue_cv.wait_timeout(g, tick).recover().0;
+            self.scheduler.wait(tick);
             if self.budget.has_waiters() {
-                drop(g);
                 self.budget.reclaim();
-                g = self.queue_lock();
             }
             if self.abc_on_device {
-                drop(g);
                 self.rewarm_without_abc();
-                g = self.queue_lock();
             }
         }
     }
@@ -306,9 +289,8 @@ impl Inner {
             .enumerate()
             .filter_map(|(d, dev)| Some((d, dev.backend.gpu()?)))
             .collect();
-        let mut g = self.queue_lock();
         while !self.shutting_down() {
-            g = self.queue_cv.wait_timeout(g, Duration::from_millis(100)).recover().0;
+            self.scheduler.wait(Duration::from_millis(100));
             for &(d, gpu) in &gpus {
                 let Some(reading) = telemetry.read(gpu) else { continue };
                 let dev = &self.devices[d];

@@ -19,16 +19,17 @@ mod handoff;
 mod outcome;
 mod precompiled;
 mod precompiler;
+mod scheduler;
 mod snapshot;
 mod state;
 mod status;
 mod synthesis;
 mod warm_sets;
 
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -41,8 +42,7 @@ use pinprove_mem::PinnedPool;
 use pinprove_mem::sync::Recover;
 use rand_core::OsRng;
 
-use self::guard::{Counted, supervise};
-use self::handoff::Queued;
+use self::guard::supervise;
 pub use self::outcome::JobFuture;
 pub use self::precompiler::{CircuitSynthesis, SynthesisMode};
 use self::state::{DeviceSlot, Gauges, Inner, JobCtl, Pending};
@@ -225,8 +225,10 @@ impl Engine {
             .thread_name(|i| format!("urgent-synth-{i}"))
             .build()
             .map_err(std::io::Error::other)?;
+        let scheduler = scheduler::Scheduler::new(config.synthesis_workers, config.max_concurrent_syntheses);
         let inner = Arc::new(Inner {
             timeline,
+            scheduler,
             urgent_threads,
             gauges: Gauges::new(slots.len()),
             config,
@@ -237,20 +239,12 @@ impl Engine {
             devices: slots,
             layout,
             abc_on_device,
-            critical_waiting: Arc::new(AtomicUsize::new(0)),
-            queue: Mutex::new(BinaryHeap::new()),
-            queue_cv: Condvar::new(),
-            synth_running: Mutex::new(0),
-            synth_cv: Condvar::new(),
-            admitting: AtomicUsize::new(0),
-            normal_busy: AtomicUsize::new(0),
             warm: Default::default(),
             precompiled,
             jobs: Mutex::new(HashMap::new()),
             finished: Mutex::new(VecDeque::new()),
             metrics: Metrics::default(),
             next_job: AtomicU64::new(1),
-            next_seq: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             started_at: Instant::now(),
         });
@@ -259,7 +253,7 @@ impl Engine {
             inner: Arc::clone(&inner),
             threads: Vec::new(),
         };
-        for w in 0..inner.config.synthesis_workers.max(1) + synthesis::URGENT_WORKERS {
+        for w in 0..inner.config.synthesis_workers.max(1) + scheduler::URGENT_WORKERS {
             engine.spawn(format!("synth-{w}"), move |i| i.synthesis_worker(w))?;
         }
         for (d, slot) in inner.devices.iter().enumerate() {
@@ -428,31 +422,27 @@ impl Engine {
         let randomness = spec
             .randomness
             .unwrap_or_else(|| (0..n).map(|_| (Scalar::random(OsRng), Scalar::random(OsRng))).collect());
-        {
-            let mut q = inner.queue_lock();
-            for (index, (partition, rs)) in spec.partitions.into_iter().zip(randomness).enumerate() {
+        let pending: Vec<Pending> = spec
+            .partitions
+            .into_iter()
+            .zip(randomness)
+            .enumerate()
+            .map(|(index, (partition, rs))| {
                 let span = tracing::info_span!("partition", job = %id, index, circuit = %spec.circuit_id);
                 let wait = tracing::info_span!(parent: &span, Phase::QueueWait.name());
-                q.push(Queued {
-                    priority: spec.priority,
-                    seq: inner.next_seq.fetch_add(1, Ordering::Relaxed),
-                    item: Pending {
-                        job: Arc::clone(&job),
-                        index,
-                        partition,
-                        randomness: rs,
-                        enqueued: Instant::now(),
-                        span,
-                        wait,
-                        critical: (spec.priority == crate::Priority::Critical).then(|| {
-                            inner.critical_waiting.fetch_add(1, Ordering::AcqRel);
-                            Counted(Arc::clone(&inner.critical_waiting))
-                        }),
-                    },
-                });
-            }
-        }
-        inner.queue_cv.notify_all();
+                Pending {
+                    job: Arc::clone(&job),
+                    index,
+                    partition,
+                    randomness: rs,
+                    enqueued: Instant::now(),
+                    span,
+                    wait,
+                    critical: inner.scheduler.critical_mark(spec.priority),
+                }
+            })
+            .collect();
+        inner.scheduler.enqueue(spec.priority, pending);
         tracing::debug!(job = %id, circuit = %spec.circuit_id, partitions = n, priority = spec.priority.as_str(), "job submitted");
         Ok(id)
     }
@@ -560,7 +550,7 @@ impl Engine {
     pub fn wait_quiet(&self, timeout: Duration) -> bool {
         let inner = &self.inner;
         inner.gauges.wait_quiet(Instant::now() + timeout, || {
-            inner.queue_lock().is_empty() && !background_running(inner)
+            inner.scheduler.is_empty() && !background_running(inner)
         })
     }
 }
@@ -569,13 +559,11 @@ impl Drop for Engine {
     fn drop(&mut self) {
         let inner = &self.inner;
         inner.shutdown.store(true, Ordering::Release);
+        inner.scheduler.stop();
         // Unfinished jobs end; their partitions are abandoned.
         for job in inner.jobs_lock().values() {
             job.finish(JobOutcome::Failed("the engine shut down".into()));
         }
-        inner.queue_lock().clear();
-        inner.queue_cv.notify_all();
-        inner.synth_cv.notify_all();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

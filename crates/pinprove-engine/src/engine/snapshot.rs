@@ -13,8 +13,8 @@ use super::status::{DeviceStatus, EngineStatus, PartitionStatus, QueueStatus};
 impl Inner {
     pub(super) fn status(&self) -> EngineStatus {
         let mut by_circuit: HashMap<String, QueueStatus> = HashMap::new();
-        for p in self.queue_lock().iter() {
-            queue(&mut by_circuit, &p.item.job.circuit_id).pending += 1;
+        for circuit in self.scheduler.queued_circuits() {
+            queue(&mut by_circuit, &circuit).pending += 1;
         }
         for (k, n) in self.gauges.in_progress() {
             queue(&mut by_circuit, &k).in_progress += n;

@@ -1,7 +1,7 @@
 //! The engine's internal state: jobs' control blocks, partitions on their
 //! way through the pipeline, devices, and the counts of what is in flight.
 
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
@@ -13,7 +13,7 @@ use pinprove_mem::sync::Recover;
 use pinprove_mem::{MemoryBudget, PinnedPool};
 
 use super::guard::Counted;
-use super::handoff::{Handoff, Prioritized, Queued};
+use super::handoff::{Handoff, Prioritized};
 use super::status::GpuReading;
 use crate::job::{JobId, JobOutcome, JobState, Partition, PartitionResult, PartitionTimings, Priority};
 use crate::metrics::Metrics;
@@ -157,8 +157,8 @@ pub(super) struct Pending {
     pub(super) span: tracing::Span,
     /// The `queue_wait` span, closed when a synthesis worker takes it.
     pub(super) wait: tracing::Span,
-    /// Counted in [`Inner::critical_waiting`] until the partition reaches
-    /// its device (or is dropped), for Critical jobs.
+    /// For Critical jobs, counted by the scheduler until the partition
+    /// reaches its device (or is dropped).
     pub(super) critical: Option<Counted>,
 }
 
@@ -393,19 +393,8 @@ pub(crate) struct Inner {
     /// Whether pre-compiled partitions leave a/b/c to the devices (every
     /// backend computes them there).
     pub(super) abc_on_device: bool,
-    /// Critical partitions submitted and not yet started on a device: while
-    /// there are any, device workers hold back partitions below High (see
-    /// `device_worker`), so the GPU's queue drains for them.
-    pub(super) critical_waiting: Arc<AtomicUsize>,
-    pub(super) queue: Mutex<BinaryHeap<Queued<Pending>>>,
-    pub(super) queue_cv: Condvar,
-    pub(super) synth_running: Mutex<usize>,
-    pub(super) synth_cv: Condvar,
-    /// Partitions below High priority taken from the queue and waiting for
-    /// their admission (see `take_pending`).
-    pub(super) admitting: AtomicUsize,
-    /// Partitions below High priority taken and not yet handed to a device.
-    pub(super) normal_busy: AtomicUsize,
+    /// The synthesis queue and the scheduling policy over it.
+    pub(super) scheduler: super::scheduler::Scheduler,
     /// Threads an urgent partition's synthesis runs on: on rayon's global
     /// threads it would wait behind a stream's witness computations (a
     /// WinningPoSt took 4.4 s to synthesize beside a PoRep stream, against
@@ -420,16 +409,11 @@ pub(crate) struct Inner {
     pub(super) metrics: Metrics,
     pub(super) timeline: Arc<Timeline>,
     pub(super) next_job: AtomicU64,
-    pub(super) next_seq: AtomicU64,
     pub(super) shutdown: AtomicBool,
     pub(super) started_at: Instant,
 }
 
 impl Inner {
-    pub(super) fn queue_lock(&self) -> MutexGuard<'_, BinaryHeap<Queued<Pending>>> {
-        self.queue.lock().recover()
-    }
-
     pub(super) fn jobs_lock(&self) -> MutexGuard<'_, HashMap<JobId, Arc<JobCtl>>> {
         self.jobs.lock().recover()
     }
@@ -456,12 +440,7 @@ impl Inner {
     }
 
     pub(super) fn drop_queued(&self, id: JobId) {
-        let mut q = self.queue_lock();
-        let kept: Vec<Queued<Pending>> = std::mem::take(&mut *q)
-            .into_iter()
-            .filter(|p| p.item.job.id != id)
-            .collect();
-        *q = kept.into_iter().collect();
+        self.scheduler.drop_job(id);
     }
 
     /// Ends a job as failed (unless it already ended), dropping its queued

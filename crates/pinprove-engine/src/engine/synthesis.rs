@@ -3,14 +3,13 @@
 //! handed to a device.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use pinprove_groth16::{AbcLayout, QueryLengths, Srs, domain::domain_size};
 use pinprove_mem::ErrorChain;
-use pinprove_mem::sync::Recover;
 
 use super::guard::catch;
+use super::scheduler::Taken;
 use super::state::{InFlight, Inner, Pending, Synthesized, Ticket};
 use super::warm_sets::WarmedAs;
 use crate::job::{PartitionTimings, Priority, SynthesisContext};
@@ -259,58 +258,10 @@ impl Inner {
         Ok(())
     }
 
-    /// The next partition by priority, counted in flight from here on;
-    /// `None` once the engine shuts down.
-    ///
-    /// Workers stay free for urgent (High, Critical) partitions: a partition
-    /// below High is taken only while fewer than `synthesis_workers` such
-    /// partitions are being prepared (the engine runs [`URGENT_WORKERS`]
-    /// more threads than that) and fewer than [`ADMITTING_LIMIT`] wait for
-    /// their admission; the others stay in the queue, where an urgent
-    /// partition overtakes them.
+    /// The next partition the scheduler lets this worker take, counted in
+    /// flight from here on; `None` once the engine shuts down.
     fn take_pending(&self) -> Option<(Pending, Ticket, Taken<'_>)> {
-        let mut q = self.queue_lock();
-        loop {
-            if self.shutting_down() {
-                return None;
-            }
-            let urgent = match q.peek() {
-                Some(p) => p.priority.is_urgent(),
-                None => false,
-            };
-            let room = urgent
-                || (self.admitting.load(Ordering::Acquire) < ADMITTING_LIMIT
-                    && self.normal_busy.load(Ordering::Acquire) < self.config.synthesis_workers.max(1));
-            if !q.is_empty() && room {
-                let p = q.pop().expect("peeked").item;
-                if !urgent {
-                    self.admitting.fetch_add(1, Ordering::AcqRel);
-                    self.normal_busy.fetch_add(1, Ordering::AcqRel);
-                }
-                let ticket = self.gauges.ticket(&p.job, p.index);
-                let taken = Taken {
-                    inner: self,
-                    admitting: !urgent,
-                    busy: !urgent,
-                };
-                return Some((p, ticket, taken));
-            }
-            q = self.queue_cv.wait(q).recover();
-        }
-    }
-
-    /// A slot of the synthesis cap; urgent partitions go around it.
-    fn synthesis_slot(&self, priority: Priority) -> Option<SynthSlot<'_>> {
-        if priority.is_urgent() {
-            return None;
-        }
-        let cap = self.config.max_concurrent_syntheses?;
-        let mut n = self.synth_running.lock().recover();
-        while *n >= cap.max(1) && !self.shutting_down() {
-            n = self.synth_cv.wait(n).recover();
-        }
-        *n += 1;
-        Some(SynthSlot(self))
+        self.scheduler.take(|p| self.gauges.ticket(&p.job, p.index))
     }
 
     pub(super) fn synthesis_worker(&self, w: usize) {
@@ -362,7 +313,7 @@ impl Inner {
         // memory while holding part of what it needs.
         let t = Instant::now();
         let admission = tracing::info_span!(parent: &span, Phase::Admission.name()).entered();
-        let slot = self.synthesis_slot(job.priority);
+        let slot = self.scheduler.synthesis_slot(job.priority);
         let mut srs_part = 0;
         let mut load_claim = None;
         let parts = p.partition.parts();
@@ -559,58 +510,6 @@ impl Inner {
             .map(|d| format!("{}: {}", d.name, d.lost().unwrap_or_default()))
             .collect();
         EngineError::DevicesLost(why.join("; "))
-    }
-}
-
-/// Partitions below High priority waiting for admission at once.
-const ADMITTING_LIMIT: usize = 2;
-
-/// Synthesis threads beyond `synthesis_workers`, so that an urgent partition
-/// finds one even when every other is busy with background work.
-pub(super) const URGENT_WORKERS: usize = 2;
-
-/// A partition below High priority, counted as waiting for admission until
-/// [`admitted`](Taken::admitted) and as being prepared until dropped (urgent
-/// ones are not counted).
-struct Taken<'a> {
-    inner: &'a Inner,
-    admitting: bool,
-    busy: bool,
-}
-
-impl Taken<'_> {
-    fn admitted(&mut self) {
-        if std::mem::take(&mut self.admitting) {
-            self.give_back(|i| &i.admitting);
-        }
-    }
-
-    fn give_back(&self, counter: impl Fn(&Inner) -> &std::sync::atomic::AtomicUsize) {
-        // Under the queue lock: a worker checking the counts cannot miss the
-        // wakeup.
-        let _q = self.inner.queue_lock();
-        counter(self.inner).fetch_sub(1, Ordering::AcqRel);
-        self.inner.queue_cv.notify_all();
-    }
-}
-
-impl Drop for Taken<'_> {
-    fn drop(&mut self) {
-        self.admitted();
-        if std::mem::take(&mut self.busy) {
-            self.give_back(|i| &i.normal_busy);
-        }
-    }
-}
-
-/// A slot of the synthesis cap, given back on drop.
-struct SynthSlot<'a>(&'a Inner);
-
-impl Drop for SynthSlot<'_> {
-    fn drop(&mut self) {
-        let mut n = self.0.synth_running.lock().recover();
-        *n = n.saturating_sub(1);
-        self.0.synth_cv.notify_one();
     }
 }
 
