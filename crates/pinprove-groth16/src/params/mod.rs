@@ -303,38 +303,29 @@ impl Srs {
     /// `path`, checking the whole layout, for backends that load the points
     /// themselves.
     pub fn read_file_header(path: impl AsRef<Path>) -> Result<Srs, ParamsError> {
-        let path = path.as_ref();
-        let started = Instant::now();
-        let src = Source::open(path)?;
-        let (vk, layout) = Self::layout(&src)?;
-        Ok(Srs {
-            id: next_srs_id(),
-            vk,
-            lengths: layout.lengths(),
-            points: None,
-            stats: SrsStats {
-                path: Some(path.to_path_buf()),
-                file_bytes: src.len(),
-                memory_bytes: 0,
-                load_time: started.elapsed(),
-                validation: Validation::OnCurve,
-            },
-        })
+        Self::checked_header(path.as_ref(), None)
     }
 
     /// Checks every point of the file at `path` as [`read_file`](Self::read_file)
     /// would, without keeping them: for backends that load the points
     /// themselves from a file whose content they do not check.
     pub fn check_file(path: impl AsRef<Path>, validation: Validation) -> Result<Srs, ParamsError> {
-        let path = path.as_ref();
+        Self::checked_header(path.as_ref(), Some(validation))
+    }
+
+    /// The file's verifying key and query lengths, its layout checked and,
+    /// with `points`, every point checked that way too (not kept).
+    fn checked_header(path: &Path, points: Option<Validation>) -> Result<Srs, ParamsError> {
         let started = Instant::now();
         let src = Source::open(path)?;
         let (vk, layout) = Self::layout(&src)?;
-        for (i, &(offset, n)) in layout.sections.iter().enumerate() {
-            if i == 4 {
-                check_points::<G2Affine>(&src, offset, n, SECTION_NAMES[i], validation)?;
-            } else {
-                check_points::<G1Affine>(&src, offset, n, SECTION_NAMES[i], validation)?;
+        if let Some(validation) = points {
+            for (i, &(offset, n)) in layout.sections.iter().enumerate() {
+                if i == 4 {
+                    check_points::<G2Affine>(&src, offset, n, SECTION_NAMES[i], validation)?;
+                } else {
+                    check_points::<G1Affine>(&src, offset, n, SECTION_NAMES[i], validation)?;
+                }
             }
         }
         Ok(Srs {
@@ -347,7 +338,7 @@ impl Srs {
                 file_bytes: src.len(),
                 memory_bytes: 0,
                 load_time: started.elapsed(),
-                validation,
+                validation: points.unwrap_or(Validation::OnCurve),
             },
         })
     }
