@@ -108,7 +108,10 @@ fn prove(prover: &FilecoinProver, req: &ProofRequest, deadline: Instant) -> Resu
         Ok(other) => bail!("{} job {} ended {other:?}", sub.kind, sub.job),
         Err(EngineError::Timeout) => {
             engine.cancel(sub.job)?;
-            eprintln!("{} job {} unfinished at the end of the grace: cancelled", sub.kind, sub.job);
+            eprintln!(
+                "{} job {} unfinished at the end of the grace: cancelled",
+                sub.kind, sub.job
+            );
             Ok(None)
         }
         Err(e) => Err(e.into()),
@@ -285,7 +288,10 @@ fn print(r: &DayReport) {
         );
     }
     if r.unfinished > 0 {
-        println!("  {} proof(s) unfinished when the grace after the day ran out (cancelled)", r.unfinished);
+        println!(
+            "  {} proof(s) unfinished when the grace after the day ran out (cancelled)",
+            r.unfinished
+        );
     }
     for (circuit, loads) in &r.srs_loads {
         println!("  {circuit}: parameters loaded {loads} time(s)");

@@ -409,11 +409,35 @@ mod tests {
         let b = || vec![1u8];
         let s = pb::SubmitProofRequest::default;
         for (want, m) in [
-            (REQUEST_ID, pb::SubmitProofRequest { request_id: "r".into(), ..s() }),
+            (
+                REQUEST_ID,
+                pb::SubmitProofRequest {
+                    request_id: "r".into(),
+                    ..s()
+                },
+            ),
             (PROOF_KIND, pb::SubmitProofRequest { proof_kind: 1, ..s() }),
-            (REGISTERED_PROOF, pb::SubmitProofRequest { registered_proof: 1, ..s() }),
-            (VANILLA_PROOF, pb::SubmitProofRequest { vanilla_proof: b(), ..s() }),
-            (VANILLA_PROOFS, pb::SubmitProofRequest { vanilla_proofs: vec![b()], ..s() }),
+            (
+                REGISTERED_PROOF,
+                pb::SubmitProofRequest {
+                    registered_proof: 1,
+                    ..s()
+                },
+            ),
+            (
+                VANILLA_PROOF,
+                pb::SubmitProofRequest {
+                    vanilla_proof: b(),
+                    ..s()
+                },
+            ),
+            (
+                VANILLA_PROOFS,
+                pb::SubmitProofRequest {
+                    vanilla_proofs: vec![b()],
+                    ..s()
+                },
+            ),
             (RANDOMNESS, pb::SubmitProofRequest { randomness: b(), ..s() }),
             (COMM_R_OLD, pb::SubmitProofRequest { comm_r_old: b(), ..s() }),
             (COMM_R_NEW, pb::SubmitProofRequest { comm_r_new: b(), ..s() }),
@@ -426,14 +450,25 @@ mod tests {
         };
         assert_eq!(only_field(&prove), tag::PROVE_SUBMIT);
         let job = "j".to_string();
-        assert_eq!(only_field(&pb::AwaitProofRequest { job_id: job.clone(), ..Default::default() }), tag::JOB_ID);
+        assert_eq!(
+            only_field(&pb::AwaitProofRequest {
+                job_id: job.clone(),
+                ..Default::default()
+            }),
+            tag::JOB_ID
+        );
         assert_eq!(only_field(&pb::CancelProofRequest { job_id: job }), tag::JOB_ID);
         let circuit = "c".to_string();
         assert_eq!(
-            only_field(&pb::PreloadSrsRequest { circuit_id: circuit.clone() }),
+            only_field(&pb::PreloadSrsRequest {
+                circuit_id: circuit.clone()
+            }),
             tag::CIRCUIT_ID
         );
-        assert_eq!(only_field(&pb::EvictSrsRequest { circuit_id: circuit }), tag::CIRCUIT_ID);
+        assert_eq!(
+            only_field(&pb::EvictSrsRequest { circuit_id: circuit }),
+            tag::CIRCUIT_ID
+        );
     }
 
     #[test]

@@ -213,7 +213,11 @@ fn urgent_partitions_synthesize_on_threads_of_their_own() {
     for priority in [Priority::Normal, Priority::High, Priority::Critical] {
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let job = engine
-            .submit(spec(&c.id(), priority, vec![Box::new(NotesThread(c.clone(), Arc::clone(&seen)))]))
+            .submit(spec(
+                &c.id(),
+                priority,
+                vec![Box::new(NotesThread(c.clone(), Arc::clone(&seen)))],
+            ))
             .unwrap();
         wait_completed(&engine, job);
         threads.push(seen.lock().unwrap().clone());

@@ -809,7 +809,10 @@ fn the_host_copy_of_the_matrices_is_released_once_every_device_holds_one() {
     let all = budget.limit_for(pinprove_mem::Rank::NORMAL) - (budget.used() - s.recording_bytes);
     drop(budget.try_acquire(all));
     let s = synthesis_of(&engine, &shape.id());
-    assert_eq!((s.mode, s.recording_bytes), (SynthesisMode::Precompiled, full.bytes - full.matrix_bytes));
+    assert_eq!(
+        (s.mode, s.recording_bytes),
+        (SynthesisMode::Precompiled, full.bytes - full.matrix_bytes)
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
