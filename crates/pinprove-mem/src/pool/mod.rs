@@ -676,7 +676,12 @@ impl Evictor for PinnedPool {
         // `bytes` would also free a buffer that was handed over, used and
         // returned meanwhile).
         let (lowered, raised) = self.rebalance();
-        self.shrink_unkept(bytes.saturating_add(raised).saturating_sub(lowered))
+        let wanted = bytes.saturating_add(raised).saturating_sub(lowered);
+        let freed = self.shrink_unkept(wanted);
+        if freed >= wanted {
+            return freed;
+        }
+        freed + self.release_oversized()
     }
 }
 

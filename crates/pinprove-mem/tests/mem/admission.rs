@@ -300,3 +300,29 @@ fn a_stream_of_admissions_under_pressure_pins_only_its_first_buffers() {
     pool.clear_idle();
     assert_eq!(budget.used(), 0);
 }
+
+#[test]
+fn a_waiting_admission_handed_an_oversized_buffer_gives_back_what_it_holds_beyond_its_need() {
+    let (budget, pool) = pool(64 * M);
+    // Memory nobody gives back for as long as this lasts (a job's
+    // parameters), and a 40 MiB buffer in use.
+    let kept = budget.try_acquire(24 * M).unwrap();
+    let held = pool.try_checkout(40 * MIB).unwrap();
+    // An admission of a 24 MiB buffer and 8 MiB more waits for memory.
+    let waiter = admit_and_check_out(&pool, vec![24 * MIB], 8 * M);
+    wait_for_admission(&pool);
+    // The buffer comes back and is handed to it, serving its 24 MiB: what
+    // it still asks (8 MiB) is not there, and nothing idle is left to free.
+    drop(held);
+    assert_eq!(pool.stats().handed_over, 1);
+    assert!(budget.has_waiters());
+    // The budget's eviction (the engine's housekeeping asks every second)
+    // trades the oversized buffer for the request it served: 16 MiB gained.
+    budget.reclaim();
+    let (granted, fresh) = waiter.join().unwrap();
+    assert_eq!(granted, 32 * M, "the request was raised again by the buffer given back");
+    assert_eq!(fresh, 2, "the admission pinned a buffer of its own size");
+    drop(kept);
+    pool.clear_idle();
+    assert_eq!(budget.used(), 0);
+}
