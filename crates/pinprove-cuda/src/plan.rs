@@ -352,18 +352,21 @@ impl Plan {
 
 impl Plan {
     /// Where a circuit planned so reads the matrices of its recording
-    /// (`sizes` with the recording's matrices) beside `elsewhere` bytes
-    /// other circuits hold on the device: in device memory when they fit
-    /// there beside one proof, else streamed when a proof that streams
-    /// them fits, else nowhere (a/b/c from the host).
-    pub fn matrix_placement(&self, sizes: &CircuitSizes, elsewhere: u64) -> MatrixPlacement {
+    /// (`sizes` with the recording's matrices) in `usable` bytes, the
+    /// device memory it has now (what other circuits hold left out, as
+    /// for [`Plan::new`]): in device memory when they fit there beside one
+    /// proof, else streamed when a proof that streams them fits, else
+    /// nowhere (a/b/c from the host). The plan's own `usable` is not used:
+    /// it left out what others held when it was made, and leaving that out
+    /// again counted it twice.
+    pub fn matrix_placement(&self, sizes: &CircuitSizes, usable: u64) -> MatrixPlacement {
         let Some(matrices) = sizes.matrices else {
             return MatrixPlacement::Host;
         };
-        let held = elsewhere + self.held_bytes;
-        if held + matrices + self.proof_bytes_for(sizes, MatrixPlacement::Device) + SLACK <= self.usable {
+        let held = self.held_bytes;
+        if held + matrices + self.proof_bytes_for(sizes, MatrixPlacement::Device) + SLACK <= usable {
             MatrixPlacement::Device
-        } else if held + self.proof_bytes_for(sizes, MatrixPlacement::Streamed) + SLACK <= self.usable {
+        } else if held + self.proof_bytes_for(sizes, MatrixPlacement::Streamed) + SLACK <= usable {
             MatrixPlacement::Streamed
         } else {
             MatrixPlacement::Host
@@ -379,8 +382,9 @@ impl Plan {
     /// matrices cross PCIe once, not with every proof (measured with
     /// 29 GiB free: 27.6 s per proof streaming them, against 26.4 s with
     /// them resident at 22 GiB).
-    pub fn with_recording(&self, sizes: &CircuitSizes, elsewhere: u64) -> Plan {
-        let placement = self.matrix_placement(sizes, elsewhere);
+    /// `usable` as for [`matrix_placement`](Self::matrix_placement).
+    pub fn with_recording(&self, sizes: &CircuitSizes, usable: u64) -> Plan {
+        let placement = self.matrix_placement(sizes, usable);
         let kept = Plan {
             matrices: placement,
             ..*self
@@ -393,7 +397,7 @@ impl Plan {
             coefficients: 0,
             ..*sizes
         };
-        match Plan::new(sizes, self.usable.saturating_sub(elsewhere)) {
+        match Plan::new(sizes, usable) {
             Ok(joint)
                 if joint.matrices == MatrixPlacement::Device
                     && joint.held_bytes + joint.proof_bytes_for(&plain, MatrixPlacement::Host) + SLACK
@@ -498,7 +502,7 @@ mod tests {
             before.bases_resident && before.matrices == MatrixPlacement::Host,
             "{before:?}"
         );
-        assert_eq!(before.matrix_placement(&s, 0), MatrixPlacement::Device);
+        assert_eq!(before.matrix_placement(&s, 139 * GIB), MatrixPlacement::Device);
     }
 
     #[test]
@@ -542,11 +546,14 @@ mod tests {
         // recording then streams.
         let before = Plan::new(&porep_32g(None), SIXTEEN_GB_CARD).unwrap();
         assert_eq!(before.matrices, MatrixPlacement::Host);
-        assert_eq!(before.matrix_placement(&s, 0), MatrixPlacement::Streamed);
+        assert_eq!(before.matrix_placement(&s, SIXTEEN_GB_CARD), MatrixPlacement::Streamed);
         assert!(before.proof_bytes_for(&s, MatrixPlacement::Streamed) + SLACK <= SIXTEEN_GB_CARD);
         // With other circuits' memory taking the room a proof needs, a/b/c
         // come from the host again.
-        assert_eq!(before.matrix_placement(&s, 4 * GIB), MatrixPlacement::Host);
+        assert_eq!(
+            before.matrix_placement(&s, SIXTEEN_GB_CARD - 4 * GIB),
+            MatrixPlacement::Host
+        );
     }
 
     #[test]
@@ -568,14 +575,28 @@ mod tests {
     }
 
     #[test]
+    fn what_other_circuits_hold_is_left_out_of_the_matrices_room_once() {
+        // An 80 GB card where another circuit holds 40 GiB: the PoRep
+        // circuit planned in the 38 GiB left keeps its matrices there, as a
+        // plan made with them in that room does.
+        let left = 38 * GIB;
+        let recorded = porep_32g(Some(7_461_105_138));
+        let joint = Plan::new(&recorded, left).unwrap();
+        assert_eq!(joint.matrices, MatrixPlacement::Device, "{joint:?}");
+        let before = Plan::new(&porep_32g(None), left).unwrap();
+        assert_eq!(before.matrix_placement(&recorded, left), MatrixPlacement::Device);
+        assert_eq!(before.with_recording(&recorded, left).matrices, MatrixPlacement::Device);
+    }
+
+    #[test]
     fn a_plan_remade_with_the_recording_keeps_the_matrices_its_first_windows_had_no_room_for() {
         // 29 GiB free, as measured: planned before the recording, the
         // windows took the room the matrices need.
         let usable = 30_587_617_280;
         let recorded = porep_32g(Some(7_461_105_138));
         let before = Plan::new(&porep_32g(None), usable).unwrap();
-        assert_eq!(before.matrix_placement(&recorded, 0), MatrixPlacement::Streamed);
-        let after = before.with_recording(&recorded, 0);
+        assert_eq!(before.matrix_placement(&recorded, usable), MatrixPlacement::Streamed);
+        let after = before.with_recording(&recorded, usable);
         assert_eq!(after.matrices, MatrixPlacement::Device, "{after:?}");
         assert!(after.window < before.window, "{before:?} -> {after:?}");
         assert!(after.held_bytes >= 7_461_105_138);
@@ -587,7 +608,7 @@ mod tests {
         // plan stays and only says where they are read from.
         let big = Plan::new(&porep_32g(None), 139 * GIB).unwrap();
         assert_eq!(
-            big.with_recording(&recorded, 0),
+            big.with_recording(&recorded, 139 * GIB),
             Plan {
                 matrices: MatrixPlacement::Device,
                 ..big
@@ -595,7 +616,7 @@ mod tests {
         );
         let small = Plan::new(&porep_32g(None), SIXTEEN_GB_CARD).unwrap();
         assert_eq!(
-            small.with_recording(&recorded, 0),
+            small.with_recording(&recorded, SIXTEEN_GB_CARD),
             Plan {
                 matrices: MatrixPlacement::Streamed,
                 ..small

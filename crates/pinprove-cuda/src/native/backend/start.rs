@@ -383,7 +383,8 @@ impl NativeBackend {
             .map(|(k, p)| (k.clone(), *p));
         let placement = match planned {
             Some((key, p)) => {
-                let plan = p.plan.with_recording(&sizes, self.held_elsewhere(Some(&key)));
+                let usable = self.usable.saturating_sub(self.held_elsewhere(Some(&key)));
+                let plan = p.plan.with_recording(&sizes, usable);
                 if plan.window != p.plan.window {
                     tracing::info!(
                         circuit = id,
