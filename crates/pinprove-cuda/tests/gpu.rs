@@ -558,7 +558,7 @@ fn native_proofs_from_streamed_matrices_equal_the_classic_proofs() {
         // A limit whose plan streams the matrices: the first (in MiB) that
         // reads them on the device at all, then less, as long as they
         // would fit there beside a proof.
-        let placement = |l: u64| Plan::new(&plain, l).map(|p| p.with_recording(&recorded, 0).matrices);
+        let placement = |l: u64| Plan::new(&plain, l).map(|p| p.with_recording(&recorded, l).matrices);
         let mut limit = (1..1 << 14)
             .map(|mib: u64| SLACK + (mib << 20))
             .find(|&l| placement(l).is_ok_and(|p| p != MatrixPlacement::Host))

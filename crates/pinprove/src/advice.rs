@@ -226,7 +226,7 @@ fn kind_advice(c: &ProductionCircuit, gpu: Option<(usize, u64)>, budget: u64) ->
             match Plan::new(&plain, usable) {
                 Ok(p) => (
                     if p.bases_resident { "device" } else { "streamed" }.to_string(),
-                    Some(p.matrix_placement(&sizes, 0)),
+                    Some(p.matrix_placement(&sizes, usable)),
                     p.proofs_at_once,
                 ),
                 Err(e) => (format!("does not fit: {e}"), None, 0),
