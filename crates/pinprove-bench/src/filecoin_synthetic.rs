@@ -85,6 +85,10 @@ pub struct SyntheticArgs {
     /// with synthesis for the cores.
     #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().prep_threads)]
     pub prep_threads: usize,
+    /// Background partitions whose l, a and b MSMs read streamed bases
+    /// together (native backend; 1: each its own).
+    #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().partitions_sharing_bases)]
+    pub partitions_sharing_bases: usize,
     /// The most memory pinprove takes of each GPU ("15GiB": a 16 GB card's
     /// capacity on a larger one; default: what the GPU has free).
     #[arg(long, value_parser = pinprove_mem::parse_bytes)]
@@ -183,6 +187,9 @@ pub struct DevicePhases {
     preparation_s: f64,
     /// Scalar preparation on the synthesis thread, ahead of `start`.
     prepared_ahead_s: f64,
+    /// Partitions whose l, a and b MSMs read the same streamed bases (their
+    /// times above are this partition's share); 1 when its own.
+    bases_shared_by: usize,
 }
 
 #[derive(Serialize)]
@@ -319,7 +326,17 @@ fn device_phases(stack: &Stack) -> Option<DevicePhases> {
         device_s: secs(p.device()),
         preparation_s: secs(p.preparation),
         prepared_ahead_s: secs(p.prepared_ahead),
+        bases_shared_by: p.bases_shared_by.max(1),
     })
+}
+
+/// What a report says of partitions sharing streamed bases.
+fn shared_note(shared_by: usize) -> String {
+    if shared_by > 1 {
+        format!("; l, a and b over bases streamed once for {shared_by} partitions (each one's share)")
+    } else {
+        String::new()
+    }
 }
 
 /// Without the `cuda` feature there is no device to report on.
@@ -441,6 +458,7 @@ pub fn measure(
             queue_depth: args.queue_depth,
             prep_threads: args.prep_threads,
             memory_limit: args.gpu_memory_limit,
+            partitions_sharing_bases: args.partitions_sharing_bases,
             ..Default::default()
         },
         ..StackConfig::default()
@@ -717,7 +735,7 @@ pub fn measure(
     );
     if let Some(d) = &first_proof_device {
         eprintln!(
-            "  GPU, last partition: upload {:.3} s ({:.1} GB/s), h {:.3} s, device {:.3} s, preparation {:.3} s in start + {:.3} s ahead, MSMs {:?}",
+            "  GPU, last partition: upload {:.3} s ({:.1} GB/s), h {:.3} s, device {:.3} s, preparation {:.3} s in start + {:.3} s ahead, MSMs {:?}{}",
             d.upload_s,
             d.upload_gbps,
             d.h_s,
@@ -727,7 +745,8 @@ pub fn measure(
             d.msm
                 .iter()
                 .map(|m| (m.0.as_str(), (m.1 * 1000.0).round() / 1000.0))
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>(),
+            shared_note(d.bases_shared_by)
         );
     }
 
@@ -885,8 +904,13 @@ pub fn print(r: &SyntheticReport) {
     );
     if let Some(d) = &r.first_proof_device {
         println!(
-            "  GPU, last partition: upload {:.3} s ({:.1} GB/s), h {:.3} s, device {:.3} s, preparation {:.3} s",
-            d.upload_s, d.upload_gbps, d.h_s, d.device_s, d.preparation_s
+            "  GPU, last partition: upload {:.3} s ({:.1} GB/s), h {:.3} s, device {:.3} s, preparation {:.3} s{}",
+            d.upload_s,
+            d.upload_gbps,
+            d.h_s,
+            d.device_s,
+            d.preparation_s,
+            shared_note(d.bases_shared_by)
         );
         for (name, t, n, rate, pip) in &d.msm {
             println!(

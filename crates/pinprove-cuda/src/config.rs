@@ -46,6 +46,13 @@ pub struct NativeConfig {
     /// 32 GiB partition's preparation (1.6 s on 8 threads) waited for all
     /// of it.
     pub prep_threads: usize,
+    /// Background partitions of one circuit the engine hands to one
+    /// `start` when its bases are streamed from host memory and that many
+    /// are waiting: their l, a and b MSMs then read each window of bases
+    /// together, so the bases cross PCIe once for all of them (1: every
+    /// partition streams its own). Each waits for the others' h before its
+    /// MSMs, so more trades latency and host memory for PCIe traffic.
+    pub partitions_sharing_bases: usize,
 }
 
 impl Default for NativeConfig {
@@ -57,6 +64,7 @@ impl Default for NativeConfig {
             queue_depth: 2,
             memory_limit: None,
             prep_threads: 0,
+            partitions_sharing_bases: 2,
         }
     }
 }

@@ -183,6 +183,9 @@ pub struct NativeOptions {
     /// The most device memory pinprove takes of each GPU (`None`: what it
     /// has free); see `pinprove_cuda::NativeConfig::memory_limit`.
     pub memory_limit: Option<u64>,
+    /// Partitions whose MSMs share streamed bases (see
+    /// `pinprove_cuda::NativeConfig::partitions_sharing_bases`).
+    pub partitions_sharing_bases: usize,
 }
 
 impl Default for NativeOptions {
@@ -193,6 +196,7 @@ impl Default for NativeOptions {
             prep_threads: 0,
             workers_per_device: 2,
             memory_limit: None,
+            partitions_sharing_bases: 2,
         }
     }
 }
@@ -525,6 +529,7 @@ fn gpu_backend(
                 queue_depth: native.queue_depth,
                 memory_limit: native.memory_limit,
                 prep_threads: native.prep_threads,
+                partitions_sharing_bases: native.partitions_sharing_bases,
             },
         ),
     };

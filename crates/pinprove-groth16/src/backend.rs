@@ -195,6 +195,16 @@ pub trait Backend: Send + Sync {
         Ok(false)
     }
 
+    /// How many background partitions of `srs`'s circuit one
+    /// [`start`](Self::start) should take together when that many are
+    /// waiting: more than one where the backend shares device work among a
+    /// job's assignments (a GPU streaming the bases from host memory reads
+    /// each window of them once for all). 1 by default.
+    fn partitions_per_start(&self, srs: &Srs) -> usize {
+        let _ = srs;
+        1
+    }
+
     /// The CUDA ordinal of the one GPU this backend proves on, if it has
     /// one of its own (for per-device readings, and the device that pins
     /// host memory); `None` for the CPU and for backends that drive the

@@ -19,6 +19,7 @@
 //! devices = "all"                    # or ordinals: "0,1"
 //! workers_per_device = 2
 //! queue_depth = 2                    # pieces of proofs queued on a GPU at once; 1 lets WinningPoSt in sooner
+//! partitions_sharing_bases = 2       # partitions whose MSMs read bases streamed from host memory together
 //! memory_limit = "22GiB"             # the most pinprove takes of each GPU; default: what it has free
 //!
 //! [synthesis]
@@ -190,6 +191,11 @@ pub struct GpuConfig {
     /// 2): with 2 the next piece's upload overlaps the running one's work,
     /// with 1 an urgent proof waits behind one piece at most.
     pub queue_depth: Option<usize>,
+    /// Partitions of one circuit whose l, a and b MSMs read bases streamed
+    /// from host memory together (native backend, when the bases do not
+    /// fit the GPU; default 2): the bases cross PCIe once for all of them,
+    /// each partition waiting for the others' h. 1: each streams its own.
+    pub partitions_sharing_bases: Option<usize>,
     /// The most memory pinprove takes of each GPU ("24GiB"; default: what
     /// the GPU has free at start). Where the SRS bases and circuit matrices
     /// live, and how many proofs share the GPU, are planned within it:
@@ -393,6 +399,7 @@ impl Default for GpuConfig {
             devices: DeviceSelection::All,
             workers_per_device: None,
             queue_depth: None,
+            partitions_sharing_bases: None,
             memory_limit: None,
         }
     }
@@ -478,6 +485,7 @@ impl Config {
         for (what, n) in [
             ("gpu.workers_per_device", self.gpu.workers_per_device),
             ("gpu.queue_depth", self.gpu.queue_depth),
+            ("gpu.partitions_sharing_bases", self.gpu.partitions_sharing_bases),
             ("synthesis.workers", self.synthesis.workers),
             ("synthesis.max_concurrent", self.synthesis.max_concurrent),
         ] {

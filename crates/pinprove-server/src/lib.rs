@@ -149,6 +149,10 @@ impl Daemon {
                 .workers_per_device
                 .unwrap_or(NativeOptions::default().workers_per_device),
             queue_depth: config.gpu.queue_depth.unwrap_or(NativeOptions::default().queue_depth),
+            partitions_sharing_bases: config
+                .gpu
+                .partitions_sharing_bases
+                .unwrap_or(NativeOptions::default().partitions_sharing_bases),
             memory_limit: config.gpu.memory_limit.map(|l| l.0),
             ..NativeOptions::default()
         };

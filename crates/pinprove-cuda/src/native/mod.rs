@@ -140,6 +140,11 @@ pub struct NativePhases {
     pub batched_points: [usize; 5],
     /// Whether the bases were resident in device memory.
     pub resident_bases: bool,
+    /// How many partitions' l, a and b MSMs read the same streamed bases
+    /// (each window filled once for all of them); their times above are
+    /// each one's share of the group's. 1 (or 0, not recorded) when the
+    /// proof's MSMs were its own.
+    pub bases_shared_by: usize,
 }
 
 impl NativePhases {

@@ -209,14 +209,40 @@ pub(super) static MAX_LISTED: std::sync::atomic::AtomicUsize =
 /// recorded after the MSM's device work.
 pub(super) fn msm<C: Curve>(
     device: c_int,
-    mut bases: Bases<'_, C>,
+    bases: Bases<'_, C>,
     scalars: MsmScalars<'_>,
     mark: Option<&Event>,
 ) -> Result<Msm<C>, ProveError> {
+    let mut one = msm_group(device, bases, vec![scalars], &[mark])?;
+    Ok(one.pop().expect("one MSM per set of scalars"))
+}
+
+/// Queues one MSM per set of `scalars`, all over the same bases, and
+/// returns at once; `marks[i]` is recorded after all of them. Streamed
+/// bases pass through the windows once for every set: each window is
+/// filled once and read by the calls of every set in turn (the partitions
+/// of one circuit sharing the bases' trip over PCIe).
+pub(super) fn msm_group<C: Curve>(
+    device: c_int,
+    mut bases: Bases<'_, C>,
+    scalars: Vec<MsmScalars<'_>>,
+    marks: &[Option<&Event>],
+) -> Result<Vec<Msm<C>>, ProveError> {
+    if marks.len() != scalars.len() {
+        return Err(backend_error("a mark per set of scalars"));
+    }
+    let window = match &bases {
+        Bases::Resident(_) => None,
+        Bases::Streamed { windows, .. } => Some(windows.capacity),
+    };
     let n_bases = bases.len();
-    let max_batch = MAX_BATCH.load(std::sync::atomic::Ordering::Relaxed);
-    let mut pending = Msm::<C>::Pending(Vec::new());
-    let queue = |pending: &mut Msm<C>, handle: *const c_void, call: &MsmCall| -> Result<(), ProveError> {
+    let mut calls = Vec::with_capacity(scalars.len());
+    for s in &scalars {
+        calls.push(calls_of::<C>(n_bases, window, s)?);
+    }
+    // Dropped on an error (each waits for the calls queued so far).
+    let mut pending: Vec<Msm<C>> = scalars.iter().map(|_| Msm::Pending(Vec::new())).collect();
+    let mut queue = |set: usize, handle: *const c_void, call: &MsmCall| -> Result<(), ProveError> {
         let mut raw = std::ptr::null_mut();
         // SAFETY: the bases behind `handle` (resident, or a window just
         // filled) hold the call's bases; its host inputs are slices of the
@@ -226,10 +252,83 @@ pub(super) fn msm<C: Curve>(
         // so), its device scalars kept alive by the borrowed h job and
         // readable after `d_ready`.
         check(unsafe { C::begin(&mut raw, handle, call) }, C::MSM)?;
-        if let Msm::Pending(v) = pending {
+        if let Msm::Pending(v) = &mut pending[set] {
             v.push(raw);
         }
         Ok(())
+    };
+    match &mut bases {
+        Bases::Resident(r) => {
+            for (set, calls) in calls.iter().enumerate() {
+                for c in calls {
+                    queue(set, r.handle, &c.call)?;
+                }
+            }
+        }
+        Bases::Streamed { host, windows } => {
+            // Window by window, every set's calls reading it in turn.
+            let mut order: Vec<(usize, usize, usize)> = calls
+                .iter()
+                .enumerate()
+                .flat_map(|(set, cs)| cs.iter().enumerate().map(move |(i, c)| (c.bases.start, set, i)))
+                .collect();
+            order.sort_unstable();
+            let mut filled: Option<std::ops::Range<usize>> = None;
+            let (mut handle, mut read) = (std::ptr::null_mut(), std::ptr::null_mut());
+            for (_, set, i) in order {
+                let c = &calls[set][i];
+                if filled.as_ref() != Some(&c.bases) {
+                    (handle, read) = windows.fill(&host[c.bases.clone()])?;
+                    filled = Some(c.bases.clone());
+                }
+                let call = MsmCall { mark: read, ..c.call };
+                queue(set, handle, &call)?;
+            }
+        }
+    }
+    for m in marks.iter().flatten() {
+        // SAFETY: the event is live (borrowed) and belongs to this device.
+        check(
+            unsafe { pinprove_lane_mark(device, m.as_raw()) },
+            "marking the device's queue",
+        )?;
+    }
+    Ok(pending)
+}
+
+/// One call of an MSM: the bases it reads (of the host's, when they are
+/// streamed; every base when resident) and its inputs. Its `mark` is set
+/// when it is queued.
+struct Call {
+    bases: std::ops::Range<usize>,
+    call: MsmCall,
+}
+
+/// The calls of one MSM over `n_bases` bases, resident (`window` `None`)
+/// or streamed through windows of `window` bases; the pointers in them
+/// borrow from `scalars`.
+fn calls_of<C: Curve>(
+    n_bases: usize,
+    window: Option<usize>,
+    scalars: &MsmScalars<'_>,
+) -> Result<Vec<Call>, ProveError> {
+    let max_batch = MAX_BATCH.load(std::sync::atomic::Ordering::Relaxed);
+    let plain = MsmCall {
+        scalars: std::ptr::null(),
+        d_scalars: std::ptr::null(),
+        d_ready: std::ptr::null_mut(),
+        ones: std::ptr::null(),
+        idx: std::ptr::null(),
+        n: 0,
+        small_idx: std::ptr::null(),
+        small_values: std::ptr::null(),
+        n_small: 0,
+        small_bits: 0,
+        mont: true,
+        mark: std::ptr::null_mut(),
+        max_batch,
+        base_offset: 0,
+        idx_base: 0,
     };
     match scalars {
         MsmScalars::Device(d) => {
@@ -242,40 +341,27 @@ pub(super) fn msm<C: Curve>(
                     C::MSM
                 )));
             }
-            let call = |n: usize, ptr: *const Scalar, base_offset: usize, mark: *mut c_void| MsmCall {
-                scalars: std::ptr::null(),
+            let device_call = |n: usize, ptr: *const Scalar, base_offset: usize| MsmCall {
                 d_scalars: ptr,
                 d_ready: d.ready,
-                ones: std::ptr::null(),
-                idx: std::ptr::null(),
                 n,
-                small_idx: std::ptr::null(),
-                small_values: std::ptr::null(),
-                n_small: 0,
-                small_bits: 0,
-                mont: true,
-                mark,
-                max_batch,
                 base_offset,
-                idx_base: 0,
+                ..plain
             };
-            match &mut bases {
-                Bases::Resident(r) => queue(
-                    &mut pending,
-                    r.handle,
-                    &call(d.len, d.ptr, d.first, std::ptr::null_mut()),
-                )?,
-                Bases::Streamed { host, windows } => {
-                    let width = windows.capacity;
-                    let part = &host[d.first..d.first + d.len];
-                    for w in crate::plan::windows(d.len, width) {
-                        let (handle, read) = windows.fill(&part[w.clone()])?;
+            Ok(match window {
+                None => vec![Call {
+                    bases: 0..n_bases,
+                    call: device_call(d.len, d.ptr, d.first),
+                }],
+                // Windows of the part's own bases, from its first on.
+                Some(width) => crate::plan::windows(d.len, width)
+                    .map(|w| Call {
+                        bases: d.first + w.start..d.first + w.end,
                         // A device address, never dereferenced here.
-                        let ptr = d.ptr.wrapping_add(w.start);
-                        queue(&mut pending, handle, &call(w.len(), ptr, 0, read))?;
-                    }
-                }
-            }
+                        call: device_call(w.len(), d.ptr.wrapping_add(w.start), 0),
+                    })
+                    .collect(),
+            })
         }
         MsmScalars::Query(q, aux) => {
             let list = q.list(aux);
@@ -307,64 +393,38 @@ pub(super) fn msm<C: Curve>(
                 small_idx: small.map(|s| s.0),
                 ones: ones.is_some(),
             };
-            let window = match &bases {
-                Bases::Resident(_) => None,
-                Bases::Streamed { windows, .. } => Some(windows.capacity),
-            };
             let max_listed = MAX_LISTED.load(std::sync::atomic::Ordering::Relaxed);
-            let cuts = calls(&shape, window, max_listed);
-            let mut filled: Option<std::ops::Range<usize>> = None;
-            let mut handle: *const c_void = std::ptr::null();
-            let mut read: *mut c_void = std::ptr::null_mut();
-            for cut in cuts {
-                match &mut bases {
-                    Bases::Resident(r) => handle = r.handle,
-                    Bases::Streamed { host, windows } => {
-                        if filled.as_ref() != Some(&cut.bases) {
-                            (handle, read) = windows.fill(&host[cut.bases.clone()])?;
-                            filled = Some(cut.bases.clone());
-                        }
-                    }
-                }
-                let streamed = window.is_some();
-                let slice_ptr = |v: &[u32], r: &std::ops::Range<usize>| v[r.clone()].as_ptr();
-                let call = MsmCall {
-                    scalars: list[cut.listed.clone()].as_ptr(),
-                    d_scalars: std::ptr::null(),
-                    d_ready: std::ptr::null_mut(),
-                    ones: match (&cut.ones, ones) {
-                        (Some(words), Some(o)) => o[words.start..].as_ptr(),
-                        _ => std::ptr::null(),
-                    },
-                    idx: idx.map_or(std::ptr::null(), |i| slice_ptr(i, &cut.listed)),
-                    n: cut.listed.len(),
-                    small_idx: small.map_or(std::ptr::null(), |s| slice_ptr(s.0, &cut.small)),
-                    small_values: small.map_or(std::ptr::null(), |s| s.1[cut.small.clone()].as_ptr()),
-                    n_small: cut.small.len(),
-                    small_bits: if cut.small.is_empty() { 0 } else { q.small_bits },
-                    mont: true,
-                    mark: if streamed { read } else { std::ptr::null_mut() },
-                    max_batch,
-                    // A dense list (no indices: no ones or small values
-                    // either) pairs with the bases in order, from its run's
-                    // first on.
-                    base_offset: if idx.is_none() {
-                        cut.listed.start - cut.bases.start
-                    } else {
-                        0
-                    },
-                    idx_base: if streamed { cut.bases.start } else { 0 },
-                };
-                queue(&mut pending, handle, &call)?;
-            }
+            let streamed = window.is_some();
+            let slice_ptr = |v: &[u32], r: &std::ops::Range<usize>| v[r.clone()].as_ptr();
+            Ok(calls(&shape, window, max_listed)
+                .into_iter()
+                .map(|cut| {
+                    let call = MsmCall {
+                        scalars: list[cut.listed.clone()].as_ptr(),
+                        ones: match (&cut.ones, ones) {
+                            (Some(words), Some(o)) => o[words.start..].as_ptr(),
+                            _ => std::ptr::null(),
+                        },
+                        idx: idx.map_or(std::ptr::null(), |i| slice_ptr(i, &cut.listed)),
+                        n: cut.listed.len(),
+                        small_idx: small.map_or(std::ptr::null(), |s| slice_ptr(s.0, &cut.small)),
+                        small_values: small.map_or(std::ptr::null(), |s| s.1[cut.small.clone()].as_ptr()),
+                        n_small: cut.small.len(),
+                        small_bits: if cut.small.is_empty() { 0 } else { q.small_bits },
+                        // A dense list (no indices: no ones or small values
+                        // either) pairs with the bases in order, from its
+                        // run's first on.
+                        base_offset: if idx.is_none() {
+                            cut.listed.start - cut.bases.start
+                        } else {
+                            0
+                        },
+                        idx_base: if streamed { cut.bases.start } else { 0 },
+                        ..plain
+                    };
+                    Call { bases: cut.bases, call }
+                })
+                .collect())
         }
     }
-    if let Some(m) = mark {
-        // SAFETY: the event is live (borrowed) and belongs to this device.
-        check(
-            unsafe { pinprove_lane_mark(device, m.as_raw()) },
-            "marking the device's queue",
-        )?;
-    }
-    Ok(pending)
 }

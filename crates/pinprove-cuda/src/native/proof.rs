@@ -61,6 +61,9 @@ pub(super) struct DeviceProof {
     pub(super) events: ProofEvents,
     /// Recorded once the device computed a/b/c (pre-compiled circuits).
     pub(super) evaluated: Option<PooledEvent>,
+    /// Recorded before the l, a and b MSMs when the proof shares them with
+    /// other partitions (see [`NativePhases::bases_shared_by`]).
+    pub(super) tail_start: Option<Arc<PooledEvent>>,
     /// The MSM times come from `events` once the work is done.
     pub(super) phases: NativePhases,
     /// Held until the proof is summed (or dropped): waits for the device.
@@ -76,9 +79,16 @@ impl DeviceProof {
         if let Some(e) = &self.evaluated {
             self.phases.evaluation = e.elapsed_since(h0)?;
         }
-        let mut prev = h1;
-        for (slot, e) in self.phases.msm.iter_mut().zip(&self.events.msms) {
-            slot.0 = e.elapsed_since(prev)?;
+        let mut prev: &crate::runtime::Event = h1;
+        let shared = self.phases.bases_shared_by.max(1) as u32;
+        for (k, (slot, e)) in self.phases.msm.iter_mut().zip(&self.events.msms).enumerate() {
+            match (k, &self.tail_start) {
+                (0, _) => slot.0 = e.elapsed_since(prev)?,
+                // After the h MSM, the group's other MSMs come after every
+                // partition's h: times from the group's start, shared.
+                (1, Some(start)) => slot.0 = e.elapsed_since(start)? / shared,
+                _ => slot.0 = e.elapsed_since(prev)? / shared,
+            }
             prev = e;
         }
         Ok(())

@@ -607,6 +607,65 @@ fn pieces_with_urgent_ones_between(placement: SrsPlacement) {
     );
 }
 
+// Partitions of one circuit proved as one job over streamed bases share
+// each window of bases (filled once, read by every partition's calls): each
+// proof is still the CPU backend's for its own witness and randomness, as a
+// background job in pieces and as an urgent one.
+#[test]
+fn partitions_sharing_streamed_bases_each_get_their_own_proof() {
+    use pinprove_groth16::CpuBackend;
+    use pinprove_groth16::circuits::WitnessMix;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    if !have_gpu("partitions_sharing_streamed_bases_each_get_their_own_proof") {
+        return;
+    }
+    let pool = registered_pool();
+    let Fixture { c, srs, .. } = fixture(&pool, 1 << 12, WitnessMix::Random, 21);
+    let circuits: Vec<_> = (0..3).map(|i| c.clone().with_seed(100 + i)).collect();
+    let randomness: Vec<_> = (0..3u64).map(|i| (Scalar::from(3 + i), Scalar::from(11 + i))).collect();
+    let job = |backend: &dyn Backend, urgent: bool| {
+        let assignments = circuits
+            .iter()
+            .map(|c| synthesized(backend, &pool, c).unwrap())
+            .collect();
+        ProvingJob::new(Arc::clone(&srs), assignments, randomness.clone()).with_urgent(urgent)
+    };
+    let bytes = |proofs: Vec<pinprove_groth16::Proof>| -> Vec<Vec<u8>> {
+        proofs.iter().map(|p| p.to_bytes().to_vec()).collect()
+    };
+    let cpu = CpuBackend::new(Arc::clone(&pool));
+    let expected = bytes(cpu.prove(job(&cpu, false)).unwrap());
+    assert!(expected[0] != expected[1] && expected[1] != expected[2]);
+    let gpu = NativeBackend::with_config(
+        Arc::clone(&pool),
+        NativeConfig {
+            queue_depth: 1,
+            srs_placement: SrsPlacement::Host,
+            ..NativeConfig::default()
+        },
+    )
+    .unwrap();
+    gpu.prepare_srs(&srs).unwrap();
+    // Windows of 1024 bases (each query's pass through several), runs of
+    // 300 listed scalars (several calls per window and partition), h MSMs
+    // in parts of 700 bases (background proofs in many pieces).
+    super::backend::WINDOW_BASES.store(1024, Relaxed);
+    super::msm::MAX_LISTED.store(300, Relaxed);
+    super::backend::H_MSM_PART_BASES.store(700, Relaxed);
+    for urgent in [false, true] {
+        let got = bytes(gpu.prove(job(&gpu, urgent)).unwrap());
+        assert_eq!(got, expected, "urgent: {urgent}");
+    }
+    super::backend::WINDOW_BASES.store(0, Relaxed);
+    super::msm::MAX_LISTED.store(crate::plan::MAX_LISTED, Relaxed);
+    super::backend::H_MSM_PART_BASES.store(1 << 25, Relaxed);
+    let phases = gpu.last_phases().unwrap();
+    assert!(!phases.resident_bases);
+    assert_eq!(phases.bases_shared_by, 3, "{phases:?}");
+    assert!(phases.msm[1].0 > Duration::ZERO, "{phases:?}");
+}
+
 fn r_timeout() -> Result<Vec<u8>, ProveError> {
     Err(backend_error("the worker never met the fault"))
 }

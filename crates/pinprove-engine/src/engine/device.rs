@@ -33,71 +33,117 @@ impl Inner {
                 None if !self.shutting_down() => continue,
                 None => return,
             };
-            let (job, index) = (Arc::clone(&item.flight.job), item.flight.index);
-            if let Err(msg) = catch(|| self.start_one(d, lane, item)) {
-                self.panicked(
-                    &job,
-                    format!(
-                        "partition {index} on {}: the backend's first step panicked: {msg}",
-                        dev.name
-                    ),
-                );
+            let group = self.with_partners(d, item);
+            let who: Vec<_> = group
+                .iter()
+                .map(|s| (Arc::clone(&s.flight.job), s.flight.index))
+                .collect();
+            if let Err(msg) = catch(|| self.start_group(d, lane, group)) {
+                for (job, index) in who {
+                    self.panicked(
+                        &job,
+                        format!(
+                            "partition {index} on {}: the backend's first step panicked: {msg}",
+                            dev.name
+                        ),
+                    );
+                }
             }
             *dev.current_job.lock().recover() = None;
         }
     }
 
-    fn start_one(&self, d: usize, lane: &str, item: Synthesized) {
+    /// `item` and the background partitions of its circuit waiting for
+    /// device `d` that its backend takes in the same `start` (see
+    /// `Backend::partitions_per_start`), waiting briefly for them: in a
+    /// device-bound stream the next is on its way into the hand-off already.
+    fn with_partners(&self, d: usize, item: Synthesized) -> Vec<Synthesized> {
+        let dev = &self.devices[d];
+        let urgent = item.flight.job.priority.is_urgent();
+        let n = if urgent {
+            1
+        } else {
+            dev.backend.partitions_per_start(&item.flight.srs)
+        };
+        let srs = Arc::clone(&item.flight.srs);
+        let mut group = vec![item];
+        if n > 1 {
+            group.extend(dev.handoff.pop_matching(n - 1, PARTNER_PATIENCE, |s: &Synthesized| {
+                !s.flight.job.priority.is_urgent() && Arc::ptr_eq(&s.flight.srs, &srs)
+            }));
+        }
+        group
+    }
+
+    /// Runs the backend's first step for `items` (partitions of one SRS) as
+    /// one job.
+    fn start_group(&self, d: usize, lane: &str, items: Vec<Synthesized>) {
         let dev = &self.devices[d];
         if dev.lost().is_some() {
-            self.reroute(d, item);
+            for item in items {
+                self.reroute(d, item);
+            }
             return;
         }
-        let Synthesized { mut flight, assignment } = item;
-        let job = Arc::clone(&flight.job);
-        flight.wait = tracing::Span::none();
-        flight.timings.handoff_wait = flight.ready_at.elapsed();
-        self.metrics.observe(Phase::HandoffWait, flight.timings.handoff_wait);
-        if job.stopped() {
-            return;
+        let mut flights = Vec::with_capacity(items.len());
+        let mut assignments = Vec::with_capacity(items.len());
+        for Synthesized { mut flight, assignment } in items {
+            flight.wait = tracing::Span::none();
+            flight.timings.handoff_wait = flight.ready_at.elapsed();
+            self.metrics.observe(Phase::HandoffWait, flight.timings.handoff_wait);
+            if flight.job.stopped() {
+                continue;
+            }
+            // Its device work is queued now: the GPU's queue need not drain
+            // for it any longer.
+            flight.critical.take();
+            flight.ticket.enter(Phase::Start);
+            flights.push(flight);
+            assignments.push(assignment);
         }
-        // Its device work is queued now: the GPU's queue need not drain for
-        // it any longer.
-        flight.critical.take();
-        flight.ticket.enter(Phase::Start);
-        *dev.current_job.lock().recover() = Some(job.id);
+        let Some(first) = flights.first() else { return };
+        let urgent = first.job.priority.is_urgent();
+        *dev.current_job.lock().recover() = Some(first.job.id);
+        let job = ProvingJob::new(
+            Arc::clone(&first.srs),
+            assignments,
+            flights.iter().map(|f| f.randomness).collect(),
+        )
+        .with_urgent(urgent);
+        let span = tracing::info_span!(parent: &first.span, Phase::Start.name(), device = %dev.name, partitions = flights.len());
         let t = Instant::now();
-        let started =
-            tracing::info_span!(parent: &flight.span, Phase::Start.name(), device = %dev.name).in_scope(|| {
-                dev.backend.start(
-                    ProvingJob::new(Arc::clone(&flight.srs), vec![assignment], vec![flight.randomness])
-                        .with_urgent(job.priority.is_urgent()),
-                )
-            });
+        let started = span.in_scope(|| dev.backend.start(job));
         let took = t.elapsed();
         dev.busy_nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
-        flight.timings.start = took;
-        self.metrics.observe(Phase::Start, took);
-        self.timeline.record(lane, Phase::Start, t, flight.label());
+        for flight in &mut flights {
+            flight.timings.start = took;
+            self.metrics.observe(Phase::Start, took);
+            self.timeline
+                .record_between(lane, Phase::Start, t, t + took, flight.label());
+        }
         match started {
             Ok(started) => {
-                flight.ready_at = Instant::now();
-                flight.wait = tracing::info_span!(parent: &flight.span, Phase::FinishWait.name());
-                flight.ticket.enter(Phase::FinishWait);
+                for flight in &mut flights {
+                    flight.ready_at = Instant::now();
+                    flight.wait = tracing::info_span!(parent: &flight.span, Phase::FinishWait.name());
+                    flight.ticket.enter(Phase::FinishWait);
+                }
                 // The finalizers outlive the workers: a send fails only when
-                // the engine is gone, and then the partition is dropped.
-                let _ = self.finalize_queue(d, job.priority.is_urgent()).0.send(Started {
-                    flight,
+                // the engine is gone, and then the partitions are dropped.
+                let _ = self.finalize_queue(d, urgent).0.send(Started {
+                    flights,
                     started,
                     device: d,
                 });
             }
             Err(e) => {
                 self.note_device_error(d, &e);
-                self.fail(
-                    &job,
-                    format!("partition {} on {}: {}", flight.index, dev.name, ErrorChain(&e)),
-                );
+                for flight in flights {
+                    self.fail(
+                        &flight.job,
+                        format!("partition {} on {}: {}", flight.index, dev.name, ErrorChain(&e)),
+                    );
+                }
             }
         }
     }
@@ -169,60 +215,89 @@ impl Inner {
                 Err(RecvTimeoutError::Timeout) if !self.shutting_down() => continue,
                 Err(_) => return,
             };
-            let (job, index, device) = (Arc::clone(&item.flight.job), item.flight.index, item.device);
-            if let Err(msg) = catch(|| self.finish_one(lane, item)) {
+            let device = item.device;
+            let who: Vec<_> = item.flights.iter().map(|f| (Arc::clone(&f.job), f.index)).collect();
+            if let Err(msg) = catch(|| self.finish_group(lane, item)) {
                 let name = &self.devices[device].name;
-                self.panicked(
-                    &job,
-                    format!("partition {index} on {name}: the backend's second step panicked: {msg}"),
-                );
+                for (job, index) in who {
+                    self.panicked(
+                        &job,
+                        format!("partition {index} on {name}: the backend's second step panicked: {msg}"),
+                    );
+                }
             }
         }
     }
 
-    fn finish_one(&self, lane: &str, item: Started) {
+    fn finish_group(&self, lane: &str, item: Started) {
         let Started {
-            mut flight,
+            mut flights,
             started,
             device,
         } = item;
-        let job = Arc::clone(&flight.job);
         let dev = &self.devices[device];
-        flight.wait = tracing::Span::none();
-        flight.timings.finish_wait = flight.ready_at.elapsed();
-        if job.stopped() {
+        for flight in &mut flights {
+            flight.wait = tracing::Span::none();
+            flight.timings.finish_wait = flight.ready_at.elapsed();
+        }
+        if flights.iter().all(|f| f.job.stopped()) {
             return;
         }
-        flight.ticket.enter(Phase::Finish);
+        for flight in &mut flights {
+            flight.ticket.enter(Phase::Finish);
+        }
         let t = Instant::now();
-        let proofs = tracing::info_span!(parent: &flight.span, Phase::Finish.name()).in_scope(|| started.finish());
-        flight.timings.finish = t.elapsed();
-        self.metrics.observe(Phase::Finish, flight.timings.finish);
-        self.timeline.record(lane, Phase::Finish, t, flight.label());
-        self.srs.release(&job.circuit_id);
-        match proofs.map(|mut p| p.pop()) {
-            Ok(Some(proof)) => {
-                // Kept for a later process's first proof of the circuit.
-                let learned = dev.backend.hint(&flight.srs).is_some_and(|hint| {
-                    self.hints
-                        .record_backend_hint(&job.circuit_id, dev.backend.name(), hint)
-                });
-                self.rewarm_after_proof(&job.circuit_id, learned);
-                self.metrics.proofs_completed.fetch_add(1, Ordering::Relaxed);
-                self.metrics.observe(Phase::Total, flight.timings.total());
-                self.complete(&job, flight, proof, device);
+        let proofs = tracing::info_span!(parent: &flights[0].span, Phase::Finish.name(), partitions = flights.len())
+            .in_scope(|| started.finish());
+        let took = t.elapsed();
+        for flight in &mut flights {
+            flight.timings.finish = took;
+            self.metrics.observe(Phase::Finish, took);
+            self.timeline
+                .record_between(lane, Phase::Finish, t, t + took, flight.label());
+            self.srs.release(&flight.job.circuit_id);
+        }
+        let partitions = flights.len();
+        let proofs = match proofs {
+            Ok(p) if p.len() == partitions => p,
+            Ok(p) => {
+                for flight in flights {
+                    self.fail(
+                        &flight.job,
+                        format!(
+                            "partition {}: the backend returned {} proofs for {partitions} partitions",
+                            flight.index,
+                            p.len(),
+                        ),
+                    );
+                }
+                return;
             }
-            Ok(None) => self.fail(
-                &job,
-                format!("partition {}: the backend returned no proof", flight.index),
-            ),
             Err(e) => {
                 self.note_device_error(device, &e);
-                self.fail(
-                    &job,
-                    format!("partition {} on {}: {}", flight.index, dev.name, ErrorChain(&e)),
-                );
+                for flight in flights {
+                    self.fail(
+                        &flight.job,
+                        format!("partition {} on {}: {}", flight.index, dev.name, ErrorChain(&e)),
+                    );
+                }
+                return;
             }
+        };
+        for (flight, proof) in flights.into_iter().zip(proofs) {
+            let job = Arc::clone(&flight.job);
+            if job.stopped() {
+                continue;
+            }
+            // Kept for a later process's first proof of the circuit.
+            let learned = dev.backend.hint(&flight.srs).is_some_and(|hint| {
+                self.hints
+                    .record_backend_hint(&job.circuit_id, dev.backend.name(), hint)
+            });
+            self.rewarm_after_proof(&job.circuit_id, learned);
+            self.metrics.proofs_completed.fetch_add(1, Ordering::Relaxed);
+            self.metrics.observe(Phase::Total, flight.timings.total());
+            self.complete(&job, flight, proof, device);
         }
     }
 
@@ -308,6 +383,12 @@ impl Inner {
         }
     }
 }
+
+/// How long a device worker waits for the partners of a partition it took
+/// (see `Inner::with_partners`): long enough for a synthesized partition
+/// that waited for room in the hand-off to arrive, short beside any
+/// partition's device work.
+const PARTNER_PATIENCE: Duration = Duration::from_millis(20);
 
 /// The GPU that should pin host memory from now on, when it should change:
 /// the first of the `live` GPUs (those of devices not lost) unless the one

@@ -6,7 +6,7 @@
 
 use std::collections::BinaryHeap;
 use std::sync::{Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pinprove_mem::sync::Recover;
 
@@ -121,5 +121,83 @@ impl<T: Prioritized> Handoff<T> {
         let e = q.entries.pop()?;
         self.room.notify_one();
         Some(e.item)
+    }
+
+    /// Up to `n` entries that `matches` accepts, most urgent (then oldest)
+    /// first, waiting up to `patience` for them to arrive: the partners of
+    /// the entry just popped, started together with it.
+    pub(super) fn pop_matching(&self, n: usize, patience: Duration, matches: impl Fn(&T) -> bool) -> Vec<T> {
+        let deadline = Instant::now() + patience;
+        let mut out = Vec::new();
+        let mut q = self.queue.lock().recover();
+        while out.len() < n {
+            let mut entries = std::mem::take(&mut q.entries).into_vec();
+            let best = (0..entries.len())
+                .filter(|&i| matches(&entries[i].item))
+                .max_by(|&i, &j| entries[i].cmp(&entries[j]));
+            let taken = best.map(|i| entries.swap_remove(i).item);
+            q.entries = BinaryHeap::from(entries);
+            if let Some(item) = taken {
+                out.push(item);
+                self.room.notify_one();
+                continue;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            q = self.ready.wait_timeout(q, left).recover().0;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Item(Priority, &'static str);
+    impl Prioritized for Item {
+        fn priority(&self) -> Priority {
+            self.0
+        }
+    }
+
+    fn names(v: &[Item]) -> Vec<&'static str> {
+        v.iter().map(|i| i.1).collect()
+    }
+
+    #[test]
+    fn partners_are_taken_by_priority_then_age_and_the_others_stay() {
+        let h = Handoff::new(8);
+        for (p, name) in [
+            (Priority::Normal, "a1"),
+            (Priority::Normal, "b1"),
+            (Priority::Critical, "w"),
+            (Priority::Normal, "a2"),
+            (Priority::High, "a3"),
+        ] {
+            assert!(h.push(Item(p, name), Duration::ZERO).is_none());
+        }
+        let got = h.pop_matching(2, Duration::ZERO, |i| i.1.starts_with('a'));
+        assert_eq!(names(&got), ["a3", "a1"]);
+        let rest: Vec<Item> = std::iter::from_fn(|| h.pop(Duration::ZERO, false)).collect();
+        assert_eq!(names(&rest), ["w", "b1", "a2"]);
+    }
+
+    #[test]
+    fn a_partner_is_waited_for_until_the_patience_runs_out() {
+        let h = Handoff::new(1);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(20));
+                assert!(h.push(Item(Priority::Normal, "late"), Duration::from_secs(5)).is_none());
+            });
+            let got = h.pop_matching(1, Duration::from_secs(5), |_| true);
+            assert_eq!(names(&got), ["late"]);
+        });
+        let t = Instant::now();
+        assert!(h.pop_matching(1, Duration::from_millis(30), |_| true).is_empty());
+        assert!(t.elapsed() >= Duration::from_millis(30));
     }
 }

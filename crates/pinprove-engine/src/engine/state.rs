@@ -348,9 +348,10 @@ impl Prioritized for Synthesized {
     }
 }
 
-/// A partition whose first step ran, waiting for its second.
+/// Partitions whose first step ran together, waiting for their second.
 pub(super) struct Started {
-    pub(super) flight: InFlight,
+    /// In the order of the backend's job (and of its proofs).
+    pub(super) flights: Vec<InFlight>,
     pub(super) started: Box<dyn StartedProof>,
     pub(super) device: usize,
 }

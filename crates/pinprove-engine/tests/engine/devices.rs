@@ -671,3 +671,108 @@ fn gpu_readings_reach_status_and_the_timeline_for_devices_with_a_gpu() {
     thread::sleep(Duration::from_millis(300));
     assert_eq!(quiet.status().devices[0].gpu, None);
 }
+
+/// The CPU backend taking up to two background partitions of a circuit
+/// per `start` (as a GPU streaming its bases does); each start is slowed
+/// so that partitions pile up behind it. Records each start's partitions
+/// and urgency.
+struct TakesTwo {
+    cpu: CpuBackend,
+    start: Duration,
+    starts: Mutex<Vec<(usize, bool)>>,
+}
+
+impl Backend for TakesTwo {
+    fn name(&self) -> &'static str {
+        "takes-two"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            workers_per_device: 1,
+            ..self.cpu.capabilities()
+        }
+    }
+    fn partitions_per_start(&self, _: &Srs) -> usize {
+        2
+    }
+    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+        self.starts.lock().unwrap().push((job.assignments.len(), job.urgent));
+        thread::sleep(self.start);
+        self.cpu.start(job)
+    }
+}
+
+#[test]
+fn background_partitions_started_together_each_get_their_own_verifying_proof() {
+    let dir = temp_dir("takes-two");
+    let (pool, acct) = pool_with(2 << 30);
+    let shape = BenchCircuit::new(600, WitnessMix::Bits).unwrap();
+    let (path, vk) = real_params(&shape, &dir);
+    let backend = Arc::new(TakesTwo {
+        cpu: CpuBackend::new(Arc::clone(&pool)),
+        start: Duration::from_millis(150),
+        starts: Mutex::new(Vec::new()),
+    });
+    let engine = Engine::new(
+        EngineConfig {
+            synthesis_workers: 3,
+            ..EngineConfig::default()
+        },
+        vec![Device {
+            name: "dev".into(),
+            backend: Arc::clone(&backend) as Arc<dyn Backend>,
+        }],
+        Arc::clone(&pool),
+    )
+    .unwrap();
+    engine.register_srs(&shape.id(), &path);
+    let seed = |j: u64, p: u64| 100 * j + p;
+    let submit = |j: u64, priority: Priority, partitions: u64| {
+        let parts = (0..partitions)
+            .map(|p| {
+                let c = shape.clone().with_seed(seed(j, p));
+                let inputs = c.public_inputs();
+                circuit_partition_with_inputs(c, inputs)
+            })
+            .collect();
+        engine.submit(spec(&shape.id(), priority, parts)).unwrap()
+    };
+    let jobs = [
+        (submit(0, Priority::Normal, 5), 5),
+        (submit(1, Priority::Normal, 4), 4),
+        (submit(2, Priority::Critical, 1), 1),
+    ];
+    let pvk = bellperson::groth16::prepare_verifying_key(&vk);
+    for (j, (id, n)) in jobs.into_iter().enumerate() {
+        let JobOutcome::Completed(results) = engine.wait(id, Some(Duration::from_secs(120))).unwrap() else {
+            panic!("job {j} did not complete");
+        };
+        assert_eq!(results.len(), n);
+        for (p, r) in results.iter().enumerate() {
+            assert_eq!(r.index, p);
+            let inputs = shape.clone().with_seed(seed(j as u64, p as u64)).public_inputs();
+            let proof = bellperson::groth16::Proof::<Bls12>::read(&r.proof.to_bytes()[..]).unwrap();
+            assert!(
+                bellperson::groth16::verify_proof(&pvk, &proof, &inputs).unwrap(),
+                "job {j} partition {p}"
+            );
+        }
+    }
+    let starts = backend.starts.lock().unwrap().clone();
+    assert_eq!(starts.iter().map(|s| s.0).sum::<usize>(), 10, "{starts:?}");
+    assert!(
+        starts.iter().all(|&(n, urgent)| n <= 2 && (!urgent || n == 1)),
+        "{starts:?}"
+    );
+    assert!(
+        starts.iter().any(|&(n, _)| n == 2),
+        "background partitions waiting together were started together: {starts:?}"
+    );
+    assert!(engine.wait_quiet(Duration::from_secs(10)));
+    let text = engine.metrics_text();
+    assert!(text.contains("pinprove_proofs_completed_total 10"), "{text}");
+    assert!(engine.evict_srs(&shape.id()).is_some());
+    assert_idle(&engine, &pool, &acct, "after partitions started together");
+    drop(engine);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -6,7 +6,7 @@ mod start;
 mod warm;
 
 #[cfg(test)]
-pub(super) use start::H_MSM_PART_BASES;
+pub(super) use start::{H_MSM_PART_BASES, WINDOW_BASES};
 use warm::{KeptPreparation, prep_warm_name};
 
 use std::collections::HashMap;
@@ -366,6 +366,15 @@ impl Backend for NativeBackend {
         }
         // Device memory is not host memory: nothing for the host budget.
         Ok(0)
+    }
+
+    fn partitions_per_start(&self, srs: &Srs) -> usize {
+        // Resident bases cross PCIe once already.
+        if self.is_resident(srs) {
+            1
+        } else {
+            self.config.partitions_sharing_bases.max(1)
+        }
     }
 
     fn evict_srs(&self, srs: &Srs) {
