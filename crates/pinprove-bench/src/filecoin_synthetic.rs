@@ -248,6 +248,11 @@ pub struct Proving {
     winning_alone_s: Option<f64>,
     /// The stream's last partition on the GPU.
     stream_device: Option<DevicePhases>,
+    /// The memory budget when it was fullest in the stream, by holder.
+    stream_budget: crate::budget_watch::BudgetSample,
+    /// The most partitions at the device at once in the stream (waiting
+    /// for it, or in either step).
+    stream_most_at_device: usize,
     /// How the circuit's partitions were synthesized: mode at the end, and
     /// partitions each way over the whole run.
     synthesis_mode: String,
@@ -761,6 +766,7 @@ pub fn measure(
 
     // A stream of proofs submitted at once (and a WinningPoSt into it).
     let _ = sys::reset_peak_rss();
+    let watch = crate::budget_watch::BudgetWatch::start(Arc::clone(&engine), Duration::from_millis(250));
     let started = Instant::now();
     let subs = (0..args.stream)
         .map(|_| prover.submit(&req))
@@ -781,6 +787,7 @@ pub fn measure(
         None => all()?,
     };
     let wall = started.elapsed();
+    let (stream_budget, stream_most_at_device) = watch.stop();
     let peak = sys::peak_rss_bytes();
     let pool_after = stack.pool.stats();
     let jobs: Vec<_> = subs.iter().map(|s| s.job).collect();
@@ -830,6 +837,8 @@ pub fn measure(
         winning_during_all_s: winning_s,
         winning_alone_s,
         stream_device,
+        stream_budget,
+        stream_most_at_device,
         synthesis_mode: synthesis.as_ref().map_or("classic".into(), |c| format!("{:?}", c.mode)),
         precompiled_partitions: synthesis.as_ref().map_or(0, |c| c.precompiled_partitions),
         classic_partitions: synthesis.as_ref().map_or(0, |c| c.classic_partitions),
@@ -969,6 +978,13 @@ pub fn print(r: &SyntheticReport) {
                 .map(|s| format!("{s:.2}"))
                 .collect::<Vec<_>>()
                 .join(", ")
+        );
+    }
+    if r.stream > 0 {
+        println!(
+            "  in the stream: {}; at most {} partitions at the device at once",
+            r.stream_budget.describe(),
+            r.stream_most_at_device
         );
     }
     println!(

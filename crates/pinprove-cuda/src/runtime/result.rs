@@ -24,6 +24,16 @@ pub struct CudaError {
 }
 
 impl CudaError {
+    /// A call that reported success yet returned a null pointer.
+    fn null_pointer(call: &'static str) -> CudaError {
+        CudaError {
+            code: SUCCESS,
+            name: "cudaSuccess".into(),
+            message: "a null pointer".into(),
+            call,
+        }
+    }
+
     /// The error of finding no device, as the runtime would name it.
     pub(super) fn no_device(call: &'static str) -> CudaError {
         CudaError {
@@ -171,12 +181,7 @@ pub(super) fn host_alloc(len: usize) -> Result<NonNull<c_void>, CudaError> {
         unsafe { sys::cudaHostAlloc(&mut p, len, sys::HOST_ALLOC_PORTABLE) },
         "cudaHostAlloc",
     )?;
-    NonNull::new(p).ok_or_else(|| CudaError {
-        code: SUCCESS,
-        name: "cudaSuccess".into(),
-        message: "a null pointer".into(),
-        call: "cudaHostAlloc",
-    })
+    NonNull::new(p).ok_or_else(|| CudaError::null_pointer("cudaHostAlloc"))
 }
 
 /// # Safety
@@ -211,12 +216,7 @@ pub(super) fn malloc(len: usize) -> Result<NonNull<c_void>, CudaError> {
     let mut p: *mut c_void = ptr::null_mut();
     // SAFETY: writes one pointer.
     check(unsafe { sys::cudaMalloc(&mut p, len.max(1)) }, "cudaMalloc")?;
-    NonNull::new(p).ok_or_else(|| CudaError {
-        code: SUCCESS,
-        name: "cudaSuccess".into(),
-        message: "a null pointer".into(),
-        call: "cudaMalloc",
-    })
+    NonNull::new(p).ok_or_else(|| CudaError::null_pointer("cudaMalloc"))
 }
 
 /// # Safety

@@ -192,24 +192,10 @@ impl PinnedPool {
         let served = |s: &State| s.earmarked.iter().map(|e| e.serves as u64).sum::<u64>();
         let before = served(&s);
         let now = std::time::Instant::now();
-        let mut taken_back = Vec::new();
-        let State { wanting, earmarked, .. } = &mut *s;
-        for w in wanting.iter_mut().filter(|w| !w.queued.is_head()) {
-            let mut i = 0;
-            while i < earmarked.len() {
-                let e = &earmarked[i];
-                if e.earmark != w.earmark || !w.queued.raise_unless_granted(e.serves as u64) {
-                    i += 1;
-                    continue;
-                }
-                let e = earmarked.swap_remove(i);
-                w.sizes.push(e.serves);
-                taken_back.push((e.serves as u64, e.block));
-            }
-        }
-        let raised: u64 = taken_back.iter().map(|(serves, _)| serves).sum();
-        for (_, block) in taken_back {
-            s.put_idle(block, now);
+        let taken_back = s.take_back(|w, _| !w.queued.is_head());
+        let raised: u64 = taken_back.iter().map(|e| e.serves as u64).sum();
+        for e in taken_back {
+            s.put_idle(e.block, now);
         }
         self.offer_locked(&mut s);
         let lowered = (served(&s) + raised).saturating_sub(before);
@@ -227,25 +213,7 @@ impl PinnedPool {
     /// about once in 200 runs on a loaded machine).
     pub(super) fn release_oversized(&self) -> u64 {
         let mut s = self.lock();
-        let mut released = Vec::new();
-        let State { wanting, earmarked, .. } = &mut *s;
-        let mut i = 0;
-        while i < earmarked.len() {
-            let e = &earmarked[i];
-            let raised = e.block.mem.len() > e.serves
-                && wanting.iter_mut().find(|w| w.earmark == e.earmark).is_some_and(|w| {
-                    let raised = w.queued.raise_unless_granted(e.serves as u64);
-                    if raised {
-                        w.sizes.push(e.serves);
-                    }
-                    raised
-                });
-            if !raised {
-                i += 1;
-                continue;
-            }
-            released.push(earmarked.swap_remove(i));
-        }
+        let released = s.take_back(|_, e| e.block.mem.len() > e.serves);
         let gained = released.iter().map(|e| (e.block.mem.len() - e.serves) as u64).sum();
         let victims: Vec<_> = released.into_iter().map(|e| s.drop_block(e.block)).collect();
         drop(s);
@@ -278,5 +246,34 @@ impl PinnedPool {
         }
         drop(s);
         self.free(victims);
+    }
+}
+
+impl State {
+    /// Takes back the buffers set aside for waiting admissions that `which`
+    /// picks (given the admission and the buffer), raising each one's
+    /// request by what its buffer served; an admission granted meanwhile
+    /// keeps its buffer. Returns the buffers taken, for the caller to keep
+    /// idle or free.
+    fn take_back(&mut self, which: impl Fn(&Wanting, &Earmarked) -> bool) -> Vec<Earmarked> {
+        let State { wanting, earmarked, .. } = self;
+        let mut taken = Vec::new();
+        let mut i = 0;
+        while i < earmarked.len() {
+            let e = &earmarked[i];
+            let back = wanting.iter_mut().find(|w| w.earmark == e.earmark).is_some_and(|w| {
+                let back = which(w, e) && w.queued.raise_unless_granted(e.serves as u64);
+                if back {
+                    w.sizes.push(e.serves);
+                }
+                back
+            });
+            if back {
+                taken.push(earmarked.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        taken
     }
 }
