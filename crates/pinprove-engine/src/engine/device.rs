@@ -284,11 +284,10 @@ impl Inner {
                 return;
             }
         };
+        // Every proof the backend returned counts, also one whose job was
+        // stopped meanwhile (`complete` then drops it).
         for (flight, proof) in flights.into_iter().zip(proofs) {
             let job = Arc::clone(&flight.job);
-            if job.stopped() {
-                continue;
-            }
             // Kept for a later process's first proof of the circuit.
             let learned = dev.backend.hint(&flight.srs).is_some_and(|hint| {
                 self.hints

@@ -219,17 +219,27 @@ impl PinnedPool {
     }
 
     /// Whether the pool holds (idle or in use) every buffer the warm set
-    /// `name` asks for, counting first what the other sets ask of the same
-    /// sizes; false for a set not known.
+    /// `name` asks for, counting first what the sets served before it ask
+    /// of the same sizes; false for a set not known. Held buffers serve the
+    /// kept sets (and the lanes') first, so such a set is held once the
+    /// kept sets' buffers of its sizes are, whatever the plain warm sets
+    /// lack. Counted against those too, a backend's preparation buffers of
+    /// the size of a synthesis buffer never counted as held beside a
+    /// circuit's warm set of many partitions that the budget could not fill,
+    /// and each partition was charged its preparation again at admission.
     pub fn holds_warm_set(&self, name: &str) -> bool {
         let s = self.lock();
         let Some(set) = s.warm.get(name) else {
             return false;
         };
-        let all = s.warm_counts();
+        let ahead = if set.hold >= Hold::Kept {
+            s.kept_counts()
+        } else {
+            s.warm_counts()
+        };
         set.sizes
             .keys()
-            .all(|size| s.held.get(size).copied().unwrap_or(0) >= all.get(size).copied().unwrap_or(0))
+            .all(|size| s.held.get(size).copied().unwrap_or(0) >= ahead.get(size).copied().unwrap_or(0))
     }
 
     /// Bytes the kept sets (those of [`keep_reserved`](Self::keep_reserved)

@@ -486,6 +486,23 @@ fn off_a_device_lane_a_smaller_request_leaves_buffers_a_lane_set_claims_whole() 
 }
 
 #[test]
+fn a_kept_set_is_held_once_its_buffers_are_whatever_a_warm_set_of_its_size_lacks() {
+    let (_budget, pool) = pool(36 * M);
+    // The lanes' set first, then a synthesis warm set asking for more of
+    // the same size than the budget has left.
+    let r = pool.keep_for_lanes("prep", &[8 * MIB, 8 * MIB]).unwrap();
+    assert_eq!(r.missing_bytes, 0, "{r:?}");
+    let r = pool.keep_warm("stream", &[8 * MIB; 4]).unwrap();
+    assert!(r.missing_bytes > 0, "{r:?}");
+    assert!(pool.holds_warm_set("prep"), "held buffers serve the kept sets first");
+    assert!(!pool.holds_warm_set("stream"), "the warm set lacks some");
+    // Once a kept buffer is gone, neither is held.
+    pool.stop_warm("stream");
+    pool.clear_idle();
+    assert!(!pool.holds_warm_set("prep"));
+}
+
+#[test]
 fn a_lane_set_is_made_whole_out_of_idle_warm_buffers_and_says_when_it_is() {
     let (budget, pool) = pool(36 * M);
     assert!(!pool.holds_warm_set("prep"), "not known");
