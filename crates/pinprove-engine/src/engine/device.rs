@@ -10,7 +10,7 @@ use pinprove_groth16::{Proof, ProveError, ProvingJob};
 use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
 
-use super::guard::{Counted, catch};
+use super::guard::catch;
 use super::state::{InFlight, Inner, JobCtl, Started, Synthesized};
 use crate::Phase;
 use crate::job::{JobOutcome, PartitionResult};
@@ -55,10 +55,8 @@ impl Inner {
 
     /// `item` and the background partitions of its circuit waiting for
     /// device `d` that its backend takes in the same `start` (see
-    /// `Backend::partitions_per_start`). While another worker is in its
-    /// first step (the device busy), it waits briefly for them: in a
+    /// `Backend::partitions_per_start`), waiting briefly for them: in a
     /// device-bound stream the next is on its way into the hand-off already.
-    /// On an idle device it takes only those waiting.
     fn with_partners(&self, d: usize, item: Synthesized) -> Vec<Synthesized> {
         let dev = &self.devices[d];
         let urgent = item.flight.job.priority.is_urgent();
@@ -70,12 +68,7 @@ impl Inner {
         let srs = Arc::clone(&item.flight.srs);
         let mut group = vec![item];
         if n > 1 {
-            let patience = if dev.starting.load(Ordering::Acquire) > 0 {
-                PARTNER_PATIENCE
-            } else {
-                Duration::ZERO
-            };
-            group.extend(dev.handoff.pop_matching(n - 1, patience, |s: &Synthesized| {
+            group.extend(dev.handoff.pop_matching(n - 1, PARTNER_PATIENCE, |s: &Synthesized| {
                 !s.flight.job.priority.is_urgent() && Arc::ptr_eq(&s.flight.srs, &srs)
             }));
         }
@@ -119,10 +112,7 @@ impl Inner {
         .with_urgent(urgent);
         let span = tracing::info_span!(parent: &first.span, Phase::Start.name(), device = %dev.name, partitions = flights.len());
         let t = Instant::now();
-        let started = {
-            let _starting = Counted::one_more(&dev.starting);
-            span.in_scope(|| dev.backend.start(job))
-        };
+        let started = span.in_scope(|| dev.backend.start(job));
         let took = t.elapsed();
         dev.busy_nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
         for flight in &mut flights {

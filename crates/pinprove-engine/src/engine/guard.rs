@@ -42,14 +42,6 @@ pub(super) fn supervise(name: &str, metrics: &Metrics, mut body: impl FnMut()) {
 /// Counts one down when dropped (a background task that ended, however).
 pub(super) struct Counted(pub(super) Arc<AtomicUsize>);
 
-impl Counted {
-    /// Counts one up now, and down when dropped.
-    pub(super) fn one_more(count: &Arc<AtomicUsize>) -> Counted {
-        count.fetch_add(1, Ordering::AcqRel);
-        Counted(Arc::clone(count))
-    }
-}
-
 impl Drop for Counted {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);

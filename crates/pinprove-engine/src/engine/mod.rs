@@ -200,7 +200,6 @@ impl Engine {
                     // holding more synthesized memory than that.
                     handoff: handoff::Handoff::new(workers),
                     busy_nanos: AtomicU64::new(0),
-                    starting: Arc::default(),
                     current_job: Mutex::new(None),
                     lost: LostDevice::default(),
                     finalize: unbounded(),

@@ -362,8 +362,6 @@ pub(super) struct DeviceSlot {
     pub(super) workers: usize,
     pub(super) handoff: Handoff<Synthesized>,
     pub(super) busy_nanos: AtomicU64,
-    /// Workers in the backend's first step now.
-    pub(super) starting: Arc<AtomicUsize>,
     pub(super) current_job: Mutex<Option<JobId>>,
     /// The error that lost the device, as the engine saw it.
     pub(super) lost: LostDevice,
