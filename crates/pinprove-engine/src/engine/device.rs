@@ -55,8 +55,9 @@ impl Inner {
 
     /// `item` and the background partitions of its circuit waiting for
     /// device `d` that its backend takes in the same `start` (see
-    /// `Backend::partitions_per_start`), waiting briefly for them: in a
-    /// device-bound stream the next is on its way into the hand-off already.
+    /// `Backend::partitions_per_start`). It waits briefly only for one a
+    /// synthesis worker is bringing in (waiting for the room this pop made);
+    /// with none on its way it takes those already waiting.
     fn with_partners(&self, d: usize, item: Synthesized) -> Vec<Synthesized> {
         let dev = &self.devices[d];
         let urgent = item.flight.job.priority.is_urgent();

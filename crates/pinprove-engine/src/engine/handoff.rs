@@ -46,6 +46,8 @@ impl<T> Ord for Queued<T> {
 struct Queue<T> {
     entries: BinaryHeap<Queued<T>>,
     next_seq: u64,
+    /// Senders waiting for room now: entries on their way.
+    arriving: usize,
 }
 
 pub(super) struct Handoff<T> {
@@ -64,6 +66,7 @@ impl<T: Prioritized> Handoff<T> {
             queue: Mutex::new(Queue {
                 entries: BinaryHeap::new(),
                 next_seq: 0,
+                arriving: 0,
             }),
             capacity: capacity.max(1),
             room: Condvar::new(),
@@ -78,7 +81,9 @@ impl<T: Prioritized> Handoff<T> {
         let priority = item.priority();
         let mut q = self.queue.lock().recover();
         if !priority.is_urgent() && q.entries.len() >= self.capacity {
+            q.arriving += 1;
             q = self.room.wait_timeout(q, patience).recover().0;
+            q.arriving -= 1;
             if q.entries.len() >= self.capacity {
                 return Some(item);
             }
@@ -124,8 +129,10 @@ impl<T: Prioritized> Handoff<T> {
     }
 
     /// Up to `n` entries that `matches` accepts, most urgent (then oldest)
-    /// first, waiting up to `patience` for them to arrive: the partners of
-    /// the entry just popped, started together with it.
+    /// first: the partners of the entry just popped, started together with
+    /// it. While a sender waits for room (an entry on its way in, let in by
+    /// the pop just made), it waits up to `patience` for it; else it takes
+    /// only what is here.
     pub(super) fn pop_matching(&self, n: usize, patience: Duration, matches: impl Fn(&T) -> bool) -> Vec<T> {
         let deadline = Instant::now() + patience;
         let mut out = Vec::new();
@@ -143,7 +150,7 @@ impl<T: Prioritized> Handoff<T> {
                 continue;
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if left.is_zero() || q.arriving == 0 {
                 break;
             }
             q = self.ready.wait_timeout(q, left).recover().0;
@@ -186,18 +193,23 @@ mod tests {
     }
 
     #[test]
-    fn a_partner_is_waited_for_until_the_patience_runs_out() {
+    fn a_partner_on_its_way_in_is_waited_for_and_none_is_waited_for_otherwise() {
         let h = Handoff::new(1);
+        assert!(h.push(Item(Priority::Normal, "first"), Duration::ZERO).is_none());
         std::thread::scope(|s| {
-            s.spawn(|| {
-                std::thread::sleep(Duration::from_millis(20));
-                assert!(h.push(Item(Priority::Normal, "late"), Duration::from_secs(5)).is_none());
-            });
+            // Waits for room: the pop below lets it in.
+            let sender = s.spawn(|| h.push(Item(Priority::Normal, "next"), Duration::from_secs(5)).is_none());
+            while h.queue.lock().unwrap().arriving == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(h.pop(Duration::ZERO, false).map(|i| i.1), Some("first"));
             let got = h.pop_matching(1, Duration::from_secs(5), |_| true);
-            assert_eq!(names(&got), ["late"]);
+            assert_eq!(names(&got), ["next"]);
+            assert!(sender.join().unwrap());
         });
+        // Nobody on the way: no wait.
         let t = Instant::now();
-        assert!(h.pop_matching(1, Duration::from_millis(30), |_| true).is_empty());
-        assert!(t.elapsed() >= Duration::from_millis(30));
+        assert!(h.pop_matching(1, Duration::from_secs(5), |_| true).is_empty());
+        assert!(t.elapsed() < Duration::from_secs(1));
     }
 }
