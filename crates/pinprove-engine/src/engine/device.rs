@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use pinprove_groth16::{Proof, ProveError, ProvingJob};
+use pinprove_groth16::{Proof, ProvingJob};
 use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
 
@@ -138,7 +138,7 @@ impl Inner {
                 });
             }
             Err(e) => {
-                self.note_device_error(d, &e);
+                self.devices.note_error(d, &e);
                 for flight in flights {
                     self.fail(
                         &flight.job,
@@ -149,39 +149,12 @@ impl Inner {
         }
     }
 
-    /// Notes a device lost by `err` (the engine stops routing work to it).
-    pub(super) fn note_device_error(&self, d: usize, err: &ProveError) {
-        let dev = &self.devices[d];
-        if dev.lost.record(err) {
-            tracing::error!(device = %dev.name, "device lost, no more work goes to it: {}", ErrorChain(err));
-            self.pin_with_a_live_gpu();
-        }
-    }
-
-    /// Makes a GPU of a device not lost the one that pins host memory (see
-    /// [`pinprove_cuda::pin_with_device`]) when the one pinning now is
-    /// lost or none of this engine's, so that the other devices keep
-    /// getting pinned buffers.
-    pub(super) fn pin_with_a_live_gpu(&self) {
-        use pinprove_cuda::{pin_with_device, pinning_device};
-        let live: Vec<usize> = self
-            .devices
-            .iter()
-            .filter(|d| d.lost().is_none())
-            .filter_map(|d| d.backend.gpu())
-            .collect();
-        if let Some(gpu) = pinning_gpu(pinning_device(), &live) {
-            tracing::info!(gpu, "host memory is pinned with GPU {gpu}");
-            pin_with_device(Some(gpu));
-        }
-    }
-
     /// Hands a synthesized partition that reached a lost device to another
     /// device, or fails its job when none is left.
     fn reroute(&self, from: usize, mut item: Synthesized) {
         let job = Arc::clone(&item.flight.job);
         let index = item.flight.index;
-        match self.pick_device(&item.flight.srs) {
+        match self.devices.pick(&item.flight.srs, |i| self.gauges.device_load(i)) {
             Ok(to) => {
                 let dev = &self.devices[to];
                 tracing::warn!(job = %job.id, partition = index, from = %self.devices[from].name, to = %dev.name,
@@ -275,7 +248,7 @@ impl Inner {
                 return;
             }
             Err(e) => {
-                self.note_device_error(device, &e);
+                self.devices.note_error(device, &e);
                 for flight in flights {
                     self.fail(
                         &flight.job,
@@ -389,31 +362,3 @@ impl Inner {
 /// that waited for room in the hand-off to arrive, short beside any
 /// partition's device work.
 const PARTNER_PATIENCE: Duration = Duration::from_millis(20);
-
-/// The GPU that should pin host memory from now on, when it should change:
-/// the first of the `live` GPUs (those of devices not lost) unless the one
-/// pinning `now` is one of them.
-fn pinning_gpu(now: Option<usize>, live: &[usize]) -> Option<usize> {
-    match now {
-        Some(o) if live.contains(&o) => None,
-        _ => live.first().copied(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::pinning_gpu;
-
-    #[test]
-    fn pinning_moves_only_off_a_gpu_that_is_lost_or_not_ours() {
-        assert_eq!(
-            pinning_gpu(None, &[1, 2]),
-            Some(1),
-            "the engine's first GPU, not device 0"
-        );
-        assert_eq!(pinning_gpu(Some(2), &[1, 2]), None, "a live GPU of ours stays");
-        assert_eq!(pinning_gpu(Some(0), &[1, 2]), Some(1), "GPU 0 lost: the next live one");
-        assert_eq!(pinning_gpu(Some(0), &[]), None, "no live GPU: nothing better");
-        assert_eq!(pinning_gpu(None, &[]), None, "the CPU backend");
-    }
-}

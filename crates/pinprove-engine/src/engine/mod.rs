@@ -20,6 +20,7 @@ mod outcome;
 mod precompiled;
 mod precompiler;
 mod scheduler;
+mod slots;
 mod snapshot;
 mod state;
 mod status;
@@ -33,10 +34,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::unbounded;
 use ff::Field;
 use pinprove_groth16::synthetic::CircuitShape;
-use pinprove_groth16::{AbcLayout, Backend, CapacityHints, LostDevice, Scalar, VerifyingKey};
+use pinprove_groth16::{AbcLayout, Backend, CapacityHints, Scalar, VerifyingKey};
 use pinprove_mem::ErrorChain;
 use pinprove_mem::PinnedPool;
 use pinprove_mem::sync::Recover;
@@ -45,7 +45,7 @@ use rand_core::OsRng;
 use self::guard::supervise;
 pub use self::outcome::JobFuture;
 pub use self::precompiler::{CircuitSynthesis, SynthesisMode};
-use self::state::{DeviceSlot, Gauges, Inner, JobCtl, Pending};
+use self::state::{Gauges, Inner, JobCtl, Pending};
 pub use self::status::{DeviceStatus, EngineStatus, GpuReading, PartitionStatus, QueueStatus};
 use crate::job::{JobId, JobOutcome, JobSpec, JobStatus};
 use crate::metrics::Metrics;
@@ -185,29 +185,7 @@ impl Engine {
             AbcLayout::Exact
         };
         let abc_on_device = devices.iter().all(|d| d.backend.capabilities().evaluates_recordings);
-        let slots: Vec<DeviceSlot> = devices
-            .into_iter()
-            .map(|d| {
-                let workers = config
-                    .workers_per_device
-                    .unwrap_or_else(|| d.backend.capabilities().workers_per_device)
-                    .clamp(1, MAX_THREADS);
-                DeviceSlot {
-                    name: d.name,
-                    backend: d.backend,
-                    workers,
-                    // One partition ready per worker keeps it fed without
-                    // holding more synthesized memory than that.
-                    handoff: handoff::Handoff::new(workers),
-                    busy_nanos: AtomicU64::new(0),
-                    current_job: Mutex::new(None),
-                    lost: LostDevice::default(),
-                    finalize: unbounded(),
-                    finalize_urgent: unbounded(),
-                    gpu_reading: Mutex::new(None),
-                }
-            })
-            .collect();
+        let slots = slots::DeviceSlots::new(devices, config.workers_per_device);
         let timeline = Arc::new(Timeline::new(config.timeline_capacity));
         let gpu_telemetry = config.gpu_telemetry.clone();
         let precompiled = precompiler::Precompiler::new(
@@ -248,7 +226,7 @@ impl Engine {
             shutdown: AtomicBool::new(false),
             started_at: Instant::now(),
         });
-        inner.pin_with_a_live_gpu();
+        inner.devices.pin_with_a_live_gpu();
         let mut engine = Engine {
             inner: Arc::clone(&inner),
             threads: Vec::new(),
@@ -393,7 +371,7 @@ impl Engine {
         if spec.partitions.is_empty() {
             return Err(EngineError::EmptyJob);
         }
-        inner.usable_device()?;
+        inner.devices.usable()?;
         let n = spec.partitions.len();
         if let Some(r) = &spec.randomness
             && r.len() != n

@@ -7,7 +7,8 @@ use std::time::Duration;
 use pinprove_mem::sync::Recover;
 
 use super::precompiler::{CircuitSynthesis, SynthesisMode};
-use super::state::{DeviceSlot, Inner};
+use super::slots::DeviceSlot;
+use super::state::Inner;
 use super::status::{DeviceStatus, EngineStatus, PartitionStatus, QueueStatus};
 
 impl Inner {

@@ -7,14 +7,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
-use pinprove_groth16::{AbcLayout, Backend, CapacityHints, LostDevice, ProvingAssignment, Scalar, Srs, StartedProof};
+use pinprove_groth16::{AbcLayout, CapacityHints, ProvingAssignment, Scalar, Srs, StartedProof};
 use pinprove_mem::sync::Recover;
 use pinprove_mem::{MemoryBudget, PinnedPool};
 
 use super::guard::Counted;
-use super::handoff::{Handoff, Prioritized};
-use super::status::GpuReading;
+use super::handoff::Prioritized;
+use super::slots::DeviceSlots;
 use crate::job::{JobId, JobOutcome, JobState, Partition, PartitionResult, PartitionTimings, Priority};
 use crate::metrics::Metrics;
 use crate::srs::SrsRegistry;
@@ -356,39 +355,13 @@ pub(super) struct Started {
     pub(super) device: usize,
 }
 
-pub(super) struct DeviceSlot {
-    pub(super) name: String,
-    pub(super) backend: Arc<dyn Backend>,
-    pub(super) workers: usize,
-    pub(super) handoff: Handoff<Synthesized>,
-    pub(super) busy_nanos: AtomicU64,
-    pub(super) current_job: Mutex<Option<JobId>>,
-    /// The error that lost the device, as the engine saw it.
-    pub(super) lost: LostDevice,
-    /// Partitions started on this device for its finalizers: background
-    /// ones, and urgent ones (High and Critical), which their own finalizer
-    /// takes at once instead of behind background partitions waiting for
-    /// the device. Per device, so that no finish waits for another GPU.
-    pub(super) finalize: (Sender<Started>, Receiver<Started>),
-    pub(super) finalize_urgent: (Sender<Started>, Receiver<Started>),
-    /// The latest NVML reading of its GPU.
-    pub(super) gpu_reading: Mutex<Option<GpuReading>>,
-}
-
-impl DeviceSlot {
-    /// Why the device can no longer be used, if it cannot.
-    pub(super) fn lost(&self) -> Option<String> {
-        self.lost.reason().or_else(|| self.backend.lost())
-    }
-}
-
 pub(crate) struct Inner {
     pub(super) config: EngineConfig,
     pub(super) budget: Arc<MemoryBudget>,
     pub(super) pool: Arc<PinnedPool>,
     pub(super) hints: Arc<CapacityHints>,
     pub(super) srs: Arc<SrsRegistry>,
-    pub(super) devices: Vec<DeviceSlot>,
+    pub(super) devices: DeviceSlots,
     pub(super) gauges: Arc<Gauges>,
     pub(super) layout: AbcLayout,
     /// Whether pre-compiled partitions leave a/b/c to the devices (every

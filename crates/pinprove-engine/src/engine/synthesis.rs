@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pinprove_groth16::{AbcLayout, QueryLengths, Srs, domain::domain_size};
+use pinprove_groth16::{AbcLayout, QueryLengths, domain::domain_size};
 use pinprove_mem::ErrorChain;
 
 use super::guard::catch;
@@ -429,7 +429,7 @@ impl Inner {
             return None;
         }
         let mut ticket = ticket;
-        let device = match self.pick_device(&srs) {
+        let device = match self.devices.pick(&srs, |i| self.gauges.device_load(i)) {
             Ok(d) => {
                 ticket.route(d);
                 d
@@ -448,7 +448,7 @@ impl Inner {
         match prepared {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                self.note_device_error(device, &e);
+                self.devices.note_error(device, &e);
                 self.fail(&job, format!("partition {} preparation: {}", p.index, ErrorChain(&e)));
                 return None;
             }
@@ -477,39 +477,6 @@ impl Inner {
             },
             assignment,
         })
-    }
-
-    /// Among the devices not lost: one with a free worker that already
-    /// holds the SRS; else one with a free worker; else the least loaded
-    /// holder. Moving an SRS to a device costs more than waiting a little
-    /// for one that has it.
-    pub(super) fn pick_device(&self, srs: &Srs) -> Result<usize, EngineError> {
-        (0..self.devices.len())
-            .filter(|&i| self.devices[i].lost().is_none())
-            .min_by_key(|&i| {
-                let d = &self.devices[i];
-                let load = self.gauges.device_load(i);
-                (load >= d.workers, !d.backend.holds_srs(srs), load)
-            })
-            .ok_or_else(|| self.devices_lost())
-    }
-
-    /// Ok while some device can take work.
-    pub(super) fn usable_device(&self) -> Result<(), EngineError> {
-        if self.devices.iter().any(|d| d.lost().is_none()) {
-            Ok(())
-        } else {
-            Err(self.devices_lost())
-        }
-    }
-
-    fn devices_lost(&self) -> EngineError {
-        let why: Vec<String> = self
-            .devices
-            .iter()
-            .map(|d| format!("{}: {}", d.name, d.lost().unwrap_or_default()))
-            .collect();
-        EngineError::DevicesLost(why.join("; "))
     }
 }
 

@@ -1,0 +1,171 @@
+//! The engine's devices: each one's slot (its backend, the hand-off to its
+//! workers, its finalizers' channels, its readings), which device takes a
+//! partition, and what a lost one leaves behind.
+
+use std::ops::Deref;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+use crossbeam_channel::{Receiver, Sender, unbounded};
+use pinprove_groth16::{Backend, LostDevice, ProveError, Srs};
+use pinprove_mem::ErrorChain;
+
+use super::handoff::Handoff;
+use super::state::{Started, Synthesized};
+use super::status::GpuReading;
+use crate::job::JobId;
+use crate::{Device, EngineError, MAX_THREADS};
+
+pub(super) struct DeviceSlot {
+    pub(super) name: String,
+    pub(super) backend: Arc<dyn Backend>,
+    pub(super) workers: usize,
+    pub(super) handoff: Handoff<Synthesized>,
+    pub(super) busy_nanos: AtomicU64,
+    pub(super) current_job: Mutex<Option<JobId>>,
+    /// The error that lost the device, as the engine saw it.
+    pub(super) lost: LostDevice,
+    /// Partitions started on this device for its finalizers: background
+    /// ones, and urgent ones (High and Critical), which their own finalizer
+    /// takes at once instead of behind background partitions waiting for
+    /// the device. Per device, so that no finish waits for another GPU.
+    pub(super) finalize: (Sender<Started>, Receiver<Started>),
+    pub(super) finalize_urgent: (Sender<Started>, Receiver<Started>),
+    /// The latest NVML reading of its GPU.
+    pub(super) gpu_reading: Mutex<Option<GpuReading>>,
+}
+
+impl DeviceSlot {
+    /// Why the device can no longer be used, if it cannot.
+    pub(super) fn lost(&self) -> Option<String> {
+        self.lost.reason().or_else(|| self.backend.lost())
+    }
+}
+
+/// Every device of the engine, in the order they were given.
+pub(super) struct DeviceSlots(Vec<DeviceSlot>);
+
+impl Deref for DeviceSlots {
+    type Target = [DeviceSlot];
+    fn deref(&self) -> &[DeviceSlot] {
+        &self.0
+    }
+}
+
+impl DeviceSlots {
+    /// A slot per device, each with `workers_per_device` workers (its
+    /// backend's choice when `None`).
+    pub(super) fn new(devices: Vec<Device>, workers_per_device: Option<usize>) -> DeviceSlots {
+        DeviceSlots(
+            devices
+                .into_iter()
+                .map(|d| {
+                    let workers = workers_per_device
+                        .unwrap_or_else(|| d.backend.capabilities().workers_per_device)
+                        .clamp(1, MAX_THREADS);
+                    DeviceSlot {
+                        name: d.name,
+                        backend: d.backend,
+                        workers,
+                        // One partition ready per worker keeps it fed without
+                        // holding more synthesized memory than that.
+                        handoff: Handoff::new(workers),
+                        busy_nanos: AtomicU64::new(0),
+                        current_job: Mutex::new(None),
+                        lost: LostDevice::default(),
+                        finalize: unbounded(),
+                        finalize_urgent: unbounded(),
+                        gpu_reading: Mutex::new(None),
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    /// Among the devices not lost: one with a free worker that already
+    /// holds the SRS; else one with a free worker; else the least loaded
+    /// holder (`load`: partitions on their way to device i). Moving an SRS
+    /// to a device costs more than waiting a little for one that has it.
+    pub(super) fn pick(&self, srs: &Srs, load: impl Fn(usize) -> usize) -> Result<usize, EngineError> {
+        (0..self.len())
+            .filter(|&i| self[i].lost().is_none())
+            .min_by_key(|&i| {
+                let d = &self[i];
+                let load = load(i);
+                (load >= d.workers, !d.backend.holds_srs(srs), load)
+            })
+            .ok_or_else(|| self.all_lost())
+    }
+
+    /// Ok while some device can take work.
+    pub(super) fn usable(&self) -> Result<(), EngineError> {
+        if self.iter().any(|d| d.lost().is_none()) {
+            Ok(())
+        } else {
+            Err(self.all_lost())
+        }
+    }
+
+    fn all_lost(&self) -> EngineError {
+        let why: Vec<String> = self
+            .iter()
+            .map(|d| format!("{}: {}", d.name, d.lost().unwrap_or_default()))
+            .collect();
+        EngineError::DevicesLost(why.join("; "))
+    }
+
+    /// Notes device `d` lost by `err`, if it is (the engine stops routing
+    /// work to it).
+    pub(super) fn note_error(&self, d: usize, err: &ProveError) {
+        let dev = &self[d];
+        if dev.lost.record(err) {
+            tracing::error!(device = %dev.name, "device lost, no more work goes to it: {}", ErrorChain(err));
+            self.pin_with_a_live_gpu();
+        }
+    }
+
+    /// Makes a GPU of a device not lost the one that pins host memory (see
+    /// [`pinprove_cuda::pin_with_device`]) when the one pinning now is
+    /// lost or none of this engine's, so that the other devices keep
+    /// getting pinned buffers.
+    pub(super) fn pin_with_a_live_gpu(&self) {
+        use pinprove_cuda::{pin_with_device, pinning_device};
+        let live: Vec<usize> = self
+            .iter()
+            .filter(|d| d.lost().is_none())
+            .filter_map(|d| d.backend.gpu())
+            .collect();
+        if let Some(gpu) = pinning_gpu(pinning_device(), &live) {
+            tracing::info!(gpu, "host memory is pinned with GPU {gpu}");
+            pin_with_device(Some(gpu));
+        }
+    }
+}
+
+/// The GPU that should pin host memory from now on, when it should change:
+/// the first of the `live` GPUs (those of devices not lost) unless the one
+/// pinning `now` is one of them.
+fn pinning_gpu(now: Option<usize>, live: &[usize]) -> Option<usize> {
+    match now {
+        Some(o) if live.contains(&o) => None,
+        _ => live.first().copied(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pinning_gpu;
+
+    #[test]
+    fn pinning_moves_only_off_a_gpu_that_is_lost_or_not_ours() {
+        assert_eq!(
+            pinning_gpu(None, &[1, 2]),
+            Some(1),
+            "the engine's first GPU, not device 0"
+        );
+        assert_eq!(pinning_gpu(Some(2), &[1, 2]), None, "a live GPU of ours stays");
+        assert_eq!(pinning_gpu(Some(0), &[1, 2]), Some(1), "GPU 0 lost: the next live one");
+        assert_eq!(pinning_gpu(Some(0), &[]), None, "no live GPU: nothing better");
+        assert_eq!(pinning_gpu(None, &[]), None, "the CPU backend");
+    }
+}
