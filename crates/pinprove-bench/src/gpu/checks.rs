@@ -10,14 +10,33 @@ use pinprove_cuda::runtime::{DeviceBuffer, Stream};
 use pinprove_engine::assembly::{self, BackendKind, NativeOptions};
 use pinprove_groth16::circuits::BenchCircuit;
 use pinprove_groth16::{
-    AbcLayout, Backend, CapacityHints, Proof, ProvingAssignment, ProvingJob, Srs, Validation, synthesize,
+    AbcLayout, Backend, CapacityHints, Proof, ProvingAssignment, ProvingJob, Scalar, Srs, Validation, synthesize,
 };
 use pinprove_mem::PinnedPool;
 use serde::Serialize;
 
 use crate::report::median;
 
-use super::run::{load, rs};
+/// The (r, s) of every proof this benchmark makes: the same circuit then
+/// always gives the same bytes, so every timed proof can be compared
+/// with the case's checked one at no cost.
+pub(super) fn rs() -> (Scalar, Scalar) {
+    (Scalar::from(3u64), Scalar::from(5u64))
+}
+
+/// The parameters as `backend` wants them (decoded points, or only the
+/// header for a backend that loads the file itself), prepared on it;
+/// and the time that took.
+pub(super) fn load(backend: &dyn Backend, path: &Path, pinned: &Arc<PinnedPool>) -> Result<(Arc<Srs>, Duration)> {
+    let t = Instant::now();
+    let srs = if backend.capabilities().needs_srs_points {
+        Srs::read_file(path, pinned, Validation::OnCurve)?
+    } else {
+        Srs::read_file_header(path)?
+    };
+    backend.prepare_srs(&srs)?;
+    Ok((Arc::new(srs), t.elapsed()))
+}
 
 #[derive(Serialize)]
 pub(super) struct Comparison {

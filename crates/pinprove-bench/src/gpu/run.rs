@@ -1,15 +1,14 @@
 //! The benchmark's cases, measured and reported.
 
-use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
 use pinprove_cuda::runtime::{DeviceBuffer, Stream};
 use pinprove_engine::assembly::{self, BackendKind, BuiltBackend, NativeOptions, PoolMemory};
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::precompiled::{defer, record, synthesize_witness};
-use pinprove_groth16::{AbcLayout, Backend, CapacityHints, ProvingJob, Scalar, Srs, Validation, synthesize};
+use pinprove_groth16::{AbcLayout, CapacityHints, ProvingJob, synthesize};
 use pinprove_mem::{BudgetConfig, MemoryBudget, PinnedPool, PoolConfig};
 use serde::Serialize;
 
@@ -17,15 +16,8 @@ use super::GpuArgs;
 use crate::report::{Host, gbps, median};
 use pinprove::params_cache::{ParamsCache, ParamsKind};
 
-use super::checks::{Comparison, compare_case, cross_check, upload_abc};
+use super::checks::{Comparison, compare_case, cross_check, load, rs, upload_abc};
 use super::sustained::{Busy, Sustained, sustained};
-
-/// The (r, s) of every proof this benchmark makes: the same circuit then
-/// always gives the same bytes, so every timed proof can be compared
-/// with the case's checked one at no cost.
-pub(super) fn rs() -> (Scalar, Scalar) {
-    (Scalar::from(3u64), Scalar::from(5u64))
-}
 
 #[derive(Serialize)]
 struct Row {
@@ -79,20 +71,6 @@ struct GpuReport {
     rows: Vec<Row>,
     comparisons: Vec<Comparison>,
     sustained: Vec<Sustained>,
-}
-
-/// The parameters as `backend` wants them (decoded points, or only the
-/// header for a backend that loads the file itself), prepared on it;
-/// and the time that took.
-pub(super) fn load(backend: &dyn Backend, path: &Path, pinned: &Arc<PinnedPool>) -> Result<(Arc<Srs>, Duration)> {
-    let t = Instant::now();
-    let srs = if backend.capabilities().needs_srs_points {
-        Srs::read_file(path, pinned, Validation::OnCurve)?
-    } else {
-        Srs::read_file_header(path)?
-    };
-    backend.prepare_srs(&srs)?;
-    Ok((Arc::new(srs), t.elapsed()))
 }
 
 /// A GPU backend of `kind` on GPU `device`.

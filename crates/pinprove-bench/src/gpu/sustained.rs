@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::report::NVML_LAG;
 
-use super::run::rs;
+use super::checks::rs;
 
 /// Back-to-back proofs on one thread (`--sustained`).
 #[derive(Serialize)]

@@ -11,7 +11,8 @@ use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
 
 use super::guard::catch;
-use super::state::{InFlight, Inner, JobCtl, Started, Synthesized};
+use super::inner::Inner;
+use super::state::{InFlight, JobCtl, Started, Synthesized};
 use crate::Phase;
 use crate::job::{JobOutcome, PartitionResult};
 use crate::telemetry::GpuTelemetry;

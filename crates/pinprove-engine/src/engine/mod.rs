@@ -16,6 +16,7 @@
 mod device;
 mod guard;
 mod handoff;
+mod inner;
 mod outcome;
 mod precompiled;
 mod precompiler;
@@ -43,9 +44,10 @@ use pinprove_mem::sync::Recover;
 use rand_core::OsRng;
 
 use self::guard::supervise;
+use self::inner::Inner;
 pub use self::outcome::JobFuture;
 pub use self::precompiler::{CircuitSynthesis, SynthesisMode};
-use self::state::{Gauges, Inner, JobCtl, Pending};
+use self::state::{Gauges, JobCtl, Pending};
 pub use self::status::{DeviceStatus, EngineStatus, GpuReading, PartitionStatus, QueueStatus};
 use crate::job::{JobId, JobOutcome, JobSpec, JobStatus};
 use crate::metrics::Metrics;

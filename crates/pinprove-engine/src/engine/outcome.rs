@@ -7,7 +7,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
-use super::state::{Inner, JobCtl};
+use super::inner::Inner;
+use super::state::JobCtl;
 use crate::job::{JobId, JobOutcome};
 
 /// The outcome of a job, as a future (from [`Engine::outcome`](crate::Engine::outcome)).

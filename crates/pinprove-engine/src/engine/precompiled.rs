@@ -11,8 +11,8 @@ use pinprove_groth16::precompiled::{defer, evaluate};
 use pinprove_groth16::{ProveError, ProvingAssignment};
 use pinprove_mem::Reservation;
 
+use super::inner::Inner;
 use super::precompiler::Held;
-use super::state::Inner;
 use crate::job::{Partition, SynthesisContext};
 
 impl Inner {

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use pinprove_mem::sync::Recover;
 
+use super::inner::Inner;
 use super::precompiler::{CircuitSynthesis, SynthesisMode};
 use super::slots::DeviceSlot;
-use super::state::Inner;
 use super::status::{DeviceStatus, EngineStatus, PartitionStatus, QueueStatus};
 
 impl Inner {

@@ -9,8 +9,9 @@ use pinprove_groth16::{AbcLayout, QueryLengths, domain::domain_size};
 use pinprove_mem::ErrorChain;
 
 use super::guard::catch;
+use super::inner::Inner;
 use super::scheduler::Taken;
-use super::state::{InFlight, Inner, Pending, Synthesized, Ticket};
+use super::state::{InFlight, Pending, Synthesized, Ticket};
 use super::warm_sets::WarmedAs;
 use crate::job::{PartitionTimings, Priority, SynthesisContext};
 use crate::srs::Acquired;
