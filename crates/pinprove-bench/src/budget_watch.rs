@@ -84,10 +84,11 @@ impl BudgetSample {
     }
 }
 
-/// Samples `engine` every `every` until [`BudgetWatch::stop`].
+/// Samples `engine` every `every` until [`BudgetWatch::stop`] (or until
+/// dropped, on an early return).
 pub struct BudgetWatch {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<(BudgetSample, usize)>,
+    thread: Option<JoinHandle<(BudgetSample, usize)>>,
 }
 
 impl BudgetWatch {
@@ -107,12 +108,24 @@ impl BudgetWatch {
             }
             (fullest, most_on_device)
         });
-        BudgetWatch { stop, thread }
+        BudgetWatch {
+            stop,
+            thread: Some(thread),
+        }
     }
 
     /// The fullest sample, and the most partitions at the device at once.
-    pub fn stop(self) -> (BudgetSample, usize) {
+    pub fn stop(mut self) -> (BudgetSample, usize) {
         self.stop.store(true, Ordering::Relaxed);
-        self.thread.join().unwrap_or_default()
+        self.thread
+            .take()
+            .map(|t| t.join().unwrap_or_default())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for BudgetWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }

@@ -95,6 +95,8 @@ struct DayReport {
     gpu_used_after_proofs: Vec<u64>,
     peak_rss_bytes: Option<u64>,
     budget_bytes: u64,
+    /// The budget when it was fullest over the day, by holder.
+    budget_fullest: crate::budget_watch::BudgetSample,
 }
 
 /// Submits `req` and waits for its job until `deadline`; seconds it took,
@@ -153,6 +155,7 @@ pub fn run(args: &DayArgs) -> Result<()> {
     }
     let [porep, wpost, winning] = [&requests[0], &requests[1], &requests[2]];
     let day = Duration::from_secs_f64(args.minutes * 60.0);
+    let watch = crate::budget_watch::BudgetWatch::start(Arc::clone(prover.engine()), Duration::from_millis(250));
     let start = Instant::now();
     let deadline = start + day + Duration::from_secs_f64(args.grace_minutes * 60.0);
     let unfinished = std::sync::atomic::AtomicUsize::new(0);
@@ -234,6 +237,7 @@ pub fn run(args: &DayArgs) -> Result<()> {
         Ok((porep_proofs, joined(w)?, joined(n)?))
     })?;
     let elapsed = start.elapsed().as_secs_f64();
+    let (budget_fullest, _) = watch.stop();
     let report = DayReport {
         benchmark: "day",
         host: Host::detect(),
@@ -255,6 +259,7 @@ pub fn run(args: &DayArgs) -> Result<()> {
         gpu_used_after_proofs: gpu_used.into_inner().unwrap(),
         peak_rss_bytes: sys::peak_rss_bytes(),
         budget_bytes: stack.budget.total(),
+        budget_fullest,
     };
     args.output.emit(&report, print)
 }
@@ -308,8 +313,9 @@ fn print(r: &DayReport) {
         );
     }
     println!(
-        "  peak RSS {} of a {} budget",
+        "  peak RSS {} of a {} budget; {}",
         r.peak_rss_bytes.map_or("unknown".into(), bytes),
-        bytes(r.budget_bytes)
+        bytes(r.budget_bytes),
+        r.budget_fullest.describe()
     );
 }
