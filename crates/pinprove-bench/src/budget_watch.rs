@@ -21,8 +21,9 @@ pub struct BudgetSample {
     pub srs: u64,
     /// Circuit recordings.
     pub recordings: u64,
-    /// Pool buffers checked out (synthesized partitions' witnesses, a/b/c,
-    /// prepared scalars).
+    /// Pool buffers checked out: the loaded parameters' points (`srs`
+    /// counts them too), synthesized partitions' witnesses, a/b/c,
+    /// prepared scalars.
     pub checked_out: u64,
     /// Pool buffers idle (of them, `kept` are kept for device lanes and
     /// urgent circuits, out of reach of other work).
@@ -46,7 +47,8 @@ impl BudgetSample {
         let srs = s.srs.iter().filter(|i| i.loaded).map(|i| i.bytes).sum();
         let recordings = s.synthesis.iter().map(|c| c.recording_bytes).sum();
         let count = |phases: &[Phase]| s.partitions.iter().filter(|p| phases.contains(&p.phase)).count();
-        let known = srs + recordings + s.pool_checked_out + s.pool_idle;
+        // The parameters' points are pool buffers: in `checked_out` already.
+        let known = recordings + s.pool_checked_out + s.pool_idle;
         BudgetSample {
             used: s.budget_used,
             total: s.budget_total,
@@ -66,13 +68,13 @@ impl BudgetSample {
     /// One line for a report.
     pub fn describe(&self) -> String {
         format!(
-            "budget at its fullest: {} of {} used: parameters {}, recordings {}, pool checked out {}, idle {} ({} kept), other {}; \
+            "budget at its fullest: {} of {} used: pool checked out {} (parameters {} of it), recordings {}, idle {} ({} kept), other {}; \
              partitions out of the queue then {} ({} in admission, {} synthesizing, {} at the device)",
             bytes(self.used),
             bytes(self.total),
+            bytes(self.checked_out),
             bytes(self.srs),
             bytes(self.recordings),
-            bytes(self.checked_out),
             bytes(self.idle),
             bytes(self.kept),
             bytes(self.other),

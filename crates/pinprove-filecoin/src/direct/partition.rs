@@ -23,9 +23,15 @@ pub trait RealCircuit: Clone + Send + 'static {
     /// Records its R1CS.
     fn record(self, circuit_id: &str) -> Result<Recording, PrecompiledError>;
 
-    /// Independent parts of its classic synthesis (see [`Partition::parts`]).
+    /// Independent parts of its classic synthesis (see [`Partition::parts`]):
+    /// 0, the engine's word for a circuit synthesized whole. Admission
+    /// counts a scratch set of a/b/c and aux per group of parts, so 1 made
+    /// every whole partition pay for a second a/b/c it never took: 16 GiB
+    /// for a 32 GiB PoRep partition, which held the capped H100 stream to
+    /// two partitions admitted at once (the budget 96.85 GiB used with
+    /// 60.35 GiB in buffers, parameters and recordings).
     fn parts(&self) -> usize {
-        1
+        0
     }
 }
 

@@ -159,3 +159,27 @@ fn vanilla_proofs_of_every_size_have_the_lengths_the_limits_compute() {
         );
     }
 }
+
+#[test]
+fn whole_circuits_say_they_have_no_parts_and_post_circuits_one_per_sector() {
+    // Admission counts a scratch a/b/c and aux per group of parts: a whole
+    // circuit that said it had one part paid for a second set it never took
+    // (16 GiB for a 32 GiB PoRep partition).
+    let prover = synthetic_prover(8 << 30);
+    for (kind, seed) in [
+        (ProofKind::PoRep, 1),
+        (ProofKind::SnapDeals, 2),
+        (ProofKind::WindowPoSt, 3),
+        (ProofKind::WinningPoSt, 4),
+    ] {
+        let req = synthetic::request(kind, 2048, seed).unwrap();
+        let parts = prover.prepare(&req).unwrap().into_partitions();
+        assert!(!parts.is_empty(), "{kind}");
+        for p in &parts {
+            match kind {
+                ProofKind::PoRep | ProofKind::SnapDeals => assert_eq!(p.parts(), 0, "{kind}: whole"),
+                ProofKind::WindowPoSt | ProofKind::WinningPoSt => assert!(p.parts() >= 1, "{kind}: one per sector"),
+            }
+        }
+    }
+}
