@@ -37,7 +37,8 @@ impl NativeBackend {
     }
 
     /// Has the pool keep, in the background, the preparation buffers of as
-    /// many proofs as can be in flight on this device, at the sizes `sizes`
+    /// many proofs as can be in flight on this device (partitions started
+    /// together counted each), at the sizes `sizes`
     /// (a proof's [`Prepared::asked_bytes`](split::Prepared::asked_bytes),
     /// rounded to the pool's classes), unless buffers at least that large
     /// are kept already. Their sizes depend on the witness, so they are
@@ -78,7 +79,15 @@ impl NativeBackend {
             }
             kept.sizes.clone()
         };
-        let sets = self.config.queue_depth + self.config.workers_per_device;
+        // Each worker's start prepares every partition it takes before the
+        // device runs them: where the bases stream, up to
+        // `partitions_sharing_bases` of them (see `partitions_per_start`).
+        let per_start = if self.lock().contains_key(key) {
+            1
+        } else {
+            self.config.partitions_sharing_bases.max(1)
+        };
+        let sets = self.config.queue_depth + self.config.workers_per_device * per_start;
         let all: Vec<usize> = (0..sets)
             .flat_map(|_| wanted.iter().copied().filter(|&b| b > 0))
             .collect();
