@@ -155,7 +155,7 @@ impl Inner {
     fn reroute(&self, from: usize, mut item: Synthesized) {
         let job = Arc::clone(&item.flight.job);
         let index = item.flight.index;
-        match self.devices.pick(&item.flight.srs, |i| self.gauges.device_load(i)) {
+        match self.devices.pick(&item.flight.srs, &self.gauges) {
             Ok(to) => {
                 let dev = &self.devices[to];
                 tracing::warn!(job = %job.id, partition = index, from = %self.devices[from].name, to = %dev.name,

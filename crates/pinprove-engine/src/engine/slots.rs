@@ -11,7 +11,7 @@ use pinprove_groth16::{Backend, LostDevice, ProveError, Srs};
 use pinprove_mem::ErrorChain;
 
 use super::handoff::Handoff;
-use super::state::{Started, Synthesized};
+use super::state::{Gauges, Started, Synthesized};
 use super::status::GpuReading;
 use crate::job::JobId;
 use crate::{Device, EngineError, MAX_THREADS};
@@ -84,14 +84,14 @@ impl DeviceSlots {
 
     /// Among the devices not lost: one with a free worker that already
     /// holds the SRS; else one with a free worker; else the least loaded
-    /// holder (`load`: partitions on their way to device i). Moving an SRS
+    /// holder (by the partitions on their way to each, `gauges`). Moving an SRS
     /// to a device costs more than waiting a little for one that has it.
-    pub(super) fn pick(&self, srs: &Srs, load: impl Fn(usize) -> usize) -> Result<usize, EngineError> {
+    pub(super) fn pick(&self, srs: &Srs, gauges: &Gauges) -> Result<usize, EngineError> {
         (0..self.len())
             .filter(|&i| self[i].lost().is_none())
             .min_by_key(|&i| {
                 let d = &self[i];
-                let load = load(i);
+                let load = gauges.device_load(i);
                 (load >= d.workers, !d.backend.holds_srs(srs), load)
             })
             .ok_or_else(|| self.all_lost())

@@ -430,7 +430,7 @@ impl Inner {
             return None;
         }
         let mut ticket = ticket;
-        let device = match self.devices.pick(&srs, |i| self.gauges.device_load(i)) {
+        let device = match self.devices.pick(&srs, &self.gauges) {
             Ok(d) => {
                 ticket.route(d);
                 d

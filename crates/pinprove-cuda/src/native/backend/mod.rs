@@ -369,12 +369,7 @@ impl Backend for NativeBackend {
     }
 
     fn partitions_per_start(&self, srs: &Srs) -> usize {
-        // Resident bases cross PCIe once already.
-        if self.is_resident(srs) {
-            1
-        } else {
-            self.config.partitions_sharing_bases.max(1)
-        }
+        self.partitions_per_start_of(&srs_key(srs))
     }
 
     fn evict_srs(&self, srs: &Srs) {
@@ -492,6 +487,17 @@ impl Backend for NativeBackend {
 
 impl NativeBackend {
     /// Whether `srs`'s bases are on this device.
+    /// Partitions a start takes together for the SRS at `key`: where its
+    /// bases stream, `partitions_sharing_bases`; resident bases cross PCIe
+    /// once already.
+    fn partitions_per_start_of(&self, key: &std::path::Path) -> usize {
+        if self.lock().contains_key(key) {
+            1
+        } else {
+            self.config.partitions_sharing_bases.max(1)
+        }
+    }
+
     fn is_resident(&self, srs: &Srs) -> bool {
         self.lock().contains_key(&srs_key(srs))
     }

@@ -90,7 +90,6 @@ impl NativeBackend {
                 "the parameters' host points were freed and their bases are not resident on this device",
             ));
         }
-        let wait = |e: &PooledEvent| e.synchronize().map_err(cuda_error);
         // Over streamed bases the job's assignments are one group; else each
         // is its own.
         let assignments = std::mem::take(&mut job.assignments);
@@ -107,12 +106,12 @@ impl NativeBackend {
                 .map(|asg| self.prepare_partition(asg, n, &job.srs, threads))
                 .collect::<Result<Vec<_>, _>>()?;
             let t1 = Instant::now();
-            let mut turn = self.device.enter(job.urgent, wait)?;
+            let mut turn = self.device.enter(job.urgent, wait_for)?;
             let mut heads = Vec::with_capacity(group.len());
             let last = group.len() - 1;
             for (j, p) in group.into_iter().enumerate() {
                 let t = Instant::now();
-                turn.reserve(p.peak, wait)?;
+                turn.reserve(p.peak, wait_for)?;
                 let device_wait = if j == 0 { t1.elapsed() } else { t.elapsed() };
                 let (head, next) =
                     self.queue_head(p, lg_m, device_wait, resident.as_deref(), points, j < last, turn)?;
@@ -219,7 +218,7 @@ impl NativeBackend {
     #[allow(clippy::too_many_arguments)]
     fn queue_head<'q>(
         &'q self,
-        p: Partition,
+        mut p: Partition,
         lg_m: u32,
         device_wait: Duration,
         resident: Option<&ResidentSrs>,
@@ -228,7 +227,6 @@ impl NativeBackend {
         mut turn: Turn<'q>,
     ) -> Result<(Head, Turn<'q>), ProveError> {
         let device = self.ordinal();
-        let wait = |e: &PooledEvent| e.synchronize().map_err(cuda_error);
         let m = 1usize << lg_m;
         // Events belong to the device current when they are created, and
         // are recorded on this device's streams.
@@ -246,7 +244,7 @@ impl NativeBackend {
             .collect::<Result<_, _>>()
             .map_err(cuda_error)?;
         let t2 = Instant::now();
-        let (h_job, evaluated) = match (&p.matrices, p.abc) {
+        let (h_job, evaluated) = match (&p.matrices, p.abc.take()) {
             (Some(mats), _) => {
                 let done = self.events.timing().map_err(cuda_error)?;
                 let job = HJob::begin_precompiled(device, mats, (&p.w.inputs, &p.w.aux), lg_m, &events.marks, &done)?;
@@ -264,7 +262,7 @@ impl NativeBackend {
             (None, None) => unreachable!("a/b/c are taken whenever the device does not compute them"),
         };
         self.mark_compute(&piece_marks[0])?;
-        turn = turn.piece(Arc::clone(&piece_marks[0]), 0, wait)?;
+        turn = turn.piece(Arc::clone(&piece_marks[0]), 0, wait_for)?;
         // Streamed bases pass through two windows of device memory, made
         // for this h MSM and freed after it (the next partition's h needs
         // the room).
@@ -291,25 +289,19 @@ impl NativeBackend {
             // The last part gives back what this partition reserved when
             // another one's h follows before the other MSMs.
             let release = if k == last && more { u64::MAX } else { 0 };
-            turn = turn.piece(Arc::clone(part_mark), release, wait)?;
+            turn = turn.piece(Arc::clone(part_mark), release, wait_for)?;
         }
         let h_msm = started_h.elapsed();
         drop(windows);
         drop(h_job);
         Ok((
             Head {
-                prep: p.prep,
-                prep_bytes: p.prep_bytes,
-                w: p.w,
-                matrices: p.matrices,
-                window: p.window,
+                p,
                 h,
                 piece_marks,
                 events,
                 evaluated,
                 h_msm,
-                preparation: p.preparation,
-                prepared_ahead: p.prepared_ahead,
                 device_wait,
                 queueing_from: t2,
             },
@@ -332,7 +324,7 @@ impl NativeBackend {
         let resident = resident_srs.map(|r| &**r);
         let device = self.ordinal();
         let shared_by = heads.len();
-        let window = heads[0].window;
+        let window = heads[0].p.window;
         // With several partitions, their MSM times are measured from here
         // (after the last one's h MSM) and shared among them.
         let tail_start = if shared_by > 1 {
@@ -346,7 +338,7 @@ impl NativeBackend {
         let queries = |f: fn(&split::Prepared) -> &QueryScalars| -> Vec<MsmScalars<'_>> {
             heads
                 .iter()
-                .map(|h| MsmScalars::Query(f(&h.prep), &h.w.aux[..]))
+                .map(|h| MsmScalars::Query(f(&h.p.prep), &h.p.w.aux[..]))
                 .collect()
         };
         let marks = |k: usize| -> Vec<Option<&crate::runtime::Event>> {
@@ -392,20 +384,23 @@ impl NativeBackend {
         let mut proofs = Vec::with_capacity(shared_by);
         for head in heads.into_iter().rev() {
             let Head {
-                prep,
-                prep_bytes,
-                w,
-                matrices,
+                p:
+                    Partition {
+                        prep,
+                        prep_bytes,
+                        w,
+                        matrices,
+                        preparation,
+                        prepared_ahead,
+                        ..
+                    },
                 h,
                 piece_marks,
                 events,
                 evaluated,
                 h_msm,
-                preparation,
-                prepared_ahead,
                 device_wait,
                 queueing_from,
-                ..
             } = head;
             let aux: &[Scalar] = &w.aux;
             let listed = |p: &QueryScalars| p.list(aux).len();
@@ -485,6 +480,8 @@ struct Partition {
     prep_bytes: Vec<usize>,
     w: Witness,
     matrices: Option<Arc<MatrixCopy>>,
+    /// a/b/c from the host (none where the device computes them), until
+    /// they are uploaded.
     abc: Option<[pinprove_mem::PinnedVec<Scalar>; 3]>,
     /// Device bytes its proof takes at its peak.
     peak: u64,
@@ -496,21 +493,20 @@ struct Partition {
 
 /// A partition whose h MSM is queued, waiting for its other MSMs.
 struct Head {
-    prep: split::Prepared,
-    prep_bytes: Vec<usize>,
-    w: Witness,
-    matrices: Option<Arc<MatrixCopy>>,
-    window: usize,
+    p: Partition,
     h: Vec<Msm<G1>>,
     piece_marks: Vec<Arc<PooledEvent>>,
     events: ProofEvents,
     evaluated: Option<PooledEvent>,
     /// Host time of queueing the h MSM.
     h_msm: Duration,
-    preparation: Duration,
-    prepared_ahead: Duration,
     device_wait: Duration,
     queueing_from: Instant,
+}
+
+/// Waits for a device queue's mark (see `device_queue`).
+fn wait_for(e: &PooledEvent) -> Result<(), ProveError> {
+    e.synchronize().map_err(cuda_error)
 }
 
 impl NativeBackend {

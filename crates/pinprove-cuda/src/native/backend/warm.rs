@@ -80,14 +80,8 @@ impl NativeBackend {
             kept.sizes.clone()
         };
         // Each worker's start prepares every partition it takes before the
-        // device runs them: where the bases stream, up to
-        // `partitions_sharing_bases` of them (see `partitions_per_start`).
-        let per_start = if self.lock().contains_key(key) {
-            1
-        } else {
-            self.config.partitions_sharing_bases.max(1)
-        };
-        let sets = self.config.queue_depth + self.config.workers_per_device * per_start;
+        // device runs them.
+        let sets = self.config.queue_depth + self.config.workers_per_device * self.partitions_per_start_of(key);
         let all: Vec<usize> = (0..sets)
             .flat_map(|_| wanted.iter().copied().filter(|&b| b > 0))
             .collect();
