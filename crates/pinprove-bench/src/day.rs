@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail};
+use anyhow::{Result, bail, ensure};
 use clap::Args;
 use pinprove_engine::assembly::{BackendKind, DeviceSelection, Stack, StackConfig};
 use pinprove_engine::{EngineConfig, EngineError, JobOutcome};
@@ -63,6 +63,14 @@ pub struct DayArgs {
     /// load when their first proof comes).
     #[arg(long, value_delimiter = ',', default_value = "winning,porep")]
     preload: Vec<ProofKind>,
+    /// Circuits recorded before the day starts, as a daemon that has been
+    /// up a while holds them.
+    #[arg(long, value_delimiter = ',', default_value = "porep,wpost")]
+    record: Vec<ProofKind>,
+    /// Record nothing before the day: each circuit is recorded at its first
+    /// proof inside it, which that proof then waits for.
+    #[arg(long, conflicts_with = "record")]
+    no_record: bool,
     #[command(flatten)]
     output: Output,
 }
@@ -82,6 +90,8 @@ struct DayReport {
     backend: &'static str,
     sector_size: u64,
     minutes: f64,
+    /// Circuits recorded before the day, and the seconds each took.
+    recorded_before_s: Vec<(String, f64)>,
     /// PoRep proofs completed, and wall seconds per proof over the day.
     porep_proofs: usize,
     porep_s_per_proof: Option<f64>,
@@ -152,6 +162,26 @@ pub fn run(args: &DayArgs) -> Result<()> {
         let id = pinprove_filecoin::kind::circuit_id(*kind, args.sector_size)?;
         let (_, took) = prover.engine().preload_srs(&id)?;
         eprintln!("{id}: parameters loaded in {:.1} s", took.as_secs_f64());
+    }
+    let mut recorded_s = Vec::new();
+    let to_record = if args.no_record { &[][..] } else { &args.record[..] };
+    for &kind in to_record {
+        let Some(at) = kinds.iter().position(|k| *k == kind) else {
+            bail!("--record {kind}: the day proves no {kind}");
+        };
+        let req = &requests[at];
+        let id = pinprove_filecoin::kind::circuit_id(kind, args.sector_size)?;
+        let part = prover.prepare(req)?.into_partitions().swap_remove(0);
+        let t = Instant::now();
+        ensure!(prover.engine().precompile(&id, &*part), "{id}: cannot be recorded");
+        drop(part);
+        ensure!(
+            prover.engine().wait_quiet(Duration::from_secs(1800)),
+            "{id}: its recording did not finish in 30 minutes"
+        );
+        let s = t.elapsed().as_secs_f64();
+        eprintln!("{id}: recorded before the day in {s:.1} s");
+        recorded_s.push((id, s));
     }
     let [porep, wpost, winning] = [&requests[0], &requests[1], &requests[2]];
     let day = Duration::from_secs_f64(args.minutes * 60.0);
@@ -244,6 +274,7 @@ pub fn run(args: &DayArgs) -> Result<()> {
         backend,
         sector_size: args.sector_size,
         minutes: args.minutes,
+        recorded_before_s: recorded_s,
         porep_proofs,
         porep_s_per_proof: (porep_proofs > 0).then(|| elapsed / porep_proofs as f64),
         wpost: wpost_latencies,
@@ -275,6 +306,9 @@ fn print(r: &DayReport) {
         r.backend,
         r.host.summary()
     );
+    for (circuit, s) in &r.recorded_before_s {
+        println!("  {circuit}: recorded before the day in {s:.1} s");
+    }
     println!(
         "  {:.1} minutes at {}: {} PoRep C2 proofs{}",
         r.minutes,
