@@ -287,12 +287,14 @@ impl Engine {
         self.inner.srs.register(circuit_id, SrsSource::Synthetic(shape));
     }
 
-    /// Host bytes one partition of `circuit_id` is admitted with: its
-    /// vectors, densities and what the backends add (from its capacity hint,
-    /// or from its parameters before the first synthesis), in a background
+    /// Host bytes one partition of `circuit_id` made of `parts` parts (see
+    /// [`Partition::parts`](crate::Partition::parts); 0 for one
+    /// synthesized whole) is admitted with: its vectors, densities, what
+    /// the backends add and its groups' scratch (from its capacity hint, or
+    /// from its parameters before the first synthesis), in a background
     /// job.
-    pub fn working_set(&self, circuit_id: &str) -> Result<u64, EngineError> {
-        self.inner.working_set(circuit_id, 0, false)
+    pub fn working_set(&self, circuit_id: &str, parts: usize) -> Result<u64, EngineError> {
+        self.inner.working_set(circuit_id, parts, false)
     }
 
     /// The shape of a circuit type as its registered parameters give it

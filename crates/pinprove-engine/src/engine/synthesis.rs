@@ -27,7 +27,10 @@ impl Inner {
     /// domain), is discarded and relearned: a tampered hints file must not
     /// turn every later submission away. A partition made of `parts` parts
     /// (0: synthesized whole) also has its groups' buffers while it
-    /// synthesizes (see [`pinprove_groth16::parts_scratch_bytes`]).
+    /// synthesizes classically (see
+    /// [`pinprove_groth16::parts_scratch_bytes`]); from a recording it
+    /// computes its witness whole and has none (a partition that falls
+    /// back tops its funds up, as for a/b/c).
     /// `urgent`: for a partition of an urgent job (backends may add more
     /// for it).
     pub(super) fn working_set(&self, circuit_id: &str, parts: usize, urgent: bool) -> Result<u64, EngineError> {
@@ -47,12 +50,17 @@ impl Inner {
         } else {
             0
         };
+        let scratch = if self.precompiled.ready_recording(circuit_id).is_some() {
+            0
+        } else {
+            pinprove_groth16::parts_scratch_bytes(&self.pool, shape, parts)
+        };
         Ok(abc
             .saturating_add(vec(shape.inputs))
             .saturating_add(vec(shape.aux))
             .saturating_add(densities)
             .saturating_add(extra)
-            .saturating_add(pinprove_groth16::parts_scratch_bytes(&self.pool, shape, parts)))
+            .saturating_add(scratch))
     }
 
     /// Whether partitions of `circuit_id` synthesize a, b and c into host

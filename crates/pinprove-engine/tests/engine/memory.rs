@@ -16,7 +16,7 @@ fn a_partitions_own_heap_is_admitted_with_it_until_its_synthesis_ends() {
     engine.register_srs(&c.id(), synthetic_params(&c, &dir));
     engine.preload_srs(&c.id()).unwrap();
     assert!(engine.wait_quiet(Duration::from_secs(30)));
-    let ws = engine.working_set(&c.id()).unwrap();
+    let ws = engine.working_set(&c.id(), 0).unwrap();
     // More heap than the budget has beside the partition's buffers: never.
     let err = engine
         .submit(spec(
@@ -213,7 +213,7 @@ fn a_critical_job_is_admitted_at_once_while_background_work_holds_the_memory() {
         e.register_srs(&c.id(), &params);
         e.preload_srs(&c.id()).unwrap();
         let srs = e.status().srs.iter().find(|s| s.circuit_id == c.id()).unwrap().bytes;
-        (e.working_set(&c.id()).unwrap(), srs)
+        (e.working_set(&c.id(), 0).unwrap(), srs)
     };
     let reserve = ws + ws / 4;
     let (pool, acct) = pool_with(srs + 2 * ws + ws / 2 + reserve);
@@ -321,7 +321,7 @@ fn working_set_and_srs(c: &BenchCircuit, params: &std::path::Path, config: Engin
     engine.preload_srs(&c.id()).unwrap();
     assert!(engine.wait_quiet(Duration::from_secs(30)));
     let srs: u64 = engine.status().srs.iter().map(|i| i.bytes).sum();
-    (engine.working_set(&c.id()).unwrap(), srs)
+    (engine.working_set(&c.id(), 0).unwrap(), srs)
 }
 
 #[test]
@@ -541,7 +541,7 @@ fn a_partition_is_admitted_with_what_its_backend_adds_at_its_urgency() {
     };
     let engine = Engine::new(EngineConfig::default(), vec![device], Arc::clone(&pool)).unwrap();
     engine.register_srs(&c.id(), synthetic_params(&c, &dir));
-    assert!(engine.working_set(&c.id()).unwrap() < 64 << 20);
+    assert!(engine.working_set(&c.id(), 0).unwrap() < 64 << 20);
     submit_and_complete(&engine, spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]));
     let err = engine
         .submit(spec(&c.id(), Priority::Critical, vec![slow(&c, 0)]))

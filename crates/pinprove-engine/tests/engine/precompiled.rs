@@ -324,6 +324,14 @@ impl Circuit<Scalar> for Wobbly {
 /// An engine with a recording of [`Wobbly`] made from seed 0, kept in
 /// `dir/hints`.
 fn wobbly_engine(dir: &Path, pool: &Arc<PinnedPool>) -> Engine {
+    let engine = wobbly_unrecorded(dir, pool);
+    wobbly_job(&engine, &[0]);
+    assert_eq!(synthesis_of(&engine, "wobbly").mode, SynthesisMode::Precompiled);
+    engine
+}
+
+/// An engine that knows [`Wobbly`]'s parameters and has proved nothing.
+fn wobbly_unrecorded(dir: &Path, pool: &Arc<PinnedPool>) -> Engine {
     let params = dir.join("wobbly.params");
     let (asg, _) = pinprove_groth16::synthesize(
         Wobbly { seed: 0 },
@@ -352,8 +360,6 @@ fn wobbly_engine(dir: &Path, pool: &Arc<PinnedPool>) -> Engine {
         0,
     );
     engine.register_srs("wobbly", &params);
-    wobbly_job(&engine, &[0]);
-    assert_eq!(synthesis_of(&engine, "wobbly").mode, SynthesisMode::Precompiled);
     engine
 }
 
@@ -370,6 +376,27 @@ fn wobbly_job(engine: &Engine, seeds: &[u64]) {
         JobOutcome::Completed(r) => assert_eq!(r.len(), seeds.len()),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_partition_of_parts_is_admitted_with_its_groups_scratch_only_until_its_circuit_is_recorded() {
+    let dir = temp_dir("precompiled-parts");
+    let (pool, _) = pool_with(1 << 30);
+    let engine = wobbly_unrecorded(&dir, &pool);
+    let whole = engine.working_set("wobbly", 0).unwrap();
+    assert!(
+        engine.working_set("wobbly", 64).unwrap() > whole,
+        "synthesized classically, the parts' groups have buffers of their own"
+    );
+    wobbly_job(&engine, &[0]);
+    assert_eq!(synthesis_of(&engine, "wobbly").mode, SynthesisMode::Precompiled);
+    // From the recording the witness is computed whole: no group scratch.
+    assert_eq!(
+        engine.working_set("wobbly", 64).unwrap(),
+        engine.working_set("wobbly", 0).unwrap()
+    );
+    drop(engine);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -662,8 +689,8 @@ impl AbcRun {
     /// The working sets of a partition: this engine's, the classic one's.
     fn working_sets(&self) -> (u64, u64) {
         (
-            self.engine.working_set(&self.shape.id()).unwrap(),
-            self.classic.working_set(&self.shape.id()).unwrap(),
+            self.engine.working_set(&self.shape.id(), 0).unwrap(),
+            self.classic.working_set(&self.shape.id(), 0).unwrap(),
         )
     }
 

@@ -303,7 +303,7 @@ fn a_warm_set_is_made_again_for_the_partitions_that_fit_beside_lane_sets_once_he
         engine.register_srs(&c.id(), &params);
         submit_and_complete(&engine, spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]));
         let srs: u64 = engine.status().srs.iter().map(|i| i.bytes).sum();
-        (engine.working_set(&c.id()).unwrap(), srs)
+        (engine.working_set(&c.id(), 0).unwrap(), srs)
     };
     let total = srs + ws * 17 / 2;
     let (pool, acct) = pool_with(total);
@@ -330,7 +330,7 @@ fn a_warm_set_is_made_again_for_the_partitions_that_fit_beside_lane_sets_once_he
     assert_eq!(s.kept_bytes, set as u64);
     assert_eq!(engine.status().pool_kept, set as u64);
     // (The test backend's share of 64 KiB is gone too.)
-    let ws = engine.working_set(&c.id()).unwrap();
+    let ws = engine.working_set(&c.id(), 0).unwrap();
     let fit = (total - srs - set as u64) / ws;
     assert!(fit > 4 && fit < (total - srs) / ws, "{fit} partitions of {ws} bytes");
     assert_eq!(
