@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail, ensure};
 use clap::Args;
-use pinprove_engine::assembly::{BackendKind, DeviceSelection, Stack, StackConfig};
 use pinprove_engine::{EngineConfig, EngineError, JobOutcome};
 use pinprove_filecoin::shapes::ShapeCache;
 use pinprove_filecoin::{FilecoinProver, ParamCache, ProofKind, ProofRequest, synthetic};
 use pinprove_mem::{BudgetConfig, sys};
+use pinprove_stack::{BackendKind, DeviceSelection, Stack, StackConfig};
 use serde::Serialize;
 
 use crate::report::{Host, Output, bytes};
@@ -135,7 +135,7 @@ pub fn run(args: &DayArgs) -> Result<()> {
         backend: args.backend,
         devices: args.devices.clone(),
         budget: args.budget.clone(),
-        native: pinprove_engine::assembly::NativeOptions {
+        native: pinprove_stack::NativeOptions {
             queue_depth: args.queue_depth,
             memory_limit: args.gpu_memory_limit,
             ..Default::default()

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use clap::Args;
-use pinprove_engine::assembly::{BackendKind, DeviceSelection, Stack, StackConfig};
 use pinprove_engine::{EngineConfig, Phase};
 use pinprove_filecoin::sample::SampleSector;
 use pinprove_filecoin::{FilecoinOptions, FilecoinProver, ParamCache, ProofKind, ProofRequest, reference};
+use pinprove_stack::{BackendKind, DeviceSelection, Stack, StackConfig};
 use serde::Serialize;
 
 use crate::report::{Host, Output, dur, median};

@@ -37,8 +37,8 @@ mod gpu {
 
     use anyhow::{Context, Result, ensure};
     use pinprove_cuda::runtime::{self as cuda, DeviceBuffer, DeviceInfo, HostRegistration, Stream};
-    use pinprove_engine::assembly::{self, PoolMemory};
     use pinprove_mem::{GIB, MemoryBudget, PinnedVec, PoolConfig};
+    use pinprove_stack::PoolMemory;
     use serde::Serialize;
 
     use super::H2dArgs;
@@ -106,7 +106,7 @@ mod gpu {
         let max = *sizes.iter().max().expect("at least one size");
         let budget = MemoryBudget::new(4 * max as u64 + GIB as u64);
         let pool_of = |pinning| {
-            assembly::pool(
+            pinprove_stack::pool(
                 &budget,
                 PoolMemory::Pinned,
                 pinning,

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use pinprove_engine::assembly::{self, PoolMemory};
 use pinprove_mem::{MemoryBudget, PinnedPool, PinnedVec, PoolConfig};
+use pinprove_stack::PoolMemory;
 use serde::Serialize;
 
 use crate::report::{Host, Output, bytes, dur, gbps, median, quantile_sorted};
@@ -106,7 +106,7 @@ pub fn run(args: &MemArgs) -> Result<()> {
         pinprove_engine::MAX_THREADS
     );
     let budget = MemoryBudget::new(total);
-    let pool = assembly::pool(&budget, PoolMemory::Auto, Default::default(), PoolConfig::default())?;
+    let pool = pinprove_stack::pool(&budget, PoolMemory::Auto, Default::default(), PoolConfig::default())?;
 
     let (push, extend) = push_and_extend(args, &pool)?;
     let with_cap = push

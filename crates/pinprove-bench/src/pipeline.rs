@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use clap::Args;
-use pinprove_engine::assembly::{BackendKind, DeviceSelection, Stack, StackConfig};
 use pinprove_engine::timeline::analysis::Utilization;
 use pinprove_engine::{
     EngineConfig, JobOutcome, JobSpec, PartitionResult, Phase, Priority, circuit_partition_with_inputs, holding_heap,
 };
 use pinprove_mem::{BudgetConfig, PinMethod, sys};
+use pinprove_stack::{BackendKind, DeviceSelection, Stack, StackConfig};
 use serde::Serialize;
 
 use crate::reference;
@@ -37,12 +37,12 @@ pub struct PipelineArgs {
     #[arg(long, default_value = "all")]
     devices: DeviceSelection,
     /// Pieces of proofs queued on one GPU at once (native backend).
-    #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().queue_depth)]
+    #[arg(long, default_value_t = pinprove_stack::NativeOptions::default().queue_depth)]
     queue_depth: usize,
     /// Threads of the native backend that prepare background proofs'
     /// scalars and add up their results (0: half the CPUs); they compete
     /// with synthesis for the cores.
-    #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().prep_threads)]
+    #[arg(long, default_value_t = pinprove_stack::NativeOptions::default().prep_threads)]
     prep_threads: usize,
     /// The most memory pinprove takes of each GPU ("15GiB": a 16 GB card's
     /// capacity on a larger one; default: what the GPU has free).
@@ -225,7 +225,7 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
         budget: args.budget.clone(),
         devices: args.devices.clone(),
         pinning: args.pinning,
-        native: pinprove_engine::assembly::NativeOptions {
+        native: pinprove_stack::NativeOptions {
             queue_depth: args.queue_depth,
             prep_threads: args.prep_threads,
             memory_limit: args.gpu_memory_limit,

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use clap::Args;
-use pinprove_engine::assembly::{self, PoolMemory};
 use pinprove_groth16::baseline::VecAssignment;
 use pinprove_groth16::{AbcLayout, CapacityHints, synthesize};
 use pinprove_mem::{BudgetConfig, MemoryBudget, PoolConfig, sys};
+use pinprove_stack::PoolMemory;
 use serde::Serialize;
 
 use crate::report::{Host, Output, bytes, dur, median};
@@ -55,7 +55,7 @@ pub fn run(args: &SynthArgs) -> Result<()> {
     let circuit = args.circuit.build()?;
     let id = circuit.id();
     let budget = MemoryBudget::from_config(&BudgetConfig::default());
-    let pool = assembly::pool(&budget, PoolMemory::Auto, Default::default(), PoolConfig::default())?;
+    let pool = pinprove_stack::pool(&budget, PoolMemory::Auto, Default::default(), PoolConfig::default())?;
     let hints = CapacityHints::in_memory();
     type Run<'a> = Box<dyn Fn() -> Result<(u32, u64)> + 'a>;
     let variants: Vec<(&'static str, Run)> = vec![

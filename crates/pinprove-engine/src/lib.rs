@@ -60,7 +60,6 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod assembly;
 mod engine;
 pub mod job;
 pub mod metrics;

@@ -4,7 +4,7 @@
 //! timeline and the device's status (utilization, memory, PCIe traffic:
 //! the view that shows whether uploads keep a GPU fed). Where the readings
 //! come from is the assembler's choice: NVML on a GPU host
-//! ([`assembly`](crate::assembly) supplies it), a fake in tests, nothing on
+//! (the `pinprove-stack` crate supplies it), a fake in tests, nothing on
 //! the CPU.
 
 use std::fmt::Debug;

@@ -99,6 +99,14 @@ pub unsafe trait HostAllocator: Send + Sync + fmt::Debug {
     /// Allocates `len` bytes (`len > 0`). The contents are unspecified.
     fn allocate(&self, len: usize) -> Result<NonNull<u8>>;
 
+    /// Tells an allocator that pins through a GPU's context which GPUs the
+    /// process still proves on (`live_gpus`, by ordinal): it pins with one
+    /// of them from now on, since a lost GPU's context refuses every call.
+    /// Nothing for memory that needs no GPU.
+    fn pin_with_one_of(&self, live_gpus: &[usize]) {
+        let _ = live_gpus;
+    }
+
     /// Frees memory returned by [`allocate`](Self::allocate).
     ///
     /// # Safety

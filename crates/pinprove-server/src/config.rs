@@ -54,8 +54,8 @@
 
 use std::path::{Path, PathBuf};
 
-use pinprove_engine::assembly::{BackendKind, DeviceSelection};
 use pinprove_mem::BudgetConfig;
+use pinprove_stack::{BackendKind, DeviceSelection};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::ServerError;

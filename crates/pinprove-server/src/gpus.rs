@@ -19,8 +19,8 @@ pub(crate) struct Gpus {
 impl Gpus {
     /// The GPUs of `selection` (the configured devices): none in a build
     /// without GPU support.
-    pub(crate) fn discover(selection: &pinprove_engine::assembly::DeviceSelection) -> Gpus {
-        use pinprove_engine::assembly::DeviceSelection;
+    pub(crate) fn discover(selection: &pinprove_stack::DeviceSelection) -> Gpus {
+        use pinprove_stack::DeviceSelection;
         let all = pinprove_cuda::gpus().unwrap_or_default();
         let found: Vec<_> = all
             .into_iter()

@@ -46,11 +46,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pinprove_engine::assembly::{NativeOptions, Stack, StackConfig};
 use pinprove_engine::{EngineConfig, EngineError};
 use pinprove_filecoin::params::{GenerationProgress, LogProgress};
 use pinprove_filecoin::{FilecoinOptions, FilecoinProver, ParamCache};
 use pinprove_mem::ErrorChain;
+use pinprove_stack::{NativeOptions, Stack, StackConfig};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -81,7 +81,7 @@ pub enum ServerError {
     Config(String),
     /// The proving stack could not be built.
     #[error("building the proving stack")]
-    Stack(#[from] pinprove_engine::assembly::AssemblyError),
+    Stack(#[from] pinprove_stack::AssemblyError),
     /// The engine could not start.
     #[error("starting the engine")]
     Engine(#[from] EngineError),

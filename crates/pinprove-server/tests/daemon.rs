@@ -7,12 +7,12 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use pinprove_engine::assembly::BackendKind;
 use pinprove_filecoin::sample::SampleSector;
 use pinprove_filecoin::{ProofKind, ProofRequest};
 use pinprove_mem::BudgetConfig;
 use pinprove_server::pb::{self, await_proof_response::Status as S};
 use pinprove_server::{Config, Daemon, client};
+use pinprove_stack::BackendKind;
 use tonic::Code;
 
 fn temp_dir(name: &str) -> PathBuf {

@@ -14,10 +14,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
 use clap::Args;
-use pinprove_engine::assembly::BackendKind;
 use pinprove_filecoin::sample::SampleSector;
 use pinprove_filecoin::{ProofKind, ProofRequest};
 use pinprove_server::pb;
+use pinprove_stack::BackendKind;
 
 use crate::remote::{self, InProcess};
 use pinprove::units::{bytes, dur};

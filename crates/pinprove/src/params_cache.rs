@@ -14,11 +14,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use pinprove_engine::assembly::{self, PoolMemory};
 use pinprove_groth16::circuits::BenchCircuit;
 use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
 use pinprove_groth16::{AbcLayout, CapacityHints, synthesize};
 use pinprove_mem::{BudgetConfig, MemoryBudget, PoolConfig};
+use pinprove_stack::PoolMemory;
 
 use pinprove_groth16::setup::{self, SetupStats, ToxicWaste};
 use rand::SeedableRng;
@@ -130,7 +130,7 @@ pub fn write_synthetic(circuit: &BenchCircuit, out: &Path) -> Result<u64> {
 /// memory (freed before this returns).
 pub fn shape_of(circuit: &BenchCircuit) -> Result<CircuitShape> {
     let budget = MemoryBudget::from_config(&BudgetConfig::default());
-    let pool = assembly::pool(&budget, PoolMemory::Heap, Default::default(), PoolConfig::default())?;
+    let pool = pinprove_stack::pool(&budget, PoolMemory::Heap, Default::default(), PoolConfig::default())?;
     let hints = CapacityHints::in_memory();
     let (asg, _) = synthesize(circuit.clone(), &circuit.id(), &pool, &hints, AbcLayout::Exact, None)?;
     Ok(CircuitShape::of(&asg))

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, ensure};
 use clap::{Args, Subcommand, ValueEnum};
-use pinprove_engine::assembly::{self, PoolMemory};
 use pinprove_groth16::{Srs, Validation};
 use pinprove_mem::{BudgetConfig, MemoryBudget, PoolConfig};
+use pinprove_stack::PoolMemory;
 
 use pinprove_filecoin::{ParamCache, ProofKind};
 
@@ -158,7 +158,7 @@ fn info(args: &InfoArgs) -> Result<()> {
         Check::Subgroup => Validation::Subgroup,
     };
     let budget = MemoryBudget::from_config(&BudgetConfig::default());
-    let pool = assembly::pool(&budget, PoolMemory::Auto, Default::default(), PoolConfig::default())?;
+    let pool = pinprove_stack::pool(&budget, PoolMemory::Auto, Default::default(), PoolConfig::default())?;
     let srs =
         Srs::read_file(&args.file, &pool, validation).with_context(|| format!("checking {}", args.file.display()))?;
     let s = srs.stats();

@@ -11,7 +11,7 @@
 
 use anyhow::{Result, bail};
 use clap::Args;
-use pinprove_engine::assembly::BackendKind;
+use pinprove_stack::BackendKind;
 
 use crate::demo;
 use pinprove::advice;

@@ -23,7 +23,7 @@ pub struct ServeArgs {
     /// The GPUs to prove on, overriding the file's `[gpu] devices`: "all"
     /// or CUDA ordinals such as 0,1.
     #[arg(long)]
-    devices: Option<pinprove_engine::assembly::DeviceSelection>,
+    devices: Option<pinprove_stack::DeviceSelection>,
     /// The most memory pinprove takes of each GPU, overriding the file's
     /// `[gpu] memory_limit` ("22GiB").
     #[arg(long)]

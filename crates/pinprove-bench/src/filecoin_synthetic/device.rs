@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 #[cfg(feature = "cuda")]
-use pinprove_engine::assembly::BuiltBackend;
-use pinprove_engine::assembly::Stack;
+use pinprove_stack::BuiltBackend;
+use pinprove_stack::Stack;
 
 #[cfg(feature = "cuda")]
 use super::secs;

@@ -15,13 +15,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use pinprove_engine::assembly::{Stack, StackConfig};
 use pinprove_engine::timeline::analysis::Utilization;
 use pinprove_engine::{EngineConfig, PartitionResult, Phase};
 use pinprove_filecoin::shapes::ShapeCache;
 use pinprove_filecoin::synthetic;
 use pinprove_filecoin::{FilecoinProver, ParamCache, ProofKind};
 use pinprove_mem::{BudgetConfig, sys};
+use pinprove_stack::{Stack, StackConfig};
 use serde::Serialize;
 
 use crate::report::{DeviceShare, Host, NVML_LAG, bytes, dur, median};
@@ -83,16 +83,16 @@ pub struct SyntheticArgs {
     #[arg(long)]
     pub record_first: bool,
     /// Pieces of proofs queued on one GPU at once (native backend).
-    #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().queue_depth)]
+    #[arg(long, default_value_t = pinprove_stack::NativeOptions::default().queue_depth)]
     pub queue_depth: usize,
     /// Threads of the native backend that prepare background proofs'
     /// scalars and add up their results (0: half the CPUs); they compete
     /// with synthesis for the cores.
-    #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().prep_threads)]
+    #[arg(long, default_value_t = pinprove_stack::NativeOptions::default().prep_threads)]
     pub prep_threads: usize,
     /// Background partitions whose l, a and b MSMs read streamed bases
     /// together (native backend; 1: each its own).
-    #[arg(long, default_value_t = pinprove_engine::assembly::NativeOptions::default().partitions_sharing_bases)]
+    #[arg(long, default_value_t = pinprove_stack::NativeOptions::default().partitions_sharing_bases)]
     pub partitions_sharing_bases: usize,
     /// The most memory pinprove takes of each GPU ("15GiB": a 16 GB card's
     /// capacity on a larger one; default: what the GPU has free).
@@ -190,8 +190,8 @@ fn median_of(results: &[PartitionResult], phase: Phase) -> f64 {
 pub fn measure(
     kind: ProofKind,
     sector_size: u64,
-    backend: pinprove_engine::assembly::BackendKind,
-    devices: &pinprove_engine::assembly::DeviceSelection,
+    backend: pinprove_stack::BackendKind,
+    devices: &pinprove_stack::DeviceSelection,
     args: &SyntheticArgs,
     precompiled: bool,
 ) -> Result<SyntheticReport> {
@@ -209,7 +209,7 @@ pub fn measure(
         devices: devices.clone(),
         budget: args.budget.clone(),
         pinning: args.pinning,
-        native: pinprove_engine::assembly::NativeOptions {
+        native: pinprove_stack::NativeOptions {
             queue_depth: args.queue_depth,
             prep_threads: args.prep_threads,
             memory_limit: args.gpu_memory_limit,

@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
 use pinprove_engine::SynthesisContext;
-use pinprove_engine::assembly::Stack;
 use pinprove_filecoin::{FilecoinProver, ProofRequest};
 use pinprove_groth16::Scalar;
 use pinprove_mem::sys;
+use pinprove_stack::Stack;
 use serde::Serialize;
 
 use super::secs;

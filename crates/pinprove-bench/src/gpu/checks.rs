@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use pinprove_cuda::runtime::{DeviceBuffer, Stream};
-use pinprove_engine::assembly::{self, BackendKind, NativeOptions};
 use pinprove_groth16::circuits::BenchCircuit;
 use pinprove_groth16::{
     AbcLayout, Backend, CapacityHints, Proof, ProvingAssignment, ProvingJob, Scalar, Srs, Validation, synthesize,
 };
 use pinprove_mem::PinnedPool;
+use pinprove_stack::{BackendKind, NativeOptions};
 use serde::Serialize;
 
 use crate::report::median;
@@ -69,7 +69,7 @@ pub(super) fn cross_check(
     let proof = gpu.prove(job(loaded, AbcLayout::Exact)?)?.remove(0);
     let on_gpu = proof.to_bytes();
     let full = Arc::new(Srs::read_file(path, pool, Validation::OnCurve)?);
-    let cpu = assembly::backend(BackendKind::Cpu, pool, 0, &NativeOptions::default())?.as_dyn();
+    let cpu = pinprove_stack::backend(BackendKind::Cpu, pool, 0, &NativeOptions::default())?.as_dyn();
     let on_cpu = cpu.prove(job(&full, AbcLayout::PaddedToDomain)?)?.remove(0).to_bytes();
     drop(full);
     let params = crate::reference::read(path)?;

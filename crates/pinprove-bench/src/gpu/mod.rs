@@ -11,7 +11,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use pinprove_engine::assembly::BackendKind;
+use pinprove_stack::BackendKind;
 
 use crate::report::Output;
 

@@ -5,11 +5,11 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
 use pinprove_cuda::runtime::{DeviceBuffer, Stream};
-use pinprove_engine::assembly::{self, BackendKind, BuiltBackend, NativeOptions, PoolMemory};
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::precompiled::{defer, record, synthesize_witness};
 use pinprove_groth16::{AbcLayout, CapacityHints, ProvingJob, synthesize};
 use pinprove_mem::{BudgetConfig, MemoryBudget, PinnedPool, PoolConfig};
+use pinprove_stack::{BackendKind, BuiltBackend, NativeOptions, PoolMemory};
 use serde::Serialize;
 
 use super::GpuArgs;
@@ -81,7 +81,12 @@ fn gpu_backend(kind: BackendKind, pinned: &Arc<PinnedPool>, device: usize) -> Re
     if kind == BackendKind::Supraseal && device != 0 {
         bail!("supraseal-c2 picks its GPUs itself: --device {device} applies to the native backend only");
     }
-    Ok(assembly::backend(kind, pinned, device, &NativeOptions::default())?)
+    Ok(pinprove_stack::backend(
+        kind,
+        pinned,
+        device,
+        &NativeOptions::default(),
+    )?)
 }
 
 fn phases(b: &BuiltBackend) -> Option<pinprove_cuda::NativePhases> {
@@ -114,8 +119,8 @@ pub(super) fn run(args: &GpuArgs) -> Result<()> {
     );
     let cache = ParamsCache::new(args.params_dir.as_deref());
     let budget = MemoryBudget::from_config(&BudgetConfig::default());
-    let pinned = assembly::pool(&budget, PoolMemory::Pinned, Default::default(), PoolConfig::default())?;
-    let heap = assembly::pool(&budget, PoolMemory::Heap, Default::default(), PoolConfig::default())?;
+    let pinned = pinprove_stack::pool(&budget, PoolMemory::Pinned, Default::default(), PoolConfig::default())?;
+    let heap = pinprove_stack::pool(&budget, PoolMemory::Heap, Default::default(), PoolConfig::default())?;
     let built = gpu_backend(args.backend, &pinned, args.device)?;
     let backend_arc = built.as_dyn();
     let backend = backend_arc.as_ref();

@@ -44,6 +44,10 @@ unsafe impl HostAllocator for CudaPinnedAllocator {
         MemoryKind::CudaPinned
     }
 
+    fn pin_with_one_of(&self, live_gpus: &[usize]) {
+        super::pin_with_one_of(live_gpus);
+    }
+
     fn allocate(&self, len: usize) -> Result<NonNull<u8>> {
         on_pinning_device(|| result::host_alloc(len))
             .map(NonNull::cast)
@@ -91,6 +95,10 @@ impl CudaRegisteredAllocator {
 unsafe impl HostAllocator for CudaRegisteredAllocator {
     fn kind(&self) -> MemoryKind {
         MemoryKind::CudaPinned
+    }
+
+    fn pin_with_one_of(&self, live_gpus: &[usize]) {
+        super::pin_with_one_of(live_gpus);
     }
 
     fn allocate(&self, len: usize) -> Result<NonNull<u8>> {

@@ -63,6 +63,15 @@ pub fn pin_with_device(ordinal: Option<usize>) {
     PINNING_DEVICE.store(raw, Ordering::Relaxed);
 }
 
+/// Pins with the first of `live` GPUs unless the one pinning now is one of
+/// them (see [`HostAllocator::pin_with_one_of`](pinprove_mem::HostAllocator::pin_with_one_of)).
+pub(crate) fn pin_with_one_of(live: &[usize]) {
+    if let Some(gpu) = crate::gpu::pinning_gpu(pinning_device(), live) {
+        tracing::info!(gpu, "host memory is pinned with GPU {gpu}");
+        pin_with_device(Some(gpu));
+    }
+}
+
 /// The GPU set by [`pin_with_device`], if any.
 pub fn pinning_device() -> Option<usize> {
     usize::try_from(PINNING_DEVICE.load(Ordering::Relaxed)).ok()

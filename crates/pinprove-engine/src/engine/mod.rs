@@ -187,7 +187,7 @@ impl Engine {
             AbcLayout::Exact
         };
         let abc_on_device = devices.iter().all(|d| d.backend.capabilities().evaluates_recordings);
-        let slots = slots::DeviceSlots::new(devices, config.workers_per_device);
+        let slots = slots::DeviceSlots::new(devices, config.workers_per_device, Arc::clone(&pool));
         let timeline = Arc::new(Timeline::new(config.timeline_capacity));
         let gpu_telemetry = config.gpu_telemetry.clone();
         let precompiled = precompiler::Precompiler::new(

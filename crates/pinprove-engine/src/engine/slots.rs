@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use pinprove_groth16::{Backend, LostDevice, ProveError, Srs};
-use pinprove_mem::ErrorChain;
+use pinprove_mem::{ErrorChain, PinnedPool};
 
 use super::handoff::Handoff;
 use super::state::{Gauges, Started, Synthesized};
@@ -42,44 +42,47 @@ impl DeviceSlot {
     }
 }
 
-/// Every device of the engine, in the order they were given.
-pub(super) struct DeviceSlots(Vec<DeviceSlot>);
+/// Every device of the engine, in the order they were given, and the pool
+/// whose allocator pins host memory with one of their GPUs.
+pub(super) struct DeviceSlots {
+    slots: Vec<DeviceSlot>,
+    pool: Arc<PinnedPool>,
+}
 
 impl Deref for DeviceSlots {
     type Target = [DeviceSlot];
     fn deref(&self) -> &[DeviceSlot] {
-        &self.0
+        &self.slots
     }
 }
 
 impl DeviceSlots {
     /// A slot per device, each with `workers_per_device` workers (its
     /// backend's choice when `None`).
-    pub(super) fn new(devices: Vec<Device>, workers_per_device: Option<usize>) -> DeviceSlots {
-        DeviceSlots(
-            devices
-                .into_iter()
-                .map(|d| {
-                    let workers = workers_per_device
-                        .unwrap_or_else(|| d.backend.capabilities().workers_per_device)
-                        .clamp(1, MAX_THREADS);
-                    DeviceSlot {
-                        name: d.name,
-                        backend: d.backend,
-                        workers,
-                        // One partition ready per worker keeps it fed without
-                        // holding more synthesized memory than that.
-                        handoff: Handoff::new(workers),
-                        busy_nanos: AtomicU64::new(0),
-                        current_job: Mutex::new(None),
-                        lost: LostDevice::default(),
-                        finalize: unbounded(),
-                        finalize_urgent: unbounded(),
-                        gpu_reading: Mutex::new(None),
-                    }
-                })
-                .collect(),
-        )
+    pub(super) fn new(devices: Vec<Device>, workers_per_device: Option<usize>, pool: Arc<PinnedPool>) -> DeviceSlots {
+        let slots = devices
+            .into_iter()
+            .map(|d| {
+                let workers = workers_per_device
+                    .unwrap_or_else(|| d.backend.capabilities().workers_per_device)
+                    .clamp(1, MAX_THREADS);
+                DeviceSlot {
+                    name: d.name,
+                    backend: d.backend,
+                    workers,
+                    // One partition ready per worker keeps it fed without
+                    // holding more synthesized memory than that.
+                    handoff: Handoff::new(workers),
+                    busy_nanos: AtomicU64::new(0),
+                    current_job: Mutex::new(None),
+                    lost: LostDevice::default(),
+                    finalize: unbounded(),
+                    finalize_urgent: unbounded(),
+                    gpu_reading: Mutex::new(None),
+                }
+            })
+            .collect();
+        DeviceSlots { slots, pool }
     }
 
     /// Among the devices not lost: one with a free worker that already
@@ -124,48 +127,16 @@ impl DeviceSlots {
         }
     }
 
-    /// Makes a GPU of a device not lost the one that pins host memory (see
-    /// [`pinprove_cuda::pin_with_device`]) when the one pinning now is
-    /// lost or none of this engine's, so that the other devices keep
-    /// getting pinned buffers.
+    /// Has host memory pinned with the GPU of a device not lost (see
+    /// [`HostAllocator::pin_with_one_of`](pinprove_mem::HostAllocator::pin_with_one_of)),
+    /// so that the other devices keep getting pinned buffers when one is
+    /// lost.
     pub(super) fn pin_with_a_live_gpu(&self) {
-        use pinprove_cuda::{pin_with_device, pinning_device};
         let live: Vec<usize> = self
             .iter()
             .filter(|d| d.lost().is_none())
             .filter_map(|d| d.backend.gpu())
             .collect();
-        if let Some(gpu) = pinning_gpu(pinning_device(), &live) {
-            tracing::info!(gpu, "host memory is pinned with GPU {gpu}");
-            pin_with_device(Some(gpu));
-        }
-    }
-}
-
-/// The GPU that should pin host memory from now on, when it should change:
-/// the first of the `live` GPUs (those of devices not lost) unless the one
-/// pinning `now` is one of them.
-fn pinning_gpu(now: Option<usize>, live: &[usize]) -> Option<usize> {
-    match now {
-        Some(o) if live.contains(&o) => None,
-        _ => live.first().copied(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::pinning_gpu;
-
-    #[test]
-    fn pinning_moves_only_off_a_gpu_that_is_lost_or_not_ours() {
-        assert_eq!(
-            pinning_gpu(None, &[1, 2]),
-            Some(1),
-            "the engine's first GPU, not device 0"
-        );
-        assert_eq!(pinning_gpu(Some(2), &[1, 2]), None, "a live GPU of ours stays");
-        assert_eq!(pinning_gpu(Some(0), &[1, 2]), Some(1), "GPU 0 lost: the next live one");
-        assert_eq!(pinning_gpu(Some(0), &[]), None, "no live GPU: nothing better");
-        assert_eq!(pinning_gpu(None, &[]), None, "the CPU backend");
+        self.pool.pin_with_one_of(&live);
     }
 }

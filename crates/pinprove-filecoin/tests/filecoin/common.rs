@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pinprove_engine::assembly::{BackendKind, Stack, StackConfig};
 use pinprove_engine::{Engine, EngineConfig};
 use pinprove_filecoin::{FilecoinOptions, FilecoinProver, ParamCache};
 use pinprove_mem::BudgetConfig;
+use pinprove_stack::{BackendKind, Stack, StackConfig};
 
 /// A prover over a fresh CPU engine, parameters from the standard cache
 /// (`FIL_PROOFS_PARAMETER_CACHE`, which `scripts/test` points at a user

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::*;
-use pinprove_engine::assembly::{BackendKind, Stack, StackConfig};
 use pinprove_engine::{EngineConfig, SynthesisMode};
 use pinprove_filecoin::sample::SampleSector;
 use pinprove_filecoin::{FilecoinOptions, FilecoinProver, ParamCache};
 use pinprove_groth16::Scalar;
 use pinprove_mem::BudgetConfig;
+use pinprove_stack::{BackendKind, Stack, StackConfig};
 
 fn precompiling_prover() -> FilecoinProver {
     let stack = Stack::build(&StackConfig {

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use crate::common::*;
-use pinprove_engine::assembly::{BackendKind, Stack, StackConfig};
 use pinprove_engine::{EngineConfig, JobOutcome};
 use pinprove_filecoin::sample::SampleSector;
 use pinprove_filecoin::{FilecoinError, FilecoinOptions, FilecoinProver, ParamCache};
@@ -13,6 +12,7 @@ use pinprove_groth16::{
     Backend, Capabilities, CapacityHint, Proof, ProveError, ProvingJob, QueryLengths, ResidentSrs, Srs, StartedProof,
 };
 use pinprove_mem::BudgetConfig;
+use pinprove_stack::{BackendKind, Stack, StackConfig};
 
 /// Delegates everything, and swaps A and C of every proof it returns.
 struct Spoiling(Arc<dyn Backend>);

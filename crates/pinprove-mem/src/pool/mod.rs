@@ -315,6 +315,12 @@ impl PinnedPool {
         pool
     }
 
+    /// Has the pool's allocator pin with one of `live_gpus` (see
+    /// [`HostAllocator::pin_with_one_of`]).
+    pub fn pin_with_one_of(&self, live_gpus: &[usize]) {
+        self.allocator.pin_with_one_of(live_gpus);
+    }
+
     /// The budget this pool is accounted in.
     pub fn budget(&self) -> &Arc<MemoryBudget> {
         &self.budget

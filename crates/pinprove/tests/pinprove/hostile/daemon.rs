@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pinprove_engine::EngineConfig;
-use pinprove_engine::assembly::{BackendKind, Stack, StackConfig};
 use pinprove_filecoin::sample::SampleSector;
 use pinprove_filecoin::{FilecoinOptions, FilecoinProver, ParamCache, ProofKind, ProofRequest};
 use pinprove_mem::BudgetConfig;
 use pinprove_server::{client, pb, wire};
+use pinprove_stack::{BackendKind, Stack, StackConfig};
 
 /// The bearer token of the daemons under test.
 pub const TOKEN: &str = "hostile-suite-token";

@@ -1,4 +1,6 @@
-//! One way to assemble a proving stack.
+//! The composition root: one way to assemble a proving stack from the
+//! engine and the backends beside it (the engine itself knows only the
+//! [`Backend`] trait and the [`GpuTelemetry`] it is handed).
 //!
 //! From one [`StackConfig`]: the memory budget, the pool with the allocator
 //! the backends want (CUDA pinned memory for GPU backends), and one
@@ -8,7 +10,7 @@
 //! kinds of memory or backends side by side.
 //!
 //! ```
-//! use pinprove_engine::assembly::{BackendKind, Stack, StackConfig};
+//! use pinprove_stack::{BackendKind, Stack, StackConfig};
 //! use pinprove_mem::BudgetConfig;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -24,6 +26,9 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
 use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
@@ -34,8 +39,8 @@ use pinprove_mem::sync::Recover;
 use pinprove_mem::{BudgetConfig, HeapAllocator, HostAllocator, MemoryBudget, PinMethod, PinnedPool, PoolConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::telemetry::GpuTelemetry;
-use crate::{Device, Engine, EngineConfig, EngineError, GpuReading};
+use pinprove_engine::telemetry::GpuTelemetry;
+use pinprove_engine::{Device, Engine, EngineConfig, EngineError, GpuReading};
 
 /// Which prover runs on the devices.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -253,7 +258,7 @@ pub enum AssemblyError {
     #[error("pinned host memory is not available: {0}")]
     Pinned(String),
     /// More backend threads asked for than are started.
-    #[error("{asked} preparation threads asked for; at most {max} are started", max = crate::MAX_THREADS)]
+    #[error("{asked} preparation threads asked for; at most {max} are started", max = pinprove_engine::MAX_THREADS)]
     TooManyThreads {
         /// Threads asked for.
         asked: usize,
@@ -318,7 +323,7 @@ impl Stack {
     /// Builds the stack `config` describes.
     pub fn build(config: &StackConfig) -> Result<Stack, AssemblyError> {
         let asked = config.native.prep_threads;
-        if asked > crate::MAX_THREADS {
+        if asked > pinprove_engine::MAX_THREADS {
             return Err(AssemblyError::TooManyThreads { asked });
         }
         let kind = resolve(config.backend);
@@ -575,19 +580,19 @@ mod tests {
         assert_eq!(stack.devices[0].name, "cpu");
         assert_eq!(stack.budget.total(), 1 << 28);
         // Its engine proves a small circuit end to end.
-        let engine = stack.engine(crate::EngineConfig::default()).unwrap();
+        let engine = stack.engine(pinprove_engine::EngineConfig::default()).unwrap();
         let c = BenchCircuit::new(300, WitnessMix::Bits).unwrap();
         engine.register_synthetic_srs(&c.id(), CircuitShape::of_blank(c.clone()).unwrap());
         let id = engine
-            .submit(crate::JobSpec {
+            .submit(pinprove_engine::JobSpec {
                 circuit_id: c.id(),
-                priority: crate::Priority::Normal,
-                partitions: vec![crate::circuit_partition(c)],
+                priority: pinprove_engine::Priority::Normal,
+                partitions: vec![pinprove_engine::circuit_partition(c)],
                 randomness: None,
             })
             .unwrap();
         match engine.wait(id, Some(std::time::Duration::from_secs(60))).unwrap() {
-            crate::JobOutcome::Completed(r) => assert_eq!(r.len(), 1),
+            pinprove_engine::JobOutcome::Completed(r) => assert_eq!(r.len(), 1),
             other => panic!("{other:?}"),
         }
     }
@@ -622,7 +627,7 @@ mod tests {
         let err = Stack::build(&StackConfig {
             budget: BudgetConfig::Fixed(1 << 28),
             native: NativeOptions {
-                prep_threads: crate::MAX_THREADS + 1,
+                prep_threads: pinprove_engine::MAX_THREADS + 1,
                 ..NativeOptions::default()
             },
             ..StackConfig::default()
