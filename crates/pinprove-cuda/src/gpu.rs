@@ -87,17 +87,6 @@ pub fn pin_with_device(ordinal: Option<usize>) {
     let _ = ordinal;
 }
 
-/// The GPU that should pin host memory from now on, when it should change:
-/// the first of the `live` GPUs (those of devices not lost) unless the one
-/// pinning `now` is one of them.
-#[cfg(any(feature = "cuda", test))]
-pub(crate) fn pinning_gpu(now: Option<usize>, live: &[usize]) -> Option<usize> {
-    match now {
-        Some(o) if live.contains(&o) => None,
-        _ => live.first().copied(),
-    }
-}
-
 /// The GPU chosen with [`pin_with_device`], if any.
 pub fn pinning_device() -> Option<usize> {
     #[cfg(feature = "cuda")]
@@ -245,20 +234,6 @@ fn not_built(backend: &'static str) -> ProveError {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn pinning_moves_only_off_a_gpu_that_is_lost_or_not_ours() {
-        use super::pinning_gpu;
-        assert_eq!(
-            pinning_gpu(None, &[1, 2]),
-            Some(1),
-            "the engine's first GPU, not device 0"
-        );
-        assert_eq!(pinning_gpu(Some(2), &[1, 2]), None, "a live GPU of ours stays");
-        assert_eq!(pinning_gpu(Some(0), &[1, 2]), Some(1), "GPU 0 lost: the next live one");
-        assert_eq!(pinning_gpu(Some(0), &[]), None, "no live GPU: nothing better");
-        assert_eq!(pinning_gpu(None, &[]), None, "the CPU backend");
-    }
-
     use super::*;
 
     /// Without GPU support every question has the same clear answer, and

@@ -37,6 +37,7 @@ mod info;
 #[cfg(feature = "cuda")]
 mod native;
 pub mod nvml;
+mod pinning;
 pub mod plan;
 mod row_chunks;
 #[cfg(feature = "cuda")]

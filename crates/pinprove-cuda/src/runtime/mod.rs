@@ -66,7 +66,7 @@ pub fn pin_with_device(ordinal: Option<usize>) {
 /// Pins with the first of `live` GPUs unless the one pinning now is one of
 /// them (see [`HostAllocator::pin_with_one_of`](pinprove_mem::HostAllocator::pin_with_one_of)).
 pub(crate) fn pin_with_one_of(live: &[usize]) {
-    if let Some(gpu) = crate::gpu::pinning_gpu(pinning_device(), live) {
+    if let Some(gpu) = crate::pinning::pinning_gpu(pinning_device(), live) {
         tracing::info!(gpu, "host memory is pinned with GPU {gpu}");
         pin_with_device(Some(gpu));
     }
