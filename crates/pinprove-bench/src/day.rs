@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use clap::Args;
 use pinprove_engine::{EngineConfig, EngineError, JobOutcome};
 use pinprove_filecoin::shapes::ShapeCache;
@@ -71,6 +71,10 @@ pub struct DayArgs {
     /// proof inside it, which that proof then waits for.
     #[arg(long, conflicts_with = "record")]
     no_record: bool,
+    /// Write the day's timeline as an SVG chart here (admissions,
+    /// parameter loads, syntheses and device work of every proof).
+    #[arg(long)]
+    timeline: Option<std::path::PathBuf>,
     #[command(flatten)]
     output: Output,
 }
@@ -268,6 +272,9 @@ pub fn run(args: &DayArgs) -> Result<()> {
     })?;
     let elapsed = start.elapsed().as_secs_f64();
     let (budget_fullest, _) = watch.stop();
+    if let Some(p) = &args.timeline {
+        std::fs::write(p, prover.engine().timeline().svg()).with_context(|| format!("writing {}", p.display()))?;
+    }
     let report = DayReport {
         benchmark: "day",
         host: Host::detect(),
