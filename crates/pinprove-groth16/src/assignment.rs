@@ -558,18 +558,7 @@ impl ConstraintSystem<Scalar> for ProvingAssignment {
         }
     }
 
-    fn push_namespace<NR, N>(&mut self, _: N)
-    where
-        NR: Into<String>,
-        N: FnOnce() -> NR,
-    {
-    }
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
-    }
+    crate::flat_namespaces!();
 
     /// No: an extensible system must make empty copies of itself
     /// (`ConstraintSystem::new`), and an assignment's memory comes from a

@@ -60,6 +60,27 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+/// Inside an `impl ConstraintSystem<Scalar>`: the three methods of a
+/// system without namespaces (names are never kept, and the system is its
+/// own root), which every constraint system of this code base is.
+#[macro_export]
+macro_rules! flat_namespaces {
+    () => {
+        fn push_namespace<NR, N>(&mut self, _: N)
+        where
+            NR: Into<String>,
+            N: FnOnce() -> NR,
+        {
+        }
+
+        fn pop_namespace(&mut self) {}
+
+        fn get_root(&mut self) -> &mut Self::Root {
+            self
+        }
+    };
+}
+
 mod assignment;
 mod backend;
 pub mod baseline;

@@ -82,18 +82,7 @@ impl ConstraintSystem<Scalar> for Recorder {
         self.constraints += 1;
     }
 
-    fn push_namespace<NR, N>(&mut self, _: N)
-    where
-        NR: Into<String>,
-        N: FnOnce() -> NR,
-    {
-    }
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
-    }
+    pinprove_groth16::flat_namespaces!();
 }
 
 /// The recorded values from `from` on, each of which must be 0 or 1.

@@ -281,18 +281,7 @@ impl ConstraintSystem<Scalar> for Recorder {
         }
     }
 
-    fn push_namespace<NR, N>(&mut self, _: N)
-    where
-        NR: Into<String>,
-        N: FnOnce() -> NR,
-    {
-    }
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
-    }
+    crate::flat_namespaces!();
 }
 
 /// Records the matrices of `circuit` (a circuit of type `circuit_id`) from

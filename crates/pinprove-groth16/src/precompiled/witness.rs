@@ -83,18 +83,7 @@ impl<S: Slots> ConstraintSystem<Scalar> for WitnessOnly<S> {
         self.constraints += 1;
     }
 
-    fn push_namespace<NR, N>(&mut self, _: N)
-    where
-        NR: Into<String>,
-        N: FnOnce() -> NR,
-    {
-    }
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
-    }
+    crate::flat_namespaces!();
 
     // Not a "witness generator" in bellpepper's sense: gadgets then take
     // other code paths (bulk `extend_aux`) than in the classic synthesis
