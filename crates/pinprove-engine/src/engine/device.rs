@@ -305,7 +305,7 @@ impl Inner {
         if let Some(results) = done
             && job.finish(JobOutcome::Completed(results))
         {
-            self.remember_finished(job.id);
+            self.jobs.ended(job.id);
             tracing::debug!(job = %job.id, ms = job.submitted.elapsed().as_millis() as u64, "job completed");
         }
     }

@@ -2,15 +2,14 @@
 //! precompiler, warm sets, SRS registry, pool and budget), what every
 //! thread of the engine holds, and the job bookkeeping they share.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use pinprove_groth16::{AbcLayout, CapacityHints};
-use pinprove_mem::sync::Recover;
 use pinprove_mem::{MemoryBudget, PinnedPool};
 
+use super::job_table::JobTable;
 use super::slots::DeviceSlots;
 use super::state::{Gauges, JobCtl};
 use crate::EngineConfig;
@@ -42,39 +41,16 @@ pub(crate) struct Inner {
     pub(super) warm: super::warm_sets::WarmSets,
     /// Circuit types' recordings (pre-compiled synthesis).
     pub(super) precompiled: Arc<super::precompiler::Precompiler>,
-    pub(super) jobs: Mutex<HashMap<JobId, Arc<JobCtl>>>,
-    pub(super) finished: Mutex<VecDeque<JobId>>,
+    pub(super) jobs: JobTable,
     pub(super) metrics: Metrics,
     pub(super) timeline: Arc<Timeline>,
-    pub(super) next_job: AtomicU64,
     pub(super) shutdown: AtomicBool,
     pub(super) started_at: Instant,
 }
 
 impl Inner {
-    pub(super) fn jobs_lock(&self) -> MutexGuard<'_, HashMap<JobId, Arc<JobCtl>>> {
-        self.jobs.lock().recover()
-    }
-
-    pub(super) fn job(&self, id: JobId) -> Result<Arc<JobCtl>, crate::EngineError> {
-        self.jobs_lock()
-            .get(&id)
-            .cloned()
-            .ok_or(crate::EngineError::UnknownJob(id))
-    }
-
     pub(super) fn shutting_down(&self) -> bool {
         self.shutdown.load(Ordering::Acquire)
-    }
-
-    pub(super) fn remember_finished(&self, id: JobId) {
-        let mut f = self.finished.lock().recover();
-        f.push_back(id);
-        while f.len() > self.config.finished_jobs_kept {
-            if let Some(old) = f.pop_front() {
-                self.jobs_lock().remove(&old);
-            }
-        }
     }
 
     pub(super) fn drop_queued(&self, id: JobId) {
@@ -88,7 +64,7 @@ impl Inner {
         self.metrics.proofs_failed.fetch_add(1, Ordering::Relaxed);
         if job.finish(JobOutcome::Failed(what)) {
             self.drop_queued(job.id);
-            self.remember_finished(job.id);
+            self.jobs.ended(job.id);
         }
     }
 
@@ -106,7 +82,7 @@ impl Inner {
         if job.finish(JobOutcome::Cancelled) {
             self.metrics.jobs_cancelled.fetch_add(1, Ordering::Relaxed);
             self.drop_queued(job.id);
-            self.remember_finished(job.id);
+            self.jobs.ended(job.id);
         }
         was_running
     }

@@ -17,6 +17,7 @@ mod device;
 mod guard;
 mod handoff;
 mod inner;
+mod job_table;
 mod outcome;
 mod precompiled;
 mod precompiler;
@@ -28,10 +29,9 @@ mod status;
 mod synthesis;
 mod warm_sets;
 
-use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -206,6 +206,7 @@ impl Engine {
             .build()
             .map_err(std::io::Error::other)?;
         let scheduler = scheduler::Scheduler::new(config.synthesis_workers, config.max_concurrent_syntheses);
+        let finished_jobs_kept = config.finished_jobs_kept;
         let inner = Arc::new(Inner {
             timeline,
             scheduler,
@@ -221,10 +222,8 @@ impl Engine {
             abc_on_device,
             warm: Default::default(),
             precompiled,
-            jobs: Mutex::new(HashMap::new()),
-            finished: Mutex::new(VecDeque::new()),
+            jobs: job_table::JobTable::new(finished_jobs_kept),
             metrics: Metrics::default(),
-            next_job: AtomicU64::new(1),
             shutdown: AtomicBool::new(false),
             started_at: Instant::now(),
         });
@@ -394,13 +393,12 @@ impl Engine {
         if needed > limit {
             return Err(EngineError::TooLarge { needed, total: limit });
         }
-        let id = JobId(inner.next_job.fetch_add(1, Ordering::Relaxed));
-        let job = Arc::new(
+        let job = inner.jobs.insert(|id| {
             JobCtl::new(id, spec.circuit_id.clone(), spec.priority, n)
                 .holding(inner.precompiled.in_use(&spec.circuit_id))
-                .wanting(inner.srs.want(&spec.circuit_id, spec.priority.rank())),
-        );
-        inner.jobs_lock().insert(id, Arc::clone(&job));
+                .wanting(inner.srs.want(&spec.circuit_id, spec.priority.rank()))
+        });
+        let id = job.id;
         let randomness = spec
             .randomness
             .unwrap_or_else(|| (0..n).map(|_| (Scalar::random(OsRng), Scalar::random(OsRng))).collect());
@@ -432,7 +430,7 @@ impl Engine {
     /// Waits for a job to end, at most `timeout` (forever when `None`).
     /// Blocks the calling thread; async code awaits [`outcome`](Self::outcome).
     pub fn wait(&self, id: JobId, timeout: Option<Duration>) -> Result<JobOutcome, EngineError> {
-        let job = self.inner.job(id)?;
+        let job = self.inner.jobs.get(id)?;
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut g = job.lock();
         loop {
@@ -456,7 +454,7 @@ impl Engine {
     /// thread while it waits. With [`JobFuture::cancel_on_drop`], dropping
     /// it before the job ends cancels the job.
     pub fn outcome(&self, id: JobId) -> Result<JobFuture, EngineError> {
-        let job = self.inner.job(id)?;
+        let job = self.inner.jobs.get(id)?;
         Ok(JobFuture::new(job, Arc::downgrade(&self.inner)))
     }
 
@@ -464,13 +462,13 @@ impl Engine {
     /// their next safe point; every buffer and reservation comes back.
     /// Returns whether any partition had started.
     pub fn cancel(&self, id: JobId) -> Result<bool, EngineError> {
-        let job = self.inner.job(id)?;
+        let job = self.inner.jobs.get(id)?;
         Ok(self.inner.cancel(&job))
     }
 
     /// A job's status.
     pub fn job_status(&self, id: JobId) -> Result<JobStatus, EngineError> {
-        let job = self.inner.job(id)?;
+        let job = self.inner.jobs.get(id)?;
         let proved = job.lock().proved;
         Ok(JobStatus {
             id,
@@ -543,7 +541,7 @@ impl Drop for Engine {
         inner.shutdown.store(true, Ordering::Release);
         inner.scheduler.stop();
         // Unfinished jobs end; their partitions are abandoned.
-        for job in inner.jobs_lock().values() {
+        for job in inner.jobs.all() {
             job.finish(JobOutcome::Failed("the engine shut down".into()));
         }
         for t in self.threads.drain(..) {
