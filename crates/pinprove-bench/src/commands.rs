@@ -3,7 +3,7 @@
 use anyhow::Result;
 use clap::Subcommand;
 
-use crate::{day, filecoin, gpu, h2d, mem, params, pipeline, prove, synth};
+use crate::{day, filecoin, gpu, h2d, mem, params, pipeline, prove, shape, synth};
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
@@ -40,6 +40,10 @@ pub enum BenchCommand {
     /// circuit of a test size, from the same seed: both times, their ratio,
     /// and whether the files are byte-identical.
     Params(params::ParamsArgs),
+    /// A Filecoin circuit's shape counted from its blank form (a PoSt's
+    /// sectors on every core): the time, and whether it equals the measured
+    /// production shape.
+    Shape(shape::ShapeArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -53,5 +57,6 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Filecoin(args) => filecoin::run(&args),
         BenchCommand::Params(args) => params::run(&args),
         BenchCommand::Day(args) => day::run(&args),
+        BenchCommand::Shape(args) => shape::run(&args),
     }
 }

@@ -17,6 +17,7 @@ mod pipeline;
 mod prove;
 mod reference;
 mod report;
+mod shape;
 mod synth;
 
 use std::process::ExitCode;

@@ -181,6 +181,19 @@ impl BlankCircuit {
     pub(crate) fn shape(self) -> anyhow::Result<CircuitShape> {
         (self.shape)()
     }
+
+    /// The same circuit, its shape counted by `count` instead of one
+    /// sequential blank synthesis (a circuit of parts counts them on every
+    /// core, [`CircuitShape::of_blank_parts`]).
+    pub(crate) fn counted_by(
+        self,
+        count: impl FnOnce() -> anyhow::Result<CircuitShape> + Send + 'static,
+    ) -> BlankCircuit {
+        BlankCircuit {
+            write: self.write,
+            shape: Box::new(count),
+        }
+    }
 }
 
 /// The parameter cache.

@@ -421,12 +421,19 @@ where
     let cache_id = <FallbackPoStCompound<Tree> as CacheableParameters<FallbackPoStCircuit<Tree>, _>>::cache_identifier(
         &vanilla_params,
     );
+    let blank = |p: &fallback::PublicParams| {
+        <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, _>>::blank_circuit(p)
+    };
+    let counted = vanilla_params.clone();
     Ok(CircuitParams {
         circuit_id: kind::circuit_id(k, sector_bytes)?,
         cache_id,
         sector_bytes,
-        blank: BlankCircuit::new(move || {
-            <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, _>>::blank_circuit(&vanilla_params)
+        // Its sectors are independent parts: counted on every core.
+        blank: BlankCircuit::new(move || blank(&vanilla_params)).counted_by(move || {
+            Ok(pinprove_groth16::synthetic::CircuitShape::of_blank_parts(
+                &blank(&counted).sectors,
+            )?)
         }),
     })
 }

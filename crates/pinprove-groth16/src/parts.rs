@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use bellpepper_core::{Circuit, ConstraintSystem};
+use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
 use ff::Field;
 use pinprove_mem::{PinnedPool, Reservation};
 use rayon::prelude::*;
@@ -26,6 +26,19 @@ use rayon::prelude::*;
 use crate::assignment::Capacities;
 use crate::synth::synthesize_with;
 use crate::{AbcLayout, CapacityHint, CapacityHints, ProveError, ProvingAssignment, Scalar, SynthesisStats};
+
+/// Parts synthesized one after the other into one constraint system: the
+/// circuit they make together.
+pub(crate) struct Sequence<'p, T>(pub(crate) &'p [T]);
+
+impl<T> Circuit<Scalar> for Sequence<'_, T>
+where
+    for<'a> &'a T: Circuit<Scalar>,
+{
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        self.0.iter().try_for_each(|part| part.synthesize(cs))
+    }
+}
 
 /// Waves a circuit's parts are split into (at least: more with few threads).
 const WAVES: usize = 8;

@@ -20,6 +20,7 @@ use rayon::prelude::*;
 
 use crate::density::Density;
 use crate::domain::domain_size;
+use crate::parts::Sequence;
 use crate::{ParamsError, ProvingAssignment, QueryLengths, Scalar, VerifyingKey};
 
 /// What a circuit needs from its parameters.
@@ -130,11 +131,9 @@ impl ConstraintSystem<Scalar> for ShapeCounter {
     crate::flat_namespaces!();
 }
 
-impl CircuitShape {
-    /// The shape of `circuit` from its blank form (values are never asked
-    /// for), as bellperson's parameter generator counts it: the constant ONE
-    /// and one constraint per input included.
-    pub fn of_blank<C: Circuit<Scalar>>(circuit: C) -> Result<Self, SynthesisError> {
+impl ShapeCounter {
+    /// `circuit` counted after the constant ONE.
+    fn count<C: Circuit<Scalar>>(circuit: C) -> Result<ShapeCounter, SynthesisError> {
         let mut cs = ShapeCounter {
             inputs: 0,
             aux: 0,
@@ -145,6 +144,16 @@ impl CircuitShape {
         };
         cs.alloc_input(|| "ONE", || Ok(Scalar::ONE))?;
         circuit.synthesize(&mut cs)?;
+        Ok(cs)
+    }
+}
+
+impl CircuitShape {
+    /// The shape of `circuit` from its blank form (values are never asked
+    /// for), as bellperson's parameter generator counts it: the constant ONE
+    /// and one constraint per input included.
+    pub fn of_blank<C: Circuit<Scalar>>(circuit: C) -> Result<Self, SynthesisError> {
+        let cs = ShapeCounter::count(circuit)?;
         Ok(CircuitShape {
             inputs: cs.inputs,
             aux: cs.aux,
@@ -152,6 +161,38 @@ impl CircuitShape {
             a_aux: cs.a_aux.total(),
             b_inputs: cs.b_input.total(),
             b_aux: cs.b_aux.total(),
+        })
+    }
+
+    /// [`of_blank`](Self::of_blank) of a circuit made of independent
+    /// `parts` (see [`crate::parts`]), counted on every core: groups of
+    /// parts are counted at once, each after a ONE of its own, and added
+    /// up. Every variable belongs to one group, ONE aside, which counts
+    /// once in B's inputs when any group uses it there. The shape equals
+    /// the sequential count's; a 32 GiB WindowPoSt's 2349 sectors took
+    /// 334 s counted one after the other on a 16-core host.
+    pub fn of_blank_parts<T>(parts: &[T]) -> Result<Self, SynthesisError>
+    where
+        T: Sync,
+        for<'a> &'a T: Circuit<Scalar>,
+    {
+        let threads = rayon::current_num_threads().max(1);
+        let group = parts.len().div_ceil(threads * 4).max(1);
+        let counted: Vec<ShapeCounter> = parts
+            .par_chunks(group)
+            .map(|g| ShapeCounter::count(Sequence(g)))
+            .collect::<Result<_, _>>()?;
+        let one_in_b = counted.iter().any(|c| c.b_input.get(0));
+        let sum = |f: fn(&ShapeCounter) -> usize| counted.iter().map(f).sum::<usize>();
+        // Each group's own ONE is not the circuit's.
+        let inputs = 1 + sum(|c| c.inputs - 1);
+        Ok(CircuitShape {
+            inputs,
+            aux: sum(|c| c.aux),
+            constraints: sum(|c| c.constraints) + inputs,
+            a_aux: sum(|c| c.a_aux.total()),
+            b_inputs: usize::from(one_in_b) + sum(|c| c.b_input.total() - usize::from(c.b_input.get(0))),
+            b_aux: sum(|c| c.b_aux.total()),
         })
     }
 }

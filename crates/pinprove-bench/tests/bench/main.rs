@@ -271,4 +271,22 @@ fn bench_day_times_each_post_and_counts_parameter_loads() {
     assert_eq!(loaded("winning-2k"), Some(1), "preloaded once: {r}");
     assert_eq!(loaded("wpost-2k"), Some(1), "loaded for its proof: {r}");
     assert_eq!(loaded("porep-2k"), Some(0), "registered, never needed: {r}");
+    // Recorded before the day, as a daemon that has been up holds them.
+    let recorded: Vec<&str> = r["recorded_before_s"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e[0].as_str().unwrap())
+        .collect();
+    assert_eq!(recorded, ["porep-2k", "wpost-2k"], "{r}");
+}
+
+#[test]
+fn bench_shape_counts_a_post_circuit_in_parts() {
+    let r = json(&ok(&["shape", "--kind", "wpost", "--sector-size", "2KiB", "--json"]));
+    assert_eq!(r["benchmark"], "shape");
+    assert_eq!(r["circuit"], "wpost-2k");
+    assert!(r["shape"]["constraints"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["equals_production"].is_null(), "no measured 2 KiB shape: {r}");
+    fails_with(&["shape", "--sector-size", "3KiB"], 1, "sector size");
 }

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use bellpepper_core::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use ff::Field;
 
-use super::witness::Sequence;
 use super::{MAX_COEFFICIENTS, MINUS_ONE_ID, Matrix, ONE_ID, Recording};
+use crate::parts::Sequence;
 use crate::{PrecompiledError, Scalar};
 
 /// While recording, the number of inputs is not known yet (the circuit may

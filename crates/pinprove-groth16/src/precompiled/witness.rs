@@ -8,6 +8,7 @@ use pinprove_mem::{PinnedPool, PinnedVec, Reservation};
 use rayon::prelude::*;
 
 use super::Recording;
+use crate::parts::Sequence;
 use crate::{PrecompiledError, ProveError, Scalar};
 
 /// A circuit's witness, in pool buffers sized exactly for its recording.
@@ -260,16 +261,4 @@ fn split(mut slice: &mut [Scalar], len: usize) -> Vec<&mut [Scalar]> {
         slice = tail;
     }
     pieces
-}
-
-/// Parts synthesized one after the other into one constraint system.
-pub(super) struct Sequence<'p, T>(pub(super) &'p [T]);
-
-impl<T> Circuit<Scalar> for Sequence<'_, T>
-where
-    for<'a> &'a T: Circuit<Scalar>,
-{
-    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
-        self.0.iter().try_for_each(|part| part.synthesize(cs))
-    }
 }

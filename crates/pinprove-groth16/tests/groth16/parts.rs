@@ -215,3 +215,18 @@ fn a_witness_of_parts_is_the_witness_of_the_whole() {
     drop((whole, par, want, got));
     assert_eq!(pool.stats().checked_out_bytes, 0);
 }
+
+#[test]
+fn a_circuit_of_parts_counts_the_same_shape_on_every_core() {
+    use pinprove_groth16::synthetic::CircuitShape;
+    for n in [0, 1, 7, 203] {
+        let parts: Vec<Part> = (0..n).map(Part).collect();
+        let whole = CircuitShape::of_blank(Whole(parts.clone())).unwrap();
+        let in_parts = CircuitShape::of_blank_parts(&parts).unwrap();
+        assert_eq!(in_parts, whole, "{n} parts");
+    }
+    // ONE counts once among B's inputs however many groups use it there.
+    let parts: Vec<Part> = (0..64).map(Part).collect();
+    let shape = CircuitShape::of_blank_parts(&parts).unwrap();
+    assert_eq!(shape.b_inputs, 1 + 64, "ONE and each part's input");
+}
