@@ -77,24 +77,6 @@ pub fn gpus() -> Result<Vec<Gpu>, GpuError> {
     }
 }
 
-/// The GPU whose context pins host memory from now on (`None`: the pinning
-/// thread's current device). Without GPU support there is nothing to pin
-/// with and this does nothing.
-pub fn pin_with_device(ordinal: Option<usize>) {
-    #[cfg(feature = "cuda")]
-    crate::runtime::pin_with_device(ordinal);
-    #[cfg(not(feature = "cuda"))]
-    let _ = ordinal;
-}
-
-/// The GPU chosen with [`pin_with_device`], if any.
-pub fn pinning_device() -> Option<usize> {
-    #[cfg(feature = "cuda")]
-    return crate::runtime::pinning_device();
-    #[cfg(not(feature = "cuda"))]
-    None
-}
-
 /// An allocator of page-locked host memory made as `method` says, for the
 /// pool: uploads from it run at the line rate.
 pub fn pinned_allocator(method: PinMethod) -> Result<Arc<dyn HostAllocator>, GpuError> {
@@ -250,8 +232,6 @@ mod tests {
             pinned_allocator(PinMethod::default()),
             Err(GpuError::NotBuilt)
         ));
-        pin_with_device(Some(0));
-        assert_eq!(pinning_device(), None);
         let pool = PinnedPool::new(
             Arc::new(pinprove_mem::HeapAllocator::default()),
             pinprove_mem::MemoryBudget::new(1 << 20),

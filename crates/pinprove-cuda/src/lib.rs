@@ -50,7 +50,7 @@ mod supraseal;
 pub use config::{NativeConfig, SrsPlacement};
 pub use gpu::{
     BUILT_WITH_CUDA, GpuBackend, GpuError, UploadRates, device_count, device_info, gpus, measure_uploads,
-    native_backend, pin_with_device, pinned_allocator, pinning_device, supraseal_backend,
+    native_backend, pinned_allocator, supraseal_backend,
 };
 pub use info::{DeviceInfo, Gpu, OLDEST_SUPPORTED};
 #[cfg(feature = "cuda")]
