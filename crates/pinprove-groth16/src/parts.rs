@@ -86,7 +86,7 @@ pub fn parts_scratch_bytes(pool: &PinnedPool, shape: CapacityHint, parts: usize)
 
 /// For a circuit of `parts` parts: the groups run at once (one per thread
 /// of rayon's pool), and the parts in each group.
-fn grouping(parts: usize) -> (usize, usize) {
+pub(crate) fn grouping(parts: usize) -> (usize, usize) {
     let threads = rayon::current_num_threads().max(1);
     (threads, parts.div_ceil(threads * WAVES).max(1))
 }

@@ -176,8 +176,7 @@ impl CircuitShape {
         T: Sync,
         for<'a> &'a T: Circuit<Scalar>,
     {
-        let threads = rayon::current_num_threads().max(1);
-        let group = parts.len().div_ceil(threads * 4).max(1);
+        let (_, group) = crate::parts::grouping(parts.len());
         let counted: Vec<ShapeCounter> = parts
             .par_chunks(group)
             .map(|g| ShapeCounter::count(Sequence(g)))

@@ -321,11 +321,9 @@ where
     for<'a> &'a T: Circuit<Scalar>,
 {
     use rayon::prelude::*;
-    const WAVES: usize = 8;
     let started = std::time::Instant::now();
     let mut all = recorded(Sequence::<T>(&[]))?;
-    let threads = rayon::current_num_threads().max(1);
-    let group = parts.len().div_ceil(threads * WAVES).max(1);
+    let (threads, group) = crate::parts::grouping(parts.len());
     let groups: Vec<&[T]> = parts.chunks(group).collect();
     for wave in groups.chunks(threads) {
         let done: Vec<Result<Recorder, PrecompiledError>> = wave.par_iter().map(|g| recorded(Sequence(g))).collect();
