@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use pinprove_engine::{EngineConfig, EngineError, JobOutcome};
 use pinprove_filecoin::shapes::ShapeCache;
@@ -173,17 +173,8 @@ pub fn run(args: &DayArgs) -> Result<()> {
         let Some(at) = kinds.iter().position(|k| *k == kind) else {
             bail!("--record {kind}: the day proves no {kind}");
         };
-        let req = &requests[at];
         let id = pinprove_filecoin::kind::circuit_id(kind, args.sector_size)?;
-        let part = prover.prepare(req)?.into_partitions().swap_remove(0);
-        let t = Instant::now();
-        ensure!(prover.engine().precompile(&id, &*part), "{id}: cannot be recorded");
-        drop(part);
-        ensure!(
-            prover.engine().wait_quiet(Duration::from_secs(1800)),
-            "{id}: its recording did not finish in 30 minutes"
-        );
-        let s = t.elapsed().as_secs_f64();
+        let s = crate::filecoin_synthetic::waits::record_ahead(&prover, &requests[at], &id)?;
         eprintln!("{id}: recorded before the day in {s:.1} s");
         recorded_s.push((id, s));
     }

@@ -29,7 +29,7 @@ use crate::report::{DeviceShare, Host, NVML_LAG, bytes, dur, median};
 mod device;
 mod print;
 mod profile;
-mod waits;
+pub(crate) mod waits;
 
 use device::{DevicePhases, device_phases, shared_note};
 pub use print::print;
@@ -349,15 +349,7 @@ pub fn measure(
     let mut record_first_s = None;
     if args.record_first {
         ensure!(precompiled, "--record-first needs --precompiled");
-        let part = prover.prepare(&req)?.into_partitions().swap_remove(0);
-        let t = Instant::now();
-        ensure!(
-            engine.precompile(&circuit, &*part),
-            "{circuit}: its partitions cannot be pre-compiled"
-        );
-        drop(part);
-        wait_for_recording(&engine)?;
-        let s = secs(t.elapsed());
+        let s = waits::record_ahead(&prover, &req, &circuit)?;
         eprintln!("{circuit}: recorded before the first proof in {s:.1} s");
         record_first_s = Some(s);
     }

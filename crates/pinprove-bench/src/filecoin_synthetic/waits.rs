@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail, ensure};
 use pinprove_engine::{JobOutcome, PartitionResult};
-use pinprove_filecoin::{FilecoinProver, Submission};
+use pinprove_filecoin::{FilecoinProver, ProofRequest, Submission};
 
 use super::secs;
 
@@ -75,6 +75,20 @@ pub(super) fn winnings_during<T: Send>(
             .map_err(|_| anyhow::anyhow!("the WinningPoSt thread panicked"))??;
         Ok((result?, times))
     })
+}
+
+/// Records `circuit` from the first partition of `req` before any proof,
+/// as a daemon that has been up holds its recording; the seconds it took.
+pub(crate) fn record_ahead(prover: &FilecoinProver, req: &ProofRequest, circuit: &str) -> Result<f64> {
+    let part = prover.prepare(req)?.into_partitions().swap_remove(0);
+    let t = Instant::now();
+    ensure!(
+        prover.engine().precompile(circuit, &*part),
+        "{circuit}: its partitions cannot be pre-compiled"
+    );
+    drop(part);
+    wait_for_recording(prover.engine())?;
+    Ok(secs(t.elapsed()))
 }
 
 /// Waits until the engine is quiet: its circuit recording (started ahead,
