@@ -44,30 +44,6 @@ pub fn max_message_bytes() -> usize {
         .unwrap_or(0)
 }
 
-/// The field numbers the wire checks read, by message and field name, as
-/// `proving.proto` declares them; a test checks each against prost's
-/// encoding of the generated type.
-mod tag {
-    /// `SubmitProofRequest`.
-    pub(super) mod submit {
-        pub const REQUEST_ID: u32 = 1;
-        pub const PROOF_KIND: u32 = 2;
-        pub const REGISTERED_PROOF: u32 = 4;
-        pub const VANILLA_PROOF: u32 = 10;
-        pub const VANILLA_PROOFS: u32 = 11;
-        pub const RANDOMNESS: u32 = 22;
-        pub const COMM_R_OLD: u32 = 30;
-        pub const COMM_R_NEW: u32 = 31;
-        pub const COMM_D_NEW: u32 = 32;
-    }
-    /// `ProveRequest.submit`.
-    pub(super) const PROVE_SUBMIT: u32 = 1;
-    /// `AwaitProofRequest.job_id` and `CancelProofRequest.job_id`.
-    pub(super) const JOB_ID: u32 = 1;
-    /// `PreloadSrsRequest.circuit_id` and `EvictSrsRequest.circuit_id`.
-    pub(super) const CIRCUIT_ID: u32 = 1;
-}
-
 /// What a message type checks on its wire bytes before it is decoded.
 pub trait WireCheck {
     /// `Err` when the message must not be decoded.
@@ -225,6 +201,7 @@ fn check_small(raw: &[u8], method: &str, id_fields: &[(u32, &str)]) -> Result<()
 #[derive(Default)]
 struct Counted<'a> {
     kind: Option<u64>,
+    priority: u64,
     registered_proof: u64,
     request_id: &'a [u8],
     vanilla_proof: usize,
@@ -234,15 +211,18 @@ struct Counted<'a> {
     longest_commitment: (usize, &'static str),
 }
 
-/// Checks a `SubmitProofRequest` on the wire against what its kind and
-/// registered proof may carry.
+/// Checks a `SubmitProofRequest` on the wire: its ids are ids, its kind
+/// and priority are known, and it carries no more than its kind and
+/// registered proof may. The only check a request gets: what passes is
+/// decoded and taken as it is ([`crate::wire::request_of`]).
 pub fn check_submit(raw: &[u8]) -> Result<(), Status> {
-    use tag::submit::*;
+    use pb::field::submit_proof_request::*;
     let mut c = Counted::default();
     for field in fields(raw) {
         match field? {
             (REQUEST_ID, Value::Bytes(b)) => c.request_id = b,
             (PROOF_KIND, Value::Varint(v)) => c.kind = Some(v),
+            (PRIORITY, Value::Varint(v)) => c.priority = v,
             (REGISTERED_PROOF, Value::Varint(v)) => c.registered_proof = v,
             (VANILLA_PROOF, Value::Bytes(b)) => c.vanilla_proof = b.len(),
             (VANILLA_PROOFS, Value::Bytes(b)) => {
@@ -264,7 +244,9 @@ pub fn check_submit(raw: &[u8]) -> Result<(), Status> {
         }
     }
     check_id("request_id", c.request_id)?;
+    // An enum is an int32 on the wire; a larger number is no member.
     let kind = crate::wire::kind_of(c.kind.map_or(0, |k| k as i32))?;
+    crate::wire::priority_of(c.priority as i32)?;
     if c.longest_commitment.0 > 32 {
         return Err(Status::invalid_argument(format!(
             "{} is {} bytes, not 32",
@@ -323,7 +305,7 @@ impl WireCheck for pb::ProveRequest {
     fn check(raw: &[u8]) -> Result<(), Status> {
         let mut submits = 0;
         for field in fields(raw) {
-            if let (tag::PROVE_SUBMIT, Value::Bytes(b)) = field? {
+            if let (pb::field::prove_request::SUBMIT, Value::Bytes(b)) = field? {
                 submits += 1;
                 if submits > 1 {
                     return Err(malformed("ProveRequest.submit given more than once"));
@@ -345,12 +327,28 @@ macro_rules! small {
     };
 }
 
-small!(pb::AwaitProofRequest, "AwaitProof", [(tag::JOB_ID, "job_id")]);
-small!(pb::CancelProofRequest, "CancelProof", [(tag::JOB_ID, "job_id")]);
+small!(
+    pb::AwaitProofRequest,
+    "AwaitProof",
+    [(pb::field::await_proof_request::JOB_ID, "job_id")]
+);
+small!(
+    pb::CancelProofRequest,
+    "CancelProof",
+    [(pb::field::cancel_proof_request::JOB_ID, "job_id")]
+);
 small!(pb::GetStatusRequest, "GetStatus", []);
 small!(pb::GetMetricsRequest, "GetMetrics", []);
-small!(pb::PreloadSrsRequest, "PreloadSRS", [(tag::CIRCUIT_ID, "circuit_id")]);
-small!(pb::EvictSrsRequest, "EvictSRS", [(tag::CIRCUIT_ID, "circuit_id")]);
+small!(
+    pb::PreloadSrsRequest,
+    "PreloadSRS",
+    [(pb::field::preload_srs_request::CIRCUIT_ID, "circuit_id")]
+);
+small!(
+    pb::EvictSrsRequest,
+    "EvictSRS",
+    [(pb::field::evict_srs_request::CIRCUIT_ID, "circuit_id")]
+);
 
 /// Responses come from the daemon: the client takes them as they are.
 macro_rules! trusted {
@@ -404,8 +402,8 @@ mod tests {
     }
 
     #[test]
-    fn the_field_numbers_read_on_the_wire_are_the_generated_types() {
-        use tag::submit::*;
+    fn the_field_numbers_written_by_the_build_script_are_prosts() {
+        use pb::field::submit_proof_request::*;
         let b = || vec![1u8];
         let s = pb::SubmitProofRequest::default;
         for (want, m) in [
@@ -417,6 +415,7 @@ mod tests {
                 },
             ),
             (PROOF_KIND, pb::SubmitProofRequest { proof_kind: 1, ..s() }),
+            (PRIORITY, pb::SubmitProofRequest { priority: 1, ..s() }),
             (
                 REGISTERED_PROOF,
                 pb::SubmitProofRequest {
@@ -448,26 +447,29 @@ mod tests {
         let prove = pb::ProveRequest {
             submit: Some(pb::SubmitProofRequest::default()),
         };
-        assert_eq!(only_field(&prove), tag::PROVE_SUBMIT);
+        assert_eq!(only_field(&prove), pb::field::prove_request::SUBMIT);
         let job = "j".to_string();
         assert_eq!(
             only_field(&pb::AwaitProofRequest {
                 job_id: job.clone(),
                 ..Default::default()
             }),
-            tag::JOB_ID
+            pb::field::await_proof_request::JOB_ID
         );
-        assert_eq!(only_field(&pb::CancelProofRequest { job_id: job }), tag::JOB_ID);
+        assert_eq!(
+            only_field(&pb::CancelProofRequest { job_id: job }),
+            pb::field::cancel_proof_request::JOB_ID
+        );
         let circuit = "c".to_string();
         assert_eq!(
             only_field(&pb::PreloadSrsRequest {
                 circuit_id: circuit.clone()
             }),
-            tag::CIRCUIT_ID
+            pb::field::preload_srs_request::CIRCUIT_ID
         );
         assert_eq!(
             only_field(&pb::EvictSrsRequest { circuit_id: circuit }),
-            tag::CIRCUIT_ID
+            pb::field::evict_srs_request::CIRCUIT_ID
         );
     }
 
@@ -513,6 +515,20 @@ mod tests {
         assert!(refused(&wrong, check_submit).message().contains("not a winning proof"));
         let none = submit(pb::ProofKind::Unspecified, 0);
         assert!(refused(&none, check_submit).message().contains("proof_kind is not set"));
+        let mut unknown = submit(pb::ProofKind::WinningPost, 0);
+        unknown.proof_kind = 9;
+        assert!(
+            refused(&unknown, check_submit)
+                .message()
+                .contains("unknown proof_kind 9")
+        );
+        unknown.proof_kind = pb::ProofKind::WinningPost as i32;
+        unknown.priority = 17;
+        assert!(
+            refused(&unknown, check_submit)
+                .message()
+                .contains("unknown priority 17")
+        );
     }
 
     #[test]

@@ -185,7 +185,7 @@ async fn status(Axum(page): Axum<Page>) -> Json<StatusView> {
             state: match j.state() {
                 State::Preparing => "decoding",
                 State::Decoded => "waiting for parameters",
-                State::Submitted => "proving",
+                State::Submitted(_) => "proving",
                 State::Ended(_) => "ended",
             },
             engine_job: j.engine_job().map(|e| e.to_string()),

@@ -38,6 +38,12 @@ pub mod wire;
 #[allow(clippy::all, clippy::pedantic, missing_docs, unreachable_pub)]
 pub mod pb {
     tonic::include_proto!("cuzk.v1");
+
+    /// Each message's field numbers by field name, written by the build
+    /// script from the descriptors the types above come from.
+    pub mod field {
+        include!(concat!(env!("OUT_DIR"), "/cuzk.v1.fields.rs"));
+    }
 }
 
 use std::future::Future;

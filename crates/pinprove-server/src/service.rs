@@ -236,7 +236,7 @@ impl Service {
                 .and_then(|j| engine.job_status(j).ok())
                 .is_some_and(|s| s.state == pinprove_engine::JobState::Running);
             match (job.state(), running) {
-                (State::Submitted, true) => q.in_progress += 1,
+                (State::Submitted(_), true) => q.in_progress += 1,
                 _ => q.pending += 1,
             }
         }

@@ -27,7 +27,7 @@ fn wire_kind(k: ProofKind) -> pb::ProofKind {
     }
 }
 
-fn priority_of(p: i32) -> Result<Option<Priority>, Status> {
+pub(crate) fn priority_of(p: i32) -> Result<Option<Priority>, Status> {
     match pb::Priority::try_from(p) {
         Ok(pb::Priority::Unspecified) => Ok(None),
         Ok(pb::Priority::Low) => Ok(Some(Priority::Low)),
@@ -51,14 +51,20 @@ fn wire_priority(p: Option<Priority>) -> pb::Priority {
 /// A submitted request in pinprove's terms, with its request id. Zero
 /// values are values (registered proof 0, partition 0): nothing is
 /// "missing".
+///
+/// This is a conversion, not a check: the daemon's codec checked the
+/// message on its wire bytes before it was decoded
+/// ([`crate::codec::check_submit`]: ids, kind, priority, sizes), the one
+/// place a request is judged. A number the check refuses that reached here
+/// all the same (a message that did not come through the codec) is an
+/// internal error.
 pub fn request_of(s: pb::SubmitProofRequest) -> Result<(String, ProofRequest), Status> {
-    crate::ids::check_id("request_id", s.request_id.as_bytes())?;
-    let kind = kind_of(s.proof_kind)?;
+    let unchecked = |e: Status| Status::internal(format!("a request that skipped the wire check: {}", e.message()));
     let req = ProofRequest {
-        kind,
+        kind: kind_of(s.proof_kind).map_err(unchecked)?,
         sector_size: s.sector_size,
         registered_proof: s.registered_proof,
-        priority: priority_of(s.priority)?,
+        priority: priority_of(s.priority).map_err(unchecked)?,
         vanilla_proof: s.vanilla_proof,
         vanilla_proofs: s.vanilla_proofs,
         sector_number: s.sector_number,
@@ -126,17 +132,12 @@ mod tests {
     }
 
     #[test]
-    fn unknown_numbers_are_refused() {
+    fn a_number_the_wire_check_refuses_is_an_internal_error_here() {
         let mut s = submit_request("x", ProofRequest::new(ProofKind::PoRep));
         s.proof_kind = 9;
-        assert!(
-            request_of(s.clone())
-                .unwrap_err()
-                .message()
-                .contains("unknown proof_kind 9")
-        );
-        s.proof_kind = 0;
-        assert!(request_of(s.clone()).unwrap_err().message().contains("not set"));
+        let e = request_of(s.clone()).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Internal);
+        assert!(e.message().contains("unknown proof_kind 9"), "{e:?}");
         s.proof_kind = 1;
         s.priority = 17;
         assert!(request_of(s).unwrap_err().message().contains("unknown priority 17"));

@@ -21,7 +21,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pinprove_engine::metrics::LatencyHistogram;
@@ -58,8 +58,8 @@ pub(crate) enum State {
     Preparing,
     /// Decoded and checked; its parameters are being found (or made).
     Decoded,
-    /// In the engine.
-    Submitted,
+    /// In the engine, as this job.
+    Submitted(JobId),
     /// Done.
     Ended(Ended),
 }
@@ -71,7 +71,7 @@ pub(crate) struct Job {
     pub digest: [u8; 32],
     pub kind: ProofKind,
     pub submitted: Instant,
-    engine_job: OnceLock<JobId>,
+    /// Where it is: the one record of it from the wire to the engine.
     state: watch::Sender<State>,
     /// `Prove` calls waiting for it now.
     waiters: AtomicUsize,
@@ -91,9 +91,12 @@ impl Job {
         matches!(*self.state.borrow(), State::Ended(_))
     }
 
-    /// The engine's job, once submitted.
+    /// The engine's job, while the engine has it.
     pub(crate) fn engine_job(&self) -> Option<JobId> {
-        self.engine_job.get().copied()
+        match *self.state.borrow() {
+            State::Submitted(id) => Some(id),
+            _ => None,
+        }
     }
 
     /// Waits for the end, at most `timeout`; `None` when it ran out.
@@ -365,7 +368,6 @@ impl<P: JobProver> Jobs<P> {
                     digest,
                     kind: req.kind,
                     submitted: Instant::now(),
-                    engine_job: OnceLock::new(),
                     state: watch::Sender::new(State::Preparing),
                     waiters: AtomicUsize::new(0),
                     detached: AtomicBool::new(!attach),
@@ -509,15 +511,16 @@ impl<P: JobProver> Jobs<P> {
     /// its outcome, then the verified result. Returns once the engine is
     /// done with it, also when it was cancelled (and ended) earlier.
     async fn run(self: &Arc<Self>, job: &Arc<Job>, id: JobId, sub: P::Submitted) {
-        let _ = job.engine_job.set(id);
         job.state.send_if_modified(|s| {
             // A job cancelled while it waited for its parameters has ended.
             let waiting = matches!(s, State::Decoded);
             if waiting {
-                *s = State::Submitted;
+                *s = State::Submitted(id);
             }
             waiting
         });
+        // `cancel` set the flag before it read the state this wrote: it saw
+        // the engine's job and cancelled it, or this sees the flag.
         if job.cancelled.load(Ordering::Acquire) {
             self.prover.cancel(id);
         }

@@ -227,7 +227,7 @@ async fn a_client_that_goes_away_cancels_its_job_after_the_grace_unless_it_comes
     assert_eq!(back.id, a.id);
     tokio::time::sleep(Duration::from_millis(1200)).await;
     assert!(
-        matches!(a.state(), State::Submitted),
+        matches!(a.state(), State::Submitted(_)),
         "cancelled though its client came back"
     );
     // Gone for good: cancelled once the grace is over.
