@@ -19,6 +19,7 @@ mod reference;
 mod report;
 mod shape;
 mod synth;
+mod utilization;
 
 use std::process::ExitCode;
 

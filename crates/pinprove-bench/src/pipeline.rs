@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::utilization::Utilization;
 use anyhow::{Context, Result, bail, ensure};
 use clap::Args;
-use pinprove_engine::timeline::analysis::Utilization;
 use pinprove_engine::{
     EngineConfig, JobOutcome, JobSpec, PartitionResult, Phase, Priority, circuit_partition_with_inputs, holding_heap,
 };

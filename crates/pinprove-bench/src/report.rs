@@ -121,7 +121,7 @@ impl DeviceShare {
         jobs: &[pinprove_engine::JobId],
         devices: &[String],
     ) -> Vec<DeviceShare> {
-        pinprove_engine::timeline::analysis::DeviceUtilization::of_jobs(timeline, jobs, NVML_LAG, devices)
+        crate::utilization::DeviceUtilization::of_jobs(timeline, jobs, NVML_LAG, devices)
             .into_iter()
             .map(|d| DeviceShare {
                 device: d.device,

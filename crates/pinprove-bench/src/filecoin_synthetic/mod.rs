@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::utilization::Utilization;
 use anyhow::{Context, Result, ensure};
-use pinprove_engine::timeline::analysis::Utilization;
 use pinprove_engine::{EngineConfig, PartitionResult, Phase};
 use pinprove_filecoin::shapes::ShapeCache;
 use pinprove_filecoin::synthetic;

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::utilization::mean;
 use anyhow::{Context, Result};
-use pinprove_engine::timeline::analysis::mean;
 use pinprove_groth16::baseline::VecAssignment;
 use pinprove_groth16::circuits::BenchCircuit;
 use pinprove_groth16::{AbcLayout, Backend, CapacityHints, Proof, ProveError, ProvingJob, Srs, synthesize};

@@ -345,7 +345,7 @@ impl Inner {
                 let dev = &self.devices[d];
                 let name = &dev.name;
                 self.timeline.sample(
-                    &format!("{name}{}", crate::timeline::analysis::GPU_UTILIZATION),
+                    &format!("{name}{}", crate::timeline::GPU_UTILIZATION),
                     reading.utilization_percent,
                 );
                 self.timeline

@@ -1,9 +1,8 @@
 //! A timeline of what every worker did, exported as Chrome trace-event JSON
 //! (opens in Perfetto) or drawn as an SVG chart, one lane per worker
-//! ([`export`]), and read back by [`analysis`] (how busy the device was,
+//! ([`export`]). The benchmarks read it back (how busy the device was,
 //! what the GPU did while work waited for it).
 
-pub mod analysis;
 mod export;
 
 use std::collections::VecDeque;
@@ -14,6 +13,10 @@ use pinprove_mem::sync::Recover;
 use serde::Serialize;
 
 use crate::Phase;
+
+/// The counter name suffix of NVML's GPU utilization samples on a
+/// device's lane (`"GPU 0 util %"`).
+pub const GPU_UTILIZATION: &str = " util %";
 
 /// One span of work on one lane.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -10,16 +10,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use pinprove_engine::timeline::{CounterSample, GPU_UTILIZATION, Span, Timeline};
+use pinprove_engine::{JobId, Phase};
 use serde::Serialize;
-
-use super::{CounterSample, Span};
-use crate::Phase;
 
 /// A half-open stretch of time from the timeline's origin.
 pub type Interval = (Duration, Duration);
-
-/// The timeline's counter name suffix of NVML's GPU utilization samples.
-pub const GPU_UTILIZATION: &str = " util %";
 
 /// What a run of partitions did to the device, from its spans and samples.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -49,7 +45,7 @@ impl Utilization {
     /// The utilization of the partitions of `jobs` in `timeline` (other
     /// jobs' spans left out), with GPU samples whose averaging period is
     /// `lag`.
-    pub fn of_jobs(timeline: &super::Timeline, jobs: &[crate::JobId], lag: Duration) -> Utilization {
+    pub fn of_jobs(timeline: &Timeline, jobs: &[JobId], lag: Duration) -> Utilization {
         Utilization::of(&job_spans(timeline, jobs), &timeline.samples(), lag)
     }
 
@@ -121,12 +117,7 @@ impl DeviceUtilization {
     }
 
     /// Each of `devices` over the partitions of `jobs` in `timeline`.
-    pub fn of_jobs(
-        timeline: &super::Timeline,
-        jobs: &[crate::JobId],
-        lag: Duration,
-        devices: &[String],
-    ) -> Vec<DeviceUtilization> {
+    pub fn of_jobs(timeline: &Timeline, jobs: &[JobId], lag: Duration, devices: &[String]) -> Vec<DeviceUtilization> {
         let spans = job_spans(timeline, jobs);
         let samples = timeline.samples();
         devices
@@ -137,7 +128,7 @@ impl DeviceUtilization {
 }
 
 /// The spans of the partitions of `jobs`.
-fn job_spans(timeline: &super::Timeline, jobs: &[crate::JobId]) -> Vec<Span> {
+fn job_spans(timeline: &Timeline, jobs: &[JobId]) -> Vec<Span> {
     let prefixes: Vec<String> = jobs.iter().map(|j| format!("{j}/")).collect();
     timeline
         .spans()
