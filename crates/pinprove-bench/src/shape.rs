@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::Result;
 use clap::Args;
 use pinprove_filecoin::{ProofKind, kind, production, synthetic};
-use pinprove_groth16::synthetic::CircuitShape;
+use pinprove_groth16::shape::CircuitShape;
 use serde::Serialize;
 
 use crate::report::{Host, Output};

@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use blstrs::Scalar;
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
-use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
+use pinprove_groth16::shape::CircuitShape;
+use pinprove_groth16::synthetic::write_synthetic_params;
 use pinprove_groth16::{AbcLayout, Backend, CapacityHints, ProvingJob, Srs, synthesize};
 use pinprove_mem::{HeapAllocator, MemoryBudget, PinnedPool, PoolConfig};
 

@@ -100,7 +100,7 @@ impl CircuitSizes {
     /// The sizes of a circuit of `shape` whose recording's matrices take
     /// `matrices` bytes: for planning before the circuit is seen (from a
     /// measured shape).
-    pub fn of_shape(shape: &pinprove_groth16::synthetic::CircuitShape, matrices: Option<u64>) -> CircuitSizes {
+    pub fn of_shape(shape: &pinprove_groth16::shape::CircuitShape, matrices: Option<u64>) -> CircuitSizes {
         let domain = pinprove_groth16::domain::domain_size(shape.constraints).unwrap_or(usize::MAX / 2);
         let b = shape.b_inputs + shape.b_aux;
         CircuitSizes {
@@ -558,7 +558,7 @@ mod tests {
 
     #[test]
     fn a_measured_shape_gives_the_sizes_its_recording_does() {
-        let shape = pinprove_groth16::synthetic::CircuitShape {
+        let shape = pinprove_groth16::shape::CircuitShape {
             inputs: 328,
             aux: 130_169_893,
             constraints: 130_278_869,

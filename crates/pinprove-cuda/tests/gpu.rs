@@ -450,7 +450,8 @@ fn recorded_cases(pool: &Arc<PinnedPool>, sizes: Vec<(usize, WitnessMix)>) -> Ve
 
 /// Synthetic parameters for `asg`'s circuit, read into `pool`.
 fn synthetic_srs(asg: &ProvingAssignment, pool: &Arc<PinnedPool>) -> Arc<Srs> {
-    use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
+    use pinprove_groth16::shape::CircuitShape;
+    use pinprove_groth16::synthetic::write_synthetic_params;
     let mut bytes = Vec::new();
     write_synthetic_params(&CircuitShape::of(asg), &mut bytes).unwrap();
     Arc::new(Srs::from_bytes(&bytes, pool, Validation::OnCurve).unwrap())

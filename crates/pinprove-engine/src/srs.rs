@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use pinprove_groth16::synthetic::CircuitShape;
+use pinprove_groth16::shape::CircuitShape;
 use pinprove_groth16::{Backend, CapacityHint, CapacityHints, QueryLengths, Srs, Validation, VerifyingKey};
 use pinprove_mem::{Evictor, MemoryBudget, PinnedPool, Rank, Reservation};
 use serde::Serialize;

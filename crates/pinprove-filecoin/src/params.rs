@@ -34,7 +34,7 @@ use pinprove_mem::sync::Recover;
 
 use blstrs::Bls12;
 use pinprove_groth16::setup::{self, SetupStage, ToxicWaste};
-use pinprove_groth16::synthetic::CircuitShape;
+use pinprove_groth16::shape::CircuitShape;
 use rand::RngCore;
 
 use crate::FilecoinError;

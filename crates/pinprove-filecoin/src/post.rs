@@ -431,7 +431,7 @@ where
         sector_bytes,
         // Its sectors are independent parts: counted on every core.
         blank: BlankCircuit::new(move || blank(&vanilla_params)).counted_by(move || {
-            Ok(pinprove_groth16::synthetic::CircuitShape::of_blank_parts(
+            Ok(pinprove_groth16::shape::CircuitShape::of_blank_parts(
                 &blank(&counted).sectors,
             )?)
         }),

@@ -6,7 +6,7 @@
 //! (`pinprove selftest`); proofs themselves read the parameter files,
 //! which carry their own shape.
 
-use pinprove_groth16::synthetic::CircuitShape;
+use pinprove_groth16::shape::CircuitShape;
 
 use crate::ProofKind;
 use crate::kind::circuit_id;

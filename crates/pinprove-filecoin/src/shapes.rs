@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use pinprove_groth16::synthetic::CircuitShape;
+use pinprove_groth16::shape::CircuitShape;
 use serde::{Deserialize, Serialize};
 
 const FILE_NAME: &str = "synthetic-shapes.json";

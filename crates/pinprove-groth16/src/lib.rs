@@ -96,6 +96,7 @@ mod parts;
 pub mod precompiled;
 mod proof;
 pub mod setup;
+pub mod shape;
 mod synth;
 pub mod synthetic;
 

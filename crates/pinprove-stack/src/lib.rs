@@ -568,7 +568,7 @@ mod tests {
     #[test]
     fn a_cpu_stack_has_one_device_and_proves() {
         use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
-        use pinprove_groth16::synthetic::CircuitShape;
+        use pinprove_groth16::shape::CircuitShape;
         let stack = Stack::build(&StackConfig {
             backend: BackendKind::Cpu,
             budget: BudgetConfig::Fixed(1 << 28),

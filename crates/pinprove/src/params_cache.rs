@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use pinprove_groth16::circuits::BenchCircuit;
-use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
+use pinprove_groth16::shape::CircuitShape;
+use pinprove_groth16::synthetic::write_synthetic_params;
 use pinprove_groth16::{AbcLayout, CapacityHints, synthesize};
 use pinprove_mem::{BudgetConfig, MemoryBudget, PoolConfig};
 use pinprove_stack::PoolMemory;

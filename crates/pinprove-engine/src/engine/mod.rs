@@ -36,7 +36,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use ff::Field;
-use pinprove_groth16::synthetic::CircuitShape;
+use pinprove_groth16::shape::CircuitShape;
 use pinprove_groth16::{AbcLayout, Backend, CapacityHints, Scalar, VerifyingKey};
 use pinprove_mem::ErrorChain;
 use pinprove_mem::PinnedPool;

@@ -17,7 +17,8 @@ use pinprove_engine::{
     Device, Engine, EngineConfig, JobId, JobOutcome, JobSpec, Partition, Phase, Priority, SynthesisContext,
 };
 use pinprove_groth16::circuits::BenchCircuit;
-use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
+use pinprove_groth16::shape::CircuitShape;
+use pinprove_groth16::synthetic::write_synthetic_params;
 use pinprove_groth16::{
     AbcLayout, Backend, Capabilities, CapacityHint, CapacityHints, Proof, ProveError, ProvingAssignment, ProvingJob,
     QueryLengths, ResidentSrs, Srs, StartedProof, SynthesisStats, check_job, synthesize,

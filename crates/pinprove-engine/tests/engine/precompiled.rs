@@ -18,7 +18,8 @@ use pinprove_engine::{
 use pinprove_groth16::CpuBackend;
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::precompiled::{Matrices, Recording, evaluate_pending_from, record};
-use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
+use pinprove_groth16::shape::CircuitShape;
+use pinprove_groth16::synthetic::write_synthetic_params;
 use pinprove_mem::PinnedPool;
 
 fn cpu_engine(pool: &Arc<PinnedPool>, precompiled: bool, hints_dir: Option<&Path>) -> Engine {

@@ -15,7 +15,7 @@ mod post;
 mod snap;
 
 use filecoin_hashers::{Domain, Hasher, PoseidonArity};
-use pinprove_groth16::synthetic::CircuitShape;
+use pinprove_groth16::shape::CircuitShape;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use storage_proofs_core::merkle::MerkleProof;

@@ -29,7 +29,8 @@ use group::prime::PrimeCurveAffine;
 use pinprove_mem::{PinnedPool, PinnedVec, Reservation};
 
 use self::read::{At, Point, Source, check_points, decode_into, write_section};
-use crate::synthetic::{self, CircuitShape};
+use crate::shape::CircuitShape;
+use crate::synthetic;
 
 use crate::ParamsError;
 
@@ -567,7 +568,8 @@ mod tests {
 
     use super::read::Source;
     use super::*;
-    use crate::synthetic::{CircuitShape, write_synthetic_params};
+    use crate::shape::CircuitShape;
+    use crate::synthetic::write_synthetic_params;
 
     fn shape(n: usize) -> CircuitShape {
         CircuitShape {

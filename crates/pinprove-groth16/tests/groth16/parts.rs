@@ -218,7 +218,7 @@ fn a_witness_of_parts_is_the_witness_of_the_whole() {
 
 #[test]
 fn a_circuit_of_parts_counts_the_same_shape_on_every_core() {
-    use pinprove_groth16::synthetic::CircuitShape;
+    use pinprove_groth16::shape::CircuitShape;
     for n in [0, 1, 7, 203] {
         let parts: Vec<Part> = (0..n).map(Part).collect();
         let whole = CircuitShape::of_blank(Whole(parts.clone())).unwrap();

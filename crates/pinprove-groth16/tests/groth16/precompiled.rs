@@ -10,7 +10,8 @@ use blstrs::Scalar;
 use ff::Field;
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::precompiled::{Recording, defer, record, synthesize_precompiled, synthesize_witness};
-use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
+use pinprove_groth16::shape::CircuitShape;
+use pinprove_groth16::synthetic::write_synthetic_params;
 use pinprove_groth16::{
     AbcLayout, Backend, CapacityHints, CpuBackend, PrecompiledError, Proof, ProveError, ProvingAssignment, ProvingJob,
     Srs, Validation, synthesize,

@@ -410,7 +410,8 @@ fn the_vec_baseline_records_exactly_what_the_prover_does() {
 
 #[test]
 fn truncating_a_parameter_file_while_it_loads_never_crashes() {
-    use pinprove_groth16::synthetic::{CircuitShape, write_synthetic_params};
+    use pinprove_groth16::shape::CircuitShape;
+    use pinprove_groth16::synthetic::write_synthetic_params;
     let pool = pool();
     let dir = std::env::temp_dir().join(format!("pinprove-truncating-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
