@@ -2,6 +2,7 @@
 //! the product binary. Each command prints what it measured and on what
 //! machine (`--json` for one JSON object, `--json-out` to keep it).
 
+mod baseline;
 mod budget_watch;
 mod commands;
 mod day;

@@ -4,9 +4,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use crate::baseline::VecAssignment;
 use anyhow::Result;
 use clap::Args;
-use pinprove_groth16::baseline::VecAssignment;
 use pinprove_groth16::{AbcLayout, CapacityHints, synthesize};
 use pinprove_mem::{BudgetConfig, MemoryBudget, PoolConfig, sys};
 use pinprove_stack::PoolMemory;

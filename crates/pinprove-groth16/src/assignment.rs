@@ -487,7 +487,9 @@ fn eval(
 /// The A, B and C evaluations of one constraint. Marks the aux variables the
 /// A query uses (A's input column is always fully used: every input has its
 /// own constraint) and the inputs and aux variables the B query uses.
-pub(crate) fn evaluate_constraint(
+/// `None` when a variable it reads has no value. Every constraint system
+/// that records what the prover needs evaluates through this one function.
+pub fn evaluate_constraint(
     (a, b, c): (
         &LinearCombination<Scalar>,
         &LinearCombination<Scalar>,

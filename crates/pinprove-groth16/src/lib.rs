@@ -83,7 +83,6 @@ macro_rules! flat_namespaces {
 
 mod assignment;
 mod backend;
-pub mod baseline;
 pub mod circuits;
 mod cpu;
 mod density;
@@ -100,7 +99,7 @@ pub mod shape;
 mod synth;
 pub mod synthetic;
 
-pub use assignment::{ProvingAssignment, Witness, WitnessRef};
+pub use assignment::{ProvingAssignment, Witness, WitnessRef, evaluate_constraint};
 pub use backend::{Backend, Capabilities, ProvingJob, ResidentSrs, StartedProof, check_job};
 pub use cpu::{CpuBackend, assemble};
 pub use density::Density;

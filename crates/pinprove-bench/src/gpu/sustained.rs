@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::baseline::VecAssignment;
 use crate::utilization::mean;
 use anyhow::{Context, Result};
-use pinprove_groth16::baseline::VecAssignment;
 use pinprove_groth16::circuits::BenchCircuit;
 use pinprove_groth16::{AbcLayout, Backend, CapacityHints, Proof, ProveError, ProvingJob, Srs, synthesize};
 use pinprove_mem::PinnedPool;

@@ -393,22 +393,6 @@ fn verifying_keys_round_trip() {
 }
 
 #[test]
-fn the_vec_baseline_records_exactly_what_the_prover_does() {
-    let pool = pool();
-    let hints = CapacityHints::in_memory();
-    for mix in [WitnessMix::Random, WitnessMix::Bits] {
-        let c = BenchCircuit::new(3000, mix).unwrap();
-        let (asg, _) = synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
-        let v = pinprove_groth16::baseline::VecAssignment::synthesize(c).unwrap();
-        assert_eq!(asg.a().unwrap(), &v.a[..]);
-        assert_eq!(asg.b().unwrap(), &v.b[..]);
-        assert_eq!(asg.c().unwrap(), &v.c[..]);
-        assert_eq!(asg.inputs(), &v.inputs[..]);
-        assert_eq!(asg.aux(), &v.aux[..]);
-    }
-}
-
-#[test]
 fn truncating_a_parameter_file_while_it_loads_never_crashes() {
     use pinprove_groth16::shape::CircuitShape;
     use pinprove_groth16::synthetic::write_synthetic_params;

@@ -1,12 +1,11 @@
 //! A constraint system over plain `Vec`s, recording exactly what
-//! [`ProvingAssignment`](crate::ProvingAssignment) records. It exists to be
+//! pinprove's `ProvingAssignment` records. It exists to be
 //! measured against: synthesis into growing heap vectors is what provers do
 //! without a pool (bellperson among them).
 
 use bellpepper_core::{ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 
-use crate::assignment::evaluate_constraint;
-use crate::{Density, Scalar};
+use pinprove_groth16::{Density, Scalar, evaluate_constraint};
 
 /// Synthesis into heap vectors that grow as needed.
 #[derive(Debug, Default)]
@@ -103,5 +102,36 @@ impl ConstraintSystem<Scalar> for VecAssignment {
         }
     }
 
-    crate::flat_namespaces!();
+    pinprove_groth16::flat_namespaces!();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
+    use pinprove_groth16::{AbcLayout, CapacityHints, synthesize};
+    use pinprove_mem::{HeapAllocator, MemoryBudget, PinnedPool, PoolConfig};
+
+    use super::VecAssignment;
+
+    #[test]
+    fn the_vec_baseline_records_exactly_what_the_prover_does() {
+        let pool = PinnedPool::new(
+            Arc::new(HeapAllocator::new(false)),
+            MemoryBudget::new(1 << 30),
+            PoolConfig::default(),
+        );
+        let hints = CapacityHints::in_memory();
+        for mix in [WitnessMix::Random, WitnessMix::Bits] {
+            let c = BenchCircuit::new(3000, mix).unwrap();
+            let (asg, _) = synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
+            let v = VecAssignment::synthesize(c).unwrap();
+            assert_eq!(asg.a().unwrap(), &v.a[..]);
+            assert_eq!(asg.b().unwrap(), &v.b[..]);
+            assert_eq!(asg.c().unwrap(), &v.c[..]);
+            assert_eq!(asg.inputs(), &v.inputs[..]);
+            assert_eq!(asg.aux(), &v.aux[..]);
+        }
+    }
 }
