@@ -14,10 +14,15 @@
 //!   own reader; parameters of test sector sizes are made on first use.
 //! * [`sample`] — sealed sample sectors and their
 //!   vanilla proofs, for tests, the demo and benchmarks.
-//! * [`reference`] — filecoin-proofs' own prover on the same request,
+//!
+//! The lab, with the `lab` feature (benchmarks and tests; never the daemon):
+//!
+//! * `reference` — filecoin-proofs' own prover on the same request,
 //!   what benchmarks measure pinprove against.
-//! * [`synthetic`] — requests of the real shape for any sector size (their
-//!   proofs do not verify), for measurements at production size.
+//! * `synthetic` — requests of the real shape for any sector size (their
+//!   proofs do not verify), for measurements at production size, proved by
+//!   `FilecoinProver::for_synthetic_inputs`.
+//! * `shapes` — their circuits' counted shapes, kept across runs.
 //!
 //! Bad input (undecodable vanilla proofs, a registered proof of another
 //! size, wrong commitments or counts, a C1 output of another sector) is
@@ -54,11 +59,14 @@ mod post;
 mod prepared;
 pub mod production;
 mod prover;
+#[cfg(any(test, feature = "lab"))]
 pub mod reference;
 mod request;
 pub mod sample;
+#[cfg(any(test, feature = "lab"))]
 pub mod shapes;
 mod snap;
+#[cfg(any(test, feature = "lab"))]
 pub mod synthetic;
 
 pub use error::FilecoinError;

@@ -34,6 +34,7 @@ use pinprove_mem::sync::Recover;
 
 use blstrs::Bls12;
 use pinprove_groth16::setup::{self, SetupStage, ToxicWaste};
+#[cfg(any(test, feature = "lab"))]
 use pinprove_groth16::shape::CircuitShape;
 use rand::RngCore;
 
@@ -129,9 +130,10 @@ type WriteParameters = Box<
 >;
 
 /// A circuit's blank form (no witness), made when needed: real parameters
-/// are generated from it, synthetic ones take its shape.
+/// are generated from it, synthetic ones (the lab's) take its shape.
 pub(crate) struct BlankCircuit {
     write: WriteParameters,
+    #[cfg(any(test, feature = "lab"))]
     shape: Box<dyn FnOnce() -> anyhow::Result<CircuitShape> + Send>,
 }
 
@@ -160,6 +162,7 @@ impl BlankCircuit {
                 }
                 Ok(vk)
             }),
+            #[cfg(any(test, feature = "lab"))]
             shape: Box::new(move || Ok(CircuitShape::of_blank(make())?)),
         }
     }
@@ -178,6 +181,7 @@ impl BlankCircuit {
 
     /// The shape of parameters for this circuit (as the generator would
     /// make them), counted from one blank synthesis.
+    #[cfg(any(test, feature = "lab"))]
     pub(crate) fn shape(self) -> anyhow::Result<CircuitShape> {
         (self.shape)()
     }
@@ -185,6 +189,7 @@ impl BlankCircuit {
     /// The same circuit, its shape counted by `count` instead of one
     /// sequential blank synthesis (a circuit of parts counts them on every
     /// core, [`CircuitShape::of_blank_parts`]).
+    #[cfg(any(test, feature = "lab"))]
     pub(crate) fn counted_by(
         self,
         count: impl FnOnce() -> anyhow::Result<CircuitShape> + Send + 'static,

@@ -424,17 +424,21 @@ where
     let blank = |p: &fallback::PublicParams| {
         <FallbackPoStCompound<Tree> as CompoundProof<FallbackPoSt<'_, Tree>, _>>::blank_circuit(p)
     };
+    #[cfg(any(test, feature = "lab"))]
     let counted = vanilla_params.clone();
+    let circuit = BlankCircuit::new(move || blank(&vanilla_params));
+    // Its sectors are independent parts: counted on every core.
+    #[cfg(any(test, feature = "lab"))]
+    let circuit = circuit.counted_by(move || {
+        Ok(pinprove_groth16::shape::CircuitShape::of_blank_parts(
+            &blank(&counted).sectors,
+        )?)
+    });
     Ok(CircuitParams {
         circuit_id: kind::circuit_id(k, sector_bytes)?,
         cache_id,
         sector_bytes,
-        // Its sectors are independent parts: counted on every core.
-        blank: BlankCircuit::new(move || blank(&vanilla_params)).counted_by(move || {
-            Ok(pinprove_groth16::shape::CircuitShape::of_blank_parts(
-                &blank(&counted).sectors,
-            )?)
-        }),
+        blank: circuit,
     })
 }
 

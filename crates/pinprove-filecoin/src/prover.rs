@@ -57,6 +57,7 @@ enum Inputs {
     /// [`synthetic`](crate::synthetic) ones (see
     /// [`FilecoinProver::for_synthetic_inputs`]), with the shapes counted
     /// for their parameters kept in the cache when there is one.
+    #[cfg(any(test, feature = "lab"))]
     Synthetic(Option<crate::shapes::ShapeCache>),
 }
 
@@ -166,7 +167,9 @@ impl FilecoinProver {
     /// at production size: parameters of the real shape made from each
     /// circuit's shape (counted once, and kept in `shape_cache` across
     /// processes when given), vanilla proofs not checked and proofs not
-    /// verified, since neither can pass. Never for real work.
+    /// verified, since neither can pass. Never for real work: only with the
+    /// `lab` feature.
+    #[cfg(any(test, feature = "lab"))]
     pub fn for_synthetic_inputs(
         engine: Arc<Engine>,
         params: ParamCache,
@@ -199,7 +202,11 @@ impl FilecoinProver {
 
     /// Whether its requests are synthetic.
     fn synthetic(&self) -> bool {
-        matches!(self.inputs, Inputs::Synthetic(_))
+        match self.inputs {
+            Inputs::Real => false,
+            #[cfg(any(test, feature = "lab"))]
+            Inputs::Synthetic(_) => true,
+        }
     }
 
     /// The engine.
@@ -227,41 +234,25 @@ impl FilecoinProver {
             return Ok(Arc::clone(r));
         }
         let id = circuit.circuit_id.clone();
-        let params = if let Inputs::Synthetic(shape_cache) = &self.inputs {
-            // Counted before, or measured at 32 GiB: counting a 32 GiB
-            // WindowPoSt's shape took 334 s on the H100 host.
-            let cached = shape_cache
-                .as_ref()
-                .and_then(|c| c.get(&id))
-                .or_else(|| crate::production::shape_of(&id));
-            let shape = match cached {
-                Some(shape) => shape,
-                None => {
-                    let shape = circuit.blank.shape().map_err(|source| FilecoinError::Parameters {
-                        circuit_id: id.clone(),
-                        source,
-                    })?;
-                    if let Some(c) = shape_cache {
-                        c.record(&id, shape);
+        let params = match &self.inputs {
+            Inputs::Real => {
+                // A file in the cache needs no lock: only a generation waits
+                // for another one.
+                let path = match self.params.existing(&circuit)? {
+                    Some(path) => path,
+                    None => {
+                        let _one = self.generating.lock().recover();
+                        self.params.ensure(circuit)?
                     }
-                    shape
-                }
-            };
-            tracing::info!(circuit = %id, ?shape, "synthetic parameters registered (proofs will not verify)");
-            self.engine.register_synthetic_srs(&id, shape);
-            None
-        } else {
-            // A file in the cache needs no lock: only a generation waits
-            // for another one.
-            let path = match self.params.existing(&circuit)? {
-                Some(path) => path,
-                None => {
-                    let _one = self.generating.lock().recover();
-                    self.params.ensure(circuit)?
-                }
-            };
-            self.engine.register_srs(&id, &path);
-            Some(path)
+                };
+                self.engine.register_srs(&id, &path);
+                Some(path)
+            }
+            #[cfg(any(test, feature = "lab"))]
+            Inputs::Synthetic(shape_cache) => {
+                self.register_synthetic(circuit, shape_cache.as_ref())?;
+                None
+            }
         };
         if let Ok((kind, _)) = parse_circuit_id(&id)
             && kind.default_priority() == Priority::Critical
@@ -274,6 +265,40 @@ impl FilecoinProver {
             vk: OnceLock::new(),
         });
         Ok(Arc::clone(self.registered.lock().recover().entry(id).or_insert(r)))
+    }
+
+    /// Registers synthetic parameters of `circuit`'s shape: counted before
+    /// (in `shape_cache`), measured at 32 GiB, or counted now.
+    #[cfg(any(test, feature = "lab"))]
+    fn register_synthetic(
+        &self,
+        circuit: CircuitParams,
+        shape_cache: Option<&crate::shapes::ShapeCache>,
+    ) -> Result<(), FilecoinError> {
+        let CircuitParams {
+            circuit_id: id, blank, ..
+        } = circuit;
+        // Counted before, or measured at 32 GiB: counting a 32 GiB
+        // WindowPoSt's shape took 334 s on the H100 host.
+        let cached = shape_cache
+            .and_then(|c| c.get(&id))
+            .or_else(|| crate::production::shape_of(&id));
+        let shape = match cached {
+            Some(shape) => shape,
+            None => {
+                let shape = blank.shape().map_err(|source| FilecoinError::Parameters {
+                    circuit_id: id.clone(),
+                    source,
+                })?;
+                if let Some(c) = shape_cache {
+                    c.record(&id, shape);
+                }
+                shape
+            }
+        };
+        tracing::info!(circuit = %id, ?shape, "synthetic parameters registered (proofs will not verify)");
+        self.engine.register_synthetic_srs(&id, shape);
+        Ok(())
     }
 
     /// Decodes and checks `req` and builds its circuits: what fails here is
