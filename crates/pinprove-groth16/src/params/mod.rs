@@ -434,7 +434,8 @@ impl Srs {
         mut funds: Option<&mut Reservation>,
     ) -> Result<Srs, ParamsError> {
         let started = Instant::now();
-        let lengths = shape.lengths()?;
+        let mut srs = Srs::synthetic_header(shape)?;
+        let lengths = srs.lengths;
         let g1 = synthetic::g1_sections(
             &[lengths.h, lengths.l, lengths.a, lengths.b_g1],
             pool,
@@ -442,7 +443,7 @@ impl Srs {
         )?;
         let [h, l, a, b_g1] = <[_; 4]>::try_from(g1).unwrap_or_else(|_| unreachable!("one section per length"));
         let b_g2 = synthetic::g2_points(lengths.b_g2, pool, funds)?;
-        let memory_bytes = [
+        srs.stats.memory_bytes = [
             h.buffer_bytes(),
             l.buffer_bytes(),
             a.buffer_bytes(),
@@ -451,25 +452,14 @@ impl Srs {
         ]
         .iter()
         .sum();
-        let load_time = started.elapsed();
+        srs.stats.load_time = started.elapsed();
+        srs.points = Some(SrsPoints { h, l, a, b_g1, b_g2 });
         tracing::info!(
             points = lengths.h + lengths.l + lengths.a + 2 * lengths.b_g1,
-            ms = load_time.as_millis() as u64,
+            ms = srs.stats.load_time.as_millis() as u64,
             "synthetic parameters made in memory"
         );
-        Ok(Srs {
-            id: next_srs_id(),
-            vk: synthetic::verifying_key(shape.inputs),
-            lengths,
-            points: Some(SrsPoints { h, l, a, b_g1, b_g2 }),
-            stats: SrsStats {
-                path: None,
-                file_bytes: shape.file_bytes(),
-                memory_bytes,
-                load_time,
-                validation: Validation::OnCurve,
-            },
-        })
+        Ok(srs)
     }
 
     /// The verifying key.
