@@ -3,7 +3,7 @@
 use anyhow::Result;
 use clap::Subcommand;
 
-use crate::{day, filecoin, gpu, h2d, mem, params, pipeline, prove, shape, synth};
+use crate::{circuit_params, day, filecoin, gpu, h2d, mem, params, pipeline, prove, shape, synth};
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
@@ -44,6 +44,10 @@ pub enum BenchCommand {
     /// sectors on every core): the time, and whether it equals the measured
     /// production shape.
     Shape(shape::ShapeArgs),
+    /// Not a measurement: parameter files for the built-in circuits, real
+    /// or synthetic, written where asked.
+    #[command(subcommand)]
+    CircuitParams(circuit_params::CircuitParamsCommand),
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -58,5 +62,6 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Params(args) => params::run(&args),
         BenchCommand::Day(args) => day::run(&args),
         BenchCommand::Shape(args) => shape::run(&args),
+        BenchCommand::CircuitParams(cmd) => circuit_params::run(&cmd),
     }
 }

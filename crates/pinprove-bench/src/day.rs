@@ -154,7 +154,7 @@ pub fn run(args: &DayArgs) -> Result<()> {
     let prover = FilecoinProver::for_synthetic_inputs(
         Arc::new(engine),
         ParamCache::from_env(),
-        Some(ShapeCache::new(pinprove::params_cache::pinprove_cache_dir())),
+        Some(ShapeCache::new(crate::params_cache::pinprove_cache_dir())),
     );
     let kinds = [ProofKind::PoRep, ProofKind::WindowPoSt, ProofKind::WinningPoSt];
     let mut requests = Vec::new();

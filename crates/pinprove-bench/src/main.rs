@@ -4,6 +4,8 @@
 
 mod baseline;
 mod budget_watch;
+mod builtin;
+mod circuit_params;
 mod commands;
 mod day;
 mod filecoin;
@@ -14,6 +16,7 @@ mod h2d;
 mod load;
 mod mem;
 mod params;
+mod params_cache;
 mod pipeline;
 mod prove;
 mod reference;

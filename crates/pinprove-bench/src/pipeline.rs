@@ -15,10 +15,10 @@ use pinprove_mem::{BudgetConfig, PinMethod, sys};
 use pinprove_stack::{BackendKind, DeviceSelection, Stack, StackConfig};
 use serde::Serialize;
 
+use crate::builtin::CircuitArgs;
+use crate::params_cache::{self, ParamsKind, params_file};
 use crate::reference;
 use crate::report::{DeviceShare, Host, NVML_LAG, Output, bytes, dur, median};
-use pinprove::builtin::CircuitArgs;
-use pinprove::params_cache::{self, ParamsKind, params_file};
 
 #[derive(Args, Debug)]
 pub struct PipelineArgs {

@@ -18,10 +18,10 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
+use crate::builtin::CircuitArgs;
+use crate::params_cache::{ParamsKind, params_file};
 use crate::reference;
 use crate::report::{Host, Output, dur, median};
-use pinprove::builtin::CircuitArgs;
-use pinprove::params_cache::{ParamsKind, params_file};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Reference {

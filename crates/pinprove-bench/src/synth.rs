@@ -12,8 +12,8 @@ use pinprove_mem::{BudgetConfig, MemoryBudget, PoolConfig, sys};
 use pinprove_stack::PoolMemory;
 use serde::Serialize;
 
+use crate::builtin::CircuitArgs;
 use crate::report::{Host, Output, bytes, dur, median};
-use pinprove::builtin::CircuitArgs;
 
 #[derive(Args, Debug)]
 pub struct SynthArgs {

@@ -1,9 +1,8 @@
 //! `pinprove params …`
 
 use std::path::PathBuf;
-use std::time::Instant;
-
 use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
 use clap::{Args, Subcommand, ValueEnum};
@@ -14,55 +13,29 @@ use pinprove_stack::PoolMemory;
 use pinprove_filecoin::{ParamCache, ProofKind};
 
 use crate::progress::Generation;
-use pinprove::builtin::CircuitArgs;
 use pinprove::units::{bytes, dur};
 
 #[derive(Subcommand, Debug)]
 pub enum ParamsCommand {
-    /// Generate real Groth16 parameters: with --sector-size, Filecoin's
-    /// parameters of a test sector size into the parameter cache (every
-    /// kind, or those named); else a built-in circuit's into --out. A
+    /// Generate Filecoin's parameters of a test sector size into the
+    /// parameter cache (every kind, or those named), where missing: a
     /// one-party setup with fresh randomness (pinprove's own, in
-    /// bellperson's file format).
+    /// bellperson's file format). The network's sizes are fetched, never
+    /// generated.
     Generate(GenerateArgs),
-    /// Write synthetic parameters of the right shape for a built-in circuit:
-    /// valid points ((i+1)·G), fast to make, for benchmarks of sizes a real
-    /// setup cannot reach. Proofs made with them do not verify.
-    Synthetic(SyntheticArgs),
     /// Read a parameter file, check it, and print its sections.
     Info(InfoArgs),
 }
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
-    /// Filecoin parameters of this test sector size (2KiB, 8MiB or
-    /// 512MiB), made where missing in the parameter cache
-    /// (FIL_PROOFS_PARAMETER_CACHE).
-    #[arg(long, value_parser = pinprove_mem::parse_bytes, conflicts_with = "out")]
-    sector_size: Option<u64>,
-    /// With --sector-size: the proof kinds (porep, snap, wpost, winning;
-    /// default all four).
-    #[arg(long, value_delimiter = ',', requires = "sector_size")]
+    /// The test sector size (2KiB, 8MiB or 512MiB), made where missing in
+    /// the parameter cache (FIL_PROOFS_PARAMETER_CACHE).
+    #[arg(long, value_parser = pinprove_mem::parse_bytes)]
+    sector_size: u64,
+    /// The proof kinds (porep, snap, wpost, winning; default all four).
+    #[arg(long, value_delimiter = ',')]
     kind: Vec<ProofKind>,
-    #[command(flatten)]
-    circuit: CircuitArgs,
-    /// A built-in circuit's parameters: where to write them.
-    #[arg(long, required_unless_present = "sector_size")]
-    out: Option<PathBuf>,
-    /// Seed of a built-in circuit's toxic waste (tests and benchmarks only:
-    /// Filecoin parameters always take fresh randomness).
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-}
-
-/// Arguments of `synthetic`: a built-in circuit and where its file goes.
-#[derive(Args, Debug)]
-pub struct SyntheticArgs {
-    #[command(flatten)]
-    circuit: CircuitArgs,
-    /// Where to write the parameters.
-    #[arg(long)]
-    out: PathBuf,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -84,29 +57,9 @@ pub struct InfoArgs {
 
 pub fn run(cmd: ParamsCommand) -> Result<()> {
     match cmd {
-        ParamsCommand::Generate(args) => generate(&args),
-        ParamsCommand::Synthetic(args) => synthetic(&args),
+        ParamsCommand::Generate(args) => filecoin(args.sector_size, &args.kind),
         ParamsCommand::Info(args) => info(&args),
     }
-}
-
-fn generate(args: &GenerateArgs) -> Result<()> {
-    if let Some(sector_bytes) = args.sector_size {
-        return filecoin(sector_bytes, &args.kind);
-    }
-    let out = args.out.as_deref().context("--out names the file")?;
-    let circuit = args.circuit.build()?;
-    let t = Instant::now();
-    let stats = pinprove::params_cache::write_real(&circuit, args.seed, out)?;
-    println!(
-        "wrote {} ({}) for {} in {} ({} constraints)",
-        out.display(),
-        bytes(stats.bytes),
-        circuit.id(),
-        dur(t.elapsed()),
-        stats.constraints
-    );
-    Ok(())
 }
 
 /// Makes the missing parameters of `kinds` (all when empty) at a test size.
@@ -135,20 +88,6 @@ fn filecoin(sector_bytes: u64, kinds: &[ProofKind]) -> Result<()> {
             }
         );
     }
-    Ok(())
-}
-
-fn synthetic(args: &SyntheticArgs) -> Result<()> {
-    let circuit = args.circuit.build()?;
-    let t = Instant::now();
-    let size = pinprove::params_cache::write_synthetic(&circuit, &args.out)?;
-    println!(
-        "wrote {} ({}) for {} in {} (synthetic: proofs made with it do not verify)",
-        args.out.display(),
-        bytes(size),
-        circuit.id(),
-        dur(t.elapsed())
-    );
     Ok(())
 }
 

@@ -232,7 +232,7 @@ pub fn measure(
         Some(ShapeCache::new(
             args.shape_cache
                 .clone()
-                .unwrap_or_else(pinprove::params_cache::pinprove_cache_dir),
+                .unwrap_or_else(crate::params_cache::pinprove_cache_dir),
         )),
     );
     let engine = Arc::clone(prover.engine());

@@ -13,8 +13,8 @@ use pinprove_stack::{BackendKind, BuiltBackend, NativeOptions, PoolMemory};
 use serde::Serialize;
 
 use super::GpuArgs;
+use crate::params_cache::{ParamsCache, ParamsKind};
 use crate::report::{Host, gbps, median};
-use pinprove::params_cache::{ParamsCache, ParamsKind};
 
 use super::checks::{Comparison, compare_case, cross_check, load, rs, upload_abc};
 use super::sustained::{Busy, Sustained, sustained};

@@ -290,3 +290,50 @@ fn bench_shape_counts_a_post_circuit_in_parts() {
     assert!(r["equals_production"].is_null(), "no measured 2 KiB shape: {r}");
     fails_with(&["shape", "--sector-size", "3KiB"], 1, "sector size");
 }
+
+#[test]
+fn circuit_parameters_are_read_back_by_bellperson_and_by_us() {
+    use pinprove_groth16::{Srs, Validation};
+    use pinprove_mem::{HeapAllocator, MemoryBudget, PinnedPool, PoolConfig};
+
+    let dir = temp_dir("circuit-params");
+    let pool = PinnedPool::new(
+        std::sync::Arc::new(HeapAllocator::new(false)),
+        MemoryBudget::new(1 << 30),
+        PoolConfig::default(),
+    );
+    let real = dir.join("bits.params");
+    let r = real.to_str().unwrap();
+    ok(&[
+        "circuit-params",
+        "generate",
+        "--circuit",
+        "bench-bits",
+        "--constraints",
+        "600",
+        "--out",
+        r,
+    ]);
+    let bytes = std::fs::read(&real).unwrap();
+    let theirs = bellperson::groth16::Parameters::<blstrs::Bls12>::read(&bytes[..], true).expect("bellperson reads it");
+    assert_eq!(theirs.vk.ic.len(), 5);
+    let ours = Srs::read_file(&real, &pool, Validation::Subgroup).unwrap();
+    assert_eq!(ours.lengths().h + 1, 1 << 10);
+
+    let synthetic = dir.join("s.params");
+    let s = synthetic.to_str().unwrap();
+    let out = ok(&[
+        "circuit-params",
+        "synthetic",
+        "--circuit",
+        "bench-random",
+        "--constraints",
+        "2^11",
+        "--out",
+        s,
+    ]);
+    assert!(out.contains("do not verify"), "{out}");
+    let srs = Srs::read_file(&synthetic, &pool, Validation::OnCurve).unwrap();
+    assert_eq!(srs.lengths().h + 1, 1 << 11);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,78 @@
+//! `pinprove-bench circuit-params`: parameter files for the built-in
+//! circuits the benchmarks prove, real or synthetic, written where asked.
+//! (The benchmarks make their own on first use, in their cache; this is
+//! for a file of one's own.)
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+use crate::builtin::CircuitArgs;
+use crate::params_cache::{write_real, write_synthetic};
+use crate::report::{bytes, dur};
+
+#[derive(Subcommand, Debug)]
+pub enum CircuitParamsCommand {
+    /// Real Groth16 parameters for a built-in circuit: pinprove's one-party
+    /// setup from --seed's toxic waste, the file bellperson's generator
+    /// makes from the same seed.
+    Generate(GenerateArgs),
+    /// Synthetic parameters of the right shape for a built-in circuit:
+    /// valid points ((i+1)·G), fast to make, for sizes a real setup cannot
+    /// reach. Proofs made with them do not verify.
+    Synthetic(SyntheticArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    circuit: CircuitArgs,
+    /// Where to write the parameters.
+    #[arg(long)]
+    out: PathBuf,
+    /// Seed of the toxic waste (benchmarks and tests only).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct SyntheticArgs {
+    #[command(flatten)]
+    circuit: CircuitArgs,
+    /// Where to write the parameters.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub fn run(cmd: &CircuitParamsCommand) -> Result<()> {
+    match cmd {
+        CircuitParamsCommand::Generate(args) => {
+            let circuit = args.circuit.build()?;
+            let t = Instant::now();
+            let stats = write_real(&circuit, args.seed, &args.out)?;
+            println!(
+                "wrote {} ({}) for {} in {} ({} constraints)",
+                args.out.display(),
+                bytes(stats.bytes),
+                circuit.id(),
+                dur(t.elapsed()),
+                stats.constraints
+            );
+        }
+        CircuitParamsCommand::Synthetic(args) => {
+            let circuit = args.circuit.build()?;
+            let t = Instant::now();
+            let size = write_synthetic(&circuit, &args.out)?;
+            println!(
+                "wrote {} ({}) for {} in {} (synthetic: proofs made with it do not verify)",
+                args.out.display(),
+                bytes(size),
+                circuit.id(),
+                dur(t.elapsed())
+            );
+        }
+    }
+    Ok(())
+}
