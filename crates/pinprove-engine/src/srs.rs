@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+#[cfg(any(test, feature = "lab"))]
 use pinprove_groth16::shape::CircuitShape;
 use pinprove_groth16::{Backend, CapacityHint, CapacityHints, QueryLengths, Srs, Validation, VerifyingKey};
 use pinprove_mem::{Evictor, MemoryBudget, PinnedPool, Rank, Reservation};
@@ -105,7 +106,8 @@ pub enum SrsSource {
     /// Synthetic parameters of this shape, made in memory when loaded: for
     /// measurements at sizes whose real parameters are not at hand (proofs
     /// made with them do not verify; backends that read parameter files
-    /// themselves cannot use them).
+    /// themselves cannot use them). The lab's only.
+    #[cfg(any(test, feature = "lab"))]
     Synthetic(CircuitShape),
 }
 
@@ -114,6 +116,7 @@ impl SrsSource {
     fn header(&self) -> Result<Srs, EngineError> {
         Ok(match self {
             SrsSource::File(path) => Srs::read_file_header(path)?,
+            #[cfg(any(test, feature = "lab"))]
             SrsSource::Synthetic(shape) => Srs::synthetic_header(shape)?,
         })
     }
@@ -123,6 +126,7 @@ impl SrsSource {
         Ok(match (self, funds) {
             (SrsSource::File(path), Some(f)) => Srs::read_file_funded(path, pool, Validation::OnCurve, f)?,
             (SrsSource::File(path), None) => Srs::read_file(path, pool, Validation::OnCurve)?,
+            #[cfg(any(test, feature = "lab"))]
             (SrsSource::Synthetic(shape), funds) => Srs::synthetic(shape, pool, funds)?,
         })
     }

@@ -83,6 +83,7 @@ macro_rules! flat_namespaces {
 
 mod assignment;
 mod backend;
+#[cfg(any(test, feature = "lab"))]
 pub mod circuits;
 mod cpu;
 mod density;
@@ -97,6 +98,7 @@ mod proof;
 pub mod setup;
 pub mod shape;
 mod synth;
+#[cfg(any(test, feature = "lab"))]
 pub mod synthetic;
 
 pub use assignment::{ProvingAssignment, Witness, WitnessRef, evaluate_constraint};

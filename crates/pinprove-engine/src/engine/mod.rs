@@ -36,6 +36,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use ff::Field;
+#[cfg(any(test, feature = "lab"))]
 use pinprove_groth16::shape::CircuitShape;
 use pinprove_groth16::{AbcLayout, Backend, CapacityHints, Scalar, VerifyingKey};
 use pinprove_mem::ErrorChain;
@@ -281,7 +282,9 @@ impl Engine {
 
     /// Registers synthetic parameters of `shape` for a circuit type: made
     /// in memory when first needed, for measurements at sizes whose real
-    /// parameters are not at hand. Its proofs do not verify.
+    /// parameters are not at hand. Its proofs do not verify. The lab's
+    /// only (the `lab` feature).
+    #[cfg(any(test, feature = "lab"))]
     pub fn register_synthetic_srs(&self, circuit_id: &str, shape: CircuitShape) {
         self.inner.srs.register(circuit_id, SrsSource::Synthetic(shape));
     }

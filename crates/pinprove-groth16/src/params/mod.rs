@@ -29,7 +29,9 @@ use group::prime::PrimeCurveAffine;
 use pinprove_mem::{PinnedPool, PinnedVec, Reservation};
 
 use self::read::{At, Point, Source, check_points, decode_into, write_section};
+#[cfg(any(test, feature = "lab"))]
 use crate::shape::CircuitShape;
+#[cfg(any(test, feature = "lab"))]
 use crate::synthetic;
 
 use crate::ParamsError;
@@ -408,6 +410,7 @@ impl Srs {
 
     /// The verifying key and query lengths of synthetic parameters of
     /// `shape`, without points (what a header read gives for a file).
+    #[cfg(any(test, feature = "lab"))]
     pub fn synthetic_header(shape: &CircuitShape) -> Result<Srs, ParamsError> {
         Ok(Srs {
             id: next_srs_id(),
@@ -428,6 +431,7 @@ impl Srs {
     /// points of the right count in every query, the points paid for out
     /// of `funds` when given. Proofs made with them do not verify; see
     /// [`crate::synthetic`].
+    #[cfg(any(test, feature = "lab"))]
     pub fn synthetic(
         shape: &CircuitShape,
         pool: &Arc<PinnedPool>,

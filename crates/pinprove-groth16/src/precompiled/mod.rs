@@ -33,7 +33,7 @@
 //! nor marks a density).
 //!
 //! Measured on the 2-core development machine (test profile, so only
-//! indicative) for a 2^18 [`BenchCircuit`](crate::circuits::BenchCircuit),
+//! indicative) for a 2^18 `BenchCircuit` (the lab's, `circuits`),
 //! best of five, warm pool: classic synthesis 59 ms (random mix) and 56 ms
 //! (bits); from the recording 24 ms witness + 7 ms evaluation (random) and
 //! 12 ms + 8 ms (bits). The recordings take 11–12 MiB (about 1 M non-zero
