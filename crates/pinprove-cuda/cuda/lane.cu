@@ -176,6 +176,20 @@ __global__ void pinprove_store(int* p)
     *p = 1;
 }
 
+__device__ unsigned long long pinprove_now_ns()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__global__ void pinprove_spin(unsigned long long ns)
+{
+    unsigned long long start = pinprove_now_ns();
+    while (pinprove_now_ns() - start < ns)
+        __nanosleep(1000);
+}
+
 } // namespace
 
 // For tests of the error paths: makes device `device` fail on its lane's
@@ -201,6 +215,22 @@ extern "C" int pinprove_test_fault(int device, int kind)
         if (err != cudaSuccess)
             return err;
         return cudaStreamSynchronize(s);
+    } catch (const cuda_error& e) {
+        return -e.code();
+    }
+}
+
+// For tests of what reads a proof's events: queues `us` microseconds of
+// device time (one thread spinning) on device `device`'s compute stream,
+// behind the work queued there. Returns the launch's error code.
+extern "C" int pinprove_test_hold_compute(int device, unsigned int us)
+{
+    cudaError_t err = cudaSetDevice(device);
+    if (err != cudaSuccess)
+        return err;
+    try {
+        pinprove_spin<<<1, 1, 0, pinprove::lane(device).compute>>>(1000ull * us);
+        return cudaGetLastError();
     } catch (const cuda_error& e) {
         return -e.code();
     }

@@ -49,8 +49,8 @@ mod supraseal;
 
 pub use config::{NativeConfig, SrsPlacement};
 pub use gpu::{
-    BUILT_WITH_CUDA, GpuBackend, GpuError, UploadRates, device_count, device_info, gpus, measure_uploads,
-    native_backend, pinned_allocator, supraseal_backend,
+    BUILT_WITH_CUDA, GpuBackend, GpuError, UploadRates, delay_msm_marks_for_tests, device_count, device_info, gpus,
+    measure_uploads, native_backend, pinned_allocator, supraseal_backend,
 };
 pub use info::{DeviceInfo, Gpu, OLDEST_SUPPORTED};
 #[cfg(feature = "cuda")]

@@ -63,6 +63,7 @@ pub struct Metrics {
     pub(crate) jobs_cancelled: AtomicU64,
     pub(crate) partitions_rerouted: AtomicU64,
     pub(crate) panics: AtomicU64,
+    pub(crate) partitions_started_together: AtomicU64,
     phases: Mutex<BTreeMap<Phase, LatencyHistogram>>,
 }
 
@@ -90,6 +91,12 @@ impl Metrics {
     /// Panics caught in the engine's threads (each failed its job).
     pub fn panics(&self) -> u64 {
         self.panics.load(Ordering::Relaxed)
+    }
+
+    /// Partitions started on a device in one start with others of their
+    /// circuit (see `Backend::partitions_per_start`).
+    pub fn partitions_started_together(&self) -> u64 {
+        self.partitions_started_together.load(Ordering::Relaxed)
     }
 
     /// Observations recorded for a phase.
@@ -124,6 +131,11 @@ impl Metrics {
                 "pinprove_panics_total",
                 "Panics caught in the engine's threads, each turned into its job's failure.",
                 self.panics(),
+            ),
+            (
+                "pinprove_partitions_started_together_total",
+                "Partitions started on a device together with others of their circuit, reading streamed bases once for all.",
+                self.partitions_started_together(),
             ),
         ];
         for (name, help, v) in counters {

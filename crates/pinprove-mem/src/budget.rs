@@ -285,6 +285,11 @@ impl MemoryBudget {
         }
     }
 
+    /// The lowest rank the reserve is kept for: urgent work.
+    pub fn reserve_rank(&self) -> Rank {
+        self.lock().reserve_rank
+    }
+
     /// Bytes reserved now.
     pub fn used(&self) -> u64 {
         self.lock().used
@@ -658,10 +663,43 @@ impl Queued {
         s.queue.front().is_some_and(|w| Arc::ptr_eq(w, &self.waiter))
     }
 
-    /// Blocks until the request is granted; the reservation holds what was
-    /// asked less what it was lowered by.
-    pub(crate) fn wait(&self) -> Reservation {
-        self.budget.wait_for_grant(&self.waiter)
+    /// Waits up to `timeout` for the request to be granted: `None` if it is
+    /// still waiting then. The reservation holds what was asked less what
+    /// it was lowered by.
+    pub(crate) fn wait_timeout(&self, timeout: Duration) -> Option<Reservation> {
+        let started = Instant::now();
+        let deadline = started + timeout;
+        let mut s = self.budget.lock();
+        while !self.waiter.granted.load(Ordering::Acquire) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                s.wait_time += started.elapsed();
+                return None;
+            }
+            s = self.waiter.cv.wait_timeout(s, left).recover().0;
+        }
+        s.wait_time += started.elapsed();
+        drop(s);
+        Some(Reservation::new(Arc::clone(&self.budget), self.waiter.bytes()))
+    }
+
+    /// Bytes the request still asks for.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.waiter.bytes()
+    }
+
+    /// Withdraws the request from the queue; if it was granted meanwhile,
+    /// the grant is returned as a reservation instead.
+    pub(crate) fn withdraw(self) -> Option<Reservation> {
+        let mut s = self.budget.lock();
+        if self.waiter.granted.load(Ordering::Acquire) {
+            drop(s);
+            return Some(Reservation::new(Arc::clone(&self.budget), self.waiter.bytes()));
+        }
+        s.queue.retain(|w| !Arc::ptr_eq(w, &self.waiter));
+        // The request behind it may fit now.
+        self.budget.grant_waiters(&mut s);
+        None
     }
 }
 

@@ -27,6 +27,28 @@ pub enum Error {
         total: u64,
     },
 
+    /// A request waited while nothing else held memory that would come
+    /// back: no work in flight, every idle buffer freed (kept ones too),
+    /// and still it did not fit. Waiting longer would be waiting forever.
+    #[error(
+        "a request of {requested} bytes cannot be granted and nothing in flight will free memory: \
+         {used} of the budget's {total} bytes are held ({pool_checked_out} in pool buffers in use, \
+         {pool_idle} in idle pool buffers, the rest outside the pool: parameters, recordings); \
+         raise the budget or lower the work's size"
+    )]
+    NeverGranted {
+        /// Bytes asked for (what was still missing of them when refused).
+        requested: u64,
+        /// The budget's total.
+        total: u64,
+        /// Bytes held when the request was refused.
+        used: u64,
+        /// Of those, in pool buffers checked out.
+        pool_checked_out: u64,
+        /// Of those, in idle pool buffers.
+        pool_idle: u64,
+    },
+
     /// The operating system refused memory.
     #[error("allocating {bytes} bytes of host memory failed")]
     Os {

@@ -206,6 +206,24 @@ impl Default for NativeOptions {
     }
 }
 
+impl NativeOptions {
+    /// The settings as one line of `name=value` words, in a fixed order:
+    /// what `scripts/gpu-check` records beside its figures, and what a
+    /// test compares the defaults with (a default that changes what runs
+    /// on the GPU lands only with a passing check of it).
+    pub fn settings(&self) -> String {
+        let placement = match self.srs_placement {
+            SrsPlacement::Device => "device",
+            SrsPlacement::Host => "host",
+        };
+        let limit = self.memory_limit.map_or("none".to_string(), |b| b.to_string());
+        format!(
+            "srs_placement={placement} queue_depth={} prep_threads={} workers_per_device={} memory_limit={limit} partitions_sharing_bases={}",
+            self.queue_depth, self.prep_threads, self.workers_per_device, self.partitions_sharing_bases
+        )
+    }
+}
+
 /// Everything a proving stack is built from.
 #[derive(Clone, Debug, Default)]
 pub struct StackConfig {
@@ -540,6 +558,9 @@ fn gpu_backend(
     };
     Ok(BuiltBackend::Gpu(built.map_err(started)?))
 }
+
+#[cfg(test)]
+mod gpu_checks;
 
 #[cfg(test)]
 mod tests {

@@ -82,6 +82,11 @@ pub struct SyntheticArgs {
     /// a copy of one partition), so that every proof runs pre-compiled.
     #[arg(long)]
     pub record_first: bool,
+    /// Where capacity hints and circuit recordings persist (the daemon's
+    /// hints directory): a run after another of the same circuit loads its
+    /// recording instead of recording it again. Default: in memory only.
+    #[arg(long)]
+    pub hints_dir: Option<PathBuf>,
     /// Pieces of proofs queued on one GPU at once (native backend).
     #[arg(long, default_value_t = pinprove_stack::NativeOptions::default().queue_depth)]
     pub queue_depth: usize,
@@ -108,6 +113,9 @@ pub struct SyntheticReport {
     sector_size: u64,
     circuit: String,
     backend: &'static str,
+    /// The native backend's settings the run used (see
+    /// `pinprove_stack::NativeOptions::settings`).
+    gpu_settings: String,
     /// Always true: the proofs do not verify.
     synthetic: bool,
     request_s: f64,
@@ -204,18 +212,19 @@ pub fn measure(
         request_s
     );
 
+    let native = pinprove_stack::NativeOptions {
+        queue_depth: args.queue_depth,
+        prep_threads: args.prep_threads,
+        memory_limit: args.gpu_memory_limit,
+        partitions_sharing_bases: args.partitions_sharing_bases,
+        ..Default::default()
+    };
     let stack = Stack::build(&StackConfig {
         backend,
         devices: devices.clone(),
         budget: args.budget.clone(),
         pinning: args.pinning,
-        native: pinprove_stack::NativeOptions {
-            queue_depth: args.queue_depth,
-            prep_threads: args.prep_threads,
-            memory_limit: args.gpu_memory_limit,
-            partitions_sharing_bases: args.partitions_sharing_bases,
-            ..Default::default()
-        },
+        native,
         ..StackConfig::default()
     })?;
     let backend_name = stack.devices[0].backend.name();
@@ -224,6 +233,7 @@ pub fn measure(
         synthesis_workers: args.synthesis_workers.unwrap_or(defaults.synthesis_workers),
         max_concurrent_syntheses: args.max_concurrent_syntheses,
         precompiled,
+        hints_dir: args.hints_dir.clone(),
         ..defaults
     })?;
     let prover = FilecoinProver::for_synthetic_inputs(
@@ -302,6 +312,7 @@ pub fn measure(
         sector_size,
         circuit: circuit.clone(),
         backend: backend_name,
+        gpu_settings: native.settings(),
         synthetic: true,
         request_s,
         register_s,

@@ -45,6 +45,7 @@ unsafe extern "C" {
     pub(super) fn pinprove_pool_reserved(device: c_int, bytes: *mut u64) -> sppark::Error;
     pub(super) fn pinprove_pool_reserve(device: c_int, bytes: u64) -> sppark::Error;
     pub(super) fn pinprove_lane_mark(device: c_int, event: *mut c_void) -> sppark::Error;
+    pub(super) fn pinprove_test_hold_compute(device: c_int, us: std::ffi::c_uint) -> c_int;
     // cuda/native_spmv.cu
     pub(super) fn pinprove_matrices_upload(
         out: *mut *mut c_void,

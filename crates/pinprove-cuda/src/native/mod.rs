@@ -64,6 +64,7 @@ use std::time::{Duration, Instant};
 use pinprove_groth16::ProveError;
 
 pub use self::backend::NativeBackend;
+pub(crate) use self::msm::MARK_DELAY_US;
 pub use crate::config::{NativeConfig, SrsPlacement};
 use crate::fault::device_error;
 
@@ -145,6 +146,11 @@ pub struct NativePhases {
     /// each one's share of the group's. 1 (or 0, not recorded) when the
     /// proof's MSMs were its own.
     pub bases_shared_by: usize,
+    /// Whether the GPU times above were read from the device's events;
+    /// false where they could not be (then `upload`, `h` and `evaluation`
+    /// are unknown and the MSM times are host times). A proof never fails
+    /// for its telemetry.
+    pub device_timed: bool,
 }
 
 impl NativePhases {

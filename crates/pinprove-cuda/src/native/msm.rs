@@ -199,6 +199,12 @@ impl<C: Curve> Drop for Msm<C> {
 /// Tests set a small value to run the batch loop on small inputs.
 pub(super) static MAX_BATCH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// Device time (µs) queued before the marks that close a group of MSMs:
+/// 0 but in tests (see [`crate::delay_msm_marks_for_tests`]), which use it
+/// to hold a proof's marks behind its results as a partner's long last
+/// window does at production size.
+pub(crate) static MARK_DELAY_US: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 /// Listed scalars (and small values) per MSM call. Tests set a small
 /// value to cut small MSMs into several calls.
 pub(super) static MAX_LISTED: std::sync::atomic::AtomicUsize =
@@ -284,6 +290,18 @@ pub(super) fn msm_group<C: Curve>(
                 let call = MsmCall { mark: read, ..c.call };
                 queue(set, handle, &call)?;
             }
+        }
+    }
+    let delay = MARK_DELAY_US.load(std::sync::atomic::Ordering::Relaxed);
+    if delay > 0 {
+        // SAFETY: plain call; the device number is checked on the C side.
+        let code = unsafe { pinprove_test_hold_compute(device, delay) };
+        if code != 0 {
+            return Err(crate::fault::device_error(
+                super::NAME,
+                code,
+                "delaying the marks (a test's setting)".to_string(),
+            ));
         }
     }
     for m in marks.iter().flatten() {

@@ -3,7 +3,7 @@
 //! go), and the host sums and assembly of `finish`.
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::runtime::PooledEvent;
 use blstrs::{G1Projective, Scalar};
@@ -16,7 +16,7 @@ use super::h::ProofEvents;
 use super::matrices::MatrixCopy;
 use super::msm::Msm;
 use super::resident::ResidentSrs;
-use super::{NativePhases, cuda_error};
+use super::NativePhases;
 
 /// What a proof's device work reads outside the pool — the resident bases
 /// and the matrices — owned until that work has completed:
@@ -71,25 +71,60 @@ pub(super) struct DeviceProof {
 }
 
 impl DeviceProof {
-    /// GPU times from the proof's events, once its work has completed.
-    fn device_times(&mut self) -> Result<(), crate::runtime::CudaError> {
-        let [up0, up1, h0, h1] = &self.events.marks;
-        self.phases.upload = up1.elapsed_since(up0)?;
-        self.phases.h = h1.elapsed_since(h0)?;
-        if let Some(e) = &self.evaluated {
-            self.phases.evaluation = e.elapsed_since(h0)?;
+    /// Every event the proof's GPU times span, in no particular order.
+    fn timing_events(&self) -> impl Iterator<Item = &crate::runtime::Event> {
+        let marks = self.events.marks.iter().map(|e| &**e);
+        let msms = self.events.msms.iter().map(|e| &***e);
+        let others = self.evaluated.iter().map(|e| &**e).chain(self.tail_start.iter().map(|e| &***e));
+        marks.chain(msms).chain(others)
+    }
+
+    /// GPU times from the proof's events. Each is waited for first: a
+    /// partition's marks are recorded after the work of every partition
+    /// it shares its MSMs with, so its own results can be summed while a
+    /// partner's last windows still run (reading the times then failed
+    /// the whole proof with `cudaErrorNotReady`). Times are telemetry: a
+    /// failure to read them leaves the phases' host times, marked as not
+    /// read from the device, and never fails the proof.
+    fn read_device_times(&mut self) {
+        match self.device_times() {
+            Ok(()) => self.phases.device_timed = true,
+            Err(e) => tracing::warn!("a proof's GPU times could not be read (reported as unknown): {e}"),
         }
+    }
+
+    fn device_times(&mut self) -> Result<(), crate::runtime::CudaError> {
+        for e in self.timing_events() {
+            e.synchronize()?;
+        }
+        let [up0, up1, h0, h1] = &self.events.marks;
+        let upload = up1.elapsed_since(up0)?;
+        let h = h1.elapsed_since(h0)?;
+        let evaluation = match &self.evaluated {
+            Some(e) => Some(e.elapsed_since(h0)?),
+            None => None,
+        };
+        let mut msm = [Duration::ZERO; 5];
         let mut prev: &crate::runtime::Event = h1;
         let shared = self.phases.bases_shared_by.max(1) as u32;
-        for (k, (slot, e)) in self.phases.msm.iter_mut().zip(&self.events.msms).enumerate() {
-            match (k, &self.tail_start) {
-                (0, _) => slot.0 = e.elapsed_since(prev)?,
+        for (k, (slot, e)) in msm.iter_mut().zip(&self.events.msms).enumerate() {
+            *slot = match (k, &self.tail_start) {
+                (0, _) => e.elapsed_since(prev)?,
                 // After the h MSM, the group's other MSMs come after every
                 // partition's h: times from the group's start, shared.
-                (1, Some(start)) => slot.0 = e.elapsed_since(start)? / shared,
-                _ => slot.0 = e.elapsed_since(prev)? / shared,
-            }
+                (1, Some(start)) => e.elapsed_since(start)? / shared,
+                _ => e.elapsed_since(prev)? / shared,
+            };
             prev = e;
+        }
+        // Only once every read succeeded: no mix of GPU and host times.
+        self.phases.upload = upload;
+        self.phases.h = h;
+        if let Some(e) = evaluation {
+            self.phases.evaluation = e;
+        }
+        for (slot, t) in self.phases.msm.iter_mut().zip(msm) {
+            slot.0 = t;
         }
         Ok(())
     }
@@ -137,7 +172,7 @@ impl NativeStarted {
             let b_g1 = p.b_g1.sum(&threads)?;
             let b_g2 = p.b_g2.sum(&threads)?;
             p.phases.sums = t.elapsed();
-            p.device_times().map_err(cuda_error)?;
+            p.read_device_times();
             tracing::debug!(phases = ?p.phases, "native proof");
             *last_phases.lock().recover() = Some(p.phases);
             out.push(assemble(&srs, r, s, a, b_g1, b_g2, h, l));

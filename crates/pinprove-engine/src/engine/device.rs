@@ -104,6 +104,11 @@ impl Inner {
             assignments.push(assignment);
         }
         let Some(first) = flights.first() else { return };
+        if flights.len() > 1 {
+            self.metrics
+                .partitions_started_together
+                .fetch_add(flights.len() as u64, Ordering::Relaxed);
+        }
         let urgent = first.job.priority.is_urgent();
         *dev.current_job.lock().recover() = Some(first.job.id);
         let job = ProvingJob::new(

@@ -259,12 +259,17 @@ impl Precompiler {
         None
     }
 
-    /// Whether `circuit_id`'s state is one `is` accepts.
+    /// Whether a recording is being made or loaded in the background.
+    pub(super) fn busy(&self) -> bool {
+        self.running.load(Ordering::Acquire) > 0
+    }
+
     /// Whether `circuit_id` has a recording ready or being made.
     pub(super) fn held_or_recording(&self, circuit_id: &str) -> bool {
         self.state_is(circuit_id, |s| matches!(s, State::Ready(_) | State::Recording))
     }
 
+    /// Whether `circuit_id`'s state is one `is` accepts.
     fn state_is(&self, circuit_id: &str, is: impl FnOnce(&State) -> bool) -> bool {
         self.circuits
             .lock()

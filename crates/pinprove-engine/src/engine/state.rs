@@ -210,6 +210,16 @@ impl Gauges {
         }
     }
 
+    /// Whether every partition out of the queue waits for its admission:
+    /// none holds memory that will come back.
+    pub(super) fn only_admissions(&self) -> bool {
+        self.partitions
+            .lock()
+            .recover()
+            .values()
+            .all(|w| w.phase == Phase::Admission)
+    }
+
     /// Partitions routed to device `d` and not yet done.
     pub(super) fn device_load(&self, d: usize) -> usize {
         self.device[d].load(Ordering::Relaxed)

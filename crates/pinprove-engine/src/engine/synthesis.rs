@@ -267,6 +267,15 @@ impl Inner {
         Ok(())
     }
 
+    /// Whether nothing the engine runs holds memory that will come back:
+    /// every partition out of the queue waits for its admission, and no
+    /// warm-up, recording or recording load runs. An admission that waits
+    /// then would wait forever (see
+    /// [`PinnedPool::admit_unless_stuck`](pinprove_mem::PinnedPool::admit_unless_stuck)).
+    fn nothing_in_flight(&self) -> bool {
+        self.gauges.only_admissions() && !self.warm.busy() && !self.precompiled.busy()
+    }
+
     /// The next partition the scheduler lets this worker take, counted in
     /// flight from here on; `None` once the engine shuts down.
     fn take_pending(&self) -> Option<(Pending, Ticket, Taken<'_>)> {
@@ -344,7 +353,9 @@ impl Inner {
                     // set aside or handed over, never freed and pinned again.
                     let buffers = self.admission_buffers(&job.circuit_id, ws, job.priority.is_urgent())?;
                     let total = ws.saturating_add(heap).saturating_add(srs_part);
-                    Ok(self.pool.admit_blocking(&buffers, total, job.priority.rank())?)
+                    Ok(self
+                        .pool
+                        .admit_unless_stuck(&buffers, total, job.priority.rank(), || self.nothing_in_flight())?)
                 });
             let mut funds = match admitted {
                 Ok(f) => f,

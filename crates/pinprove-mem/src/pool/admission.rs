@@ -14,10 +14,15 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use super::{PinnedPool, PoolBuffer, State};
 use crate::budget::{Queued, Rank};
-use crate::{Reservation, Result};
+use crate::{Error, Reservation, Result};
+
+/// How often an admission waiting for memory asks whether anything in
+/// flight could still free some (see [`PinnedPool::admit_unless_stuck`]).
+const STUCK_CHECK: Duration = Duration::from_secs(1);
 
 /// Pool buffers set aside for one admission, travelling with its
 /// [`Reservation`]; when the reservation drops, the buffers it did not
@@ -73,6 +78,24 @@ impl PinnedPool {
     /// checkouts take those buffers first, and the ones left when it drops
     /// go back to the pool.
     pub fn admit_blocking(self: &Arc<Self>, sizes: &[usize], total: u64, rank: Rank) -> Result<Reservation> {
+        self.admit_unless_stuck(sizes, total, rank, || false)
+    }
+
+    /// Like [`admit_blocking`](Self::admit_blocking), for a caller that
+    /// knows when nothing it runs holds memory that will come back:
+    /// `nothing_in_flight` says so. While the request waits at the head of
+    /// the queue and that holds, every idle buffer is freed, those of kept
+    /// sets too (they give way), and the other holders are asked to evict;
+    /// if it still holds a check later and the request still waits, it is
+    /// refused with [`Error::NeverGranted`] and the numbers, never left
+    /// waiting for memory nothing will free.
+    pub fn admit_unless_stuck(
+        self: &Arc<Self>,
+        sizes: &[usize],
+        total: u64,
+        rank: Rank,
+        nothing_in_flight: impl Fn() -> bool,
+    ) -> Result<Reservation> {
         let mut wanted = Vec::with_capacity(sizes.len());
         for &b in sizes.iter().filter(|&&b| b > 0) {
             wanted.push(self.rounded_size(b)?);
@@ -124,10 +147,56 @@ impl PinnedPool {
         // Only now, with idle buffers it lacks handed to it, is idle memory
         // evicted for the request.
         self.budget.reclaim();
-        let mut granted = queued.wait();
+        let waited = self.wait_unless_stuck(queued, nothing_in_flight);
         self.lock().wanting.retain(|w| w.earmark != earmark.id);
+        // Refused: the earmark drops here, and what it set aside goes back.
+        let mut granted = waited?;
         granted.tie = Some(Box::new(earmark));
         Ok(granted)
+    }
+
+    /// Waits for `queued`'s grant; refuses it (see
+    /// [`admit_unless_stuck`](Self::admit_unless_stuck)) once it waited at
+    /// the head of the queue through two checks with nothing in flight,
+    /// every idle buffer freed between them.
+    fn wait_unless_stuck(&self, queued: Queued, nothing_in_flight: impl Fn() -> bool) -> Result<Reservation> {
+        let mut gave_way = false;
+        loop {
+            if let Some(granted) = queued.wait_timeout(STUCK_CHECK) {
+                return Ok(granted);
+            }
+            if !queued.is_head() || !nothing_in_flight() {
+                gave_way = false;
+                continue;
+            }
+            if !gave_way {
+                // Kept sets are kept for work to come; this work is here
+                // and nothing else will bring memory back.
+                let freed = self.shrink(u64::MAX);
+                tracing::info!(
+                    freed,
+                    waiting = queued.bytes(),
+                    "an admission waits with nothing in flight: every idle buffer freed, kept ones too"
+                );
+                self.budget.reclaim();
+                gave_way = true;
+                continue;
+            }
+            let requested = queued.bytes();
+            if let Some(granted) = queued.withdraw() {
+                return Ok(granted);
+            }
+            let stats = self.stats();
+            let used = self.budget.used();
+            tracing::warn!(requested, used, "an admission can never be granted: refused");
+            return Err(Error::NeverGranted {
+                requested,
+                total: self.budget.total(),
+                used,
+                pool_checked_out: stats.checked_out_bytes,
+                pool_idle: stats.idle_bytes,
+            });
+        }
     }
 
     /// A buffer set aside under `earmark` that serves a request of `size`

@@ -673,21 +673,28 @@ impl Evictor for PinnedPool {
         "pinned-pool"
     }
 
-    fn evict(&self, bytes: u64, _rank: Rank) -> u64 {
-        // Idle buffers are idle for everyone: the rank changes nothing.
-        // Buffers an admission at the head of the queue waits for go to it
-        // (they lower its request), those set aside for admissions behind
-        // it are taken back; the rest is freed as asked, less what the
-        // buffers handed over lowered the requests by (computed before,
-        // `bytes` would also free a buffer that was handed over, used and
-        // returned meanwhile).
+    fn evict(&self, bytes: u64, rank: Rank) -> u64 {
+        // Idle buffers are idle for everyone. Buffers an admission at the
+        // head of the queue waits for go to it (they lower its request),
+        // those set aside for admissions behind it are taken back; the rest
+        // is freed as asked, less what the buffers handed over lowered the
+        // requests by (computed before, `bytes` would also free a buffer
+        // that was handed over, used and returned meanwhile).
         let (lowered, raised) = self.rebalance();
         let wanted = bytes.saturating_add(raised).saturating_sub(lowered);
-        let freed = self.shrink_unkept(wanted);
-        if freed >= wanted {
-            return freed;
+        let mut freed = self.shrink_unkept(wanted);
+        if freed < wanted {
+            freed += self.release_oversized();
         }
-        freed + self.release_oversized()
+        if freed < wanted && rank >= self.budget.reserve_rank() {
+            // Urgent work goes before background work's preparation
+            // buffers: the device lanes' sets give way (the urgent kept sets
+            // stay). Left in place, a WindowPoSt stream at 15 GiB free
+            // waited forever beside three 4.8 GB lane sets (H100,
+            // 2026-12-07).
+            freed += self.shrink_beyond(wanted - freed, |s| s.counts(|set| set.hold == warm::Hold::Kept));
+        }
+        freed
     }
 }
 

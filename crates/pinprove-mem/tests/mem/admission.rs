@@ -326,3 +326,74 @@ fn a_waiting_admission_handed_an_oversized_buffer_gives_back_what_it_holds_beyon
     pool.clear_idle();
     assert_eq!(budget.used(), 0);
 }
+
+/// Background work waits beside a device lane's kept preparation set;
+/// urgent work does not: the lane set gives way to it.
+#[test]
+fn a_lane_set_gives_way_to_urgent_work_and_not_to_background_work() {
+    let (budget, pool) = pool(40 * M);
+    budget.set_reserve(4 * M, Rank(2));
+    let r = pool.keep_for_lanes("prep", &[12 * MIB, 12 * MIB]).unwrap();
+    assert_eq!(r.allocated_bytes, 24 * M, "{r:?}");
+    let held = budget.try_acquire(12 * M).unwrap();
+    // Background work: 4 MiB left, and those are the reserve's.
+    let p = Arc::clone(&pool);
+    let background = thread::spawn(move || p.admit_blocking(&[], 8 * M, Rank(1)).unwrap());
+    wait_for_admission(&pool);
+    thread::sleep(Duration::from_millis(50));
+    assert!(pool.holds_warm_set("prep"), "kept for the lanes while background work waits");
+    assert!(!background.is_finished());
+    // Memory other work gives back goes to it; the lane set stays.
+    drop(held);
+    let background = background.join().unwrap();
+    assert_eq!(background.bytes(), 8 * M);
+    assert!(pool.holds_warm_set("prep"));
+    // Urgent work: of the 8 MiB left it lacks 4, and one of the lane set's
+    // buffers is freed for it.
+    let urgent = pool.admit_blocking(&[], 12 * M, Rank(2)).unwrap();
+    assert_eq!(urgent.bytes(), 12 * M);
+    assert!(!pool.holds_warm_set("prep"), "the lane set gave way");
+    assert_eq!(pool.stats().idle_bytes, 12 * M, "one buffer of two");
+}
+
+/// An admission waiting while nothing in flight will free memory first has
+/// every idle buffer freed, kept ones too, and is granted when that is
+/// enough; when it is not, it is refused with the numbers instead of
+/// waiting forever.
+#[test]
+fn an_admission_with_nothing_in_flight_frees_kept_sets_or_is_refused_with_the_numbers() {
+    let (budget, pool) = pool(40 * M);
+    let r = pool.keep_reserved("urgent", &[8 * MIB]).unwrap();
+    assert_eq!(r.allocated_bytes, 8 * M);
+    // What nothing will give back here (parameters, say).
+    let parameters = budget.try_acquire(24 * M).unwrap();
+    let granted = pool.admit_unless_stuck(&[], 12 * M, Rank(1), || true).unwrap();
+    assert_eq!(granted.bytes(), 12 * M);
+    assert_eq!(pool.stats().idle_bytes, 0, "the kept set gave way");
+    drop(granted);
+    // 16 MiB are left; 20 never will be.
+    let e = pool.admit_unless_stuck(&[], 20 * M, Rank(1), || true).unwrap_err();
+    match &e {
+        pinprove_mem::Error::NeverGranted {
+            requested, total, used, ..
+        } => assert_eq!((*requested, *total, *used), (20 * M, 40 * M, 24 * M)),
+        other => panic!("{other}"),
+    }
+    let text = e.to_string();
+    assert!(text.contains(&(20 * M).to_string()) && text.contains(&(40 * M).to_string()), "{text}");
+    assert!(!budget.has_waiters(), "the refused request left the queue");
+    // While something is in flight the same request waits, and is granted
+    // when that work gives its memory back.
+    let in_flight = Arc::new(AtomicBool::new(true));
+    let (p, flag) = (Arc::clone(&pool), Arc::clone(&in_flight));
+    let waiting = thread::spawn(move || {
+        p.admit_unless_stuck(&[], 20 * M, Rank(1), || !flag.load(Ordering::Acquire))
+            .map(|r| r.bytes())
+    });
+    wait_for_admission(&pool);
+    thread::sleep(Duration::from_millis(2500));
+    assert!(!waiting.is_finished(), "work in flight: it waits");
+    drop(parameters);
+    assert_eq!(waiting.join().unwrap().unwrap(), 20 * M);
+    in_flight.store(false, Ordering::Release);
+}

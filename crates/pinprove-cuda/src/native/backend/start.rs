@@ -448,7 +448,7 @@ impl NativeBackend {
             let done = Some(Arc::clone(&events.msms[4]));
             // Once this proof's device work is done: pinning now would hold
             // up the very proof whose sizes it learned from.
-            self.keep_preparation_warm(key, *job.srs.lengths(), prep_bytes, done.clone());
+            self.keep_preparation_warm(key, *job.srs.lengths(), prep_bytes, !job.urgent, done.clone());
             release_after_device(prep, w, done.as_ref());
             let reads = DeviceReads {
                 done,

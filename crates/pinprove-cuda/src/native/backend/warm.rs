@@ -21,6 +21,9 @@ pub(super) struct KeptPreparation {
     lengths: QueryLengths,
     /// One proof's buffers, rounded to the pool's classes.
     sizes: Vec<usize>,
+    /// Whether the device lanes keep sets of them: once a background proof
+    /// (or a hint from an earlier process) asked.
+    for_lanes: bool,
 }
 
 impl NativeBackend {
@@ -59,23 +62,35 @@ impl NativeBackend {
         key: &std::path::Path,
         lengths: QueryLengths,
         sizes: Vec<usize>,
+        background: bool,
         after: Option<Arc<PooledEvent>>,
     ) {
         let wanted = {
             let mut warm = self.prep_warm.lock().recover();
             let kept = warm.entry(key.to_path_buf()).or_default();
             kept.lengths = lengths;
-            if kept.sizes.len() == sizes.len() {
-                if kept.sizes.iter().zip(&sizes).all(|(k, s)| s <= k) {
-                    return;
-                }
+            let grew = if kept.sizes.len() == sizes.len() {
+                let grew = kept.sizes.iter().zip(&sizes).any(|(k, s)| s > k);
                 // Never shrink what is kept: sizes vary a little between
                 // witnesses.
                 for (k, s) in kept.sizes.iter_mut().zip(&sizes) {
                     *k = (*k).max(*s);
                 }
+                grew
             } else {
                 kept.sizes = sizes;
+                true
+            };
+            // An urgent proof prepares ahead, into buffers its admission
+            // holds, never on a lane: it only teaches the sizes (which its
+            // circuit's kept set and admission use). Lane sets made for a
+            // WindowPoSt stream, three of 4.8 GB each, held memory its next
+            // partition's admission then waited for (H100 at 15 GiB free,
+            // 2026-12-07).
+            let newly = background && !kept.for_lanes;
+            kept.for_lanes |= background;
+            if !(kept.for_lanes && (grew || newly)) {
+                return;
             }
             kept.sizes.clone()
         };
@@ -187,7 +202,9 @@ impl NativeBackend {
         }
         if !hint.host_buffers.is_empty() {
             let sizes = hint.host_buffers.iter().map(|&b| b as usize).collect();
-            self.keep_preparation_warm(&key, *srs.lengths(), sizes, None);
+            // As a background proof would: the hint does not say which kind
+            // of work its proofs were, and lane sets give way to urgent work.
+            self.keep_preparation_warm(&key, *srs.lengths(), sizes, true, None);
         }
         if hint.device_pool_bytes > 0 {
             self.note_pool(key, hint.device_pool_bytes);
