@@ -34,6 +34,10 @@ pub struct DevicePhases {
     /// Partitions whose l, a and b MSMs read the same streamed bases (their
     /// times above are this partition's share); 1 when its own.
     pub(super) bases_shared_by: usize,
+    /// Whether the times above are the GPU's (false: its events could not
+    /// be read, and upload, evaluation and h are unknown, the MSMs' host
+    /// times).
+    pub(super) device_timed: bool,
 }
 
 #[cfg(feature = "cuda")]
@@ -64,6 +68,7 @@ pub(super) fn device_phases(stack: &Stack) -> Option<DevicePhases> {
         preparation_s: secs(p.preparation),
         prepared_ahead_s: secs(p.prepared_ahead),
         bases_shared_by: p.bases_shared_by.max(1),
+        device_timed: p.device_timed,
     })
 }
 

@@ -64,7 +64,10 @@ pub fn print(r: &SyntheticReport) {
         r.first_proof_synthesis_median_s,
         r.first_proof_peak_rss_bytes.map_or("?".into(), bytes)
     );
-    if let Some(d) = &r.first_proof_device {
+    if r.first_proof_device.as_ref().is_some_and(|d| !d.device_timed) {
+        println!("  GPU, last partition: its GPU times could not be read (unknown)");
+    }
+    if let Some(d) = r.first_proof_device.as_ref().filter(|d| d.device_timed) {
         println!(
             "  GPU, last partition: upload {:.3} s ({:.1} GB/s), h {:.3} s, device {:.3} s, preparation {:.3} s{}",
             d.upload_s,
@@ -104,7 +107,7 @@ pub fn print(r: &SyntheticReport) {
         );
         DeviceShare::print(&r.per_device);
     }
-    if let Some(d) = &r.stream_device {
+    if let Some(d) = r.stream_device.as_ref().filter(|d| d.device_timed) {
         println!(
             "  GPU, the stream's last partition: upload {} in {:.3} s ({:.1} GB/s), a/b/c computed on the GPU in {:.3} s, h {:.3} s, device {:.3} s",
             bytes(d.upload_bytes),
