@@ -14,46 +14,98 @@ use pinprove_engine::Priority;
 
 use crate::FilecoinError;
 
-/// What is proved.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ProofKind {
-    /// PoRep C2: a sector's seal commitment (from its C1 output).
-    PoRep,
-    /// SnapDeals: a sector update.
-    SnapDeals,
-    /// One partition of a WindowPoSt.
-    WindowPoSt,
-    /// A WinningPoSt.
-    WinningPoSt,
+/// Defines [`ProofKind`] from one table: each kind's variant, its short
+/// name and its default priority. Every other per-kind fact is an
+/// exhaustive `match` on the kind or a [`PerKind`] value, so a new kind is a
+/// compile error wherever it is not handled (ARCHITECTURE.md, "Adding a
+/// proof kind"), never a panic.
+macro_rules! proof_kinds {
+    ($($(#[$doc:meta])* $kind:ident => ($name:literal, $priority:ident),)+) => {
+        /// What is proved.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum ProofKind {
+            $($(#[$doc])* $kind,)+
+        }
+
+        impl ProofKind {
+            /// Every kind, in the table's order (that of [`PerKind`]).
+            pub const ALL: [ProofKind; [$(ProofKind::$kind),+].len()] = [$(ProofKind::$kind),+];
+
+            /// How many kinds there are.
+            pub const COUNT: usize = Self::ALL.len();
+
+            /// The short name in circuit ids and on the command line.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(ProofKind::$kind => $name,)+
+                }
+            }
+
+            /// How urgent it is unless the caller says otherwise: a missed
+            /// WinningPoSt loses a block reward, a late WindowPoSt a penalty.
+            pub const fn default_priority(self) -> Priority {
+                match self {
+                    $(ProofKind::$kind => Priority::$priority,)+
+                }
+            }
+
+            /// Its place in [`ALL`](Self::ALL) (and in a [`PerKind`]).
+            pub const fn index(self) -> usize {
+                self as usize
+            }
+        }
+    };
 }
 
-impl ProofKind {
-    /// Every kind.
-    pub const ALL: [ProofKind; 4] = [
-        ProofKind::PoRep,
-        ProofKind::SnapDeals,
-        ProofKind::WindowPoSt,
-        ProofKind::WinningPoSt,
-    ];
+proof_kinds! {
+    /// PoRep C2: a sector's seal commitment (from its C1 output).
+    PoRep => ("porep", Normal),
+    /// SnapDeals: a sector update.
+    SnapDeals => ("snap", Normal),
+    /// One partition of a WindowPoSt.
+    WindowPoSt => ("wpost", High),
+    /// A WinningPoSt.
+    WinningPoSt => ("winning", Critical),
+}
 
-    /// The short name in circuit ids and on the command line.
-    pub const fn name(self) -> &'static str {
-        match self {
-            ProofKind::PoRep => "porep",
-            ProofKind::SnapDeals => "snap",
-            ProofKind::WindowPoSt => "wpost",
-            ProofKind::WinningPoSt => "winning",
-        }
+/// One value per proof kind: what every layer that counts, bounds or
+/// reports by kind holds (counters, limits, histograms, lists), indexed by
+/// the kind itself, so that no kind can be missing from it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PerKind<T>([T; ProofKind::COUNT]);
+
+impl<T> PerKind<T> {
+    /// Each kind's value, from `f`.
+    pub fn from_fn(mut f: impl FnMut(ProofKind) -> T) -> PerKind<T> {
+        PerKind(std::array::from_fn(|i| f(ProofKind::ALL[i])))
     }
 
-    /// How urgent it is unless the caller says otherwise: a missed
-    /// WinningPoSt loses a block reward, a late WindowPoSt a penalty.
-    pub fn default_priority(self) -> Priority {
-        match self {
-            ProofKind::WinningPoSt => Priority::Critical,
-            ProofKind::WindowPoSt => Priority::High,
-            ProofKind::PoRep | ProofKind::SnapDeals => Priority::Normal,
-        }
+    /// Each kind with its value, in [`ProofKind::ALL`]'s order.
+    pub fn iter(&self) -> impl Iterator<Item = (ProofKind, &T)> {
+        ProofKind::ALL.into_iter().zip(self.0.iter())
+    }
+
+    /// The values, in [`ProofKind::ALL`]'s order.
+    pub fn into_values(self) -> impl Iterator<Item = T> {
+        self.0.into_iter()
+    }
+
+    /// Each kind's value turned into another.
+    pub fn map<U>(&self, mut f: impl FnMut(ProofKind, &T) -> U) -> PerKind<U> {
+        PerKind::from_fn(|k| f(k, &self[k]))
+    }
+}
+
+impl<T> std::ops::Index<ProofKind> for PerKind<T> {
+    type Output = T;
+    fn index(&self, kind: ProofKind) -> &T {
+        &self.0[kind.index()]
+    }
+}
+
+impl<T> std::ops::IndexMut<ProofKind> for PerKind<T> {
+    fn index_mut(&mut self, kind: ProofKind) -> &mut T {
+        &mut self.0[kind.index()]
     }
 }
 
@@ -239,6 +291,19 @@ mod tests {
         let err = seal_proof(20).unwrap_err();
         assert!(err.to_string().contains("20"), "{err}");
         assert!(post_proof(u64::MAX).is_err());
+    }
+
+    #[test]
+    fn every_kind_has_its_own_place_in_a_per_kind_table() {
+        for (i, k) in ProofKind::ALL.into_iter().enumerate() {
+            assert_eq!(k.index(), i);
+            assert_eq!(k.name().parse::<ProofKind>(), Ok(k));
+        }
+        let mut counts = PerKind::from_fn(|k| k.index() * 10);
+        counts[ProofKind::WindowPoSt] += 1;
+        let seen: Vec<_> = counts.iter().map(|(k, &n)| (k.name(), n)).collect();
+        assert_eq!(seen, [("porep", 0), ("snap", 10), ("wpost", 21), ("winning", 30)]);
+        assert_eq!(counts.map(|k, &n| n + k.index())[ProofKind::WinningPoSt], 33);
     }
 
     #[test]

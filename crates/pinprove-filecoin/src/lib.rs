@@ -70,7 +70,7 @@ mod snap;
 pub mod synthetic;
 
 pub use error::FilecoinError;
-pub use kind::ProofKind;
+pub use kind::{PerKind, ProofKind};
 pub use params::ParamCache;
 pub use porep::registered_proof_of;
 pub use prover::{

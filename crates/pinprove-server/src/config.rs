@@ -55,6 +55,7 @@
 use std::path::{Path, PathBuf};
 
 use pinprove_mem::BudgetConfig;
+use pinprove_filecoin::{PerKind, ProofKind};
 use pinprove_stack::{BackendKind, DeviceSelection};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -304,44 +305,54 @@ pub struct JobsConfig {
     pub max_receiving: usize,
 }
 
-/// `[jobs] max_active`: unfinished jobs per kind.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ActiveLimits {
-    /// PoRep C2.
-    pub porep: usize,
-    /// SnapDeals.
-    pub snap: usize,
-    /// WindowPoSt partitions.
-    pub wpost: usize,
-    /// WinningPoSt.
-    pub winning: usize,
-}
+/// `[jobs] max_active`: unfinished jobs per kind, written as a table by
+/// kind name (`{ porep = 64, snap = 64, wpost = 64, winning = 16 }`); a
+/// kind left out keeps its default, an unknown name is an error.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ActiveLimits(pub PerKind<usize>);
 
 impl Default for ActiveLimits {
     /// Each Curio node keeps at most `MaxPending` (10) proofs in flight over
     /// every kind, and a few nodes may share a daemon: several times that
     /// per kind.
     fn default() -> Self {
-        ActiveLimits {
-            porep: 64,
-            snap: 64,
-            wpost: 64,
-            winning: 16,
-        }
+        ActiveLimits(PerKind::from_fn(|kind| match kind {
+            ProofKind::PoRep | ProofKind::SnapDeals | ProofKind::WindowPoSt => 64,
+            ProofKind::WinningPoSt => 16,
+        }))
     }
 }
 
 impl ActiveLimits {
     /// The limit of `kind`.
-    pub fn of(&self, kind: pinprove_filecoin::ProofKind) -> usize {
-        use pinprove_filecoin::ProofKind as K;
-        match kind {
-            K::PoRep => self.porep,
-            K::SnapDeals => self.snap,
-            K::WindowPoSt => self.wpost,
-            K::WinningPoSt => self.winning,
+    pub fn of(&self, kind: ProofKind) -> usize {
+        self.0[kind]
+    }
+}
+
+impl Serialize for ActiveLimits {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(ProofKind::COUNT))?;
+        for (kind, n) in self.0.iter() {
+            map.serialize_entry(kind.name(), n)?;
         }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for ActiveLimits {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let given = std::collections::BTreeMap::<String, usize>::deserialize(d)?;
+        let mut limits = ActiveLimits::default();
+        for (name, n) in given {
+            let kind = ProofKind::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| {
+                let names: Vec<_> = ProofKind::ALL.iter().map(|k| k.name()).collect();
+                serde::de::Error::custom(format!("unknown proof kind `{name}`, expected one of {}", names.join(", ")))
+            })?;
+            limits.0[kind] = n;
+        }
+        Ok(limits)
     }
 }
 
@@ -495,14 +506,17 @@ impl Config {
                 _ => {}
             }
         }
-        for (what, n) in [
-            ("jobs.max_preparing", self.jobs.max_preparing),
-            ("jobs.max_receiving", self.jobs.max_receiving),
-            ("jobs.max_active.porep", self.jobs.max_active.porep),
-            ("jobs.max_active.snap", self.jobs.max_active.snap),
-            ("jobs.max_active.wpost", self.jobs.max_active.wpost),
-            ("jobs.max_active.winning", self.jobs.max_active.winning),
-        ] {
+        let active = self
+            .jobs
+            .max_active
+            .0
+            .iter()
+            .map(|(kind, &n)| (format!("jobs.max_active.{kind}"), n));
+        let counts = [
+            ("jobs.max_preparing".to_string(), self.jobs.max_preparing),
+            ("jobs.max_receiving".to_string(), self.jobs.max_receiving),
+        ];
+        for (what, n) in counts.into_iter().chain(active) {
             if n == 0 {
                 return bad(format!("{what} must be at least 1"));
             }

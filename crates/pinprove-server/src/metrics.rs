@@ -58,7 +58,7 @@ pub(crate) fn metrics_text(jobs: &Jobs) -> String {
          # TYPE pinprove_proof_seconds histogram"
     );
     let latencies = c.proof_seconds.lock().recover().clone();
-    for (k, h) in pinprove_filecoin::ProofKind::ALL.iter().zip(&latencies) {
+    for (k, h) in latencies.iter() {
         h.render(&mut out, "pinprove_proof_seconds", &format!("kind=\"{}\"", k.name()));
     }
     let (active, bytes, max_bytes, known) = jobs.load();
@@ -66,7 +66,7 @@ pub(crate) fn metrics_text(jobs: &Jobs) -> String {
         out,
         "# HELP pinprove_jobs_active Jobs accepted and not finished, by kind.\n# TYPE pinprove_jobs_active gauge"
     );
-    for (k, n) in pinprove_filecoin::ProofKind::ALL.iter().zip(active) {
+    for (k, n) in active.iter() {
         let _ = writeln!(out, "pinprove_jobs_active{{kind=\"{}\"}} {n}", k.name());
     }
     let _ = writeln!(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use pinprove_filecoin::ProofKind;
+use pinprove_filecoin::PerKind;
 use pinprove_mem::ErrorChain;
 use tonic::{Request, Response, Status};
 
@@ -221,16 +221,13 @@ impl Service {
         let engine = self.jobs.prover().engine();
         let es = engine.status();
         let active = self.jobs.active();
-        let mut queues: Vec<pb::QueueStatus> = ProofKind::ALL
-            .iter()
-            .map(|k| pb::QueueStatus {
-                proof_kind: k.name().to_string(),
-                pending: 0,
-                in_progress: 0,
-            })
-            .collect();
+        let mut queues = PerKind::from_fn(|k| pb::QueueStatus {
+            proof_kind: k.name().to_string(),
+            pending: 0,
+            in_progress: 0,
+        });
         for job in &active {
-            let q = &mut queues[ProofKind::ALL.iter().position(|k| *k == job.kind).expect("every kind")];
+            let q = &mut queues[job.kind];
             let running = job
                 .engine_job()
                 .and_then(|j| engine.job_status(j).ok())
@@ -282,7 +279,7 @@ impl Service {
         pb::GetStatusResponse {
             gpus,
             loaded_srs,
-            queues,
+            queues: queues.into_values().collect(),
             total_proofs_completed: c.proved.load(Ordering::Relaxed),
             total_proofs_failed: c.failed.load(Ordering::Relaxed),
             uptime_seconds: self.started.elapsed().as_secs(),

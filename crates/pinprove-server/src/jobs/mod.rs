@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use pinprove_engine::metrics::LatencyHistogram;
 use pinprove_engine::{JobId, Priority};
-use pinprove_filecoin::{FilecoinError, FilecoinProver, ProofKind, ProofRequest, Proved};
+use pinprove_filecoin::{FilecoinError, FilecoinProver, PerKind, ProofKind, ProofRequest, Proved};
 use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
 use rand::RngCore;
@@ -158,39 +158,31 @@ pub(crate) struct Counters {
     /// Proofs verified before they were returned, and the time that took.
     pub verified: AtomicU64,
     pub verification_us: AtomicU64,
-    /// Per kind, in [`ProofKind::ALL`] order: seconds from a proof's
-    /// request to its verified result.
-    pub proof_seconds: Mutex<[LatencyHistogram; 4]>,
+    /// Per kind: seconds from a proof's request to its verified result.
+    pub proof_seconds: Mutex<PerKind<LatencyHistogram>>,
 }
 
 impl Counters {
     /// Counts a proof of `kind` returned `took` after it was asked for.
     fn proved(&self, kind: ProofKind, took: Duration) {
         self.proved.fetch_add(1, Ordering::Relaxed);
-        self.proof_seconds.lock().recover()[kind_index(kind)].observe(took);
+        self.proof_seconds.lock().recover()[kind].observe(took);
     }
 }
 
 /// Accepted work not yet finished: what the bounds are checked against.
 #[derive(Default)]
 struct Work {
-    /// Per kind, in [`ProofKind::ALL`] order.
-    active: [AtomicUsize; 4],
+    /// Unfinished jobs per kind.
+    active: PerKind<AtomicUsize>,
     bytes: AtomicU64,
-}
-
-fn kind_index(kind: ProofKind) -> usize {
-    ProofKind::ALL
-        .iter()
-        .position(|k| *k == kind)
-        .expect("every kind is in ALL")
 }
 
 /// A job's share of the bounds, given back when its work is over (its
 /// request decoded, proved or refused, its engine job ended).
 pub(crate) struct Admitted<P: JobProver> {
     jobs: Arc<Jobs<P>>,
-    kind: usize,
+    kind: ProofKind,
     bytes: u64,
 }
 
@@ -268,8 +260,8 @@ impl<P: JobProver> Jobs<P> {
 
     /// Where accepted work stands: (unfinished jobs per kind, their request
     /// bytes, the bound on those bytes, jobs known).
-    pub(crate) fn load(&self) -> ([usize; 4], u64, u64, usize) {
-        let active = std::array::from_fn(|i| self.work.active[i].load(Ordering::Acquire));
+    pub(crate) fn load(&self) -> (PerKind<usize>, u64, u64, usize) {
+        let active = self.work.active.map(|_, n| n.load(Ordering::Acquire));
         let known = self.table.lock().recover().by_id.len();
         (
             active,
@@ -283,9 +275,8 @@ impl<P: JobProver> Jobs<P> {
     /// `bytes`, or says which bound is full. Called under the table's lock,
     /// so that two requests never both take the last place.
     fn admit(self: &Arc<Self>, kind: ProofKind, bytes: u64) -> Result<Admitted<P>, String> {
-        let i = kind_index(kind);
         let most = self.config.max_active.of(kind);
-        let active = self.work.active[i].load(Ordering::Acquire);
+        let active = self.work.active[kind].load(Ordering::Acquire);
         if active >= most {
             return Err(format!(
                 "{active} {kind} jobs are accepted and unfinished, the most this daemon takes \
@@ -306,11 +297,11 @@ impl<P: JobProver> Jobs<P> {
                  ([jobs] max_request_bytes); try again later"
             ));
         }
-        self.work.active[i].fetch_add(1, Ordering::AcqRel);
+        self.work.active[kind].fetch_add(1, Ordering::AcqRel);
         self.work.bytes.fetch_add(bytes, Ordering::AcqRel);
         Ok(Admitted {
             jobs: Arc::clone(self),
-            kind: i,
+            kind,
             bytes,
         })
     }

@@ -346,7 +346,7 @@ async fn a_draining_table_refuses_new_work_and_cancels_what_has_not_reached_the_
 #[tokio::test]
 async fn bounds_per_kind_and_in_bytes_refuse_with_a_reason_and_deadline_kinds_keep_a_quarter() {
     let mut limits = config();
-    limits.max_active.porep = 1;
+    limits.max_active.0[ProofKind::PoRep] = 1;
     let (fake, jobs) = table(limits);
     let (first, _) = submit(&jobs, "1", ProofKind::PoRep, b"1", false).await.unwrap();
     match submit(&jobs, "2", ProofKind::PoRep, b"2", false).await {
@@ -358,7 +358,7 @@ async fn bounds_per_kind_and_in_bytes_refuse_with_a_reason_and_deadline_kinds_ke
     // Its place comes back when it ends.
     fake.end(in_prover(&first).await, End::Proved);
     ended(&first).await;
-    while jobs.load().0[super::kind_index(ProofKind::PoRep)] > 0 {
+    while jobs.load().0[ProofKind::PoRep] > 0 {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     submit(&jobs, "2", ProofKind::PoRep, b"2", false).await.unwrap();
