@@ -8,7 +8,7 @@
 
 use pinprove_groth16::shape::CircuitShape;
 
-use crate::ProofKind;
+use crate::{PerKind, ProofKind};
 use crate::kind::circuit_id;
 
 /// One production circuit (a partition of its kind).
@@ -32,77 +32,85 @@ pub struct ProductionCircuit {
 
 const GIB32: u64 = 32 << 30;
 
-/// The four kinds at 32 GiB. Matrix bytes are the device copy's where one
-/// was logged (PoRep, WinningPoSt) and the host recording's otherwise
-/// (a few per cent more: it holds the query densities too).
-pub const CIRCUITS_32G: [ProductionCircuit; 4] = [
-    ProductionCircuit {
-        kind: ProofKind::PoRep,
-        sector_size: GIB32,
-        shape: CircuitShape {
-            inputs: 328,
-            aux: 130_169_893,
-            constraints: 130_278_869,
-            a_aux: 129_753_292,
-            b_inputs: 1,
-            b_aux: 33_112_281,
+/// Each kind at 32 GiB. Matrix bytes are the device copy's where one was
+/// logged (PoRep, WinningPoSt) and the host recording's otherwise (a few
+/// per cent more: it holds the query densities too).
+pub const fn circuit_32g(kind: ProofKind) -> ProductionCircuit {
+    match kind {
+        ProofKind::PoRep => ProductionCircuit {
+            kind: ProofKind::PoRep,
+            sector_size: GIB32,
+            shape: CircuitShape {
+                inputs: 328,
+                aux: 130_169_893,
+                constraints: 130_278_869,
+                a_aux: 129_753_292,
+                b_inputs: 1,
+                b_aux: 33_112_281,
+            },
+            partitions: 10,
+            srs_bytes: 48_318_382_080,
+            matrix_bytes: 7_461_105_138,
         },
-        partitions: 10,
-        srs_bytes: 48_318_382_080,
-        matrix_bytes: 7_461_105_138,
-    },
-    ProductionCircuit {
-        kind: ProofKind::SnapDeals,
-        sector_size: GIB32,
-        shape: CircuitShape {
-            inputs: 5,
-            aux: 80_978_488,
-            constraints: 81_049_504,
-            a_aux: 80_743_581,
-            b_inputs: 1,
-            b_aux: 20_983_607,
+        ProofKind::SnapDeals => ProductionCircuit {
+            kind: ProofKind::SnapDeals,
+            sector_size: GIB32,
+            shape: CircuitShape {
+                inputs: 5,
+                aux: 80_978_488,
+                constraints: 81_049_504,
+                a_aux: 80_743_581,
+                b_inputs: 1,
+                b_aux: 20_983_607,
+            },
+            partitions: 16,
+            srs_bytes: 35_433_480_192,
+            matrix_bytes: 4_627_564_642,
         },
-        partitions: 16,
-        srs_bytes: 35_433_480_192,
-        matrix_bytes: 4_627_564_642,
-    },
-    ProductionCircuit {
-        kind: ProofKind::WindowPoSt,
-        sector_size: GIB32,
-        shape: CircuitShape {
-            inputs: 25_840,
-            aux: 126_902_376,
-            constraints: 125_305_057,
-            a_aux: 96_179_805,
-            b_inputs: 1,
-            b_aux: 91_925_766,
+        ProofKind::WindowPoSt => ProductionCircuit {
+            kind: ProofKind::WindowPoSt,
+            sector_size: GIB32,
+            shape: CircuitShape {
+                inputs: 25_840,
+                aux: 126_902_376,
+                constraints: 125_305_057,
+                a_aux: 96_179_805,
+                b_inputs: 1,
+                b_aux: 91_925_766,
+            },
+            partitions: 1,
+            srs_bytes: 60_777_892_704,
+            matrix_bytes: 9_922_379_940,
         },
-        partitions: 1,
-        srs_bytes: 60_777_892_704,
-        matrix_bytes: 9_922_379_940,
-    },
-    ProductionCircuit {
-        kind: ProofKind::WinningPoSt,
-        sector_size: GIB32,
-        shape: CircuitShape {
-            inputs: 133,
-            aux: 375_210,
-            constraints: 370_723,
-            a_aux: 284_196,
-            b_inputs: 1,
-            b_aux: 272_184,
+        ProofKind::WinningPoSt => ProductionCircuit {
+            kind: ProofKind::WinningPoSt,
+            sector_size: GIB32,
+            shape: CircuitShape {
+                inputs: 133,
+                aux: 375_210,
+                constraints: 370_723,
+                a_aux: 284_196,
+                b_inputs: 1,
+                b_aux: 272_184,
+            },
+            partitions: 1,
+            srs_bytes: 192_036_576,
+            matrix_bytes: 29_275_778,
         },
-        partitions: 1,
-        srs_bytes: 192_036_576,
-        matrix_bytes: 29_275_778,
-    },
-];
+    }
+}
+
+/// Every kind at 32 GiB (see [`circuit_32g`]).
+pub fn circuits_32g() -> PerKind<ProductionCircuit> {
+    PerKind::from_fn(circuit_32g)
+}
 
 /// The measured shape of circuit `id` ("porep-32g"), if it is one of
-/// [`CIRCUITS_32G`].
+/// [`circuit_32g`].
 pub fn shape_of(id: &str) -> Option<CircuitShape> {
-    CIRCUITS_32G
-        .iter()
+    ProofKind::ALL
+        .into_iter()
+        .map(circuit_32g)
         .find(|c| circuit_id(c.kind, c.sector_size).is_ok_and(|k| k == id))
         .map(|c| c.shape)
 }
@@ -113,7 +121,7 @@ mod tests {
 
     #[test]
     fn each_kind_at_32_gib_has_its_shape_under_its_circuit_id() {
-        for c in &CIRCUITS_32G {
+        for (_, c) in circuits_32g().iter() {
             let id = circuit_id(c.kind, c.sector_size).unwrap();
             assert_eq!(shape_of(&id), Some(c.shape), "{id}");
             assert!(c.shape.aux > c.shape.a_aux.min(c.shape.b_aux), "{id}");

@@ -66,6 +66,9 @@ struct Registered {
     /// The parameter file; `None` for synthetic parameters.
     params: Option<PathBuf>,
     vk: OnceLock<Arc<PreparedVerifyingKey<Bls12>>>,
+    /// Whether the engine keeps its buffers ready (see
+    /// [`FilecoinProver::keep_ready_for`]).
+    kept: std::sync::atomic::AtomicBool,
 }
 
 /// Filecoin proofs through an engine.
@@ -254,17 +257,30 @@ impl FilecoinProver {
                 None
             }
         };
-        if let Ok((kind, _)) = parse_circuit_id(&id)
-            && kind.default_priority() == Priority::Critical
-            && let Err(e) = self.engine.keep_ready(&id, KEPT_PARTITIONS)
-        {
-            tracing::warn!(circuit = %id, "cannot keep its buffers ready: {}", ErrorChain(&e));
-        }
         let r = Arc::new(Registered {
             params,
             vk: OnceLock::new(),
+            kept: std::sync::atomic::AtomicBool::new(false),
         });
-        Ok(Arc::clone(self.registered.lock().recover().entry(id).or_insert(r)))
+        let r = Arc::clone(self.registered.lock().recover().entry(id.clone()).or_insert(r));
+        // Registered ahead of any request (a preload): its kind's priority.
+        if let Ok((kind, _)) = parse_circuit_id(&id) {
+            self.keep_ready_for(&id, &r, kind.default_priority());
+        }
+        Ok(r)
+    }
+
+    /// Has the engine keep the buffers of `circuit_id` ready when its
+    /// proofs come at `priority` Critical (once per circuit): a WinningPoSt,
+    /// or any request a client marked Critical.
+    fn keep_ready_for(&self, circuit_id: &str, registered: &Registered, priority: Priority) {
+        use std::sync::atomic::Ordering;
+        if priority != Priority::Critical || registered.kept.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Err(e) = self.engine.keep_ready(circuit_id, KEPT_PARTITIONS) {
+            tracing::warn!(circuit = %circuit_id, "cannot keep its buffers ready: {}", ErrorChain(&e));
+        }
     }
 
     /// Registers synthetic parameters of `circuit`'s shape: counted before
@@ -315,7 +331,7 @@ impl FilecoinProver {
         };
         Ok(PreparedProof {
             prepared,
-            priority: req.priority.unwrap_or_else(|| req.kind.default_priority()),
+            priority: req.priority(),
             randomness: None,
         })
     }
@@ -343,6 +359,7 @@ impl FilecoinProver {
         } = prepared;
         let circuit_id = circuit.circuit_id.clone();
         let registered = self.registered(circuit)?;
+        self.keep_ready_for(&circuit_id, &registered, priority);
         if let Some(agg) = &aggregation {
             // Before the partitions are proved: without the SRS their proofs
             // could not be returned.

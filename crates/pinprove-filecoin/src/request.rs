@@ -65,4 +65,10 @@ impl ProofRequest {
             comm_d_new: Vec::new(),
         }
     }
+
+    /// The priority it is proved at: its own, or its kind's default. Every
+    /// decision that orders or bounds work reads this one.
+    pub fn priority(&self) -> Priority {
+        self.priority.unwrap_or_else(|| self.kind.default_priority())
+    }
 }

@@ -93,15 +93,9 @@ impl pb::proving_engine_server::ProvingEngine for Service {
         request: Request<pb::SubmitProofRequest>,
     ) -> Result<Response<pb::SubmitProofResponse>, Status> {
         let (job, _) = self.take(request.into_inner(), false).await?;
-        let ahead = self
-            .jobs
-            .active()
-            .iter()
-            .filter(|j| j.submitted < job.submitted && j.kind.default_priority() >= job.kind.default_priority())
-            .count();
         Ok(Response::new(pb::SubmitProofResponse {
             job_id: job.id.clone(),
-            queue_position: ahead as u32,
+            queue_position: self.jobs.ahead_of(&job) as u32,
             assigned_gpu: String::new(),
         }))
     }

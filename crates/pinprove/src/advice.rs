@@ -8,7 +8,8 @@
 
 use pinprove_cuda::plan::{CircuitSizes, MatrixPlacement, Plan};
 use pinprove_filecoin::ProofKind;
-use pinprove_filecoin::production::{CIRCUITS_32G, ProductionCircuit};
+use pinprove_filecoin::PerKind;
+use pinprove_filecoin::production::{ProductionCircuit, circuits_32g};
 use serde::Serialize;
 
 /// A figure measured for a class of card (docs/benchmarks.md).
@@ -153,7 +154,7 @@ pub struct GpuAdvice {
 /// The advice for a GPU with `usable` bytes free (`None`: no GPU) on a host
 /// whose memory budget is `budget` bytes.
 pub fn advise(gpu: Option<(usize, u64)>, budget: u64) -> GpuAdvice {
-    let kinds: Vec<KindAdvice> = CIRCUITS_32G.iter().map(|c| kind_advice(c, gpu, budget)).collect();
+    let kinds: PerKind<KindAdvice> = circuits_32g().map(|_, c| kind_advice(c, gpu, budget));
     // Preload what fits together beside a stream's partitions (three of
     // the largest): WinningPoSt's few hundred MB, then the sealing stream's,
     // then the rest, stopping at the first that does not fit (a kind left
@@ -161,18 +162,12 @@ pub fn advise(gpu: Option<(usize, u64)>, budget: u64) -> GpuAdvice {
     // lower priority).
     let mut preload = Vec::new();
     let mut held = 0u64;
-    let largest = kinds.iter().filter(|k| k.fits_host).map(|k| k.partition_bytes).max();
+    let largest = kinds.iter().filter(|(_, k)| k.fits_host).map(|(_, k)| k.partition_bytes).max();
     let room = budget.saturating_sub(3 * largest.unwrap_or(0));
-    for kind in [
-        ProofKind::WinningPoSt,
-        ProofKind::PoRep,
-        ProofKind::WindowPoSt,
-        ProofKind::SnapDeals,
-    ] {
-        let k = kinds
-            .iter()
-            .find(|k| k.kind == kind.name())
-            .expect("every kind advised");
+    let mut order = ProofKind::ALL;
+    order.sort_by_key(|&kind| preload_order(kind));
+    for kind in order {
+        let k = &kinds[kind];
         if !k.fits_host || held + k.srs_bytes > room {
             break;
         }
@@ -193,7 +188,7 @@ pub fn advise(gpu: Option<(usize, u64)>, budget: u64) -> GpuAdvice {
     }
     settings.push(format!("[filecoin] preload = {preload:?}"));
     let mut warnings = Vec::new();
-    for k in kinds.iter().filter(|k| !k.fits_host) {
+    for (_, k) in kinds.iter().filter(|(_, k)| !k.fits_host) {
         warnings.push(format!(
             "this host cannot prove {} at 32 GiB: its parameters ({}) and a partition (about {}) exceed the budget",
             k.kind,
@@ -204,10 +199,21 @@ pub fn advise(gpu: Option<(usize, u64)>, budget: u64) -> GpuAdvice {
     GpuAdvice {
         gpu: gpu.map(|(g, _)| g),
         usable_bytes: gpu.map_or(0, |(_, u)| u),
-        kinds,
+        kinds: kinds.into_values().collect(),
         preload,
         settings,
         warnings,
+    }
+}
+
+/// Where a kind comes in the preload list: the most urgent first, then
+/// the sealing stream's, then the rest.
+fn preload_order(kind: ProofKind) -> usize {
+    match kind {
+        ProofKind::WinningPoSt => 0,
+        ProofKind::PoRep => 1,
+        ProofKind::WindowPoSt => 2,
+        ProofKind::SnapDeals => 3,
     }
 }
 

@@ -70,6 +70,8 @@ pub(crate) struct Job {
     pub request_id: String,
     pub digest: [u8; 32],
     pub kind: ProofKind,
+    /// The priority it is proved at (the request's, or its kind's default).
+    pub priority: Priority,
     pub submitted: Instant,
     /// Where it is: the one record of it from the wire to the engine.
     state: watch::Sender<State>,
@@ -271,10 +273,10 @@ impl<P: JobProver> Jobs<P> {
         )
     }
 
-    /// Takes a share of the bounds for a request of `kind` carrying
-    /// `bytes`, or says which bound is full. Called under the table's lock,
-    /// so that two requests never both take the last place.
-    fn admit(self: &Arc<Self>, kind: ProofKind, bytes: u64) -> Result<Admitted<P>, String> {
+    /// Takes a share of the bounds for a request of `kind` at `priority`
+    /// carrying `bytes`, or says which bound is full. Called under the
+    /// table's lock, so that two requests never both take the last place.
+    fn admit(self: &Arc<Self>, kind: ProofKind, priority: Priority, bytes: u64) -> Result<Admitted<P>, String> {
         let most = self.config.max_active.of(kind);
         let active = self.work.active[kind].load(Ordering::Acquire);
         if active >= most {
@@ -283,8 +285,9 @@ impl<P: JobProver> Jobs<P> {
                  ([jobs] max_active); try again later"
             ));
         }
-        // PoRep and SnapDeals leave a quarter to the deadline-bound kinds.
-        let urgent = kind.default_priority() >= Priority::High;
+        // Background work (PoRep and SnapDeals unless sent as urgent) leaves
+        // a quarter to urgent work (the deadline-bound kinds).
+        let urgent = priority.is_urgent();
         let limit = if urgent {
             self.max_request_bytes
         } else {
@@ -293,8 +296,8 @@ impl<P: JobProver> Jobs<P> {
         let held = self.work.bytes.load(Ordering::Acquire);
         if held + bytes > limit {
             return Err(format!(
-                "accepted requests hold {held} bytes and this one needs {bytes}; {kind} requests may hold {limit} \
-                 ([jobs] max_request_bytes); try again later"
+                "accepted requests hold {held} bytes and this one needs {bytes}; {kind} requests at {priority:?} \
+                 priority may hold {limit} ([jobs] max_request_bytes); try again later"
             ));
         }
         self.work.active[kind].fetch_add(1, Ordering::AcqRel);
@@ -343,7 +346,7 @@ impl<P: JobProver> Jobs<P> {
                 tracing::debug!(job = %job.id, "a repeat of a known request: the same job");
                 (job, attached)
             } else {
-                let admitted = match self.admit(req.kind, request_bytes(&req)) {
+                let admitted = match self.admit(req.kind, req.priority(), request_bytes(&req)) {
                     Ok(a) => a,
                     Err(why) => {
                         drop(t);
@@ -358,6 +361,7 @@ impl<P: JobProver> Jobs<P> {
                     request_id: request_id.clone(),
                     digest,
                     kind: req.kind,
+                    priority: req.priority(),
                     submitted: Instant::now(),
                     state: watch::Sender::new(State::Preparing),
                     waiters: AtomicUsize::new(0),
@@ -636,6 +640,15 @@ impl<P: JobProver> Jobs<P> {
             .filter_map(|(at, id, _)| Some((Arc::clone(t.by_id.get(id)?), *at)))
             .take(n)
             .collect()
+    }
+
+    /// Unfinished jobs that go before `job`: those of a higher priority,
+    /// and those of its own that came first (the engine's order).
+    pub(crate) fn ahead_of(&self, job: &Job) -> usize {
+        self.active()
+            .iter()
+            .filter(|j| j.priority > job.priority || (j.priority == job.priority && j.submitted < job.submitted))
+            .count()
     }
 
     pub(crate) fn active(&self) -> Vec<Arc<Job>> {

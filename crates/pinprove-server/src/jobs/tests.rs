@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pinprove_engine::JobId;
+use pinprove_engine::{JobId, Priority};
 use pinprove_filecoin::{FilecoinError, ProofKind, ProofRequest, Proved};
 use tokio::sync::watch;
 
@@ -131,6 +131,14 @@ fn request(kind: ProofKind, payload: &[u8]) -> (ProofRequest, [u8; 32]) {
     req.vanilla_proof = payload.to_vec();
     let d = digest(&req);
     (req, d)
+}
+
+/// Submits `payload` as `id` at `priority`, as `SubmitProof` does.
+async fn submit_at(jobs: &Arc<Jobs<Fake>>, id: &str, kind: ProofKind, payload: &[u8], priority: Priority) -> Arc<Job> {
+    let (mut req, _) = request(kind, payload);
+    req.priority = Some(priority);
+    let d = digest(&req);
+    jobs.submit(id.to_string(), d, req, false).await.map(|(j, _)| j).unwrap_or_else(|_| panic!("{id} refused"))
 }
 
 /// Submits `payload` as `id`; `attach` as a `Prove` call does.
@@ -382,3 +390,36 @@ async fn bounds_per_kind_and_in_bytes_refuse_with_a_reason_and_deadline_kinds_ke
     let (_, bytes, limit, _) = jobs.load();
     assert!(bytes <= limit, "{bytes} of {limit}");
 }
+
+/// The request's own priority decides, not its kind's: a PoRep sent as
+/// urgent may use the quarter of the request bytes kept for urgent work, a
+/// WindowPoSt sent as background may not; and the jobs ahead of one are
+/// counted by the priorities the requests carry.
+#[tokio::test]
+async fn a_requests_own_priority_decides_its_share_of_the_bounds_and_its_place() {
+    let (_, jobs) = table(JobsConfig {
+        max_request_bytes: ReserveSize::Bytes(1 << 20),
+        ..config()
+    });
+    let (big, small) = (vec![0u8; 200 << 10], vec![1u8; 50 << 10]);
+    submit_at(&jobs, "a", ProofKind::PoRep, &big, Priority::Normal).await; // 612 KiB
+    let (mut late, _) = request(ProofKind::WindowPoSt, &small);
+    late.priority = Some(Priority::Normal);
+    match jobs.submit("w".into(), digest(&late), late, false).await {
+        Err(Refusal::Full(why)) => assert!(why.contains("max_request_bytes"), "{why}"),
+        _ => panic!("a WindowPoSt sent as background took the urgent quarter"),
+    }
+    let urgent = submit_at(&jobs, "b", ProofKind::PoRep, &small, Priority::High).await;
+    assert_eq!(urgent.priority, Priority::High);
+
+    let (_, jobs) = table(config());
+    let first = submit_at(&jobs, "1", ProofKind::PoRep, b"1", Priority::Normal).await;
+    let second = submit_at(&jobs, "2", ProofKind::PoRep, b"2", Priority::Normal).await;
+    let critical = submit_at(&jobs, "3", ProofKind::PoRep, b"3", Priority::Critical).await;
+    let post = submit_at(&jobs, "4", ProofKind::WindowPoSt, b"4", Priority::Low).await;
+    assert_eq!(jobs.ahead_of(&first), 1, "the Critical PoRep goes first");
+    assert_eq!(jobs.ahead_of(&second), 2);
+    assert_eq!(jobs.ahead_of(&critical), 0);
+    assert_eq!(jobs.ahead_of(&post), 3, "a WindowPoSt sent as Low goes last");
+}
+
