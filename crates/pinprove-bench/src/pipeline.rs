@@ -235,7 +235,7 @@ pub fn run(args: &PipelineArgs) -> Result<()> {
     })?;
     let (budget, pool) = (Arc::clone(&stack.budget), Arc::clone(&stack.pool));
     let name = stack.devices[0].backend.name();
-    let devices: Vec<String> = stack.devices.iter().map(|d| d.name.clone()).collect();
+    let devices: Vec<String> = stack.devices.iter().map(|d| d.id.to_string()).collect();
     let mut config = EngineConfig::default();
     if let Some(n) = args.synthesis_workers {
         config.synthesis_workers = n;

@@ -113,7 +113,7 @@ pub fn run(args: &ProveArgs) -> Result<()> {
         let params_load = read + t.elapsed();
         let report = measure(args, &circuit, &pool, &srs, (&vk, theirs_params.as_ref()), backend)?;
         let report = ProveReport {
-            device: device.name.clone(),
+            device: device.id.to_string(),
             params: crate::report::file_name(&path),
             params_load_s: params_load.as_secs_f64(),
             ..report

@@ -16,7 +16,7 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //!
-//! use pinprove_engine::{Device, Engine, EngineConfig, JobOutcome, JobSpec, Priority, circuit_partition};
+//! use pinprove_engine::{Device, DeviceId, Engine, EngineConfig, JobOutcome, JobSpec, Priority, circuit_partition};
 //! use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 //! use pinprove_groth16::CpuBackend;
 //! use pinprove_mem::{HeapAllocator, MemoryBudget, PinnedPool, PoolConfig};
@@ -24,7 +24,7 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // One budget for everything large; the pool draws from it.
 //! let pool = PinnedPool::new(Arc::new(HeapAllocator::default()), MemoryBudget::new(1 << 30), PoolConfig::default());
-//! let cpu = Device { name: "cpu".into(), backend: Arc::new(CpuBackend::new(Arc::clone(&pool))) };
+//! let cpu = Device { id: DeviceId::Cpu, backend: Arc::new(CpuBackend::new(Arc::clone(&pool))) };
 //! let engine = Engine::new(EngineConfig::default(), vec![cpu], Arc::clone(&pool))?;
 //!
 //! // Parameters are registered by circuit type and loaded on first use.
@@ -60,6 +60,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod device_id;
 mod engine;
 pub mod job;
 pub mod metrics;
@@ -68,6 +69,7 @@ mod srs;
 pub mod telemetry;
 pub mod timeline;
 
+pub use device_id::DeviceId;
 pub use engine::{
     CircuitSynthesis, Device, DeviceStatus, Engine, EngineConfig, EngineStatus, GpuReading, JobFuture, MAX_THREADS,
     PartitionStatus, QueueStatus, SynthesisMode,

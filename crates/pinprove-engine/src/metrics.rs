@@ -239,7 +239,7 @@ pub(crate) fn render(metrics: &Metrics, s: &EngineStatus) -> String {
         s.queues.iter().map(|q| (by_circuit(q), q.in_progress as f64)),
     );
     for d in &s.devices {
-        let l = label("device", &d.name);
+        let l = label("device", &d.id.to_string());
         gauge(
             o,
             "pinprove_device_busy_fraction",
@@ -323,7 +323,7 @@ pub(crate) fn render(metrics: &Metrics, s: &EngineStatus) -> String {
         );
     }
     for (d, g) in s.devices.iter().filter_map(|d| Some((d, d.gpu?))) {
-        let l = label("device", &d.name);
+        let l = label("device", &d.id.to_string());
         gauge(
             o,
             "pinprove_gpu_memory_used_bytes",

@@ -8,8 +8,8 @@
 
 use pinprove_groth16::shape::CircuitShape;
 
-use crate::{PerKind, ProofKind};
 use crate::kind::circuit_id;
+use crate::{PerKind, ProofKind};
 
 /// One production circuit (a partition of its kind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -54,8 +54,8 @@
 
 use std::path::{Path, PathBuf};
 
-use pinprove_mem::BudgetConfig;
 use pinprove_filecoin::{PerKind, ProofKind};
+use pinprove_mem::BudgetConfig;
 use pinprove_stack::{BackendKind, DeviceSelection};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -348,7 +348,10 @@ impl<'de> Deserialize<'de> for ActiveLimits {
         for (name, n) in given {
             let kind = ProofKind::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| {
                 let names: Vec<_> = ProofKind::ALL.iter().map(|k| k.name()).collect();
-                serde::de::Error::custom(format!("unknown proof kind `{name}`, expected one of {}", names.join(", ")))
+                serde::de::Error::custom(format!(
+                    "unknown proof kind `{name}`, expected one of {}",
+                    names.join(", ")
+                ))
             })?;
             limits.0[kind] = n;
         }

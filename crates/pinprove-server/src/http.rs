@@ -232,7 +232,7 @@ async fn healthz(Axum(page): Axum<Page>) -> (StatusCode, String) {
         .status()
         .devices
         .into_iter()
-        .filter_map(|d| d.lost.map(|why| format!("{}: {why}", d.name)))
+        .filter_map(|d| d.lost.map(|why| format!("{}: {why}", d.id)))
         .collect();
     if lost.is_empty() {
         (StatusCode::OK, "ok\n".into())

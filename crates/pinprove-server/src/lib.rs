@@ -24,7 +24,6 @@
 pub mod client;
 pub mod codec;
 pub mod config;
-mod gpus;
 mod http;
 mod ids;
 mod intake;
@@ -232,11 +231,7 @@ impl Daemon {
         let service = Arc::new(service::Service {
             jobs: Arc::clone(&jobs),
             started: Instant::now(),
-            gpus: Arc::new(if stack_is_gpu {
-                gpus::Gpus::discover(&config.gpu.devices)
-            } else {
-                gpus::Gpus::none()
-            }),
+            gpus: Arc::new(stack.gpus.clone()),
         });
         let token = match &config.auth_token_file {
             Some(path) => {

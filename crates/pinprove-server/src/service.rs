@@ -9,7 +9,6 @@ use pinprove_filecoin::PerKind;
 use pinprove_mem::ErrorChain;
 use tonic::{Request, Response, Status};
 
-use crate::gpus::Gpus;
 use crate::ids::shown;
 use crate::jobs::{Attached, Ended, Job, Jobs, Refusal, State, digest};
 use crate::pb::{self, await_proof_response, srs_status};
@@ -18,7 +17,8 @@ use crate::pb::{self, await_proof_response, srs_status};
 pub(crate) struct Service {
     pub jobs: Arc<Jobs>,
     pub started: Instant,
-    pub gpus: Arc<Gpus>,
+    /// The GPUs the stack found (none on the CPU backend).
+    pub gpus: Arc<Vec<(pinprove_engine::DeviceId, pinprove_cuda::Gpu)>>,
 }
 
 impl Service {
@@ -236,16 +236,17 @@ impl Service {
         };
         let gpus = self
             .gpus
-            .list()
-            .into_iter()
-            .map(|g| {
-                let device = es.devices.iter().find(|d| d.name == format!("gpu{}", g.ordinal));
+            .iter()
+            .map(|(id, gpu)| {
+                let device = es.devices.iter().find(|d| d.id == *id);
                 let job = job_on(device.and_then(|d| d.current_job));
+                // Free memory as the engine last read it (NVML), else unknown.
+                let reading = device.and_then(|d| d.gpu);
                 pb::GpuStatus {
-                    ordinal: g.ordinal,
-                    name: g.name,
-                    vram_total_bytes: g.total,
-                    vram_free_bytes: g.free,
+                    ordinal: id.gpu().unwrap_or_default() as u32,
+                    name: gpu.device.name.clone(),
+                    vram_total_bytes: gpu.device.total_memory,
+                    vram_free_bytes: reading.map_or(0, |r| r.memory_total_bytes.saturating_sub(r.memory_used_bytes)),
                     current_job_id: job.as_ref().map(|j| j.id.clone()).unwrap_or_default(),
                     current_proof_kind: job.map(|j| j.kind.name().to_string()).unwrap_or_default(),
                 }

@@ -12,7 +12,12 @@ fn newest_passing(table: &str) -> Option<(String, String)> {
     let mut header: Option<Vec<String>> = None;
     let mut found = None;
     for line in table.lines().filter(|l| l.trim_start().starts_with('|')) {
-        let cells: Vec<String> = line.trim().trim_matches('|').split('|').map(|c| c.trim().to_string()).collect();
+        let cells: Vec<String> = line
+            .trim()
+            .trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect();
         match &header {
             None => header = Some(cells),
             Some(h) if cells.len() == h.len() => {

@@ -40,7 +40,7 @@ use pinprove_mem::{BudgetConfig, HeapAllocator, HostAllocator, MemoryBudget, Pin
 use serde::{Deserialize, Serialize};
 
 use pinprove_engine::telemetry::GpuTelemetry;
-use pinprove_engine::{Device, Engine, EngineConfig, EngineError, GpuReading};
+use pinprove_engine::{Device, DeviceId, Engine, EngineConfig, EngineError, GpuReading};
 
 /// Which prover runs on the devices.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -335,6 +335,10 @@ pub struct Stack {
     pub backends: Vec<BuiltBackend>,
     /// Workers per device the chosen backend wants.
     pub workers_per_device: usize,
+    /// What the CUDA runtime and NVML said of each GPU device when the
+    /// stack was built (name, memory, PCIe link): the one discovery of
+    /// them, which the daemon's status reads.
+    pub gpus: Vec<(DeviceId, pinprove_cuda::Gpu)>,
 }
 
 impl Stack {
@@ -362,14 +366,20 @@ impl Stack {
         let pool = pool(&budget, memory, config.pinning, config.pool.clone())?;
         let mut devices = Vec::new();
         let mut backends = Vec::new();
+        let found = if ordinals.iter().any(Option::is_some) {
+            pinprove_cuda::gpus().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let mut gpus = Vec::new();
         for ordinal in ordinals {
             let built = backend(kind, &pool, ordinal.unwrap_or(0), &config.native)?;
-            let name = match ordinal {
-                Some(o) => format!("gpu{o}"),
-                None => "cpu".to_string(),
-            };
+            let id = ordinal.map_or(DeviceId::Cpu, DeviceId::Gpu);
+            if let Some(gpu) = ordinal.and_then(|o| found.get(o)) {
+                gpus.push((id, gpu.clone()));
+            }
             devices.push(Device {
-                name,
+                id,
                 backend: built.as_dyn(),
             });
             backends.push(built);
@@ -388,6 +398,7 @@ impl Stack {
             devices,
             backends,
             workers_per_device,
+            gpus,
         })
     }
 
@@ -598,7 +609,7 @@ mod tests {
         .unwrap();
         assert_eq!(stack.backend, BackendKind::Cpu);
         assert_eq!(stack.devices.len(), 1);
-        assert_eq!(stack.devices[0].name, "cpu");
+        assert_eq!(stack.devices[0].id, DeviceId::Cpu);
         assert_eq!(stack.budget.total(), 1 << 28);
         // Its engine proves a small circuit end to end.
         let engine = stack.engine(pinprove_engine::EngineConfig::default()).unwrap();

@@ -7,8 +7,8 @@
 //! it; `--json` gives the same.
 
 use pinprove_cuda::plan::{CircuitSizes, MatrixPlacement, Plan};
-use pinprove_filecoin::ProofKind;
 use pinprove_filecoin::PerKind;
+use pinprove_filecoin::ProofKind;
 use pinprove_filecoin::production::{ProductionCircuit, circuits_32g};
 use serde::Serialize;
 
@@ -162,7 +162,11 @@ pub fn advise(gpu: Option<(usize, u64)>, budget: u64) -> GpuAdvice {
     // lower priority).
     let mut preload = Vec::new();
     let mut held = 0u64;
-    let largest = kinds.iter().filter(|(_, k)| k.fits_host).map(|(_, k)| k.partition_bytes).max();
+    let largest = kinds
+        .iter()
+        .filter(|(_, k)| k.fits_host)
+        .map(|(_, k)| k.partition_bytes)
+        .max();
     let room = budget.saturating_sub(3 * largest.unwrap_or(0));
     let mut order = ProofKind::ALL;
     order.sort_by_key(|&kind| preload_order(kind));

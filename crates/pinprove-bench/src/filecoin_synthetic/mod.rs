@@ -482,7 +482,7 @@ pub fn measure(
         per_device: DeviceShare::of_jobs(
             engine.timeline(),
             &jobs,
-            &stack.devices.iter().map(|d| d.name.clone()).collect::<Vec<_>>(),
+            &stack.devices.iter().map(|d| d.id.to_string()).collect::<Vec<_>>(),
         ),
         winning_during_s: winning_s.iter().copied().reduce(f64::max),
         winning_during_all_s: winning_s,

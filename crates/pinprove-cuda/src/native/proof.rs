@@ -11,12 +11,12 @@ use group::Group;
 use pinprove_groth16::{LostDevice, Proof, ProveError, Srs, StartedProof, assemble};
 use pinprove_mem::sync::Recover;
 
+use super::NativePhases;
 use super::curve::{G1, G2};
 use super::h::ProofEvents;
 use super::matrices::MatrixCopy;
 use super::msm::Msm;
 use super::resident::ResidentSrs;
-use super::NativePhases;
 
 /// What a proof's device work reads outside the pool — the resident bases
 /// and the matrices — owned until that work has completed:
@@ -75,7 +75,11 @@ impl DeviceProof {
     fn timing_events(&self) -> impl Iterator<Item = &crate::runtime::Event> {
         let marks = self.events.marks.iter().map(|e| &**e);
         let msms = self.events.msms.iter().map(|e| &***e);
-        let others = self.evaluated.iter().map(|e| &**e).chain(self.tail_start.iter().map(|e| &***e));
+        let others = self
+            .evaluated
+            .iter()
+            .map(|e| &**e)
+            .chain(self.tail_start.iter().map(|e| &***e));
         marks.chain(msms).chain(others)
     }
 

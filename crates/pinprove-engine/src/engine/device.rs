@@ -45,7 +45,7 @@ impl Inner {
                         &job,
                         format!(
                             "partition {index} on {}: the backend's first step panicked: {msg}",
-                            dev.name
+                            dev.id
                         ),
                     );
                 }
@@ -117,7 +117,8 @@ impl Inner {
             flights.iter().map(|f| f.randomness).collect(),
         )
         .with_urgent(urgent);
-        let span = tracing::info_span!(parent: &first.span, Phase::Start.name(), device = %dev.name, partitions = flights.len());
+        let span =
+            tracing::info_span!(parent: &first.span, Phase::Start.name(), device = %dev.id, partitions = flights.len());
         let t = Instant::now();
         let started = span.in_scope(|| dev.backend.start(job));
         let took = t.elapsed();
@@ -148,7 +149,7 @@ impl Inner {
                 for flight in flights {
                     self.fail(
                         &flight.job,
-                        format!("partition {} on {}: {}", flight.index, dev.name, ErrorChain(&e)),
+                        format!("partition {} on {}: {}", flight.index, dev.id, ErrorChain(&e)),
                     );
                 }
             }
@@ -163,7 +164,7 @@ impl Inner {
         match self.devices.pick(&item.flight.srs, &self.gauges) {
             Ok(to) => {
                 let dev = &self.devices[to];
-                tracing::warn!(job = %job.id, partition = index, from = %self.devices[from].name, to = %dev.name,
+                tracing::warn!(job = %job.id, partition = index, from = %self.devices[from].id, to = %dev.id,
                     "the device was lost; the partition moves");
                 item.flight.ticket.route(to);
                 self.metrics.partitions_rerouted.fetch_add(1, Ordering::Relaxed);
@@ -198,7 +199,7 @@ impl Inner {
             let device = item.device;
             let who: Vec<_> = item.flights.iter().map(|f| (Arc::clone(&f.job), f.index)).collect();
             if let Err(msg) = catch(|| self.finish_group(lane, item)) {
-                let name = &self.devices[device].name;
+                let name = &self.devices[device].id;
                 for (job, index) in who {
                     self.panicked(
                         &job,
@@ -258,7 +259,7 @@ impl Inner {
                 for flight in flights {
                     self.fail(
                         &flight.job,
-                        format!("partition {} on {}: {}", flight.index, dev.name, ErrorChain(&e)),
+                        format!("partition {} on {}: {}", flight.index, dev.id, ErrorChain(&e)),
                     );
                 }
                 return;
@@ -348,7 +349,7 @@ impl Inner {
             for &(d, gpu) in &gpus {
                 let Some(reading) = telemetry.read(gpu) else { continue };
                 let dev = &self.devices[d];
-                let name = &dev.name;
+                let name = &dev.id;
                 self.timeline.sample(
                     &format!("{name}{}", crate::timeline::GPU_UTILIZATION),
                     reading.utilization_percent,

@@ -61,8 +61,8 @@ use crate::{EngineError, Phase};
 /// device).
 #[derive(Clone)]
 pub struct Device {
-    /// A name for logs and status, such as "gpu0" or "cpu".
-    pub name: String,
+    /// Which device it is (logs, status and metrics name it so).
+    pub id: crate::DeviceId,
     /// The backend.
     pub backend: Arc<dyn Backend>,
 }
@@ -241,14 +241,14 @@ impl Engine {
             // never waits for a worker stuck behind background work on the
             // device.
             let lanes = (0..slot.workers)
-                .map(|w| (format!("{}-worker-{w}", slot.name), false))
-                .chain([(format!("{}-urgent-worker", slot.name), true)]);
+                .map(|w| (format!("{}-worker-{w}", slot.id), false))
+                .chain([(format!("{}-urgent-worker", slot.id), true)]);
             for (lane, urgent_only) in lanes {
                 let name = lane.clone();
                 engine.spawn(name, move |i| i.device_worker(d, &lane, urgent_only))?;
             }
             for urgent in [false, true] {
-                let lane = format!("{}-{}finalizer", slot.name, if urgent { "urgent-" } else { "" });
+                let lane = format!("{}-{}finalizer", slot.id, if urgent { "urgent-" } else { "" });
                 engine.spawn(lane.clone(), move |i| i.finalizer(d, &lane, urgent))?;
             }
         }

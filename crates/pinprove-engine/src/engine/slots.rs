@@ -17,7 +17,7 @@ use crate::job::JobId;
 use crate::{Device, EngineError, MAX_THREADS};
 
 pub(super) struct DeviceSlot {
-    pub(super) name: String,
+    pub(super) id: crate::DeviceId,
     pub(super) backend: Arc<dyn Backend>,
     pub(super) workers: usize,
     pub(super) handoff: Handoff<Synthesized>,
@@ -67,7 +67,7 @@ impl DeviceSlots {
                     .unwrap_or_else(|| d.backend.capabilities().workers_per_device)
                     .clamp(1, MAX_THREADS);
                 DeviceSlot {
-                    name: d.name,
+                    id: d.id,
                     backend: d.backend,
                     workers,
                     // One partition ready per worker keeps it fed without
@@ -112,7 +112,7 @@ impl DeviceSlots {
     fn all_lost(&self) -> EngineError {
         let why: Vec<String> = self
             .iter()
-            .map(|d| format!("{}: {}", d.name, d.lost().unwrap_or_default()))
+            .map(|d| format!("{}: {}", d.id, d.lost().unwrap_or_default()))
             .collect();
         EngineError::DevicesLost(why.join("; "))
     }
@@ -122,7 +122,7 @@ impl DeviceSlots {
     pub(super) fn note_error(&self, d: usize, err: &ProveError) {
         let dev = &self[d];
         if dev.lost.record(err) {
-            tracing::error!(device = %dev.name, "device lost, no more work goes to it: {}", ErrorChain(err));
+            tracing::error!(device = %dev.id, "device lost, no more work goes to it: {}", ErrorChain(err));
             self.pin_with_a_live_gpu();
         }
     }

@@ -28,7 +28,7 @@ impl Inner {
             .iter()
             .enumerate()
             .map(|(i, d)| DeviceStatus {
-                name: d.name.clone(),
+                id: d.id,
                 backend: d.backend.name(),
                 workers: d.workers,
                 in_flight: self.gauges.device_load(i),
@@ -48,7 +48,7 @@ impl Inner {
                 index,
                 circuit_id: w.circuit_id,
                 phase: w.phase,
-                device: w.device.map(|d| self.devices[d].name.clone()),
+                device: w.device.map(|d| self.devices[d].id),
                 in_phase: w.since.elapsed(),
             })
             .collect();

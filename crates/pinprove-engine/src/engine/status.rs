@@ -25,8 +25,9 @@ pub struct QueueStatus {
 /// A device's state.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DeviceStatus {
-    /// The device's name.
-    pub name: String,
+    /// Which device ("cpu", "gpu0" in the JSON, under its old key).
+    #[serde(rename = "name")]
+    pub id: crate::DeviceId,
     /// The backend.
     pub backend: &'static str,
     /// Workers.
@@ -76,7 +77,7 @@ pub struct PartitionStatus {
     /// The phase it is in.
     pub phase: Phase,
     /// The device it was routed to, once synthesized.
-    pub device: Option<String>,
+    pub device: Option<crate::DeviceId>,
     /// Time in that phase so far.
     pub in_phase: Duration,
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use blstrs::{Bls12, G1Affine, G2Affine};
 use group::prime::PrimeCurveAffine;
 use pinprove_engine::{
-    Device, Engine, EngineConfig, JobId, JobOutcome, JobSpec, Partition, Phase, Priority, SynthesisContext,
+    Device, DeviceId, Engine, EngineConfig, JobId, JobOutcome, JobSpec, Partition, Phase, Priority, SynthesisContext,
 };
 use pinprove_groth16::circuits::BenchCircuit;
 use pinprove_groth16::shape::CircuitShape;
@@ -293,7 +293,7 @@ pub fn test_engine(
     Engine::new(
         config,
         vec![Device {
-            name: "test0".into(),
+            id: DeviceId::Cpu,
             backend,
         }],
         Arc::clone(pool),
@@ -513,7 +513,7 @@ pub fn chaos_engine(pool: &Arc<PinnedPool>, chaos: &Arc<Chaos>, config: EngineCo
     Engine::new(
         config,
         vec![Device {
-            name: "chaos0".into(),
+            id: DeviceId::Cpu,
             backend: Arc::clone(chaos) as Arc<dyn Backend>,
         }],
         Arc::clone(pool),

@@ -223,11 +223,11 @@ fn devices_that_hold_the_srs_are_preferred_until_they_are_busy() {
             // The device without the SRS comes first: order must not decide.
             vec![
                 Device {
-                    name: "cold".into(),
+                    id: DeviceId::Gpu(0),
                     backend: backend(false, start_ms),
                 },
                 Device {
-                    name: "warm".into(),
+                    id: DeviceId::Gpu(1),
                     backend: backend(true, start_ms),
                 },
             ],
@@ -282,11 +282,11 @@ fn each_device_finishes_its_own_partitions_without_waiting_for_another() {
         },
         vec![
             Device {
-                name: "slow".into(),
+                id: DeviceId::Gpu(0),
                 backend: backend(1500, true),
             },
             Device {
-                name: "quick".into(),
+                id: DeviceId::Gpu(1),
                 backend: backend(0, false),
             },
         ],
@@ -372,7 +372,7 @@ fn a_backend_prepares_each_partition_on_the_thread_that_synthesized_it_not_on_a_
         let e = Engine::new(
             EngineConfig::default(),
             vec![Device {
-                name: "dev".into(),
+                id: DeviceId::Gpu(0),
                 backend: Arc::clone(&backend) as Arc<dyn Backend>,
             }],
             Arc::clone(&pool),
@@ -478,11 +478,11 @@ fn a_lost_device_gets_no_more_work_and_the_others_carry_on() {
         },
         vec![
             Device {
-                name: "gpu0".into(),
+                id: DeviceId::Gpu(0),
                 backend: Arc::clone(&dying) as Arc<dyn Backend>,
             },
             Device {
-                name: "gpu1".into(),
+                id: DeviceId::Gpu(1),
                 backend: good,
             },
         ],
@@ -528,7 +528,7 @@ fn a_lost_device_gets_no_more_work_and_the_others_carry_on() {
             ..EngineConfig::default()
         },
         vec![Device {
-            name: "gpu0".into(),
+            id: DeviceId::Gpu(0),
             backend: Arc::new(Dying {
                 start: Duration::ZERO,
                 starts: AtomicU64::new(0),
@@ -595,15 +595,15 @@ fn gpu_readings_reach_status_and_the_timeline_for_devices_with_a_gpu() {
         },
         vec![
             Device {
-                name: "gpu7".into(),
+                id: DeviceId::Gpu(7),
                 backend: on(Some(7)),
             },
             Device {
-                name: "gpu3".into(),
+                id: DeviceId::Gpu(3),
                 backend: on(Some(3)),
             },
             Device {
-                name: "host".into(),
+                id: DeviceId::Cpu,
                 backend: on(None),
             },
         ],
@@ -662,7 +662,7 @@ fn gpu_readings_reach_status_and_the_timeline_for_devices_with_a_gpu() {
     let quiet = Engine::new(
         EngineConfig::default(),
         vec![Device {
-            name: "gpu7".into(),
+            id: DeviceId::Gpu(7),
             backend: on(Some(7)),
         }],
         Arc::clone(&pool),
@@ -719,7 +719,7 @@ fn background_partitions_started_together_each_get_their_own_verifying_proof() {
             ..EngineConfig::default()
         },
         vec![Device {
-            name: "dev".into(),
+            id: DeviceId::Gpu(0),
             backend: Arc::clone(&backend) as Arc<dyn Backend>,
         }],
         Arc::clone(&pool),

@@ -131,7 +131,7 @@ fn what_a_backend_learned_is_given_back_to_it_when_a_restarted_engine_loads_the_
                 ..EngineConfig::default()
             },
             vec![Device {
-                name: "dev".into(),
+                id: DeviceId::Gpu(0),
                 backend: Arc::clone(&backend) as Arc<dyn Backend>,
             }],
             Arc::clone(&pool),

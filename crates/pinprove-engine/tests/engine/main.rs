@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use blstrs::Bls12;
 use pinprove_engine::telemetry::GpuTelemetry;
 use pinprove_engine::{
-    Device, Engine, EngineConfig, EngineError, GpuReading, JobId, JobOutcome, Phase, Priority,
+    Device, DeviceId, Engine, EngineConfig, EngineError, GpuReading, JobId, JobOutcome, Phase, Priority,
     circuit_partition_with_inputs, holding_heap,
 };
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
@@ -44,7 +44,7 @@ fn interleaved_jobs_get_their_own_verifying_proofs_in_partition_order() {
             ..EngineConfig::default()
         },
         vec![Device {
-            name: "cpu".into(),
+            id: DeviceId::Cpu,
             backend: Arc::new(CpuBackend::new(Arc::clone(&pool))),
         }],
         Arc::clone(&pool),

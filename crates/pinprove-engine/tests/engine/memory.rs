@@ -86,7 +86,7 @@ fn an_srs_is_evicted_only_when_idle_and_unreferenced() {
             ..EngineConfig::default()
         },
         vec![Device {
-            name: "cpu".into(),
+            id: DeviceId::Cpu,
             backend: Arc::new(CpuBackend::new(Arc::clone(&pool))),
         }],
         Arc::clone(&pool),
@@ -165,12 +165,12 @@ fn host_points_are_freed_once_every_device_holds_the_srs() {
         let (pool, acct) = pool_with(1 << 30);
         let test = || TestBackend::instant(&pool);
         let mut devices = vec![Device {
-            name: "device0".into(),
+            id: DeviceId::Gpu(0),
             backend: Arc::new(HoldsOnDevice(test(), !also_host)) as Arc<dyn Backend>,
         }];
         if also_host {
             devices.push(Device {
-                name: "cpu".into(),
+                id: DeviceId::Cpu,
                 backend: Arc::new(CpuBackend::new(Arc::clone(&pool))),
             });
         }
@@ -406,7 +406,7 @@ fn admission_sets_aside_for_urgent_work_the_buffers_a_backend_learned_to_take() 
         ..EngineConfig::default()
     };
     let device = Device {
-        name: "test0".into(),
+        id: DeviceId::Cpu,
         backend: Arc::new(backend),
     };
     let engine = Engine::new(config, vec![device], Arc::clone(&pool)).unwrap();
@@ -533,7 +533,7 @@ fn a_partition_is_admitted_with_what_its_backend_adds_at_its_urgency() {
     let (pool, _) = pool_with(64 << 20);
     let c = BenchCircuit::new(3000, WitnessMix::Bits).unwrap();
     let device = Device {
-        name: "test0".into(),
+        id: DeviceId::Cpu,
         backend: Arc::new(UrgentExtra {
             inner: TestBackend::instant(&pool),
             extra: 1 << 30,
@@ -578,7 +578,9 @@ fn an_admission_nothing_in_flight_will_free_memory_for_fails_its_job_with_the_nu
         .try_acquire(budget.limit_for(Priority::Normal.rank()) - budget.used() - ws / 2)
         .unwrap();
     let t = Instant::now();
-    let job = engine.submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)])).unwrap();
+    let job = engine
+        .submit(spec(&c.id(), Priority::Normal, vec![slow(&c, 0)]))
+        .unwrap();
     let outcome = engine.wait(job, Some(Duration::from_secs(60))).unwrap();
     let JobOutcome::Failed(why) = outcome else {
         panic!("{outcome:?}")

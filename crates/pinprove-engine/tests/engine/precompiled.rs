@@ -12,8 +12,8 @@ use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, Scalar};
 use ff::Field;
 use pinprove_engine::{
-    CircuitSynthesis, Device, Engine, EngineConfig, JobOutcome, JobSpec, PartitionResult, Priority, SynthesisMode,
-    precompilable_partition, precompilable_partition_with_inputs,
+    CircuitSynthesis, Device, DeviceId, Engine, EngineConfig, JobOutcome, JobSpec, PartitionResult, Priority,
+    SynthesisMode, precompilable_partition, precompilable_partition_with_inputs,
 };
 use pinprove_groth16::CpuBackend;
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
@@ -31,7 +31,7 @@ fn cpu_engine(pool: &Arc<PinnedPool>, precompiled: bool, hints_dir: Option<&Path
             ..EngineConfig::default()
         },
         vec![Device {
-            name: "cpu".into(),
+            id: DeviceId::Cpu,
             backend: Arc::new(CpuBackend::new(Arc::clone(pool))),
         }],
         Arc::clone(pool),
@@ -632,7 +632,7 @@ fn abc_engine(pool: &Arc<PinnedPool>, config: EngineConfig, host_plan: bool) -> 
             ..config
         },
         vec![Device {
-            name: "computes-abc".into(),
+            id: DeviceId::Gpu(0),
             backend: Arc::clone(&backend) as Arc<dyn pinprove_groth16::Backend>,
         }],
         Arc::clone(pool),
@@ -803,7 +803,7 @@ fn the_host_copy_of_the_matrices_is_released_once_every_device_holds_one() {
             ..EngineConfig::default()
         },
         vec![Device {
-            name: "keeps-matrices".into(),
+            id: DeviceId::Gpu(0),
             backend: Arc::new(KeepsMatrices {
                 cpu: CpuBackend::new(Arc::clone(&pool)),
                 copies: Default::default(),

@@ -138,7 +138,7 @@ fn a_circuit_kept_ready_also_keeps_the_buffers_its_backend_learned_to_take() {
         ..TestBackend::instant(&pool)
     });
     let device = Device {
-        name: "test0".into(),
+        id: DeviceId::Cpu,
         backend: Arc::new(backend),
     };
     let engine = Engine::new(EngineConfig::default(), vec![device], Arc::clone(&pool)).unwrap();
@@ -209,7 +209,7 @@ fn the_warm_set_grows_when_a_proof_shows_that_more_partitions_fit() {
     let (pool, acct) = pool_with(1 << 30);
     let c = BenchCircuit::new(3000, WitnessMix::Bits).unwrap();
     let device = Device {
-        name: "test0".into(),
+        id: DeviceId::Cpu,
         backend: Arc::new(LearnsShare {
             inner: TestBackend::instant(&pool),
             proofs: AtomicU64::new(0),
@@ -310,7 +310,7 @@ fn a_warm_set_is_made_again_for_the_partitions_that_fit_beside_lane_sets_once_he
     let set = pool.rounded_size(2 * ws as usize).unwrap();
     assert!((set as u64) < ws * 5 / 2, "a pool class of {set} bytes for {ws}");
     let device = Device {
-        name: "test0".into(),
+        id: DeviceId::Cpu,
         backend: Arc::new(KeepsLaneSet {
             inner: TestBackend::instant(&pool),
             set,

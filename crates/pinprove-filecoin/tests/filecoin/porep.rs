@@ -133,7 +133,11 @@ fn a_porep_sent_as_critical_has_its_buffers_kept_ready() {
     prover.register(&circuit).unwrap();
     prover.engine().preload_srs(&circuit).unwrap();
     assert!(prover.engine().wait_quiet(std::time::Duration::from_secs(60)));
-    assert_eq!(prover.engine().status().pool_kept, 0, "a PoRep's buffers are not kept by default");
+    assert_eq!(
+        prover.engine().status().pool_kept,
+        0,
+        "a PoRep's buffers are not kept by default"
+    );
     req.priority = Some(pinprove_engine::Priority::Critical);
     let proved = prover.prove(&req).unwrap();
     assert!(sector.verify_seal(&proved.proof).unwrap());

@@ -159,7 +159,10 @@ fn paired_snap_deals_partitions_over_streamed_bases_prove_and_verify() {
     let jobs: Vec<Submission> = (0..6).map(|_| submit(&prover, &req)).collect();
     for (i, sub) in jobs.iter().enumerate() {
         let proved = finish(&prover, sub, &format!("snap {i}"));
-        assert!(SampleSector::verify_update(&req, &proved.proof).unwrap(), "update {i} verifies");
+        assert!(
+            SampleSector::verify_update(&req, &proved.proof).unwrap(),
+            "update {i} verifies"
+        );
     }
     let together = prover.engine().metrics().partitions_started_together();
     assert!(together >= 2, "partitions were started in pairs: {together}");

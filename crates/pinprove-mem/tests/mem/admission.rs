@@ -341,7 +341,10 @@ fn a_lane_set_gives_way_to_urgent_work_and_not_to_background_work() {
     let background = thread::spawn(move || p.admit_blocking(&[], 8 * M, Rank(1)).unwrap());
     wait_for_admission(&pool);
     thread::sleep(Duration::from_millis(50));
-    assert!(pool.holds_warm_set("prep"), "kept for the lanes while background work waits");
+    assert!(
+        pool.holds_warm_set("prep"),
+        "kept for the lanes while background work waits"
+    );
     assert!(!background.is_finished());
     // Memory other work gives back goes to it; the lane set stays.
     drop(held);
@@ -380,7 +383,10 @@ fn an_admission_with_nothing_in_flight_frees_kept_sets_or_is_refused_with_the_nu
         other => panic!("{other}"),
     }
     let text = e.to_string();
-    assert!(text.contains(&(20 * M).to_string()) && text.contains(&(40 * M).to_string()), "{text}");
+    assert!(
+        text.contains(&(20 * M).to_string()) && text.contains(&(40 * M).to_string()),
+        "{text}"
+    );
     assert!(!budget.has_waiters(), "the refused request left the queue");
     // While something is in flight the same request waits, and is granted
     // when that work gives its memory back.

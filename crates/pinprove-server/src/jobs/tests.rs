@@ -138,7 +138,10 @@ async fn submit_at(jobs: &Arc<Jobs<Fake>>, id: &str, kind: ProofKind, payload: &
     let (mut req, _) = request(kind, payload);
     req.priority = Some(priority);
     let d = digest(&req);
-    jobs.submit(id.to_string(), d, req, false).await.map(|(j, _)| j).unwrap_or_else(|_| panic!("{id} refused"))
+    jobs.submit(id.to_string(), d, req, false)
+        .await
+        .map(|(j, _)| j)
+        .unwrap_or_else(|_| panic!("{id} refused"))
 }
 
 /// Submits `payload` as `id`; `attach` as a `Prove` call does.
@@ -422,4 +425,3 @@ async fn a_requests_own_priority_decides_its_share_of_the_bounds_and_its_place()
     assert_eq!(jobs.ahead_of(&critical), 0);
     assert_eq!(jobs.ahead_of(&post), 3, "a WindowPoSt sent as Low goes last");
 }
-
