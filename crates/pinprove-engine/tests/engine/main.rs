@@ -371,7 +371,7 @@ fn timelines_and_metrics_describe_the_run() {
     for phase in ["synthesis", "start", "finish", "admission", "srs_load", "thread_name"] {
         assert!(names.contains(&phase), "{phase} missing");
     }
-    assert!(engine.timeline().svg().contains("test0-worker-0"));
+    assert!(engine.timeline().svg().contains("cpu-worker-0"));
     let m = engine.metrics_text();
     for line in [
         "pinprove_budget_total_bytes",
@@ -379,7 +379,7 @@ fn timelines_and_metrics_describe_the_run() {
         "pinprove_pool_fresh_allocations_total",
         "pinprove_pool_alloc_seconds_total",
         "pinprove_pool_handed_over_total",
-        "pinprove_device_busy_fraction{device=\"test0\"}",
+        "pinprove_device_busy_fraction{device=\"cpu\"}",
     ] {
         assert!(m.contains(line), "{line} missing:\n{m}");
     }
