@@ -496,27 +496,36 @@ mod listen {
             }
             let listener = bind_private(&path).map_err(listen_error(addr))?;
             let ours = identity(&path);
-            let incoming = intake::limit_connections(UnixListenerStream::new(listener));
-            let task = tokio::spawn(async move {
-                server()
-                    .add_service(svc)
-                    .serve_with_incoming_shutdown(incoming, stopped(stop))
-                    .await
-                    .map_err(|e| ServerError::Serve(Box::new(e)))
-            });
+            let incoming = UnixListenerStream::new(listener);
+            let task = spawn_serving(server().add_service(svc), incoming, stop);
             return Ok((Endpoint::Unix(path), ours, task));
         }
         let listener = TcpListener::bind(addr).await.map_err(listen_error(addr))?;
         let bound = listener.local_addr().map_err(listen_error(addr))?;
-        let incoming = intake::limit_connections(TcpListenerStream::new(listener));
-        let task = tokio::spawn(async move {
-            server()
-                .add_service(svc)
+        let task = spawn_serving(server().add_service(svc), TcpListenerStream::new(listener), stop);
+        Ok((Endpoint::Tcp(bound), None, task))
+    }
+
+    /// Serves `router` on the connections of `incoming` (a Unix or a TCP
+    /// listener's), no more of them at once than the intake allows, until
+    /// `stop`.
+    fn spawn_serving<IO, E>(
+        router: tonic::transport::server::Router,
+        incoming: impl tokio_stream::Stream<Item = Result<IO, E>> + Send + 'static,
+        stop: watch::Receiver<bool>,
+    ) -> JoinHandle<Result<(), ServerError>>
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + tonic::transport::server::Connected + Unpin + Send + 'static,
+        IO::ConnectInfo: Clone + Send + Sync + 'static,
+        E: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+    {
+        let incoming = intake::limit_connections(incoming);
+        tokio::spawn(async move {
+            router
                 .serve_with_incoming_shutdown(incoming, stopped(stop))
                 .await
                 .map_err(|e| ServerError::Serve(Box::new(e)))
-        });
-        Ok((Endpoint::Tcp(bound), None, task))
+        })
     }
 
     /// Compares in time independent of where the inputs differ.

@@ -184,6 +184,19 @@ pub struct SrsPoints {
 }
 
 impl SrsPoints {
+    /// Bytes of the pool buffers the points occupy.
+    fn buffer_bytes(&self) -> u64 {
+        [
+            self.h.buffer_bytes(),
+            self.l.buffer_bytes(),
+            self.a.buffer_bytes(),
+            self.b_g1.buffer_bytes(),
+            self.b_g2.buffer_bytes(),
+        ]
+        .iter()
+        .sum()
+    }
+
     /// H query: one point per coefficient of h (domain size − 1).
     pub fn h(&self) -> &[blst_p1_affine] {
         &self.h
@@ -384,20 +397,13 @@ impl Srs {
         let a = decode_section::<G1Affine>(src, &layout, 2, pool, validation, funds.as_deref_mut())?;
         let b_g1 = decode_section::<G1Affine>(src, &layout, 3, pool, validation, funds.as_deref_mut())?;
         let b_g2 = decode_section::<G2Affine>(src, &layout, 4, pool, validation, funds)?;
-        let memory_bytes = [
-            h.buffer_bytes(),
-            l.buffer_bytes(),
-            a.buffer_bytes(),
-            b_g1.buffer_bytes(),
-            b_g2.buffer_bytes(),
-        ]
-        .iter()
-        .sum();
+        let points = SrsPoints { h, l, a, b_g1, b_g2 };
+        let memory_bytes = points.buffer_bytes();
         Ok(Srs {
             id: next_srs_id(),
             vk,
             lengths: layout.lengths(),
-            points: Some(SrsPoints { h, l, a, b_g1, b_g2 }),
+            points: Some(points),
             stats: SrsStats {
                 path: None,
                 file_bytes: src.len(),
@@ -447,17 +453,10 @@ impl Srs {
         )?;
         let [h, l, a, b_g1] = <[_; 4]>::try_from(g1).unwrap_or_else(|_| unreachable!("one section per length"));
         let b_g2 = synthetic::g2_points(lengths.b_g2, pool, funds)?;
-        srs.stats.memory_bytes = [
-            h.buffer_bytes(),
-            l.buffer_bytes(),
-            a.buffer_bytes(),
-            b_g1.buffer_bytes(),
-            b_g2.buffer_bytes(),
-        ]
-        .iter()
-        .sum();
+        let points = SrsPoints { h, l, a, b_g1, b_g2 };
+        srs.stats.memory_bytes = points.buffer_bytes();
         srs.stats.load_time = started.elapsed();
-        srs.points = Some(SrsPoints { h, l, a, b_g1, b_g2 });
+        srs.points = Some(points);
         tracing::info!(
             points = lengths.h + lengths.l + lengths.a + 2 * lengths.b_g1,
             ms = srs.stats.load_time.as_millis() as u64,
