@@ -274,7 +274,7 @@ impl Inner {
                 self.hints
                     .record_backend_hint(&job.circuit_id, dev.backend.name(), hint)
             });
-            self.rewarm_after_proof(&job.circuit_id, learned);
+            self.warm.rewarm_after_proof(&job.circuit_id, learned);
             self.metrics.proofs_completed.fetch_add(1, Ordering::Relaxed);
             self.metrics.observe(Phase::Total, flight.timings.total());
             self.complete(&job, flight, proof, device);
@@ -326,8 +326,8 @@ impl Inner {
             if self.budget.has_waiters() {
                 self.budget.reclaim();
             }
-            if self.abc_on_device {
-                self.rewarm_without_abc();
+            if self.sizing.abc_on_device() {
+                self.warm.rewarm_without_abc();
             }
         }
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use pinprove_groth16::{AbcLayout, CapacityHints};
+use pinprove_groth16::CapacityHints;
 use pinprove_mem::{MemoryBudget, PinnedPool};
 
 use super::job_table::JobTable;
@@ -26,10 +26,8 @@ pub(crate) struct Inner {
     pub(super) srs: Arc<SrsRegistry>,
     pub(super) devices: DeviceSlots,
     pub(super) gauges: Arc<Gauges>,
-    pub(super) layout: AbcLayout,
-    /// Whether pre-compiled partitions leave a/b/c to the devices (every
-    /// backend computes them there).
-    pub(super) abc_on_device: bool,
+    /// What a partition is admitted with.
+    pub(super) sizing: Arc<super::sizing::Sizing>,
     /// The synthesis queue and the scheduling policy over it.
     pub(super) scheduler: super::scheduler::Scheduler,
     /// Threads an urgent partition's synthesis runs on: on rayon's global

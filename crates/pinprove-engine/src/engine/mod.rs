@@ -22,6 +22,7 @@ mod outcome;
 mod precompiled;
 mod precompiler;
 mod scheduler;
+mod sizing;
 mod slots;
 mod snapshot;
 mod state;
@@ -38,7 +39,7 @@ use std::time::{Duration, Instant};
 use ff::Field;
 #[cfg(any(test, feature = "lab"))]
 use pinprove_groth16::shape::CircuitShape;
-use pinprove_groth16::{AbcLayout, Backend, CapacityHints, Scalar, VerifyingKey};
+use pinprove_groth16::{Backend, CapacityHints, Scalar, VerifyingKey};
 use pinprove_mem::ErrorChain;
 use pinprove_mem::PinnedPool;
 use pinprove_mem::sync::Recover;
@@ -177,17 +178,6 @@ impl Engine {
             Arc::clone(&hints),
             config.srs_idle_timeout,
         );
-        // Synthesis serves every device: pad for the FFT when any backend
-        // runs it on the CPU.
-        let layout = if devices
-            .iter()
-            .any(|d| d.backend.capabilities().abc_layout == AbcLayout::PaddedToDomain)
-        {
-            AbcLayout::PaddedToDomain
-        } else {
-            AbcLayout::Exact
-        };
-        let abc_on_device = devices.iter().all(|d| d.backend.capabilities().evaluates_recordings);
         let slots = slots::DeviceSlots::new(devices, config.workers_per_device, Arc::clone(&pool));
         let timeline = Arc::new(Timeline::new(config.timeline_capacity));
         let gpu_telemetry = config.gpu_telemetry.clone();
@@ -195,8 +185,22 @@ impl Engine {
             config.precompiled,
             config.hints_dir.clone(),
             Arc::clone(&budget),
-            backends,
+            backends.clone(),
             Arc::clone(&timeline),
+        );
+        let sizing = Arc::new(sizing::Sizing::new(
+            Arc::clone(&pool),
+            Arc::clone(&srs),
+            Arc::clone(&hints),
+            Arc::clone(&precompiled),
+            backends,
+        ));
+        let warm = warm_sets::WarmSets::new(
+            Arc::clone(&sizing),
+            Arc::clone(&pool),
+            Arc::clone(&srs),
+            config.warm_partitions,
+            config.synthesis_workers,
         );
         // As many as rayon's global threads: alone, an urgent synthesis
         // runs as fast as it would there; beside a stream the kernel shares
@@ -219,9 +223,8 @@ impl Engine {
             hints,
             srs,
             devices: slots,
-            layout,
-            abc_on_device,
-            warm: Default::default(),
+            sizing,
+            warm,
             precompiled,
             jobs: job_table::JobTable::new(finished_jobs_kept),
             metrics: Metrics::default(),
@@ -296,7 +299,7 @@ impl Engine {
     /// from its parameters before the first synthesis), in a background
     /// job.
     pub fn working_set(&self, circuit_id: &str, parts: usize) -> Result<u64, EngineError> {
-        self.inner.working_set(circuit_id, parts, false)
+        self.inner.sizing.working_set(circuit_id, parts, false)
     }
 
     /// The shape of a circuit type as its registered parameters give it
@@ -319,7 +322,7 @@ impl Engine {
         let loaded = self.inner.srs.preload(circuit_id)?;
         // What a stream of this circuit will ask the pool for, ready before
         // it arrives.
-        self.inner.warm(circuit_id)?;
+        self.inner.warm.warm(circuit_id)?;
         Ok(loaded)
     }
 
@@ -335,7 +338,7 @@ impl Engine {
     pub fn keep_ready(&self, circuit_id: &str, partitions: usize) -> Result<(), EngineError> {
         self.inner.warm.keep(circuit_id, partitions);
         if self.inner.warm.warmed(circuit_id).is_some() {
-            self.inner.warm(circuit_id)?;
+            self.inner.warm.warm(circuit_id)?;
         }
         Ok(())
     }
@@ -350,7 +353,7 @@ impl Engine {
             .warm
             .not_warmed(self.inner.hints.all().into_keys())
             .into_iter()
-            .filter(|id| match self.inner.warm(id) {
+            .filter(|id| match self.inner.warm.warm(id) {
                 Ok(()) => true,
                 Err(e) => {
                     tracing::warn!(circuit = %id, "cannot warm the pool for a hinted circuit: {}", ErrorChain(&e));
@@ -389,6 +392,7 @@ impl Engine {
         }
         let heap = spec.partitions.iter().map(|p| p.heap_bytes()).max().unwrap_or(0);
         let needed = inner
+            .sizing
             .working_set(&spec.circuit_id, 0, spec.priority.is_urgent())?
             .saturating_add(heap)
             .saturating_add(inner.srs.load_estimate(&spec.circuit_id)?);

@@ -29,7 +29,8 @@ impl Inner {
     fn plan_recording(&self, circuit_id: &str, partition: &dyn Partition) -> Option<Arc<Held>> {
         let estimate = || {
             // Matrices of a few entries a row take about what a, b and c do.
-            self.partition_buffers(circuit_id)
+            self.sizing
+                .partition_buffers(circuit_id)
                 .map_or(0, |b| b[..3].iter().sum::<usize>() as u64)
         };
         let lengths = || self.srs.shape_and_lengths(circuit_id).ok().map(|(_, l)| l);
@@ -57,7 +58,7 @@ impl Inner {
                     let mut left = Some(funds);
                     // Where the devices compute a/b/c, only the witness is
                     // held.
-                    let on_device = self.devices_evaluate(rec);
+                    let on_device = self.sizing.devices_evaluate(rec);
                     let made = if on_device {
                         defer(Arc::clone(rec), witness, &mut left)
                     } else {

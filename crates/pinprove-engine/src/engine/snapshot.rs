@@ -64,7 +64,7 @@ impl Inner {
                 .status()
                 .into_iter()
                 .map(|c| CircuitSynthesis {
-                    abc_on_device: c.mode == SynthesisMode::Precompiled && !self.abc_on_host(&c.circuit_id),
+                    abc_on_device: c.mode == SynthesisMode::Precompiled && !self.sizing.abc_on_host(&c.circuit_id),
                     ..c
                 })
                 .collect(),

@@ -283,7 +283,7 @@ fn prove_in_tight_budget(
     partitions: usize,
     synthesis_ms: u64,
     device_ms: u64,
-) -> Arc<pinprove_mem::PinnedPool> {
+) -> (Arc<pinprove_mem::PinnedPool>, u64) {
     let dir = temp_dir(name);
     let c = BenchCircuit::new(20_000, WitnessMix::Random).unwrap();
     let params = synthetic_params(&c, &dir);
@@ -308,8 +308,9 @@ fn prove_in_tight_budget(
     assert!(acct.max.load(Ordering::SeqCst) <= total);
     assert_idle(&engine, &pool, &acct, name);
     assert_eq!(engine.status().pool_handed_over, pool.stats().handed_over);
+    let loads = engine.status().srs.iter().map(|s| s.loads).sum();
     std::fs::remove_dir_all(&dir).unwrap();
-    pool
+    (pool, loads)
 }
 
 /// A partition's working set and the loaded parameters' bytes of circuit
@@ -330,7 +331,7 @@ fn a_stream_waiting_for_memory_is_handed_returned_buffers_instead_of_pinning_aga
     // eight: partitions wait for memory while others give their buffers
     // back. Those buffers go to the waiting partitions; freeing them for
     // their bytes would make each partition pin its five buffers afresh.
-    let pool = prove_in_tight_budget("handover", 5, 8, 20, 5);
+    let (pool, _) = prove_in_tight_budget("handover", 5, 8, 20, 5);
     let s = pool.stats();
     assert!(s.handed_over > 0, "no partition waited for memory: {s:?}");
     // Two partitions' five buffers, and a few where a partition fitted the
@@ -454,12 +455,10 @@ fn partitions_of_a_type_not_yet_loaded_let_one_of_them_pay_for_the_load() {
     // keep asking for the parameters' bytes after it loaded them, and wait
     // until the idle parameters were evicted (minutes: the job would time
     // out), only to load them again.
-    let pool = prove_in_tight_budget("load-claim", 3, 4, 0, 0);
-    assert_eq!(
-        pool.budget().stats().evicted_bytes,
-        0,
-        "the parameters were loaded once"
-    );
+    // (Idle pool buffers may be freed for a waiting partition meanwhile:
+    // what is counted is the parameters' loads.)
+    let (_, loads) = prove_in_tight_budget("load-claim", 3, 4, 0, 0);
+    assert_eq!(loads, 1, "the parameters were loaded once");
 }
 
 #[test]
