@@ -19,7 +19,7 @@
 //! devices = "all"                    # or ordinals: "0,1"
 //! workers_per_device = 2
 //! queue_depth = 2                    # pieces of proofs queued on a GPU at once; 1 lets WinningPoSt in sooner
-//! partitions_sharing_bases = 2       # partitions whose MSMs read bases streamed from host memory together
+//! partitions_sharing_bases = 1       # partitions whose MSMs read bases streamed from host memory together
 //! memory_limit = "22GiB"             # the most pinprove takes of each GPU; default: what it has free
 //!
 //! [synthesis]
@@ -194,7 +194,7 @@ pub struct GpuConfig {
     pub queue_depth: Option<usize>,
     /// Partitions of one circuit whose l, a and b MSMs read bases streamed
     /// from host memory together (native backend, when the bases do not
-    /// fit the GPU; default 2): the bases cross PCIe once for all of them,
+    /// fit the GPU; default 1, off, until measured): the bases cross PCIe once for all of them,
     /// each partition waiting for the others' h. 1: each streams its own.
     pub partitions_sharing_bases: Option<usize>,
     /// The most memory pinprove takes of each GPU ("24GiB"; default: what

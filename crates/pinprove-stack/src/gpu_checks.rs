@@ -32,13 +32,24 @@ fn newest_passing(table: &str) -> Option<(String, String)> {
     found
 }
 
+/// The defaults before the first passing check: those of the builds
+/// whose 32 GiB runs passed on a 16 GB card's room (README's figures,
+/// 2026-12-06), pairing off (on, it failed every paired partition,
+/// 2026-12-07).
+const BEFORE_THE_FIRST_CHECK: &str =
+    "srs_placement=device queue_depth=2 prep_threads=0 workers_per_device=2 memory_limit=none partitions_sharing_bases=1";
+
 #[test]
 fn the_default_gpu_settings_are_those_of_the_newest_passing_gpu_check() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/gpu-checks.md");
     let table = std::fs::read_to_string(path).unwrap();
     let defaults = NativeOptions::default().settings();
     let Some((settings, line)) = newest_passing(&table) else {
-        panic!("docs/gpu-checks.md has no passing line: run scripts/gpu-check with the defaults ({defaults})");
+        assert_eq!(
+            defaults, BEFORE_THE_FIRST_CHECK,
+            "docs/gpu-checks.md has no passing line yet: a GPU default changes only with one"
+        );
+        return;
     };
     assert_eq!(
         settings, defaults,

@@ -201,7 +201,7 @@ impl Default for NativeOptions {
             prep_threads: 0,
             workers_per_device: 2,
             memory_limit: None,
-            partitions_sharing_bases: 2,
+            partitions_sharing_bases: pinprove_cuda::NativeConfig::default().partitions_sharing_bases,
         }
     }
 }

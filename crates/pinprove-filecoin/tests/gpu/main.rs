@@ -57,7 +57,8 @@ fn streaming_limit(kind: ProofKind) -> u64 {
     limit
 }
 
-/// A prover at the daemon's defaults on the native backend, with the
+/// A prover at the daemon's defaults on the native backend (but for
+/// pairing, on: two background partitions per start), with the
 /// least GPU memory in which every kind of `kinds` streams its bases, a
 /// budget of `budget` bytes, one device worker and one piece queued at a
 /// time (so that background partitions gather in the hand-off and are
@@ -77,6 +78,8 @@ fn native_prover(test: &str, kinds: &[ProofKind], budget: u64) -> Option<Filecoi
             memory_limit: Some(memory_limit),
             queue_depth: 1,
             workers_per_device: 1,
+            // Pairing, on here whatever the default.
+            partitions_sharing_bases: 2,
             ..NativeOptions::default()
         },
         ..StackConfig::default()
