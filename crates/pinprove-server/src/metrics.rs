@@ -6,11 +6,18 @@ use std::sync::atomic::Ordering;
 
 use pinprove_mem::sync::Recover;
 
+use crate::job_prover::JobProver;
 use crate::jobs::Jobs;
 
 /// The engine's metrics and the daemon's own.
 pub(crate) fn metrics_text(jobs: &Jobs) -> String {
     let mut out = jobs.prover().engine().metrics_text();
+    daemon_metrics(jobs, &mut out);
+    out
+}
+
+/// The job table's counters and gauges, per kind where they are kept so.
+pub(crate) fn daemon_metrics<P: JobProver>(jobs: &Jobs<P>, out: &mut String) {
     let c = &jobs.counters;
     for (name, help, v) in [
         ("pinprove_requests_total", "Proof requests taken.", &c.submitted),
@@ -59,7 +66,7 @@ pub(crate) fn metrics_text(jobs: &Jobs) -> String {
     );
     let latencies = c.proof_seconds.lock().recover().clone();
     for (k, h) in latencies.iter() {
-        h.render(&mut out, "pinprove_proof_seconds", &format!("kind=\"{}\"", k.name()));
+        h.render(out, "pinprove_proof_seconds", &format!("kind=\"{}\"", k.name()));
     }
     let (active, bytes, max_bytes, known) = jobs.load();
     let _ = writeln!(
@@ -87,5 +94,4 @@ pub(crate) fn metrics_text(jobs: &Jobs) -> String {
         c.verified.load(Ordering::Relaxed),
         c.verification_us.load(Ordering::Relaxed) as f64 / 1e6
     );
-    out
 }

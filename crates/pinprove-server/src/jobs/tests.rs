@@ -425,3 +425,36 @@ async fn a_requests_own_priority_decides_its_share_of_the_bounds_and_its_place()
     assert_eq!(jobs.ahead_of(&critical), 0);
     assert_eq!(jobs.ahead_of(&post), 3, "a WindowPoSt sent as Low goes last");
 }
+
+/// Every kind has its place in each table the daemon keeps by kind: its
+/// `[jobs] max_active` entry (written and read back by its name), its
+/// unfinished jobs and latency histogram, and their metrics. A new kind
+/// needs only its row in `proof_kinds!` for these (ARCHITECTURE.md,
+/// "Adding a proof kind").
+#[tokio::test]
+async fn every_kind_is_counted_bounded_and_reported() {
+    let limits = crate::config::ActiveLimits::default();
+    let written = toml::to_string(&JobsConfig::default()).unwrap();
+    let read: JobsConfig = toml::from_str(&written).unwrap();
+    assert_eq!(read.max_active, limits, "{written}");
+    let (fake, jobs) = table(config());
+    for (i, kind) in ProofKind::ALL.into_iter().enumerate() {
+        assert!(limits.of(kind) > 0);
+        assert!(written.contains(kind.name()), "{kind} in {written}");
+        let (job, _) = submit(&jobs, &format!("{i}"), kind, &[i as u8], false).await.unwrap();
+        fake.end(in_prover(&job).await, End::Proved);
+        ended(&job).await;
+    }
+    let mut text = String::new();
+    crate::metrics::daemon_metrics(&jobs, &mut text);
+    for kind in ProofKind::ALL {
+        let name = kind.name();
+        assert!(text.contains(&format!("pinprove_jobs_active{{kind=\"{name}\"}}")), "{text}");
+        assert!(
+            text.contains(&format!("pinprove_proof_seconds_count{{kind=\"{name}\"}} 1")),
+            "{name}: {text}"
+        );
+    }
+    let unknown = toml::from_str::<JobsConfig>("[max_active]\nsealing = 3\n").unwrap_err();
+    assert!(unknown.to_string().contains("unknown proof kind `sealing`"), "{unknown}");
+}
