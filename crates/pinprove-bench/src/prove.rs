@@ -11,7 +11,7 @@ use blstrs::Bls12;
 use clap::{Args, ValueEnum};
 use ff::Field;
 use pinprove_groth16::circuits::BenchCircuit;
-use pinprove_groth16::{Backend, CapacityHints, ProvingJob, Srs, Validation, synthesize};
+use pinprove_groth16::{Backend, CapacityHints, ProofBatch, Srs, Validation, synthesize};
 use pinprove_mem::PinnedPool;
 use pinprove_stack::{BackendKind, DeviceSelection, Stack, StackConfig};
 use rand::SeedableRng;
@@ -148,7 +148,7 @@ fn measure(
         let t0 = Instant::now();
         let (asg, _) = synthesize(circuit.clone(), &id, pool, &hints, layout, None)?;
         let t1 = Instant::now();
-        let started = backend.start(ProvingJob::new(Arc::clone(srs), vec![asg], vec![(r, s)]))?;
+        let started = backend.start(ProofBatch::new(Arc::clone(srs), vec![asg], vec![(r, s)]))?;
         let t2 = Instant::now();
         let proof = started.finish()?.remove(0).to_bytes();
         let t3 = Instant::now();

@@ -9,7 +9,7 @@ use blstrs::Scalar;
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::shape::CircuitShape;
 use pinprove_groth16::synthetic::write_synthetic_params;
-use pinprove_groth16::{AbcLayout, Backend, CapacityHints, ProvingJob, Srs, synthesize};
+use pinprove_groth16::{AbcLayout, Backend, CapacityHints, ProofBatch, Srs, synthesize};
 use pinprove_mem::{HeapAllocator, MemoryBudget, PinnedPool, PoolConfig};
 
 fn main() {
@@ -63,7 +63,7 @@ fn main() {
         _ => {
             let gpu = pinprove_cuda::SuprasealBackend::new().unwrap();
             let srs = Arc::new(Srs::read_file_header(&path).unwrap());
-            gpu.prove(ProvingJob::new(
+            gpu.prove(ProofBatch::new(
                 srs,
                 vec![asg],
                 vec![(Scalar::from(3u64), Scalar::from(5u64))],

@@ -20,7 +20,7 @@ use blst::{blst_p1_affine, blst_p2_affine};
 use blstrs::{G1Affine, G2Affine, Scalar};
 use group::prime::PrimeCurveAffine;
 use pinprove_groth16::{
-    AbcLayout, Backend, Capabilities, Proof, ProveError, ProvingAssignment, ProvingJob, Srs, StartedProof, Validation,
+    AbcLayout, Backend, Capabilities, Proof, ProofBatch, ProveError, ProvingAssignment, Srs, StartedProof, Validation,
     check_job, precompiled,
 };
 use pinprove_mem::ErrorChain;
@@ -209,7 +209,7 @@ impl Backend for SuprasealBackend {
             .collect()
     }
 
-    fn start(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+    fn start(&self, mut job: ProofBatch) -> Result<Box<dyn StartedProof>, ProveError> {
         check_job(&job)?;
         let path = job
             .srs

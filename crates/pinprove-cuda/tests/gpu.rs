@@ -12,7 +12,7 @@ use pinprove_cuda::{NativeBackend, NativeConfig, SrsPlacement, SuprasealBackend}
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::precompiled::Recording;
 use pinprove_groth16::{
-    AbcLayout, Backend, CapacityHints, CpuBackend, Proof, ProveError, ProvingAssignment, ProvingJob, Srs, Validation,
+    AbcLayout, Backend, CapacityHints, CpuBackend, Proof, ProofBatch, ProveError, ProvingAssignment, Srs, Validation,
     synthesize,
 };
 use pinprove_mem::{MemoryBudget, PinnedPool, PinnedVec, PoolConfig};
@@ -138,7 +138,7 @@ fn prove(
     let layout = backend.capabilities().abc_layout;
     let (asg, _) = synthesize(c.clone(), &c.id(), pool, &hints, layout, None).unwrap();
     backend
-        .prove(ProvingJob::new(Arc::clone(srs), vec![asg], vec![rs]))
+        .prove(ProofBatch::new(Arc::clone(srs), vec![asg], vec![rs]))
         .unwrap()
         .remove(0)
 }
@@ -353,7 +353,7 @@ fn supraseal_errors_are_values() {
     let hints = CapacityHints::in_memory();
     let (asg, _) = synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
     let err = gpu
-        .prove(ProvingJob::new(in_memory, vec![asg], vec![(Scalar::ONE, Scalar::ONE)]))
+        .prove(ProofBatch::new(in_memory, vec![asg], vec![(Scalar::ONE, Scalar::ONE)]))
         .unwrap_err();
     assert!(matches!(err, ProveError::Backend { .. }), "{err}");
     // A missing file.
@@ -469,7 +469,7 @@ fn pending_proves_as_classic(
     (want, pending): (ProvingAssignment, ProvingAssignment),
     rs: (Scalar, Scalar),
 ) -> pinprove_cuda::NativePhases {
-    let job = |asg| ProvingJob::new(Arc::clone(srs), vec![asg], vec![rs]);
+    let job = |asg| ProofBatch::new(Arc::clone(srs), vec![asg], vec![rs]);
     let classic = gpu.prove(job(want)).unwrap().remove(0);
     let from_witness = gpu.prove(job(pending)).unwrap().remove(0);
     let phases = gpu.last_phases().unwrap();

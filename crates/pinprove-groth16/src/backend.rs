@@ -8,7 +8,7 @@ use crate::{AbcLayout, BackendHint, CapacityHint, Proof, ProveError, ProvingAssi
 /// One or more synthesized circuits sharing one SRS, with the blinding
 /// factors (r, s) of each proof.
 #[non_exhaustive]
-pub struct ProvingJob {
+pub struct ProofBatch {
     /// The parameters all circuits are proved with.
     pub srs: Arc<Srs>,
     /// The synthesized circuits, all of the same shape.
@@ -21,12 +21,12 @@ pub struct ProvingJob {
     pub urgent: bool,
 }
 
-impl ProvingJob {
+impl ProofBatch {
     /// A job proving `assignments` (all of one circuit's shape) with `srs`,
     /// one (r, s) pair per assignment, not urgent. New fields get defaults
     /// here, so a caller's code keeps compiling as the job grows.
     pub fn new(srs: Arc<Srs>, assignments: Vec<ProvingAssignment>, randomness: Vec<(Scalar, Scalar)>) -> Self {
-        ProvingJob {
+        ProofBatch {
             srs,
             assignments,
             randomness,
@@ -34,7 +34,7 @@ impl ProvingJob {
         }
     }
 
-    /// The same job, urgent or not (see [`ProvingJob::urgent`]).
+    /// The same job, urgent or not (see [`ProofBatch::urgent`]).
     pub fn with_urgent(mut self, urgent: bool) -> Self {
         self.urgent = urgent;
         self
@@ -94,7 +94,7 @@ pub trait Backend: Send + Sync {
     /// (a/b/c and the assignments), for admission by the memory budget.
     /// `queries`, when known, are the parameters' query lengths: the bases
     /// each MSM runs over, which bound what a backend prepares for them.
-    /// `urgent` as in [`ProvingJob`]: a backend whose background proofs
+    /// `urgent` as in [`ProofBatch`]: a backend whose background proofs
     /// prepare into buffers it keeps for itself (already in the budget)
     /// adds nothing for them.
     fn extra_working_set(&self, shape: &CapacityHint, queries: Option<&QueryLengths>, urgent: bool) -> u64 {
@@ -109,7 +109,7 @@ pub trait Backend: Send + Sync {
     /// Paid for out of the assignment's working set and kept in it for
     /// [`start`](Self::start), which does the work itself for an
     /// assignment not prepared (or prepared for other circumstances, such
-    /// as parameters no longer resident). `urgent` as in [`ProvingJob`].
+    /// as parameters no longer resident). `urgent` as in [`ProofBatch`].
     fn prepare(&self, srs: &Srs, assignment: &mut ProvingAssignment, urgent: bool) -> Result<(), ProveError> {
         let _ = (srs, assignment, urgent);
         Ok(())
@@ -215,10 +215,10 @@ pub trait Backend: Send + Sync {
 
     /// First step: checks the job against its parameters, runs the FFT part
     /// and releases a/b/c.
-    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError>;
+    fn start(&self, job: ProofBatch) -> Result<Box<dyn StartedProof>, ProveError>;
 
     /// Both steps at once.
-    fn prove(&self, job: ProvingJob) -> Result<Vec<Proof>, ProveError> {
+    fn prove(&self, job: ProofBatch) -> Result<Vec<Proof>, ProveError> {
         self.start(job)?.finish()
     }
 }
@@ -235,7 +235,7 @@ pub trait StartedProof: Send {
 /// batch, one (r, s) per circuit, equal shapes, and parameters whose every
 /// query has exactly the size the circuit needs. Returns the number of
 /// constraints.
-pub fn check_job(job: &ProvingJob) -> Result<usize, ProveError> {
+pub fn check_job(job: &ProofBatch) -> Result<usize, ProveError> {
     let first = job.assignments.first().ok_or(ProveError::EmptyBatch)?;
     if job.randomness.len() != job.assignments.len() {
         return Err(ProveError::RandomnessCount {

@@ -13,7 +13,7 @@ use crate::domain::{Domain, bit_reverse_index, domain_size};
 use crate::msm::{ScalarBytes, g1_msm, g2_msm};
 use crate::params::SrsPoints;
 use crate::{
-    AbcLayout, Backend, Capabilities, CapacityHint, Density, Proof, ProveError, ProvingJob, QueryLengths, Scalar, Srs,
+    AbcLayout, Backend, Capabilities, CapacityHint, Density, Proof, ProofBatch, ProveError, QueryLengths, Scalar, Srs,
     StartedProof, Witness,
 };
 
@@ -56,7 +56,7 @@ impl Backend for CpuBackend {
         32 * m + 16 * m + 2 * 32 * (shape.inputs + shape.aux) as u64
     }
 
-    fn start(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+    fn start(&self, mut job: ProofBatch) -> Result<Box<dyn StartedProof>, ProveError> {
         let started = Instant::now();
         let n = check_job(&job)?;
         if job.srs.points().is_none() {

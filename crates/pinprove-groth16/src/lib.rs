@@ -25,7 +25,7 @@
 //!
 //! use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 //! use pinprove_groth16::setup::{self, ToxicWaste};
-//! use pinprove_groth16::{AbcLayout, Backend, CapacityHints, CpuBackend, ProvingJob, Scalar, Srs, Validation, synthesize};
+//! use pinprove_groth16::{AbcLayout, Backend, CapacityHints, CpuBackend, ProofBatch, Scalar, Srs, Validation, synthesize};
 //! use pinprove_mem::{HeapAllocator, MemoryBudget, PinnedPool, PoolConfig};
 //! use rand_chacha::ChaCha8Rng;
 //! use rand_core::SeedableRng;
@@ -45,7 +45,7 @@
 //! // Synthesis into pool buffers, then the proof.
 //! let hints = CapacityHints::in_memory();
 //! let (assignment, _) = synthesize(circuit.clone(), &circuit.id(), &pool, &hints, AbcLayout::PaddedToDomain, None)?;
-//! let job = ProvingJob::new(srs, vec![assignment], vec![(Scalar::from(3u64), Scalar::from(5u64))]);
+//! let job = ProofBatch::new(srs, vec![assignment], vec![(Scalar::from(3u64), Scalar::from(5u64))]);
 //! let proof = CpuBackend::new(Arc::clone(&pool)).prove(job)?.remove(0);
 //!
 //! // Checked by the reference verifier.
@@ -102,7 +102,7 @@ mod synth;
 pub mod synthetic;
 
 pub use assignment::{ProvingAssignment, Witness, WitnessRef, evaluate_constraint};
-pub use backend::{Backend, Capabilities, ProvingJob, ResidentSrs, StartedProof, check_job};
+pub use backend::{Backend, Capabilities, ProofBatch, ResidentSrs, StartedProof, check_job};
 pub use cpu::{CpuBackend, assemble};
 pub use density::Density;
 pub use error::{DeviceFault, LostDevice, ParamsError, PrecompiledError, ProveError, SetupError};

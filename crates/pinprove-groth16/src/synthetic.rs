@@ -282,7 +282,7 @@ mod tests {
         assert_eq!(g, (G1Projective::generator() * Scalar::from(42u64)).to_affine());
         // The CPU backend accepts them (the proof itself does not verify).
         let proofs = crate::CpuBackend::new(Arc::clone(&pool))
-            .prove(crate::ProvingJob::new(
+            .prove(crate::ProofBatch::new(
                 srs,
                 vec![asg],
                 vec![(Scalar::from(1u64), Scalar::from(2u64))],

@@ -36,8 +36,7 @@ fn newest_passing(table: &str) -> Option<(String, String)> {
 /// whose 32 GiB runs passed on a 16 GB card's room (README's figures,
 /// 2026-12-06), pairing off (on, it failed every paired partition,
 /// 2026-12-07).
-const BEFORE_THE_FIRST_CHECK: &str =
-    "srs_placement=device queue_depth=2 prep_threads=0 workers_per_device=2 memory_limit=none partitions_sharing_bases=1";
+const BEFORE_THE_FIRST_CHECK: &str = "srs_placement=device queue_depth=2 prep_threads=0 workers_per_device=2 memory_limit=none partitions_sharing_bases=1";
 
 #[test]
 fn the_default_gpu_settings_are_those_of_the_newest_passing_gpu_check() {

@@ -9,7 +9,7 @@ use anyhow::Result;
 use pinprove_cuda::runtime::{DeviceBuffer, Stream};
 use pinprove_groth16::circuits::BenchCircuit;
 use pinprove_groth16::{
-    AbcLayout, Backend, CapacityHints, Proof, ProvingAssignment, ProvingJob, Scalar, Srs, Validation, synthesize,
+    AbcLayout, Backend, CapacityHints, Proof, ProofBatch, ProvingAssignment, Scalar, Srs, Validation, synthesize,
 };
 use pinprove_mem::PinnedPool;
 use pinprove_stack::{BackendKind, NativeOptions};
@@ -62,9 +62,9 @@ pub(super) fn cross_check(
 ) -> Result<(bool, bool, Proof)> {
     let rs = rs();
     let hints = CapacityHints::in_memory();
-    let job = |srs: &Arc<Srs>, layout| -> Result<ProvingJob> {
+    let job = |srs: &Arc<Srs>, layout| -> Result<ProofBatch> {
         let (asg, _) = synthesize(circuit.clone(), &circuit.id(), pool, &hints, layout, None)?;
-        Ok(ProvingJob::new(Arc::clone(srs), vec![asg], vec![rs]))
+        Ok(ProofBatch::new(Arc::clone(srs), vec![asg], vec![rs]))
     };
     let proof = gpu.prove(job(loaded, AbcLayout::Exact)?)?.remove(0);
     let on_gpu = proof.to_bytes();
@@ -103,9 +103,9 @@ pub(super) fn compare_case(
     let (srs, _) = load(other, path, pinned)?;
     let hints = CapacityHints::in_memory();
     let rs = rs();
-    let job = |srs: &Arc<Srs>| -> Result<ProvingJob> {
+    let job = |srs: &Arc<Srs>| -> Result<ProofBatch> {
         let (asg, _) = synthesize(circuit.clone(), &circuit.id(), pinned, &hints, AbcLayout::Exact, None)?;
-        Ok(ProvingJob::new(Arc::clone(srs), vec![asg], vec![rs]))
+        Ok(ProofBatch::new(Arc::clone(srs), vec![asg], vec![rs]))
     };
     let mut times = Vec::new();
     let mut theirs = None;

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail, ensure};
 use pinprove_cuda::runtime::{DeviceBuffer, Stream};
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::precompiled::{defer, record, synthesize_witness};
-use pinprove_groth16::{AbcLayout, CapacityHints, ProvingJob, synthesize};
+use pinprove_groth16::{AbcLayout, CapacityHints, ProofBatch, synthesize};
 use pinprove_mem::{BudgetConfig, MemoryBudget, PinnedPool, PoolConfig};
 use pinprove_stack::{BackendKind, BuiltBackend, NativeOptions, PoolMemory};
 use serde::Serialize;
@@ -230,7 +230,7 @@ pub(super) fn run(args: &GpuArgs) -> Result<()> {
                         let (up, ub) = upload_abc(&stream, &mut dev, &asg)?;
                         let t3 = Instant::now();
                         let proof = backend
-                            .prove(ProvingJob::new(Arc::clone(&srs), vec![asg], vec![rs()]))?
+                            .prove(ProofBatch::new(Arc::clone(&srs), vec![asg], vec![rs()]))?
                             .remove(0);
                         let t4 = Instant::now();
                         // Every proof of the case, warm-ups too, against the reference.

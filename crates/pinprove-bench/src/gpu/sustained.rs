@@ -11,7 +11,7 @@ use crate::baseline::VecAssignment;
 use crate::utilization::mean;
 use anyhow::{Context, Result};
 use pinprove_groth16::circuits::BenchCircuit;
-use pinprove_groth16::{AbcLayout, Backend, CapacityHints, Proof, ProveError, ProvingJob, Srs, synthesize};
+use pinprove_groth16::{AbcLayout, Backend, CapacityHints, Proof, ProofBatch, ProveError, Srs, synthesize};
 use pinprove_mem::PinnedPool;
 use serde::Serialize;
 
@@ -87,7 +87,7 @@ pub(super) fn sustained(
         let proved = (|| -> Result<bool, ProveError> {
             let mut identical = true;
             for (i, asg) in partitions.into_iter().enumerate() {
-                let job = ProvingJob::new(Arc::clone(srs), vec![asg], vec![rs()]);
+                let job = ProofBatch::new(Arc::clone(srs), vec![asg], vec![rs()]);
                 in_flight.push_back(backend.start(job)?);
                 if i == 0 {
                     steady.0 = Instant::now();

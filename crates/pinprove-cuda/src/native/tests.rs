@@ -9,7 +9,7 @@ use blstrs::{G1Projective, G2Projective, Scalar};
 use ff::Field;
 use group::Group;
 use pinprove_groth16::domain::{Domain, bit_reverse_index};
-use pinprove_groth16::{AbcLayout, Backend, ProveError, ProvingJob, Srs, StartedProof, Witness};
+use pinprove_groth16::{AbcLayout, Backend, ProofBatch, ProveError, Srs, StartedProof, Witness};
 use pinprove_mem::PinnedPool;
 use pinprove_mem::test_util::skip_without_gpu;
 
@@ -244,7 +244,7 @@ fn start_synthesized(
     urgent: bool,
 ) -> Result<Box<dyn StartedProof>, ProveError> {
     backend.start(
-        ProvingJob::new(
+        ProofBatch::new(
             Arc::clone(srs),
             vec![asg],
             vec![(Scalar::from(3u64), Scalar::from(4u64))],
@@ -374,7 +374,7 @@ fn a_faulting_kernel_loses_the_device_and_nothing_else() {
         }
         // The next proof meets the fault.
         let next = gpu
-            .start(ProvingJob::new(
+            .start(ProofBatch::new(
                 Arc::clone(&srs),
                 vec![asg],
                 vec![(Scalar::from(3u64), Scalar::from(4u64))],
@@ -629,7 +629,7 @@ fn partitions_sharing_streamed_bases_each_get_their_own_proof() {
             .iter()
             .map(|c| synthesized(backend, &pool, c).unwrap())
             .collect();
-        ProvingJob::new(Arc::clone(&srs), assignments, randomness.clone()).with_urgent(urgent)
+        ProofBatch::new(Arc::clone(&srs), assignments, randomness.clone()).with_urgent(urgent)
     };
     let bytes = |proofs: Vec<pinprove_groth16::Proof>| -> Vec<Vec<u8>> {
         proofs.iter().map(|p| p.to_bytes().to_vec()).collect()
@@ -781,7 +781,7 @@ fn later_proofs_of_a_circuit_type_find_their_preparation_buffers_warm() {
     let hints = pinprove_groth16::CapacityHints::in_memory();
     let prove = || -> Vec<u8> {
         let (asg, _) = pinprove_groth16::synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
-        gpu.start(ProvingJob::new(
+        gpu.start(ProofBatch::new(
             Arc::clone(&srs),
             vec![asg],
             vec![(Scalar::from(3u64), Scalar::from(4u64))],

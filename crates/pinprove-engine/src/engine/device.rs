@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use pinprove_groth16::{Proof, ProvingJob};
+use pinprove_groth16::{Proof, ProofBatch};
 use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
 
@@ -111,7 +111,7 @@ impl Inner {
         }
         let urgent = first.job.priority.is_urgent();
         *dev.current_job.lock().recover() = Some(first.job.id);
-        let job = ProvingJob::new(
+        let job = ProofBatch::new(
             Arc::clone(&first.srs),
             assignments,
             flights.iter().map(|f| f.randomness).collect(),

@@ -36,7 +36,7 @@ impl Inner {
         let lane = format!("synth-{w}");
         while let Some((p, ticket, mut taken)) = self.take_pending() {
             let (job, index) = (Arc::clone(&p.job), p.index);
-            match catch(|| self.prepare(p, ticket, &mut taken, &lane)) {
+            match catch(|| self.admit_and_synthesize(p, ticket, &mut taken, &lane)) {
                 Ok(Some(item)) => self.hand_off(item),
                 Ok(None) => {}
                 Err(msg) => self.panicked(&job, format!("partition {index}: panicked while being prepared: {msg}")),
@@ -61,7 +61,13 @@ impl Inner {
 
     /// Admits, loads parameters for, and synthesizes one partition, then
     /// routes it to a device. `None` when the job stopped or this failed it.
-    fn prepare(&self, mut p: Pending, ticket: Ticket, taken: &mut Taken<'_>, lane: &str) -> Option<Synthesized> {
+    fn admit_and_synthesize(
+        &self,
+        mut p: Pending,
+        ticket: Ticket,
+        taken: &mut Taken<'_>,
+        lane: &str,
+    ) -> Option<Synthesized> {
         p.wait = tracing::Span::none();
         let span = p.span.clone();
         let job = Arc::clone(&p.job);

@@ -20,7 +20,7 @@ use pinprove_groth16::circuits::BenchCircuit;
 use pinprove_groth16::shape::CircuitShape;
 use pinprove_groth16::synthetic::write_synthetic_params;
 use pinprove_groth16::{
-    AbcLayout, Backend, Capabilities, CapacityHint, CapacityHints, Proof, ProveError, ProvingAssignment, ProvingJob,
+    AbcLayout, Backend, Capabilities, CapacityHint, CapacityHints, Proof, ProofBatch, ProveError, ProvingAssignment,
     QueryLengths, ResidentSrs, Srs, StartedProof, SynthesisStats, check_job, synthesize,
 };
 use pinprove_mem::{HeapAllocator, HostAllocator, MemoryBudget, MemoryKind, PinnedPool, PoolBuffer, PoolConfig};
@@ -198,7 +198,7 @@ impl Backend for TestBackend {
         };
         if self.holds_srs { vec![copy] } else { Vec::new() }
     }
-    fn start(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+    fn start(&self, mut job: ProofBatch) -> Result<Box<dyn StartedProof>, ProveError> {
         check_job(&job)?;
         thread::sleep(self.start);
         // Scratch memory paid out of the partition's admitted working set.
@@ -388,7 +388,7 @@ impl Chaos {
         self.marks.lock().unwrap().insert(key, fault);
     }
 
-    fn fault_of(&self, job: &ProvingJob) -> Option<Fault> {
+    fn fault_of(&self, job: &ProofBatch) -> Option<Fault> {
         let key = job.assignments[0].inputs().get(1)?.to_bytes_le();
         self.marks.lock().unwrap().get(&key).copied()
     }
@@ -416,7 +416,7 @@ impl Backend for Chaos {
     fn extra_working_set(&self, _: &CapacityHint, _: Option<&QueryLengths>, _: bool) -> u64 {
         self.pool.rounded_size(64 << 10).unwrap() as u64
     }
-    fn start(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+    fn start(&self, mut job: ProofBatch) -> Result<Box<dyn StartedProof>, ProveError> {
         check_job(&job)?;
         let fault = self.fault_of(&job);
         // Scratch held between the steps, paid out of the working set: a

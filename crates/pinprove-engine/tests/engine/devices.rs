@@ -344,7 +344,7 @@ impl Backend for PreparesAhead {
         asg.set_prepared(Box::new(thread));
         Ok(())
     }
-    fn start(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+    fn start(&self, mut job: ProofBatch) -> Result<Box<dyn StartedProof>, ProveError> {
         for asg in &mut job.assignments {
             let found = asg
                 .take_prepared()
@@ -440,7 +440,7 @@ impl Backend for Dying {
             evaluates_recordings: false,
         }
     }
-    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+    fn start(&self, job: ProofBatch) -> Result<Box<dyn StartedProof>, ProveError> {
         check_job(&job)?;
         self.starts.fetch_add(1, Ordering::SeqCst);
         thread::sleep(self.start);
@@ -695,7 +695,7 @@ impl Backend for TakesTwo {
     fn partitions_per_start(&self, _: &Srs) -> usize {
         2
     }
-    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+    fn start(&self, job: ProofBatch) -> Result<Box<dyn StartedProof>, ProveError> {
         self.starts.lock().unwrap().push((job.assignments.len(), job.urgent));
         thread::sleep(self.start);
         self.cpu.start(job)

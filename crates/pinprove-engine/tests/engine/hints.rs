@@ -103,7 +103,7 @@ impl Backend for Hinting {
     fn apply_hint(&self, _: &Srs, hint: &BackendHint) {
         self.applied.lock().unwrap().push(hint.clone());
     }
-    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+    fn start(&self, job: ProofBatch) -> Result<Box<dyn StartedProof>, ProveError> {
         self.inner.start(job)
     }
 }

@@ -26,8 +26,8 @@ use pinprove_engine::{
 };
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::{
-    AbcLayout, Backend, BackendHint, Capabilities, CapacityHint, CapacityHints, CpuBackend, DeviceFault, ProveError,
-    ProvingJob, Srs, StartedProof, check_job,
+    AbcLayout, Backend, BackendHint, Capabilities, CapacityHint, CapacityHints, CpuBackend, DeviceFault, ProofBatch,
+    ProveError, Srs, StartedProof, check_job,
 };
 
 use common::*;

@@ -150,7 +150,7 @@ impl Backend for HoldsOnDevice {
     fn needs_host_points(&self, _: &pinprove_groth16::Srs) -> bool {
         false
     }
-    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+    fn start(&self, job: ProofBatch) -> Result<Box<dyn StartedProof>, ProveError> {
         assert!(!self.1 || job.srs.points().is_none(), "the host points were freed");
         self.0.start(job)
     }
@@ -362,7 +362,7 @@ impl Backend for LearnsScratch {
             device_pool_bytes: 0,
         })
     }
-    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+    fn start(&self, job: ProofBatch) -> Result<Box<dyn StartedProof>, ProveError> {
         self.0.start(job)
     }
 }
@@ -521,7 +521,7 @@ impl Backend for UrgentExtra {
     fn extra_working_set(&self, _: &CapacityHint, _: Option<&pinprove_groth16::QueryLengths>, urgent: bool) -> u64 {
         if urgent { self.extra } else { 0 }
     }
-    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+    fn start(&self, job: ProofBatch) -> Result<Box<dyn StartedProof>, ProveError> {
         self.inner.start(job)
     }
 }

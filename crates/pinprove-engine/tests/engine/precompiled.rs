@@ -598,7 +598,7 @@ impl pinprove_groth16::Backend for ComputesAbc {
     }
     fn start(
         &self,
-        job: pinprove_groth16::ProvingJob,
+        job: pinprove_groth16::ProofBatch,
     ) -> Result<Box<dyn pinprove_groth16::StartedProof>, pinprove_groth16::ProveError> {
         let pending = job.assignments.iter().filter(|a| a.recording().is_some()).count();
         self.pending.fetch_add(pending, std::sync::atomic::Ordering::Relaxed);
@@ -771,7 +771,7 @@ impl pinprove_groth16::Backend for KeepsMatrices {
     }
     fn start(
         &self,
-        mut job: pinprove_groth16::ProvingJob,
+        mut job: pinprove_groth16::ProofBatch,
     ) -> Result<Box<dyn pinprove_groth16::StartedProof>, pinprove_groth16::ProveError> {
         let layout = self.cpu.capabilities().abc_layout;
         for asg in &mut job.assignments {

@@ -192,7 +192,7 @@ impl Backend for LearnsShare {
             device_pool_bytes: 0,
         })
     }
-    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+    fn start(&self, job: ProofBatch) -> Result<Box<dyn StartedProof>, ProveError> {
         let started = self.inner.start(job);
         self.proofs.fetch_add(1, Ordering::AcqRel);
         started
@@ -271,7 +271,7 @@ impl Backend for KeepsLaneSet {
             self.share
         }
     }
-    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+    fn start(&self, job: ProofBatch) -> Result<Box<dyn StartedProof>, ProveError> {
         self.inner.pool.keep_for_lanes("lanes", &[self.set]).unwrap();
         self.inner.start(job)
     }

@@ -9,7 +9,7 @@ use pinprove_engine::{EngineConfig, JobOutcome};
 use pinprove_filecoin::sample::SampleSector;
 use pinprove_filecoin::{FilecoinError, FilecoinOptions, FilecoinProver, ParamCache};
 use pinprove_groth16::{
-    Backend, Capabilities, CapacityHint, Proof, ProveError, ProvingJob, QueryLengths, ResidentSrs, Srs, StartedProof,
+    Backend, Capabilities, CapacityHint, Proof, ProofBatch, ProveError, QueryLengths, ResidentSrs, Srs, StartedProof,
 };
 use pinprove_mem::BudgetConfig;
 use pinprove_stack::{BackendKind, Stack, StackConfig};
@@ -54,7 +54,7 @@ impl Backend for Spoiling {
     fn needs_host_points(&self, srs: &Srs) -> bool {
         self.0.needs_host_points(srs)
     }
-    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+    fn start(&self, job: ProofBatch) -> Result<Box<dyn StartedProof>, ProveError> {
         Ok(Box::new(SpoiledStart(self.0.start(job)?)))
     }
 }

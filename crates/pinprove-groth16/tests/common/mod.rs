@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bellpepper_core::Circuit;
 use bellperson::groth16;
 use blstrs::{Bls12, Scalar};
-use pinprove_groth16::{AbcLayout, Backend, CapacityHints, CpuBackend, Proof, ProvingJob, Srs, Validation, synthesize};
+use pinprove_groth16::{AbcLayout, Backend, CapacityHints, CpuBackend, Proof, ProofBatch, Srs, Validation, synthesize};
 use pinprove_mem::{HeapAllocator, MemoryBudget, PinnedPool, PoolConfig};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -67,7 +67,7 @@ pub fn our_proof<C: Circuit<Scalar>>(
 ) -> Proof {
     let backend = CpuBackend::new(Arc::clone(pool));
     let (asg, _) = synthesize(circuit, id, pool, hints, AbcLayout::PaddedToDomain, None).expect("synthesis");
-    let job = ProvingJob::new(Arc::clone(srs), vec![asg], vec![(r, s)]);
+    let job = ProofBatch::new(Arc::clone(srs), vec![asg], vec![(r, s)]);
     let mut proofs = backend.prove(job).expect("proof");
     proofs.pop().unwrap()
 }

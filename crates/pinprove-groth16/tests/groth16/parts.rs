@@ -8,7 +8,7 @@ use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
 use ff::Field;
 use pinprove_groth16::{
-    AbcLayout, Backend, CapacityHints, CpuBackend, ProvingAssignment, ProvingJob, parts_scratch_bytes, synthesize,
+    AbcLayout, Backend, CapacityHints, CpuBackend, ProofBatch, ProvingAssignment, parts_scratch_bytes, synthesize,
     synthesize_parts,
 };
 
@@ -94,7 +94,7 @@ fn parts_synthesize_in_parallel_to_the_sequential_assignment_and_proof() {
     )
     .unwrap();
     let proof = CpuBackend::new(Arc::clone(&pool))
-        .prove(ProvingJob::new(srs, vec![asg], vec![(r, s)]))
+        .prove(ProofBatch::new(srs, vec![asg], vec![(r, s)]))
         .unwrap()
         .remove(0);
     assert_eq!(proof.to_bytes().to_vec(), reference_proof(whole.clone(), &params, r, s));

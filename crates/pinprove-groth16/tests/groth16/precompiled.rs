@@ -13,7 +13,7 @@ use pinprove_groth16::precompiled::{Recording, defer, record, synthesize_precomp
 use pinprove_groth16::shape::CircuitShape;
 use pinprove_groth16::synthetic::write_synthetic_params;
 use pinprove_groth16::{
-    AbcLayout, Backend, CapacityHints, CpuBackend, PrecompiledError, Proof, ProveError, ProvingAssignment, ProvingJob,
+    AbcLayout, Backend, CapacityHints, CpuBackend, PrecompiledError, Proof, ProofBatch, ProveError, ProvingAssignment,
     Srs, Validation, synthesize,
 };
 use pinprove_mem::PinnedPool;
@@ -41,7 +41,7 @@ fn classic<C: Circuit<Scalar>>(c: C, id: &str, pool: &Arc<PinnedPool>, layout: A
 }
 
 fn prove(pool: &Arc<PinnedPool>, srs: &Arc<Srs>, asg: ProvingAssignment, r: Scalar, s: Scalar) -> Proof {
-    let job = ProvingJob::new(Arc::clone(srs), vec![asg], vec![(r, s)]);
+    let job = ProofBatch::new(Arc::clone(srs), vec![asg], vec![(r, s)]);
     CpuBackend::new(Arc::clone(pool)).prove(job).unwrap().pop().unwrap()
 }
 

@@ -8,7 +8,7 @@ use blstrs::Scalar;
 use ff::Field;
 use pinprove_groth16::circuits::{BenchCircuit, WitnessMix};
 use pinprove_groth16::{
-    AbcLayout, Backend, CapacityHint, CapacityHints, CpuBackend, ParamsError, ProveError, ProvingJob, Srs, Validation,
+    AbcLayout, Backend, CapacityHint, CapacityHints, CpuBackend, ParamsError, ProofBatch, ProveError, Srs, Validation,
     synthesize,
 };
 
@@ -160,7 +160,7 @@ fn a_stale_hint_costs_a_spill_but_never_a_proof() {
     assert_eq!(hints.get(&c.id()).unwrap().constraints, 5000);
     let backend = CpuBackend::new(Arc::clone(&pool));
     let proof = backend
-        .prove(ProvingJob::new(srs, vec![asg], vec![(r, s)]))
+        .prove(ProofBatch::new(srs, vec![asg], vec![(r, s)]))
         .unwrap()
         .remove(0);
     assert_eq!(proof.to_bytes().to_vec(), reference_proof(c.clone(), &params, r, s));
@@ -177,7 +177,7 @@ fn start_releases_abc_to_the_pool() {
     let abc = 3 * 32 * (1 << 12) as u64;
     let backend = CpuBackend::new(Arc::clone(&pool));
     let started = backend
-        .start(ProvingJob::new(
+        .start(ProofBatch::new(
             Arc::clone(&srs),
             vec![asg],
             vec![(Scalar::ONE, Scalar::ONE)],
@@ -214,7 +214,7 @@ fn batches_prove_each_circuit_like_bellperson() {
         })
         .collect();
     let proofs = CpuBackend::new(Arc::clone(&pool))
-        .prove(ProvingJob::new(srs, assignments, randomness.clone()))
+        .prove(ProofBatch::new(srs, assignments, randomness.clone()))
         .unwrap();
     for ((c, (r, s)), proof) in circuits.iter().zip(randomness).zip(&proofs) {
         assert_eq!(proof.to_bytes().to_vec(), reference_proof(c.clone(), &params, r, s));
@@ -239,7 +239,7 @@ fn parameters_of_another_circuit_are_a_clear_error() {
     )
     .unwrap();
     let err = CpuBackend::new(Arc::clone(&pool))
-        .prove(ProvingJob::new(srs, vec![asg], vec![(Scalar::ONE, Scalar::ONE)]))
+        .prove(ProofBatch::new(srs, vec![asg], vec![(Scalar::ONE, Scalar::ONE)]))
         .unwrap_err();
     assert!(matches!(err, ProveError::ParamsMismatch { .. }), "{err}");
     assert!(err.to_string().contains("do not match the circuit"), "{err}");
@@ -252,15 +252,15 @@ fn malformed_jobs_are_errors() {
     let c = BenchCircuit::new(300, WitnessMix::Random).unwrap();
     let (_p, srs) = params(c.clone(), &pool, 1);
     let backend = CpuBackend::new(Arc::clone(&pool));
-    let empty = backend.prove(ProvingJob::new(Arc::clone(&srs), vec![], vec![]));
+    let empty = backend.prove(ProofBatch::new(Arc::clone(&srs), vec![], vec![]));
     assert!(matches!(empty, Err(ProveError::EmptyBatch)));
     let (asg, _) = synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
-    let missing_rs = backend.prove(ProvingJob::new(Arc::clone(&srs), vec![asg], vec![]));
+    let missing_rs = backend.prove(ProofBatch::new(Arc::clone(&srs), vec![asg], vec![]));
     assert!(matches!(missing_rs, Err(ProveError::RandomnessCount { .. })));
     let (a1, _) = synthesize(c.clone(), &c.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
     let d = BenchCircuit::new(301, WitnessMix::Random).unwrap();
     let (a2, _) = synthesize(d.clone(), &d.id(), &pool, &hints, AbcLayout::Exact, None).unwrap();
-    let mixed = backend.prove(ProvingJob::new(srs, vec![a1, a2], vec![(Scalar::ONE, Scalar::ONE); 2]));
+    let mixed = backend.prove(ProofBatch::new(srs, vec![a1, a2], vec![(Scalar::ONE, Scalar::ONE); 2]));
     assert!(matches!(mixed, Err(ProveError::BatchShapeMismatch { index: 1, .. })));
 }
 

@@ -182,13 +182,13 @@ struct Work {
 
 /// A job's share of the bounds, given back when its work is over (its
 /// request decoded, proved or refused, its engine job ended).
-pub(crate) struct Admitted<P: JobProver> {
+pub(crate) struct Accepted<P: JobProver> {
     jobs: Arc<Jobs<P>>,
     kind: ProofKind,
     bytes: u64,
 }
 
-impl<P: JobProver> Drop for Admitted<P> {
+impl<P: JobProver> Drop for Accepted<P> {
     fn drop(&mut self) {
         self.jobs.work.active[self.kind].fetch_sub(1, Ordering::AcqRel);
         self.jobs.work.bytes.fetch_sub(self.bytes, Ordering::AcqRel);
@@ -276,7 +276,7 @@ impl<P: JobProver> Jobs<P> {
     /// Takes a share of the bounds for a request of `kind` at `priority`
     /// carrying `bytes`, or says which bound is full. Called under the
     /// table's lock, so that two requests never both take the last place.
-    fn admit(self: &Arc<Self>, kind: ProofKind, priority: Priority, bytes: u64) -> Result<Admitted<P>, String> {
+    fn accept(self: &Arc<Self>, kind: ProofKind, priority: Priority, bytes: u64) -> Result<Accepted<P>, String> {
         let most = self.config.max_active.of(kind);
         let active = self.work.active[kind].load(Ordering::Acquire);
         if active >= most {
@@ -302,7 +302,7 @@ impl<P: JobProver> Jobs<P> {
         }
         self.work.active[kind].fetch_add(1, Ordering::AcqRel);
         self.work.bytes.fetch_add(bytes, Ordering::AcqRel);
-        Ok(Admitted {
+        Ok(Accepted {
             jobs: Arc::clone(self),
             kind,
             bytes,
@@ -346,7 +346,7 @@ impl<P: JobProver> Jobs<P> {
                 tracing::debug!(job = %job.id, "a repeat of a known request: the same job");
                 (job, attached)
             } else {
-                let admitted = match self.admit(req.kind, req.priority(), request_bytes(&req)) {
+                let accepted = match self.accept(req.kind, req.priority(), request_bytes(&req)) {
                     Ok(a) => a,
                     Err(why) => {
                         drop(t);
@@ -373,7 +373,7 @@ impl<P: JobProver> Jobs<P> {
                 let attached = attach.then(|| self.attach(&job));
                 drop(t);
                 let (jobs, j) = (Arc::clone(self), Arc::clone(&job));
-                tokio::spawn(async move { jobs.prepare_and_run(j, req, admitted).await });
+                tokio::spawn(async move { jobs.prepare_and_run(j, req, accepted).await });
                 (job, attached)
             }
         };
@@ -398,9 +398,9 @@ impl<P: JobProver> Jobs<P> {
 
     /// A new job's life: its request decoded and its circuits built (a few
     /// at a time) and handed to the engine, in one trip off the runtime;
-    /// then the engine's outcome and the verified result. `admitted` is
+    /// then the engine's outcome and the verified result. `accepted` is
     /// held until the work is over.
-    async fn prepare_and_run(self: Arc<Self>, job: Arc<Job>, req: ProofRequest, admitted: Admitted<P>) {
+    async fn prepare_and_run(self: Arc<Self>, job: Arc<Job>, req: ProofRequest, accepted: Accepted<P>) {
         let Ok(permit) = Arc::clone(&self.preparing).acquire_owned().await else {
             return self.finish(&job, Ended::Failed("the daemon is stopping".into()));
         };
@@ -408,8 +408,8 @@ impl<P: JobProver> Jobs<P> {
             return self.finish(&job, Ended::Cancelled);
         }
         let (jobs, j) = (Arc::clone(&self), Arc::clone(&job));
-        let submitted = tokio::task::spawn_blocking(move || jobs.prepare_and_submit(&j, &req, permit, admitted)).await;
-        let (id, sub, admitted) = match submitted {
+        let submitted = tokio::task::spawn_blocking(move || jobs.prepare_and_submit(&j, &req, permit, accepted)).await;
+        let (id, sub, accepted) = match submitted {
             Ok(Some(sub)) => sub,
             // Ended there, its memory given back first.
             Ok(None) => return,
@@ -421,28 +421,28 @@ impl<P: JobProver> Jobs<P> {
             }
         };
         self.run(&job, id, sub).await;
-        drop(admitted);
+        drop(accepted);
     }
 
     /// Decodes `req` and builds its circuits (holding `permit` meanwhile),
     /// then hands them to the engine; returns what `run` needs, with
-    /// `admitted`. `None` when the job ended here (refused and forgotten,
-    /// cancelled meanwhile, or not taken by the engine), `admitted` given
+    /// `accepted`. `None` when the job ended here (refused and forgotten,
+    /// cancelled meanwhile, or not taken by the engine), `accepted` given
     /// back before its end shows.
     fn prepare_and_submit(
         &self,
         job: &Arc<Job>,
         req: &ProofRequest,
         permit: tokio::sync::OwnedSemaphorePermit,
-        admitted: Admitted<P>,
-    ) -> Option<(JobId, P::Submitted, Admitted<P>)> {
+        accepted: Accepted<P>,
+    ) -> Option<(JobId, P::Submitted, Accepted<P>)> {
         let prepared = match self.prover.prepare(req) {
             Ok(p) => p,
             Err(e) => {
                 let why = ErrorChain(&e).to_string();
                 self.counters.refused.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(job = %job.id, "request refused: {why}");
-                drop((permit, admitted));
+                drop((permit, accepted));
                 // Forgotten first: a repeat must not find the refused job.
                 self.forget(job);
                 job.end(Ended::Refused(why));
@@ -462,14 +462,14 @@ impl<P: JobProver> Jobs<P> {
         tracing::info!(job = %job.id, request = %shown(&job.request_id), kind = %req.kind, "proof requested");
         if job.cancelled.load(Ordering::Acquire) {
             // Cancelled while its request was being decoded.
-            drop(admitted);
+            drop(accepted);
             self.finish(job, Ended::Cancelled);
             return None;
         }
         match self.prover.submit(prepared) {
-            Ok((id, sub)) => Some((id, sub, admitted)),
+            Ok((id, sub)) => Some((id, sub, accepted)),
             Err(e) => {
-                drop(admitted);
+                drop(accepted);
                 self.finish(job, failure(&e));
                 None
             }

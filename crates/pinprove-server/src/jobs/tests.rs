@@ -449,12 +449,18 @@ async fn every_kind_is_counted_bounded_and_reported() {
     crate::metrics::daemon_metrics(&jobs, &mut text);
     for kind in ProofKind::ALL {
         let name = kind.name();
-        assert!(text.contains(&format!("pinprove_jobs_active{{kind=\"{name}\"}}")), "{text}");
+        assert!(
+            text.contains(&format!("pinprove_jobs_active{{kind=\"{name}\"}}")),
+            "{text}"
+        );
         assert!(
             text.contains(&format!("pinprove_proof_seconds_count{{kind=\"{name}\"}} 1")),
             "{name}: {text}"
         );
     }
     let unknown = toml::from_str::<JobsConfig>("[max_active]\nsealing = 3\n").unwrap_err();
-    assert!(unknown.to_string().contains("unknown proof kind `sealing`"), "{unknown}");
+    assert!(
+        unknown.to_string().contains("unknown proof kind `sealing`"),
+        "{unknown}"
+    );
 }

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::runtime::PooledEvent;
 use pinprove_groth16::{
-    AbcLayout, Backend, BackendHint, Capabilities, CapacityHint, LostDevice, ProveError, ProvingAssignment, ProvingJob,
+    AbcLayout, Backend, BackendHint, Capabilities, CapacityHint, LostDevice, ProofBatch, ProveError, ProvingAssignment,
     QueryLengths, Srs, StartedProof, precompiled,
 };
 use pinprove_mem::PinnedPool;
@@ -479,7 +479,7 @@ impl Backend for NativeBackend {
         Ok(copy.is_some_and(|c| c.placement() == MatrixPlacement::Device))
     }
 
-    fn start(&self, job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+    fn start(&self, job: ProofBatch) -> Result<Box<dyn StartedProof>, ProveError> {
         self.lost.check(NAME)?;
         self.lost.note(self.queue(job))
     }

@@ -10,7 +10,7 @@ use crate::runtime::{EventFence, PooledEvent};
 use blstrs::Scalar;
 use pinprove_groth16::domain::domain_size;
 use pinprove_groth16::{
-    AbcLayout, ProveError, ProvingAssignment, ProvingJob, SrsPoints, StartedProof, Witness, check_job, precompiled,
+    AbcLayout, ProofBatch, ProveError, ProvingAssignment, SrsPoints, StartedProof, Witness, check_job, precompiled,
 };
 use pinprove_mem::UseFence;
 use pinprove_mem::sync::Recover;
@@ -59,7 +59,7 @@ impl NativeBackend {
     /// the job's assignments together, so that the bases cross PCIe once
     /// for all of them (an engine puts several partitions of a circuit into
     /// one job for that; see `Backend::partitions_per_start`).
-    pub(super) fn queue(&self, mut job: ProvingJob) -> Result<Box<dyn StartedProof>, ProveError> {
+    pub(super) fn queue(&self, mut job: ProofBatch) -> Result<Box<dyn StartedProof>, ProveError> {
         let n = check_job(&job)?;
         let key = srs_key(&job.srs);
         // Host points are needed only where the bases are not resident (the
@@ -318,7 +318,7 @@ impl NativeBackend {
         (n, m): (usize, usize),
         resident_srs: Option<&Arc<ResidentSrs>>,
         points: Option<&SrsPoints>,
-        (key, job): (&std::path::Path, &ProvingJob),
+        (key, job): (&std::path::Path, &ProofBatch),
         turn: Turn<'_>,
     ) -> Result<Vec<DeviceProof>, ProveError> {
         let resident = resident_srs.map(|r| &**r);
