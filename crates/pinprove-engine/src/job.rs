@@ -8,7 +8,7 @@ use bellpepper_core::Circuit;
 use pinprove_groth16::precompiled::{Recording, WitnessValues, record, synthesize_witness};
 use pinprove_groth16::{
     AbcLayout, CapacityHint, CapacityHints, PrecompiledError, Proof, ProveError, ProvingAssignment, Scalar,
-    SynthesisStats, synthesize_parts, synthesize_sized,
+    SynthesisStats, SynthesisTarget,
 };
 use pinprove_mem::{PinnedPool, Reservation};
 use serde::Serialize;
@@ -85,39 +85,34 @@ pub struct SynthesisContext<'a> {
     pub shape: Option<CapacityHint>,
 }
 
-impl SynthesisContext<'_> {
+impl<'c> SynthesisContext<'c> {
     /// Synthesizes `circuit` as the engine admitted it: into the pool, sized
     /// by the circuit type's hint (or the parameters' shape), paid for by
     /// the admitted working set.
     pub fn synthesize<C: Circuit<Scalar>>(self, circuit: C) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
-        synthesize_sized(
-            circuit,
-            self.circuit_id,
-            self.pool,
-            self.hints,
-            self.layout,
-            Some(self.funds),
-            self.shape,
-        )
+        self.target().synthesize(circuit)
     }
 
     /// Like [`synthesize`](Self::synthesize) for a circuit made of
     /// independent `parts`, synthesized in parallel (see
-    /// [`pinprove_groth16::synthesize_parts`]).
+    /// [`SynthesisTarget::synthesize_parts`]).
     pub fn synthesize_parts<T>(self, parts: &[T]) -> Result<(ProvingAssignment, SynthesisStats), ProveError>
     where
         T: Sync,
         for<'a> &'a T: Circuit<Scalar>,
     {
-        synthesize_parts(
-            parts,
-            self.circuit_id,
-            self.pool,
-            self.hints,
-            self.layout,
-            Some(self.funds),
-            self.shape,
-        )
+        self.target().synthesize_parts(parts)
+    }
+
+    fn target(self) -> SynthesisTarget<'c> {
+        SynthesisTarget {
+            circuit_id: self.circuit_id,
+            pool: self.pool,
+            hints: self.hints,
+            layout: self.layout,
+            funds: Some(self.funds),
+            fallback: self.shape,
+        }
     }
 }
 

@@ -108,9 +108,9 @@ pub use density::Density;
 pub use error::{DeviceFault, LostDevice, ParamsError, PrecompiledError, ProveError, SetupError};
 pub use hints::{BackendHint, CapacityHint, CapacityHints};
 pub use params::{QueryLengths, Srs, SrsPoints, SrsStats, Validation, VerifyingKey};
-pub use parts::{parts_scratch_bytes, synthesize_parts};
+pub use parts::parts_scratch_bytes;
 pub use proof::{PROOF_BYTES, Proof};
-pub use synth::{AbcLayout, SynthesisStats, plausible_hint, synthesize, synthesize_sized};
+pub use synth::{AbcLayout, SynthesisStats, SynthesisTarget, plausible_hint, synthesize};
 
 /// The scalar field of BLS12-381.
 pub use blstrs::Scalar;

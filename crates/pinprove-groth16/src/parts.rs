@@ -24,8 +24,8 @@ use pinprove_mem::{PinnedPool, Reservation};
 use rayon::prelude::*;
 
 use crate::assignment::Capacities;
-use crate::synth::synthesize_with;
-use crate::{AbcLayout, CapacityHint, CapacityHints, ProveError, ProvingAssignment, Scalar, SynthesisStats};
+use crate::synth::SynthesisTarget;
+use crate::{CapacityHint, ProveError, ProvingAssignment, Scalar, SynthesisStats};
 
 /// Parts synthesized one after the other into one constraint system: the
 /// circuit they make together.
@@ -43,27 +43,19 @@ where
 /// Waves a circuit's parts are split into (at least: more with few threads).
 const WAVES: usize = 8;
 
-/// Like [`synthesize_sized`](crate::synthesize_sized) for a circuit made of
-/// `parts` (see the module documentation): the same assignment, synthesized
-/// in parallel on rayon's pool. Memory for the groups is taken from the
-/// pool as work already admitted (it does not queue behind admissions).
-pub fn synthesize_parts<T>(
-    parts: &[T],
-    circuit_id: &str,
-    pool: &Arc<PinnedPool>,
-    hints: &CapacityHints,
-    layout: AbcLayout,
-    funds: Option<Reservation>,
-    fallback: Option<CapacityHint>,
-) -> Result<(ProvingAssignment, SynthesisStats), ProveError>
-where
-    T: Sync,
-    for<'a> &'a T: Circuit<Scalar>,
-{
-    let body = |cs: &mut ProvingAssignment, caps: Capacities, funds: Option<&mut Reservation>| {
-        append_parts(parts, cs, pool, caps, funds)
-    };
-    synthesize_with(body, circuit_id, pool, hints, layout, funds, fallback)
+impl SynthesisTarget<'_> {
+    /// Like [`synthesize`](Self::synthesize) for a circuit made of `parts`
+    /// (see the module documentation): the same assignment, synthesized in
+    /// parallel on rayon's pool. Memory for the groups is taken from the
+    /// pool as work already admitted (it does not queue behind admissions).
+    pub fn synthesize_parts<T>(self, parts: &[T]) -> Result<(ProvingAssignment, SynthesisStats), ProveError>
+    where
+        T: Sync,
+        for<'a> &'a T: Circuit<Scalar>,
+    {
+        let pool = self.pool;
+        self.synthesize_with(|cs, caps, funds| append_parts(parts, cs, pool, caps, funds))
+    }
 }
 
 /// The memory the groups of a circuit of `parts` parts take beside its

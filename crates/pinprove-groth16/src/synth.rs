@@ -96,107 +96,130 @@ pub fn synthesize<C: Circuit<Scalar>>(
     layout: AbcLayout,
     funds: Option<Reservation>,
 ) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
-    synthesize_sized(circuit, circuit_id, pool, hints, layout, funds, None)
+    SynthesisTarget {
+        circuit_id,
+        pool,
+        hints,
+        layout,
+        funds,
+        fallback: None,
+    }
+    .synthesize(circuit)
 }
 
-/// Like [`synthesize`], with sizes to use when no hint is known yet — such
-/// as the shape the circuit's parameters imply (their domain bounds the
-/// constraints; their queries give the inputs and aux variables exactly).
-/// Sized vectors never grow outside the memory that was admitted for them.
-pub fn synthesize_sized<C: Circuit<Scalar>>(
-    circuit: C,
-    circuit_id: &str,
-    pool: &Arc<PinnedPool>,
-    hints: &CapacityHints,
-    layout: AbcLayout,
-    funds: Option<Reservation>,
-    fallback: Option<CapacityHint>,
-) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
-    let body = |cs: &mut ProvingAssignment, _: Capacities, _: Option<&mut Reservation>| {
-        circuit.synthesize(cs).map_err(ProveError::from)
-    };
-    synthesize_with(body, circuit_id, pool, hints, layout, funds, fallback)
+/// Where and how a circuit is synthesized (see [`synthesize`]): its type,
+/// whose capacity hint sizes the vectors; the pool they come from; the
+/// layout of a/b/c; what pays for them; and the sizes to use while no hint
+/// is known yet — such as the shape the circuit's parameters imply (their
+/// domain bounds the constraints; their queries give the inputs and aux
+/// variables exactly). Sized vectors never grow outside the memory that was
+/// admitted for them.
+pub struct SynthesisTarget<'a> {
+    /// The circuit type (capacity hints are kept per type).
+    pub circuit_id: &'a str,
+    /// Where the vectors come from.
+    pub pool: &'a Arc<PinnedPool>,
+    /// Capacity hints.
+    pub hints: &'a CapacityHints,
+    /// Layout the backend wants.
+    pub layout: AbcLayout,
+    /// What pays for the vectors (an admitted working set).
+    pub funds: Option<Reservation>,
+    /// Sizes to use when no capacity hint is known yet.
+    pub fallback: Option<CapacityHint>,
+}
+
+impl SynthesisTarget<'_> {
+    /// Synthesizes `circuit` (see [`synthesize`]).
+    pub fn synthesize<C: Circuit<Scalar>>(self, circuit: C) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
+        self.synthesize_with(|cs, _, _| circuit.synthesize(cs).map_err(ProveError::from))
+    }
 }
 
 /// The synthesis both ways share: sizing from hints, ONE, `body` (the
 /// circuit; it gets the capacities the assignment was sized for), the input
 /// constraints, and learning the hint.
-pub(crate) fn synthesize_with(
-    body: impl FnOnce(&mut ProvingAssignment, Capacities, Option<&mut Reservation>) -> Result<(), ProveError>,
-    circuit_id: &str,
-    pool: &Arc<PinnedPool>,
-    hints: &CapacityHints,
-    layout: AbcLayout,
-    mut funds: Option<Reservation>,
-    fallback: Option<CapacityHint>,
-) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
-    let started = Instant::now();
-    let budget = pool.budget().total();
-    let learned = plausible_hint(hints, circuit_id, layout, budget);
-    let caps = learned
-        .or(fallback)
-        .and_then(|h| capacities(&h, layout, budget))
-        .unwrap_or_default();
-    let mut cs = ProvingAssignment::with_capacities(pool, caps, funds.as_mut())?;
+impl SynthesisTarget<'_> {
+    pub(crate) fn synthesize_with(
+        self,
+        body: impl FnOnce(&mut ProvingAssignment, Capacities, Option<&mut Reservation>) -> Result<(), ProveError>,
+    ) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
+        let SynthesisTarget {
+            circuit_id,
+            pool,
+            hints,
+            layout,
+            mut funds,
+            fallback,
+        } = self;
+        let started = Instant::now();
+        let budget = pool.budget().total();
+        let learned = plausible_hint(hints, circuit_id, layout, budget);
+        let caps = learned
+            .or(fallback)
+            .and_then(|h| capacities(&h, layout, budget))
+            .unwrap_or_default();
+        let mut cs = ProvingAssignment::with_capacities(pool, caps, funds.as_mut())?;
 
-    let run = |cs: &mut ProvingAssignment| -> Result<(), ProveError> {
-        cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
-        body(cs, caps, funds.as_mut())?;
-        for i in 0..cs.num_inputs() {
-            cs.enforce(
-                || "input constraint",
-                |lc| lc + Variable::new_unchecked(Index::Input(i)),
-                |lc| lc,
-                |lc| lc,
-            );
+        let run = |cs: &mut ProvingAssignment| -> Result<(), ProveError> {
+            cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+            body(cs, caps, funds.as_mut())?;
+            for i in 0..cs.num_inputs() {
+                cs.enforce(
+                    || "input constraint",
+                    |lc| lc + Variable::new_unchecked(Index::Input(i)),
+                    |lc| lc,
+                    |lc| lc,
+                );
+            }
+            Ok(())
+        };
+        let result = run(&mut cs);
+        // A typed error recorded by the assignment (memory, unknown variable)
+        // explains a failure better than what the circuit passed on.
+        let failed = match (cs.take_error(), result) {
+            (Some(e), _) => Some(e),
+            (None, Err(e)) => Some(e),
+            (None, Ok(())) => None,
+        };
+        if let Some(e) = failed {
+            // A hint that was too small sized the admitted memory too small, and
+            // growing past it can fail: forget it, so the next synthesis is
+            // sized from the parameters' shape and learns the hint anew.
+            if let Some(h) = learned
+                && (matches!(e, ProveError::Memory(_)) || outgrew(&cs, &h))
+            {
+                tracing::warn!(circuit = circuit_id, hint = ?h, "synthesis failed past its capacity hint; the hint is relearned");
+                hints.forget(circuit_id);
+            }
+            return Err(e);
         }
-        Ok(())
-    };
-    let result = run(&mut cs);
-    // A typed error recorded by the assignment (memory, unknown variable)
-    // explains a failure better than what the circuit passed on.
-    let failed = match (cs.take_error(), result) {
-        (Some(e), _) => Some(e),
-        (None, Err(e)) => Some(e),
-        (None, Ok(())) => None,
-    };
-    if let Some(e) = failed {
-        // A hint that was too small sized the admitted memory too small, and
-        // growing past it can fail: forget it, so the next synthesis is
-        // sized from the parameters' shape and learns the hint anew.
-        if let Some(h) = learned
-            && (matches!(e, ProveError::Memory(_)) || outgrew(&cs, &h))
-        {
-            tracing::warn!(circuit = circuit_id, hint = ?h, "synthesis failed past its capacity hint; the hint is relearned");
-            hints.forget(circuit_id);
-        }
-        return Err(e);
-    }
 
-    let shape = CapacityHint {
-        constraints: cs.num_constraints(),
-        inputs: cs.num_inputs(),
-        aux: cs.num_aux(),
-    };
-    let hint_updated = hints.record(circuit_id, shape);
-    if let Some(f) = funds {
-        cs.set_working_set(f);
+        let shape = CapacityHint {
+            constraints: cs.num_constraints(),
+            inputs: cs.num_inputs(),
+            aux: cs.num_aux(),
+        };
+        let hint_updated = hints.record(circuit_id, shape);
+        if let Some(f) = funds {
+            cs.set_working_set(f);
+        }
+        let stats = SynthesisStats {
+            elapsed: started.elapsed(),
+            spills: cs.spills(),
+            bytes_copied: cs.bytes_copied(),
+            hinted: learned.is_some(),
+            hint_updated,
+            memory_kind: cs.memory_kind(),
+            shape,
+        };
+        tracing::debug!(
+            circuit = circuit_id,
+            constraints = shape.constraints,
+            ms = stats.elapsed.as_millis() as u64,
+            spills = stats.spills,
+            "synthesized"
+        );
+        Ok((cs, stats))
     }
-    let stats = SynthesisStats {
-        elapsed: started.elapsed(),
-        spills: cs.spills(),
-        bytes_copied: cs.bytes_copied(),
-        hinted: learned.is_some(),
-        hint_updated,
-        memory_kind: cs.memory_kind(),
-        shape,
-    };
-    tracing::debug!(
-        circuit = circuit_id,
-        constraints = shape.constraints,
-        ms = stats.elapsed.as_millis() as u64,
-        spills = stats.spills,
-        "synthesized"
-    );
-    Ok((cs, stats))
 }

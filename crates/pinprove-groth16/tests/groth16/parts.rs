@@ -8,9 +8,32 @@ use bellpepper_core::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
 use ff::Field;
 use pinprove_groth16::{
-    AbcLayout, Backend, CapacityHints, CpuBackend, ProofBatch, ProvingAssignment, parts_scratch_bytes, synthesize,
-    synthesize_parts,
+    AbcLayout, Backend, CapacityHints, CpuBackend, ProofBatch, ProvingAssignment, SynthesisTarget, parts_scratch_bytes,
+    synthesize,
 };
+
+/// [`SynthesisTarget::synthesize_parts`] with these arguments.
+fn synthesize_parts<T: Sync>(
+    parts: &[T],
+    circuit_id: &str,
+    pool: &Arc<pinprove_mem::PinnedPool>,
+    hints: &CapacityHints,
+    layout: AbcLayout,
+    funds: Option<pinprove_mem::Reservation>,
+) -> Result<(ProvingAssignment, pinprove_groth16::SynthesisStats), pinprove_groth16::ProveError>
+where
+    for<'a> &'a T: Circuit<Scalar>,
+{
+    SynthesisTarget {
+        circuit_id,
+        pool,
+        hints,
+        layout,
+        funds,
+        fallback: None,
+    }
+    .synthesize_parts(parts)
+}
 
 /// One part: a public input x, private x², x³ + 1 and a few bits, with
 /// constraints that use ONE and the input in A, B and C.
@@ -72,7 +95,7 @@ fn parts_synthesize_in_parallel_to_the_sequential_assignment_and_proof() {
             if round == 1 {
                 parts_hints.record("parts", hints.get("parts").unwrap());
             }
-            let (par, stats) = synthesize_parts(&parts, "parts", &pool, &parts_hints, layout, None, None).unwrap();
+            let (par, stats) = synthesize_parts(&parts, "parts", &pool, &parts_hints, layout, None).unwrap();
             same(&seq, &par);
             if round == 1 {
                 assert!(stats.hinted);
@@ -89,7 +112,6 @@ fn parts_synthesize_in_parallel_to_the_sequential_assignment_and_proof() {
         &pool,
         &CapacityHints::in_memory(),
         AbcLayout::PaddedToDomain,
-        None,
         None,
     )
     .unwrap();
@@ -120,7 +142,7 @@ fn groups_are_paid_out_of_the_funds_the_synthesis_was_admitted_with() {
     let budget = Arc::clone(pool.budget());
     let funds = budget.try_acquire(own + scratch).unwrap();
     let grants = budget.stats().grants;
-    let (asg, _) = synthesize_parts(&parts, "parts", &pool, &hints, AbcLayout::Exact, Some(funds), None).unwrap();
+    let (asg, _) = synthesize_parts(&parts, "parts", &pool, &hints, AbcLayout::Exact, Some(funds)).unwrap();
     assert_eq!(
         budget.stats().grants,
         grants,
@@ -151,7 +173,6 @@ fn a_failing_part_fails_the_synthesis_and_returns_its_memory() {
         &pool,
         &CapacityHints::in_memory(),
         AbcLayout::Exact,
-        None,
         None,
     )
     .unwrap_err();
