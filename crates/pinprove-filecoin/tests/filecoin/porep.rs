@@ -122,26 +122,27 @@ fn synthetic_porep_proves_and_verifies_with_verify_seal() {
 
 /// A request's own priority decides whether its circuit's buffers are kept
 /// ready, not its kind's: a PoRep sent as Critical gets what a WinningPoSt
-/// gets (a kept set the budget does not evict), and still verifies.
+/// gets (a kept set the budget does not evict). Decided when it is
+/// submitted: the job is cancelled there, nothing is proved.
 #[test]
 fn a_porep_sent_as_critical_has_its_buffers_kept_ready() {
     let dir = temp_dir("porep-critical");
     let sector = SampleSector::seal(&dir.join("sector"), 2048, 43, 1000, 8).unwrap();
     let prover = prover(16 << 30);
+    let engine = prover.engine();
     let mut req = sector.porep_request();
     let circuit = pinprove_filecoin::kind::circuit_id(req.kind, 2048).unwrap();
     prover.register(&circuit).unwrap();
-    prover.engine().preload_srs(&circuit).unwrap();
-    assert!(prover.engine().wait_quiet(std::time::Duration::from_secs(60)));
-    assert_eq!(
-        prover.engine().status().pool_kept,
-        0,
-        "a PoRep's buffers are not kept by default"
-    );
+    engine.preload_srs(&circuit).unwrap();
+    assert!(engine.wait_quiet(std::time::Duration::from_secs(60)));
+    let normal = prover.submit(&req).unwrap();
+    engine.cancel(normal.job).unwrap();
+    assert!(engine.wait_quiet(std::time::Duration::from_secs(60)));
+    assert_eq!(engine.status().pool_kept, 0, "a PoRep's buffers are not kept by default");
     req.priority = Some(pinprove_engine::Priority::Critical);
-    let proved = prover.prove(&req).unwrap();
-    assert!(sector.verify_seal(&proved.proof).unwrap());
-    assert!(prover.engine().wait_quiet(std::time::Duration::from_secs(60)));
-    assert!(prover.engine().status().pool_kept > 0, "kept for its Critical requests");
+    let critical = prover.submit(&req).unwrap();
+    engine.cancel(critical.job).unwrap();
+    assert!(engine.wait_quiet(std::time::Duration::from_secs(60)));
+    assert!(engine.status().pool_kept > 0, "kept for its Critical requests");
     std::fs::remove_dir_all(&dir).unwrap();
 }
