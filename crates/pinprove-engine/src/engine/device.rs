@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use pinprove_groth16::{Proof, ProofBatch};
 use pinprove_mem::ErrorChain;
-use pinprove_mem::sync::Recover;
 
 use super::guard::catch;
 use super::inner::Inner;
@@ -29,7 +28,7 @@ impl Inner {
         loop {
             let held = self.scheduler.hold_background(&mut holding);
             let timeout = Duration::from_millis(if held { 2 } else { 100 });
-            let item = match dev.handoff.pop(timeout, held || urgent_only) {
+            let item = match dev.handoff().pop(timeout, held || urgent_only) {
                 Some(item) => item,
                 None if !self.shutting_down() => continue,
                 None => return,
@@ -45,12 +44,12 @@ impl Inner {
                         &job,
                         format!(
                             "partition {index} on {}: the backend's first step panicked: {msg}",
-                            dev.id
+                            dev.id()
                         ),
                     );
                 }
             }
-            *dev.current_job.lock().recover() = None;
+            dev.set_current_job(None);
         }
     }
 
@@ -65,12 +64,12 @@ impl Inner {
         let n = if urgent {
             1
         } else {
-            dev.backend.partitions_per_start(&item.flight.srs)
+            dev.backend().partitions_per_start(&item.flight.srs)
         };
         let srs = Arc::clone(&item.flight.srs);
         let mut group = vec![item];
         if n > 1 {
-            group.extend(dev.handoff.pop_matching(n - 1, PARTNER_PATIENCE, |s: &Synthesized| {
+            group.extend(dev.handoff().pop_matching(n - 1, PARTNER_PATIENCE, |s: &Synthesized| {
                 !s.flight.job.priority.is_urgent() && Arc::ptr_eq(&s.flight.srs, &srs)
             }));
         }
@@ -110,19 +109,18 @@ impl Inner {
                 .fetch_add(flights.len() as u64, Ordering::Relaxed);
         }
         let urgent = first.job.priority.is_urgent();
-        *dev.current_job.lock().recover() = Some(first.job.id);
+        dev.set_current_job(Some(first.job.id));
         let job = ProofBatch::new(
             Arc::clone(&first.srs),
             assignments,
             flights.iter().map(|f| f.randomness).collect(),
         )
         .with_urgent(urgent);
-        let span =
-            tracing::info_span!(parent: &first.span, Phase::Start.name(), device = %dev.id, partitions = flights.len());
+        let span = tracing::info_span!(parent: &first.span, Phase::Start.name(), device = %dev.id(), partitions = flights.len());
         let t = Instant::now();
-        let started = span.in_scope(|| dev.backend.start(job));
+        let started = span.in_scope(|| dev.backend().start(job));
         let took = t.elapsed();
-        dev.busy_nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+        dev.note_busy(took);
         for flight in &mut flights {
             flight.timings.start = took;
             self.metrics.observe(Phase::Start, took);
@@ -149,7 +147,7 @@ impl Inner {
                 for flight in flights {
                     self.fail(
                         &flight.job,
-                        format!("partition {} on {}: {}", flight.index, dev.id, ErrorChain(&e)),
+                        format!("partition {} on {}: {}", flight.index, dev.id(), ErrorChain(&e)),
                     );
                 }
             }
@@ -164,11 +162,11 @@ impl Inner {
         match self.devices.pick(&item.flight.srs, &self.gauges) {
             Ok(to) => {
                 let dev = &self.devices[to];
-                tracing::warn!(job = %job.id, partition = index, from = %self.devices[from].id, to = %dev.id,
+                tracing::warn!(job = %job.id, partition = index, from = %self.devices[from].id(), to = %dev.id(),
                     "the device was lost; the partition moves");
                 item.flight.ticket.route(to);
                 self.metrics.partitions_rerouted.fetch_add(1, Ordering::Relaxed);
-                dev.handoff.push_now(item);
+                dev.handoff().push_now(item);
             }
             Err(e) => {
                 drop(item);
@@ -181,7 +179,7 @@ impl Inner {
     /// jobs, or of the others, on their way to a finalizer.
     fn finalize_queue(&self, d: usize, urgent: bool) -> &(Sender<Started>, Receiver<Started>) {
         let dev = &self.devices[d];
-        if urgent { &dev.finalize_urgent } else { &dev.finalize }
+        dev.finalize_queue(urgent)
     }
 
     /// Completes the partitions started on device `d`: background ones, or
@@ -199,7 +197,7 @@ impl Inner {
             let device = item.device;
             let who: Vec<_> = item.flights.iter().map(|f| (Arc::clone(&f.job), f.index)).collect();
             if let Err(msg) = catch(|| self.finish_group(lane, item)) {
-                let name = &self.devices[device].id;
+                let name = &self.devices[device].id();
                 for (job, index) in who {
                     self.panicked(
                         &job,
@@ -259,7 +257,7 @@ impl Inner {
                 for flight in flights {
                     self.fail(
                         &flight.job,
-                        format!("partition {} on {}: {}", flight.index, dev.id, ErrorChain(&e)),
+                        format!("partition {} on {}: {}", flight.index, dev.id(), ErrorChain(&e)),
                     );
                 }
                 return;
@@ -270,9 +268,9 @@ impl Inner {
         for (flight, proof) in flights.into_iter().zip(proofs) {
             let job = Arc::clone(&flight.job);
             // Kept for a later process's first proof of the circuit.
-            let learned = dev.backend.hint(&flight.srs).is_some_and(|hint| {
+            let learned = dev.backend().hint(&flight.srs).is_some_and(|hint| {
                 self.hints
-                    .record_backend_hint(&job.circuit_id, dev.backend.name(), hint)
+                    .record_backend_hint(&job.circuit_id, dev.backend().name(), hint)
             });
             self.warm.rewarm_after_proof(&job.circuit_id, learned);
             self.metrics.proofs_completed.fetch_add(1, Ordering::Relaxed);
@@ -342,14 +340,14 @@ impl Inner {
             .devices
             .iter()
             .enumerate()
-            .filter_map(|(d, dev)| Some((d, dev.backend.gpu()?)))
+            .filter_map(|(d, dev)| Some((d, dev.backend().gpu()?)))
             .collect();
         while !self.shutting_down() {
             self.scheduler.wait(Duration::from_millis(100));
             for &(d, gpu) in &gpus {
                 let Some(reading) = telemetry.read(gpu) else { continue };
                 let dev = &self.devices[d];
-                let name = &dev.id;
+                let name = &dev.id();
                 self.timeline.sample(
                     &format!("{name}{}", crate::timeline::GPU_UTILIZATION),
                     reading.utilization_percent,
@@ -358,7 +356,7 @@ impl Inner {
                     .sample(&format!("{name} PCIe RX GB/s"), reading.pcie_rx_bytes_per_s / 1e9);
                 self.timeline
                     .sample(&format!("{name} PCIe TX GB/s"), reading.pcie_tx_bytes_per_s / 1e9);
-                *dev.gpu_reading.lock().recover() = Some(reading);
+                dev.note_reading(reading);
             }
         }
     }

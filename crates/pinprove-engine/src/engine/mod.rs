@@ -243,22 +243,22 @@ impl Engine {
             // The last takes High and Critical partitions only: one of them
             // never waits for a worker stuck behind background work on the
             // device.
-            let lanes = (0..slot.workers)
-                .map(|w| (format!("{}-worker-{w}", slot.id), false))
-                .chain([(format!("{}-urgent-worker", slot.id), true)]);
+            let lanes = (0..slot.workers())
+                .map(|w| (format!("{}-worker-{w}", slot.id()), false))
+                .chain([(format!("{}-urgent-worker", slot.id()), true)]);
             for (lane, urgent_only) in lanes {
                 let name = lane.clone();
                 engine.spawn(name, move |i| i.device_worker(d, &lane, urgent_only))?;
             }
             for urgent in [false, true] {
-                let lane = format!("{}-{}finalizer", slot.id, if urgent { "urgent-" } else { "" });
+                let lane = format!("{}-{}finalizer", slot.id(), if urgent { "urgent-" } else { "" });
                 engine.spawn(lane.clone(), move |i| i.finalizer(d, &lane, urgent))?;
             }
         }
         engine.spawn("engine-housekeeping".into(), |i| i.housekeeping())?;
         // Only devices with a GPU of their own are sampled.
         if let Some(telemetry) = gpu_telemetry
-            && inner.devices.iter().any(|d| d.backend.gpu().is_some())
+            && inner.devices.iter().any(|d| d.backend().gpu().is_some())
         {
             engine.spawn("engine-gpu-telemetry".into(), move |i| i.sample_gpus(&*telemetry))?;
         }

@@ -3,11 +3,13 @@
 //! partition, and what a lost one leaves behind.
 
 use std::ops::Deref;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
 use pinprove_groth16::{Backend, LostDevice, ProveError, Srs};
+use pinprove_mem::sync::Recover;
 use pinprove_mem::{ErrorChain, PinnedPool};
 
 use super::handoff::Handoff;
@@ -17,25 +19,82 @@ use crate::job::JobId;
 use crate::{Device, EngineError, MAX_THREADS};
 
 pub(super) struct DeviceSlot {
-    pub(super) id: crate::DeviceId,
-    pub(super) backend: Arc<dyn Backend>,
-    pub(super) workers: usize,
-    pub(super) handoff: Handoff<Synthesized>,
-    pub(super) busy_nanos: AtomicU64,
-    pub(super) current_job: Mutex<Option<JobId>>,
+    id: crate::DeviceId,
+    backend: Arc<dyn Backend>,
+    workers: usize,
+    handoff: Handoff<Synthesized>,
+    /// Time the device's workers spent in the backend's first step.
+    busy_nanos: AtomicU64,
+    current_job: Mutex<Option<JobId>>,
     /// The error that lost the device, as the engine saw it.
-    pub(super) lost: LostDevice,
+    lost: LostDevice,
     /// Partitions started on this device for its finalizers: background
     /// ones, and urgent ones (High and Critical), which their own finalizer
     /// takes at once instead of behind background partitions waiting for
     /// the device. Per device, so that no finish waits for another GPU.
-    pub(super) finalize: (Sender<Started>, Receiver<Started>),
-    pub(super) finalize_urgent: (Sender<Started>, Receiver<Started>),
+    finalize: (Sender<Started>, Receiver<Started>),
+    finalize_urgent: (Sender<Started>, Receiver<Started>),
     /// The latest NVML reading of its GPU.
-    pub(super) gpu_reading: Mutex<Option<GpuReading>>,
+    gpu_reading: Mutex<Option<GpuReading>>,
 }
 
 impl DeviceSlot {
+    /// Which device it is.
+    pub(super) fn id(&self) -> crate::DeviceId {
+        self.id
+    }
+
+    /// The backend driving it.
+    pub(super) fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// Its device workers (besides the one for urgent partitions).
+    pub(super) fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// The queue from synthesis to its workers.
+    pub(super) fn handoff(&self) -> &Handoff<Synthesized> {
+        &self.handoff
+    }
+
+    /// The queue to its finalizers, urgent or not.
+    pub(super) fn finalize_queue(&self, urgent: bool) -> &(Sender<Started>, Receiver<Started>) {
+        if urgent { &self.finalize_urgent } else { &self.finalize }
+    }
+
+    /// Notes the job its workers started last (`None`: idle).
+    pub(super) fn set_current_job(&self, job: Option<JobId>) {
+        *self.current_job.lock().recover() = job;
+    }
+
+    /// The job its workers started last, if one is running.
+    pub(super) fn current_job(&self) -> Option<JobId> {
+        *self.current_job.lock().recover()
+    }
+
+    /// Counts `took` of a worker's time in the backend's first step.
+    pub(super) fn note_busy(&self, took: Duration) {
+        self.busy_nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The share of `uptime` its workers spent in the backend's first step.
+    pub(super) fn busy_fraction(&self, uptime: Duration) -> f64 {
+        let busy = Duration::from_nanos(self.busy_nanos.load(Ordering::Relaxed)).as_secs_f64();
+        (busy / (self.workers as f64 * uptime.as_secs_f64().max(1e-9))).min(1.0)
+    }
+
+    /// Keeps the latest reading of its GPU.
+    pub(super) fn note_reading(&self, reading: GpuReading) {
+        *self.gpu_reading.lock().recover() = Some(reading);
+    }
+
+    /// The latest reading of its GPU.
+    pub(super) fn reading(&self) -> Option<GpuReading> {
+        *self.gpu_reading.lock().recover()
+    }
+
     /// Why the device can no longer be used, if it cannot.
     pub(super) fn lost(&self) -> Option<String> {
         self.lost.reason().or_else(|| self.backend.lost())

@@ -1,14 +1,9 @@
 //! The engine's state read into an [`EngineStatus`].
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
-use std::time::Duration;
-
-use pinprove_mem::sync::Recover;
 
 use super::inner::Inner;
 use super::precompiler::{CircuitSynthesis, SynthesisMode};
-use super::slots::DeviceSlot;
 use super::status::{DeviceStatus, EngineStatus, PartitionStatus, QueueStatus};
 
 impl Inner {
@@ -28,15 +23,15 @@ impl Inner {
             .iter()
             .enumerate()
             .map(|(i, d)| DeviceStatus {
-                id: d.id,
-                backend: d.backend.name(),
-                workers: d.workers,
+                id: d.id(),
+                backend: d.backend().name(),
+                workers: d.workers(),
                 in_flight: self.gauges.device_load(i),
-                busy_fraction: busy_fraction(d, uptime),
-                current_job: *d.current_job.lock().recover(),
-                resident_srs: d.backend.resident_srs(),
+                busy_fraction: d.busy_fraction(uptime),
+                current_job: d.current_job(),
+                resident_srs: d.backend().resident_srs(),
                 lost: d.lost(),
-                gpu: *d.gpu_reading.lock().recover(),
+                gpu: d.reading(),
             })
             .collect();
         let partitions = self
@@ -48,7 +43,7 @@ impl Inner {
                 index,
                 circuit_id: w.circuit_id,
                 phase: w.phase,
-                device: w.device.map(|d| self.devices[d].id),
+                device: w.device.map(|d| self.devices[d].id()),
                 in_phase: w.since.elapsed(),
             })
             .collect();
@@ -93,9 +88,4 @@ fn queue<'a>(queues: &'a mut HashMap<String, QueueStatus>, id: &str) -> &'a mut 
         circuit_id: id.to_string(),
         ..Default::default()
     })
-}
-
-fn busy_fraction(d: &DeviceSlot, uptime: Duration) -> f64 {
-    let busy = Duration::from_nanos(d.busy_nanos.load(Ordering::Relaxed)).as_secs_f64();
-    (busy / (d.workers as f64 * uptime.as_secs_f64().max(1e-9))).min(1.0)
 }

@@ -49,7 +49,7 @@ impl Inner {
     /// ticket and memory given back) if the engine shuts down meanwhile.
     fn hand_off(&self, mut item: Synthesized) {
         let d = item.flight.ticket.device().expect("routed");
-        let handoff = &self.devices[d].handoff;
+        let handoff = &self.devices[d].handoff();
         loop {
             match handoff.push(item, Duration::from_millis(100)) {
                 None => return,
@@ -222,7 +222,7 @@ impl Inner {
         // The backend's host work on the witness, here rather than on the
         // thread that feeds the device: part of synthesis.
         let urgent = job.priority.is_urgent();
-        let prepared = catch(|| self.devices[device].backend.prepare(&srs, &mut assignment, urgent));
+        let prepared = catch(|| self.devices[device].backend().prepare(&srs, &mut assignment, urgent));
         end_synthesis(&mut timings);
         match prepared {
             Ok(Ok(())) => {}

@@ -138,7 +138,11 @@ fn a_porep_sent_as_critical_has_its_buffers_kept_ready() {
     let normal = prover.submit(&req).unwrap();
     engine.cancel(normal.job).unwrap();
     assert!(engine.wait_quiet(std::time::Duration::from_secs(60)));
-    assert_eq!(engine.status().pool_kept, 0, "a PoRep's buffers are not kept by default");
+    assert_eq!(
+        engine.status().pool_kept,
+        0,
+        "a PoRep's buffers are not kept by default"
+    );
     req.priority = Some(pinprove_engine::Priority::Critical);
     let critical = prover.submit(&req).unwrap();
     engine.cancel(critical.job).unwrap();
