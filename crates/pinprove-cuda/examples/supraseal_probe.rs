@@ -35,7 +35,8 @@ fn main() {
         "plain" => {
             let srs = supraseal_c2::SRS::try_new(path.clone(), false).unwrap_or_else(|e| panic!("{}", String::from(e)));
             eprintln!("srs loaded {:?}", t.elapsed());
-            let (ad, bi, bd) = (asg.a_aux_density(), asg.b_input_density(), asg.b_aux_density());
+            let d = asg.densities();
+            let (ad, bi, bd) = (&d.a_aux, &d.b_input, &d.b_aux);
             let mut proofs = vec![[0u64; 48]; 1];
             supraseal_c2::generate_groth16_proof(
                 &[asg.a().unwrap().as_ptr()],

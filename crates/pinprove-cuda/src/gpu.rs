@@ -214,6 +214,19 @@ fn not_built(backend: &'static str) -> ProveError {
     }
 }
 
+/// For tests of what reads a proof's GPU times: from now on (in this
+/// process) the native backend queues `us` microseconds of device time
+/// before the marks that close each group of MSMs, so that the marks
+/// complete well after the results they follow, as they do at production
+/// size when partitions share streamed bases. 0 turns it off. Without the
+/// `cuda` feature it does nothing.
+pub fn delay_msm_marks_for_tests(us: u32) {
+    #[cfg(feature = "cuda")]
+    crate::native::MARK_DELAY_US.store(us, std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(feature = "cuda"))]
+    let _ = us;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,17 +255,4 @@ mod tests {
             .expect("no native backend without GPU support");
         assert!(e.to_string().contains("without the `cuda` feature"), "{e}");
     }
-}
-
-/// For tests of what reads a proof's GPU times: from now on (in this
-/// process) the native backend queues `us` microseconds of device time
-/// before the marks that close each group of MSMs, so that the marks
-/// complete well after the results they follow, as they do at production
-/// size when partitions share streamed bases. 0 turns it off. Without the
-/// `cuda` feature it does nothing.
-pub fn delay_msm_marks_for_tests(us: u32) {
-    #[cfg(feature = "cuda")]
-    crate::native::MARK_DELAY_US.store(us, std::sync::atomic::Ordering::Relaxed);
-    #[cfg(not(feature = "cuda"))]
-    let _ = us;
 }

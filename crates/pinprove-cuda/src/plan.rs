@@ -116,7 +116,7 @@ impl CircuitSizes {
     pub fn of_recording(r: &pinprove_groth16::precompiled::Recording) -> CircuitSizes {
         let stats = r.stats();
         let domain = pinprove_groth16::domain::domain_size(stats.constraints).unwrap_or(usize::MAX / 2);
-        let b = r.b_input_density().total() + r.b_aux_density().total();
+        let b = r.densities().b_bases();
         // As native_spmv.cu lays them out: per matrix, row offsets (8
         // bytes each), columns (4) and coefficient ids (2) per entry; the
         // coefficients once.
@@ -126,7 +126,7 @@ impl CircuitSizes {
         CircuitSizes {
             domain,
             vars: stats.inputs + stats.aux,
-            bases: [domain - 1, stats.aux, stats.inputs + r.a_aux_density().total(), b, b],
+            bases: [domain - 1, stats.aux, r.densities().a_bases(stats.inputs), b, b],
             matrices: Some(matrices),
             coefficients: stats.coefficients,
         }

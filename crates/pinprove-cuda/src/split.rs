@@ -280,8 +280,8 @@ pub(crate) fn prepare(
     let one = Scalar::from(1u64);
     let aux: &[Scalar] = w.aux;
     let inputs: &[Scalar] = w.inputs;
-    let (ad, bd) = (w.a_aux_density, w.b_aux_density);
-    if ad.len() != aux.len() || bd.len() != aux.len() || w.b_input_density.len() != inputs.len() {
+    let (ad, bd) = (&w.densities.a_aux, &w.densities.b_aux);
+    if ad.len() != aux.len() || bd.len() != aux.len() || w.densities.b_input.len() != inputs.len() {
         return Err(ProveError::Backend {
             backend: "native",
             message: "densities do not match the assignment".into(),
@@ -292,7 +292,7 @@ pub(crate) fn prepare(
     let input_sel: [Vec<usize>; 3] = [
         Vec::new(),
         (0..inputs.len()).collect(),
-        w.b_input_density.iter_ones().collect(),
+        w.densities.b_input.iter_ones().collect(),
     ];
     let mut head = Tally::default();
     for (q, sel) in input_sel.iter().enumerate() {
@@ -571,11 +571,11 @@ mod tests {
             0 => out.extend_from_slice(&w.aux),
             1 => {
                 out.extend_from_slice(&w.inputs);
-                out.extend(w.a_aux_density.iter_ones().map(|i| w.aux[i]));
+                out.extend(w.densities.a_aux.iter_ones().map(|i| w.aux[i]));
             }
             _ => {
-                out.extend(w.b_input_density.iter_ones().map(|i| w.inputs[i]));
-                out.extend(w.b_aux_density.iter_ones().map(|i| w.aux[i]));
+                out.extend(w.densities.b_input.iter_ones().map(|i| w.inputs[i]));
+                out.extend(w.densities.b_aux.iter_ones().map(|i| w.aux[i]));
             }
         }
         out
@@ -643,9 +643,11 @@ mod tests {
         Witness {
             inputs: vec_in(pool, &inputs),
             aux: vec_in(pool, &aux),
-            a_aux_density: density(&a),
-            b_input_density: density(&bi),
-            b_aux_density: density(&b),
+            densities: pinprove_groth16::Densities {
+                a_aux: density(&a),
+                b_input: density(&bi),
+                b_aux: density(&b),
+            },
             working_set: None,
         }
     }
@@ -757,7 +759,7 @@ mod tests {
     fn mismatched_densities_are_an_error() {
         let pool = pool();
         let mut w = witness(&pool, 11, 100, 0.5, 0.3);
-        w.b_aux_density.add_element();
+        w.densities.b_aux.add_element();
         assert!(prepare_witness(&mut w, &pool, Mode::Split).is_err());
     }
 

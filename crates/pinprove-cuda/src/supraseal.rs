@@ -135,7 +135,8 @@ fn assignment(p: &ProvingAssignment) -> Result<Assignment<Scalar>, ProveError> {
         (Some(a), Some(b), Some(c)) => (a, b, c),
         _ => return Err(ProveError::AbcReleased),
     };
-    let (ad, bi, bd) = (p.a_aux_density(), p.b_input_density(), p.b_aux_density());
+    let d = p.densities();
+    let (ad, bi, bd) = (&d.a_aux, &d.b_input, &d.b_aux);
     Ok(Assignment {
         a_aux_density: ad.words().as_ptr().cast(),
         a_aux_bit_len: ad.len(),

@@ -9,7 +9,7 @@ use ff::Field;
 use pinprove_mem::{MemoryKind, PinnedPool, PinnedVec, Reservation};
 
 use crate::precompiled::Recording;
-use crate::{Density, ProveError, Scalar};
+use crate::{Densities, Density, ProveError, Scalar};
 
 /// A synthesized circuit: the A/B/C evaluations of every constraint, the
 /// input and aux assignments, and which variables the A and B queries use.
@@ -28,9 +28,7 @@ pub struct ProvingAssignment {
     c: Option<PinnedVec<Scalar>>,
     input: PinnedVec<Scalar>,
     aux: PinnedVec<Scalar>,
-    a_aux_density: Density,
-    b_input_density: Density,
-    b_aux_density: Density,
+    densities: Densities,
     /// The first error met where the constraint-system API cannot return one
     /// (`enforce`), or a memory error behind a `SynthesisError`.
     error: Option<ProveError>,
@@ -52,12 +50,8 @@ pub struct Witness {
     pub inputs: PinnedVec<Scalar>,
     /// Auxiliary assignments.
     pub aux: PinnedVec<Scalar>,
-    /// Aux variables used by the A query.
-    pub a_aux_density: Density,
-    /// Inputs used by the B query.
-    pub b_input_density: Density,
-    /// Aux variables used by the B query.
-    pub b_aux_density: Density,
+    /// The variables each query uses.
+    pub densities: Densities,
     /// What is left of the job's working-set reservation: a backend pays
     /// its scratch vectors out of it; released when the witness is dropped.
     pub working_set: Option<Reservation>,
@@ -71,12 +65,8 @@ pub struct WitnessRef<'a> {
     pub inputs: &'a [Scalar],
     /// Auxiliary assignments.
     pub aux: &'a [Scalar],
-    /// Aux variables used by the A query.
-    pub a_aux_density: &'a Density,
-    /// Inputs used by the B query.
-    pub b_input_density: &'a Density,
-    /// Aux variables used by the B query.
-    pub b_aux_density: &'a Density,
+    /// The variables each query uses.
+    pub densities: &'a Densities,
 }
 
 impl Witness {
@@ -86,9 +76,7 @@ impl Witness {
         let values = WitnessRef {
             inputs: &self.inputs,
             aux: &self.aux,
-            a_aux_density: &self.a_aux_density,
-            b_input_density: &self.b_input_density,
-            b_aux_density: &self.b_aux_density,
+            densities: &self.densities,
         };
         (values, self.working_set.as_mut())
     }
@@ -119,9 +107,7 @@ impl ProvingAssignment {
             c: Some(vec(caps.constraints)?),
             input: vec(caps.inputs)?,
             aux: vec(caps.aux)?,
-            a_aux_density: Density::with_capacity(caps.aux),
-            b_input_density: Density::with_capacity(caps.inputs),
-            b_aux_density: Density::with_capacity(caps.aux),
+            densities: Densities::with_capacity(caps.inputs, caps.aux),
             error: None,
             working_set: None,
             pending: None,
@@ -136,7 +122,7 @@ impl ProvingAssignment {
         abc: [PinnedVec<Scalar>; 3],
         input: PinnedVec<Scalar>,
         aux: PinnedVec<Scalar>,
-        densities: [Density; 3],
+        densities: Densities,
         working_set: Option<Reservation>,
     ) -> Self {
         let mut asg = Self::from_witness(input, aux, densities, working_set);
@@ -150,7 +136,7 @@ impl ProvingAssignment {
         recording: Arc<Recording>,
         input: PinnedVec<Scalar>,
         aux: PinnedVec<Scalar>,
-        densities: [Density; 3],
+        densities: Densities,
         working_set: Option<Reservation>,
     ) -> Self {
         let mut asg = Self::from_witness(input, aux, densities, working_set);
@@ -162,7 +148,7 @@ impl ProvingAssignment {
     fn from_witness(
         input: PinnedVec<Scalar>,
         aux: PinnedVec<Scalar>,
-        [a_aux_density, b_input_density, b_aux_density]: [Density; 3],
+        densities: Densities,
         working_set: Option<Reservation>,
     ) -> Self {
         ProvingAssignment {
@@ -171,9 +157,7 @@ impl ProvingAssignment {
             c: None,
             input,
             aux,
-            a_aux_density,
-            b_input_density,
-            b_aux_density,
+            densities,
             error: None,
             working_set,
             pending: None,
@@ -224,9 +208,7 @@ impl ProvingAssignment {
         let values = WitnessRef {
             inputs: &self.input,
             aux: &self.aux,
-            a_aux_density: &self.a_aux_density,
-            b_input_density: &self.b_input_density,
-            b_aux_density: &self.b_aux_density,
+            densities: &self.densities,
         };
         (values, self.working_set.as_mut())
     }
@@ -318,9 +300,7 @@ impl ProvingAssignment {
             c: abc(self.c())?,
             input: copy(&self.input)?,
             aux: copy(&self.aux)?,
-            a_aux_density: self.a_aux_density.clone(),
-            b_input_density: self.b_input_density.clone(),
-            b_aux_density: self.b_aux_density.clone(),
+            densities: self.densities.clone(),
             error: None,
             working_set: None,
             pending: self.pending.clone(),
@@ -334,9 +314,7 @@ impl ProvingAssignment {
         Witness {
             inputs: self.input,
             aux: self.aux,
-            a_aux_density: self.a_aux_density,
-            b_input_density: self.b_input_density,
-            b_aux_density: self.b_aux_density,
+            densities: self.densities,
             working_set: self.working_set,
         }
     }
@@ -368,19 +346,9 @@ impl ProvingAssignment {
         &self.aux
     }
 
-    /// Aux variables used by the A query.
-    pub fn a_aux_density(&self) -> &Density {
-        &self.a_aux_density
-    }
-
-    /// Inputs used by the B query.
-    pub fn b_input_density(&self) -> &Density {
-        &self.b_input_density
-    }
-
-    /// Aux variables used by the B query.
-    pub fn b_aux_density(&self) -> &Density {
-        &self.b_aux_density
+    /// The variables each query uses.
+    pub fn densities(&self) -> &Densities {
+        &self.densities
     }
 
     /// Times a vector outgrew its buffer during synthesis (zero with a
@@ -444,10 +412,10 @@ impl ProvingAssignment {
             )));
         }
         if input {
-            self.b_input_density.add_element();
+            self.densities.b_input.add_element();
         } else {
-            self.a_aux_density.add_element();
-            self.b_aux_density.add_element();
+            self.densities.a_aux.add_element();
+            self.densities.b_aux.add_element();
         }
         Ok(Variable::new_unchecked(index))
     }
@@ -550,9 +518,9 @@ impl ConstraintSystem<Scalar> for ProvingAssignment {
         match evaluate_constraint(
             (&a, &b, &c),
             (&self.input, &self.aux),
-            &mut self.a_aux_density,
-            &mut self.b_input_density,
-            &mut self.b_aux_density,
+            &mut self.densities.a_aux,
+            &mut self.densities.b_input,
+            &mut self.densities.b_aux,
         ) {
             Some((va, vb, vc)) => self.push_abc(va, vb, vc),
             // A variable the circuit never allocated: bellperson would panic.
@@ -593,9 +561,9 @@ impl ConstraintSystem<Scalar> for ProvingAssignment {
             self.fail(e.into());
             return;
         }
-        self.a_aux_density.extend(&other.a_aux_density, false);
-        self.b_input_density.extend(&other.b_input_density, true);
-        self.b_aux_density.extend(&other.b_aux_density, false);
+        self.densities.a_aux.extend(&other.densities.a_aux, false);
+        self.densities.b_input.extend(&other.densities.b_input, true);
+        self.densities.b_aux.extend(&other.densities.b_aux, false);
     }
 }
 

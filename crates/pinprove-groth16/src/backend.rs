@@ -263,18 +263,18 @@ pub fn check_job(job: &ProofBatch) -> Result<usize, ProveError> {
         same("aux variables", other.num_aux(), first.num_aux())?;
         same(
             "A density",
-            other.a_aux_density().total(),
-            first.a_aux_density().total(),
+            other.densities().a_aux.total(),
+            first.densities().a_aux.total(),
         )?;
         same(
             "B input density",
-            other.b_input_density().total(),
-            first.b_input_density().total(),
+            other.densities().b_input.total(),
+            first.densities().b_input.total(),
         )?;
         same(
             "B aux density",
-            other.b_aux_density().total(),
-            first.b_aux_density().total(),
+            other.densities().b_aux.total(),
+            first.densities().b_aux.total(),
         )?;
     }
     let srs = &job.srs;
@@ -292,10 +292,10 @@ pub fn check_job(job: &ProofBatch) -> Result<usize, ProveError> {
     expect("l (aux variables)", first.num_aux(), len.l)?;
     expect(
         "a (inputs + aux used by A)",
-        first.num_inputs() + first.a_aux_density().total(),
+        first.densities().a_bases(first.num_inputs()),
         len.a,
     )?;
-    let b = first.b_input_density().total() + first.b_aux_density().total();
+    let b = first.densities().b_bases();
     expect("b_g1 (variables used by B)", b, len.b_g1)?;
     expect("b_g2 (variables used by B)", b, len.b_g2)?;
     if bool::from(group::prime::PrimeCurveAffine::is_identity(&srs.vk().delta_g1))

@@ -206,9 +206,7 @@ fn prove_one(
     let Witness {
         inputs,
         aux,
-        a_aux_density,
-        b_input_density,
-        b_aux_density,
+        densities,
         mut working_set,
     } = w;
     let inputs = inputs.map_in_place(|x| x.to_bytes_le());
@@ -219,14 +217,14 @@ fn prove_one(
     let a_scalars = gather(
         pool,
         working_set.as_mut(),
-        &[(&inputs, None), (&aux, Some(&a_aux_density))],
+        &[(&inputs, None), (&aux, Some(&densities.a_aux))],
     )?;
     let (a_acc, _) = g1_msm(points.a(), &a_scalars);
     drop(a_scalars);
     let b_scalars = gather(
         pool,
         working_set.as_mut(),
-        &[(&inputs, Some(&b_input_density)), (&aux, Some(&b_aux_density))],
+        &[(&inputs, Some(&densities.b_input)), (&aux, Some(&densities.b_aux))],
     )?;
     let (b1_acc, _) = g1_msm(points.b_g1(), &b_scalars);
     let (b2_acc, _) = g2_msm(points.b_g2(), &b_scalars);

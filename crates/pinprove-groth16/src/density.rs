@@ -135,3 +135,37 @@ mod tests {
         assert_eq!(d.iter_ones().collect::<Vec<_>>(), vec![0, 64, 129, 131]);
     }
 }
+
+/// The variables each query of a circuit uses: what selects an MSM's
+/// bases (the A query's aux variables, the B query's inputs and aux
+/// variables; every input is in A, every aux variable in L).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Densities {
+    /// Aux variables used by the A query.
+    pub a_aux: Density,
+    /// Inputs used by the B query.
+    pub b_input: Density,
+    /// Aux variables used by the B query.
+    pub b_aux: Density,
+}
+
+impl Densities {
+    /// Trackers with room for `inputs` and `aux` variables.
+    pub fn with_capacity(inputs: usize, aux: usize) -> Densities {
+        Densities {
+            a_aux: Density::with_capacity(aux),
+            b_input: Density::with_capacity(inputs),
+            b_aux: Density::with_capacity(aux),
+        }
+    }
+
+    /// Bases of the A query for a circuit of `inputs` inputs.
+    pub fn a_bases(&self, inputs: usize) -> usize {
+        inputs + self.a_aux.total()
+    }
+
+    /// Bases of the B query (in G1 and in G2).
+    pub fn b_bases(&self) -> usize {
+        self.b_input.total() + self.b_aux.total()
+    }
+}

@@ -104,7 +104,7 @@ pub mod synthetic;
 pub use assignment::{ProvingAssignment, Witness, WitnessRef, evaluate_constraint};
 pub use backend::{Backend, Capabilities, ProofBatch, ResidentSrs, StartedProof, check_job};
 pub use cpu::{CpuBackend, assemble};
-pub use density::Density;
+pub use density::{Densities, Density};
 pub use error::{DeviceFault, LostDevice, ParamsError, PrecompiledError, ProveError, SetupError};
 pub use hints::{BackendHint, CapacityHint, CapacityHints};
 pub use params::{QueryLengths, Srs, SrsPoints, SrsStats, Validation, VerifyingKey};

@@ -36,9 +36,9 @@ impl CircuitShape {
             inputs: p.num_inputs(),
             aux: p.num_aux(),
             constraints: p.num_constraints(),
-            a_aux: p.a_aux_density().total(),
-            b_inputs: p.b_input_density().total(),
-            b_aux: p.b_aux_density().total(),
+            a_aux: p.densities().a_aux.total(),
+            b_inputs: p.densities().b_input.total(),
+            b_aux: p.densities().b_aux.total(),
         }
     }
 

@@ -157,9 +157,9 @@ pub(super) fn partition_alone(
     let [zero, one, small, large] = value_classes(asg.aux());
     let (constraints, inputs, aux) = (asg.num_constraints(), asg.num_inputs(), asg.num_aux());
     let densities = [
-        asg.a_aux_density().total(),
-        asg.b_input_density().total(),
-        asg.b_aux_density().total(),
+        asg.densities().a_aux.total(),
+        asg.densities().b_input.total(),
+        asg.densities().b_aux.total(),
     ];
     drop(asg);
     // The recording is not in the budget: give the classic buffers back.

@@ -107,9 +107,11 @@ fn msms_split_by_value_equal_the_plain_sums() {
     let mut w = Witness {
         inputs: vec_in(&[Scalar::ONE]),
         aux: vec_in(&values),
-        a_aux_density: full_density(n, true),
-        b_input_density: full_density(1, false),
-        b_aux_density: full_density(n, true),
+        densities: pinprove_groth16::Densities {
+            a_aux: full_density(n, true),
+            b_input: full_density(1, false),
+            b_aux: full_density(n, true),
+        },
         working_set: None,
     };
     let r1 = resident::<G1>(0, &g1_affine).unwrap();

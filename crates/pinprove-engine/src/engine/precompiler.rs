@@ -684,9 +684,9 @@ fn fits(recording: &Recording, lengths: &QueryLengths) -> Result<(), String> {
     let found = QueryLengths {
         h: domain - 1,
         l: recording.num_aux(),
-        a: recording.num_inputs() + recording.a_aux_density().total(),
-        b_g1: recording.b_input_density().total() + recording.b_aux_density().total(),
-        b_g2: recording.b_input_density().total() + recording.b_aux_density().total(),
+        a: recording.densities().a_bases(recording.num_inputs()),
+        b_g1: recording.densities().b_bases(),
+        b_g2: recording.densities().b_bases(),
     };
     if found == *lengths {
         Ok(())

@@ -52,14 +52,6 @@ fn check_shape(recording: &Recording, witness: &WitnessValues) -> Result<(), Pre
     Ok(())
 }
 
-fn densities(recording: &Recording) -> [crate::Density; 3] {
-    [
-        recording.a_aux_density().clone(),
-        recording.b_input_density().clone(),
-        recording.b_aux_density().clone(),
-    ]
-}
-
 /// a/b/c of `matrices` on the witness (inputs, aux), in buffers of `pool`
 /// paid for out of `funds` when given.
 fn evaluate_abc(
@@ -118,7 +110,7 @@ pub fn evaluate(
         abc,
         witness.inputs,
         witness.aux,
-        densities(recording),
+        recording.densities().clone(),
         funds.take(),
     ))
 }
@@ -137,7 +129,7 @@ pub fn defer(
     funds: &mut Option<Reservation>,
 ) -> Result<ProvingAssignment, PrecompiledError> {
     check_shape(&recording, &witness)?;
-    let densities = densities(&recording);
+    let densities = recording.densities().clone();
     Ok(ProvingAssignment::pending(
         recording,
         witness.inputs,

@@ -60,7 +60,7 @@ use std::sync::{Arc, Mutex};
 
 use pinprove_mem::sync::Recover;
 
-use crate::{Density, Scalar};
+use crate::{Densities, Density, Scalar};
 
 pub use crate::error::PrecompiledError;
 pub use eval::{PrecompiledStats, defer, evaluate, evaluate_pending, evaluate_pending_from, synthesize_precompiled};
@@ -199,9 +199,7 @@ pub struct Recording {
     num_coefficients: usize,
     matrix_bytes: u64,
     matrices: Mutex<Option<Arc<Matrices>>>,
-    a_aux_density: Density,
-    b_input_density: Density,
-    b_aux_density: Density,
+    densities: Densities,
 }
 
 /// Sizes of a recording.
@@ -236,9 +234,11 @@ impl Recording {
         // The densities are the columns each query uses: every stored
         // coefficient is non-zero, exactly the terms the classic evaluation
         // marks.
-        let a_aux_density = column_density(&a, num_inputs, num_aux);
-        let b_input_density = column_density(&b, 0, num_inputs);
-        let b_aux_density = column_density(&b, num_inputs, num_aux);
+        let densities = Densities {
+            a_aux: column_density(&a, num_inputs, num_aux),
+            b_input: column_density(&b, 0, num_inputs),
+            b_aux: column_density(&b, num_inputs, num_aux),
+        };
         let matrices = Matrices { a, b, c, coefficients };
         Recording {
             circuit_id,
@@ -249,9 +249,7 @@ impl Recording {
             num_coefficients: matrices.coefficients.len(),
             matrix_bytes: matrices.bytes(),
             matrices: Mutex::new(Some(Arc::new(matrices))),
-            a_aux_density,
-            b_input_density,
-            b_aux_density,
+            densities,
         }
     }
 
@@ -303,24 +301,15 @@ impl Recording {
         self.matrices.lock().recover()
     }
 
-    /// Aux variables used by the A query.
-    pub fn a_aux_density(&self) -> &Density {
-        &self.a_aux_density
-    }
-
-    /// Inputs used by the B query.
-    pub fn b_input_density(&self) -> &Density {
-        &self.b_input_density
-    }
-
-    /// Aux variables used by the B query.
-    pub fn b_aux_density(&self) -> &Density {
-        &self.b_aux_density
+    /// The variables each query uses.
+    pub fn densities(&self) -> &Densities {
+        &self.densities
     }
 
     /// Sizes and memory of the recording.
     pub fn stats(&self) -> RecordingStats {
-        let density_bytes = [&self.a_aux_density, &self.b_input_density, &self.b_aux_density]
+        let d = &self.densities;
+        let density_bytes = [&d.a_aux, &d.b_input, &d.b_aux]
             .iter()
             .map(|d| d.words().len() as u64 * 8)
             .sum::<u64>();
@@ -341,9 +330,7 @@ impl Clone for Recording {
         Recording {
             circuit_id: self.circuit_id.clone(),
             matrices: Mutex::new(self.lock().clone()),
-            a_aux_density: self.a_aux_density.clone(),
-            b_input_density: self.b_input_density.clone(),
-            b_aux_density: self.b_aux_density.clone(),
+            densities: self.densities.clone(),
             ..*self
         }
     }
@@ -355,9 +342,7 @@ impl PartialEq for Recording {
         self.circuit_id == other.circuit_id
             && (self.num_inputs, self.num_aux) == (other.num_inputs, other.num_aux)
             && matrices(self) == matrices(other)
-            && self.a_aux_density == other.a_aux_density
-            && self.b_input_density == other.b_input_density
-            && self.b_aux_density == other.b_aux_density
+            && self.densities == other.densities
     }
 }
 

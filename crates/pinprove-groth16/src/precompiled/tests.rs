@@ -67,9 +67,9 @@ fn records_rows_columns_and_densities_exactly() {
     assert_eq!(coeff(m.a(), 2), Scalar::from(3u64));
     assert_eq!(m.coefficients().len(), 4, "one, minus one, 5, 3");
     let ones = |d: &crate::Density| d.iter_ones().collect::<Vec<_>>();
-    assert_eq!(ones(r.a_aux_density()), vec![0], "y in A");
-    assert_eq!(ones(r.b_input_density()), vec![0, 1], "ONE and x in B");
-    assert!(ones(r.b_aux_density()).is_empty(), "z only in C");
+    assert_eq!(ones(&r.densities().a_aux), vec![0], "y in A");
+    assert_eq!(ones(&r.densities().b_input), vec![0, 1], "ONE and x in B");
+    assert!(ones(&r.densities().b_aux).is_empty(), "z only in C");
     let s = r.stats();
     assert_eq!(s.nnz, [5, 2, 2]);
     assert_eq!(s.coefficients, 4);
@@ -318,9 +318,9 @@ fn parts_recorded_on_every_core_are_the_sequential_recording() {
         let in_parts = record_parts(&parts, "parts").unwrap();
         assert_eq!(in_parts.stats(), whole.stats(), "{n} parts");
         assert_eq!(*in_parts.matrices().unwrap(), *whole.matrices().unwrap(), "{n} parts");
-        assert_eq!(in_parts.a_aux_density(), whole.a_aux_density(), "{n} parts");
-        assert_eq!(in_parts.b_input_density(), whole.b_input_density(), "{n} parts");
-        assert_eq!(in_parts.b_aux_density(), whole.b_aux_density(), "{n} parts");
+        assert_eq!(in_parts.densities().a_aux, whole.densities().a_aux, "{n} parts");
+        assert_eq!(in_parts.densities().b_input, whole.densities().b_input, "{n} parts");
+        assert_eq!(in_parts.densities().b_aux, whole.densities().b_aux, "{n} parts");
     }
     // In a pool of four threads, so that groups really run at once here too.
     let pool = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();

@@ -76,9 +76,9 @@ fn same(a: &ProvingAssignment, b: &ProvingAssignment) {
     assert_eq!(a.c(), b.c());
     assert_eq!(a.inputs(), b.inputs());
     assert_eq!(a.aux(), b.aux());
-    assert_eq!(a.a_aux_density().words(), b.a_aux_density().words());
-    assert_eq!(a.b_input_density().words(), b.b_input_density().words());
-    assert_eq!(a.b_aux_density().words(), b.b_aux_density().words());
+    assert_eq!(a.densities().a_aux.words(), b.densities().a_aux.words());
+    assert_eq!(a.densities().b_input.words(), b.densities().b_input.words());
+    assert_eq!(a.densities().b_aux.words(), b.densities().b_aux.words());
 }
 
 #[test]

@@ -25,13 +25,21 @@ fn same(classic: &ProvingAssignment, pre: &ProvingAssignment, what: &str) {
     assert_eq!(classic.c(), pre.c(), "{what}: c");
     assert_eq!(classic.inputs(), pre.inputs(), "{what}: inputs");
     assert_eq!(classic.aux(), pre.aux(), "{what}: aux");
-    assert_eq!(classic.a_aux_density(), pre.a_aux_density(), "{what}: A aux density");
     assert_eq!(
-        classic.b_input_density(),
-        pre.b_input_density(),
+        classic.densities().a_aux,
+        pre.densities().a_aux,
+        "{what}: A aux density"
+    );
+    assert_eq!(
+        classic.densities().b_input,
+        pre.densities().b_input,
         "{what}: B input density"
     );
-    assert_eq!(classic.b_aux_density(), pre.b_aux_density(), "{what}: B aux density");
+    assert_eq!(
+        classic.densities().b_aux,
+        pre.densities().b_aux,
+        "{what}: B aux density"
+    );
 }
 
 fn classic<C: Circuit<Scalar>>(c: C, id: &str, pool: &Arc<PinnedPool>, layout: AbcLayout) -> ProvingAssignment {
@@ -241,16 +249,16 @@ fn a_hand_written_circuit_proves_the_same_from_its_blank_recording() {
     // The cancelled terms are not in the matrices: sq in A of "y" and "c
     // only".
     assert_eq!(
-        rec.a_aux_density().iter_ones().collect::<Vec<_>>(),
+        rec.densities().a_aux.iter_ones().collect::<Vec<_>>(),
         vec![0, 3, 4, 5],
         "a and the bits in A; sq only with coefficients that cancel"
     );
     assert!(
-        rec.b_aux_density().get(0) && !rec.b_aux_density().get(2),
+        rec.densities().b_aux.get(0) && !rec.densities().b_aux.get(2),
         "a in B; c_only not"
     );
     assert_eq!(
-        rec.b_input_density().iter_ones().collect::<Vec<_>>(),
+        rec.densities().b_input.iter_ones().collect::<Vec<_>>(),
         vec![0, 1, 3],
         "ONE, x and z in B"
     );
