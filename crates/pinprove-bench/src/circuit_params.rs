@@ -6,11 +6,12 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+use pinprove_filecoin::ProofKind;
 use clap::{Args, Subcommand};
 
 use crate::builtin::CircuitArgs;
-use crate::params_cache::{write_real, write_synthetic};
+use crate::params_cache::{write_atomically, write_real, write_synthetic};
 use crate::report::{bytes, dur};
 
 #[derive(Subcommand, Debug)]
@@ -23,6 +24,24 @@ pub enum CircuitParamsCommand {
     /// valid points ((i+1)·G), fast to make, for sizes a real setup cannot
     /// reach. Proofs made with them do not verify.
     Synthetic(SyntheticArgs),
+    /// Synthetic parameters at a Filecoin circuit's measured 32 GiB shape,
+    /// in Filecoin's file format: what a provider's host reads at start
+    /// (45 GiB for PoRep, 60 GiB for WindowPoSt), for timing loads from
+    /// disk. Proofs made with them do not verify.
+    Filecoin(FilecoinFileArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct FilecoinFileArgs {
+    /// porep, snap, wpost or winning.
+    #[arg(long)]
+    kind: ProofKind,
+    /// The sector size (only 32GiB's shapes are measured and built in).
+    #[arg(long, value_parser = pinprove_mem::parse_bytes, default_value = "32GiB")]
+    sector_size: u64,
+    /// Where to write the parameters.
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -70,6 +89,19 @@ pub fn run(cmd: &CircuitParamsCommand) -> Result<()> {
                 args.out.display(),
                 bytes(size),
                 circuit.id(),
+                dur(t.elapsed())
+            );
+        }
+        CircuitParamsCommand::Filecoin(args) => {
+            let id = pinprove_filecoin::kind::circuit_id(args.kind, args.sector_size)?;
+            let shape = pinprove_filecoin::production::shape_of(&id)
+                .with_context(|| format!("{id}: no measured shape (32GiB sectors only)"))?;
+            let t = Instant::now();
+            write_atomically(&args.out, |w| Ok(pinprove_groth16::synthetic::write_synthetic_params(&shape, w)?))?;
+            println!(
+                "wrote {} ({}) for {id} in {} (synthetic: proofs made with it do not verify)",
+                args.out.display(),
+                bytes(shape.file_bytes()),
                 dur(t.elapsed())
             );
         }

@@ -1,7 +1,8 @@
 //! `pinprove-bench day`: a storage provider's day in minutes, from
 //! synthetic inputs and parameters of the real shapes (the proofs do not
-//! verify): a PoRep C2 stream, a WindowPoSt partition every few minutes
-//! and a WinningPoSt every half minute, all through one engine. It reports
+//! verify): a PoRep C2 stream, WindowPoSt partitions in bursts as
+//! deadlines open (`--wpost-burst`, `--wpost-every`) and WinningPoSts at
+//! fixed or random times, all through one engine. It reports
 //! each PoSt's latency from submission (parameter loads included), the
 //! stream's seconds per proof, how many times each circuit's parameters
 //! were loaded, and, when the GPU is read through NVML, its used memory
@@ -38,12 +39,31 @@ pub struct DayArgs {
     /// PoRep proofs kept in flight (0: no sealing stream).
     #[arg(long, default_value_t = 2)]
     porep_in_flight: usize,
-    /// Seconds between WindowPoSt partitions (0: none).
+    /// Seconds between WindowPoSt deadlines opening (0: none).
     #[arg(long, default_value_t = 120.0)]
     wpost_every: f64,
-    /// Seconds between WinningPoSts (0: none).
+    /// WindowPoSt partitions submitted at once when a deadline opens (a
+    /// provider's partitions due in one deadline).
+    #[arg(long, default_value_t = 1)]
+    wpost_burst: usize,
+    /// Seconds into the day when the first deadline opens.
+    #[arg(long, default_value_t = 0.0)]
+    wpost_first: f64,
+    /// Seconds between WinningPoSts (0: none); with --winning-random, the
+    /// mean of random intervals.
     #[arg(long, default_value_t = 30.0)]
     winning_every: f64,
+    /// WinningPoSts at random times (a Poisson process of mean interval
+    /// --winning-every, from --seed), as elections come.
+    #[arg(long)]
+    winning_random: bool,
+    /// Seed of the random WinningPoSt times.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Where capacity hints and circuit recordings persist: a recording
+    /// made there before (by another run) is loaded instead of made again.
+    #[arg(long)]
+    hints_dir: Option<std::path::PathBuf>,
     /// pinprove's backend.
     #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
     backend: BackendKind,
@@ -149,6 +169,7 @@ pub fn run(args: &DayArgs) -> Result<()> {
     let backend = stack.devices[0].backend.name();
     let engine = stack.engine(EngineConfig {
         precompiled: true,
+        hints_dir: args.hints_dir.clone(),
         ..EngineConfig::default()
     })?;
     let prover = FilecoinProver::for_synthetic_inputs(
@@ -204,30 +225,48 @@ pub fn run(args: &DayArgs) -> Result<()> {
             gpu_used.lock().unwrap().push(u);
         }
     };
-    // A kind submitted every `every` seconds until the day is over.
-    let periodic = |req: &ProofRequest, every: f64, name: &str| -> Result<Vec<Latency>> {
-        let mut out = Vec::new();
-        if every <= 0.0 {
-            return Ok(out);
-        }
-        let mut next = start;
-        while !over.load(Ordering::Relaxed) {
-            if Instant::now() >= next {
-                let at_s = start.elapsed().as_secs_f64();
-                match prove(&prover, req, deadline)? {
-                    Some(took_s) => {
-                        note(name, took_s);
-                        out.push(Latency { at_s, took_s });
-                    }
-                    None => {
-                        unfinished.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                next += Duration::from_secs_f64(every);
+    // Proves `req` once, noting its latency (or that it did not finish).
+    let one = |req: &ProofRequest, name: &str| -> Result<Option<Latency>> {
+        let at_s = start.elapsed().as_secs_f64();
+        Ok(match prove(&prover, req, deadline)? {
+            Some(took_s) => {
+                note(name, took_s);
+                Some(Latency { at_s, took_s })
             }
-            std::thread::sleep(Duration::from_millis(100));
+            None => {
+                unfinished.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        })
+    };
+    // `burst` proofs of a kind submitted at once at each of `times` (seconds
+    // into the day) until the day is over; the next burst comes once the
+    // last is done and its time has come.
+    let arrivals = |req: &ProofRequest, times: &mut dyn Iterator<Item = f64>, burst: usize, name: &str| {
+        let mut out = Vec::new();
+        for at in times {
+            while !over.load(Ordering::Relaxed) && start.elapsed().as_secs_f64() < at {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if over.load(Ordering::Relaxed) {
+                break;
+            }
+            let done: Vec<Result<Option<Latency>>> = std::thread::scope(|s| {
+                let each: Vec<_> = (0..burst).map(|_| s.spawn(|| one(req, name))).collect();
+                each.into_iter().map(joined).collect()
+            });
+            for r in done {
+                out.extend(r?);
+            }
         }
-        Ok(out)
+        Ok::<_, anyhow::Error>(out)
+    };
+    let minutes_s = args.minutes * 60.0;
+    let mut wpost_times = post_times(args.wpost_first, args.wpost_every, minutes_s);
+    let mut winning_times: Box<dyn Iterator<Item = f64> + Send> = if args.winning_random {
+        Box::new(random_times(args.winning_every, minutes_s, args.seed).into_iter())
+    } else {
+        Box::new(post_times(0.0, args.winning_every, minutes_s))
     };
     let (porep_proofs, wpost_latencies, winning_latencies) = std::thread::scope(|s| -> Result<_> {
         let sealers: Vec<_> = (0..args.porep_in_flight)
@@ -249,8 +288,8 @@ pub fn run(args: &DayArgs) -> Result<()> {
                 })
             })
             .collect();
-        let w = s.spawn(|| periodic(wpost, args.wpost_every, "a WindowPoSt partition"));
-        let n = s.spawn(|| periodic(winning, args.winning_every, "a WinningPoSt"));
+        let w = s.spawn(|| arrivals(wpost, &mut wpost_times, args.wpost_burst.max(1), "a WindowPoSt partition"));
+        let n = s.spawn(|| arrivals(winning, &mut winning_times, 1, "a WinningPoSt"));
         while start.elapsed() < day {
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -291,6 +330,38 @@ pub fn run(args: &DayArgs) -> Result<()> {
         budget_fullest,
     };
     args.output.emit(&report, print)
+}
+
+/// `first`, `first + every`, ... before `end` seconds (none when `every`
+/// is not positive).
+fn post_times(first: f64, every: f64, end: f64) -> impl Iterator<Item = f64> + Send {
+    let n = if every > 0.0 && first < end {
+        ((end - first) / every).ceil() as usize
+    } else {
+        0
+    };
+    (0..n).map(move |i| first + i as f64 * every).filter(move |t| *t < end)
+}
+
+/// Times before `end` seconds of a Poisson process of mean interval
+/// `mean` seconds, from `seed` (none when `mean` is not positive).
+fn random_times(mean: f64, end: f64, seed: u64) -> Vec<f64> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut out = Vec::new();
+    if mean <= 0.0 {
+        return out;
+    }
+    let mut t = 0.0;
+    loop {
+        // An exponential interval: -mean · ln(U), U in (0, 1].
+        let u: f64 = 1.0 - rng.r#gen::<f64>();
+        t += -mean * u.ln();
+        if t >= end {
+            return out;
+        }
+        out.push(t);
+    }
 }
 
 /// A scoped thread's result, its panic an error.
@@ -350,4 +421,29 @@ fn print(r: &DayReport) {
         bytes(r.budget_bytes),
         r.budget_fullest.describe()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadlines_open_from_the_first_until_the_day_ends() {
+        let t: Vec<f64> = post_times(60.0, 180.0, 360.0).collect();
+        assert_eq!(t, vec![60.0, 240.0]);
+        assert_eq!(post_times(0.0, 0.0, 360.0).count(), 0);
+        assert_eq!(post_times(400.0, 60.0, 360.0).count(), 0);
+    }
+
+    #[test]
+    fn random_winning_posts_have_their_mean_and_the_same_seed_gives_the_same_day() {
+        let day = 45.0 * 2000.0;
+        let t = random_times(45.0, day, 7);
+        assert_eq!(t, random_times(45.0, day, 7));
+        assert_ne!(t, random_times(45.0, day, 8));
+        assert!(t.windows(2).all(|w| w[0] < w[1]) && t.iter().all(|x| *x < day));
+        // 2000 expected; a Poisson count's standard deviation is about 45.
+        assert!((1800..2200).contains(&t.len()), "{} arrivals", t.len());
+        assert!(random_times(0.0, day, 7).is_empty());
+    }
 }

@@ -82,6 +82,11 @@ pub struct SyntheticArgs {
     /// a copy of one partition), so that every proof runs pre-compiled.
     #[arg(long)]
     pub record_first: bool,
+    /// With --precompiled and --hints-dir: record the circuit into the
+    /// hints directory and stop (no parameters, no proof), so that later
+    /// runs there start from the recording (scripts/gpu-check's first call).
+    #[arg(long)]
+    pub record_only: bool,
     /// Where capacity hints and circuit recordings persist (the daemon's
     /// hints directory): a run after another of the same circuit loads its
     /// recording instead of recording it again. Default: in memory only.
@@ -252,7 +257,15 @@ pub fn measure(
     let register_s = secs(t.elapsed());
     // A profile needs only the parameters' shape: no points (they would not
     // fit beside a 32 GiB partition on a small machine).
-    let (_, params_load) = if args.profile_only {
+    if args.record_only {
+        ensure!(
+            precompiled && args.hints_dir.is_some(),
+            "--record-only needs --precompiled and --hints-dir (where the recording is kept)"
+        );
+        let s = waits::record_ahead(&prover, &req, &circuit)?;
+        eprintln!("{circuit}: recorded in {s:.1} s into the hints directory (--record-only: no parameters, no proof)");
+    }
+    let (_, params_load) = if args.profile_only || args.record_only {
         (false, Duration::ZERO)
     } else {
         engine.preload_srs(&circuit)?
@@ -285,7 +298,7 @@ pub fn measure(
         !(args.skip_alone && args.profile_only),
         "--profile-only measures the partition --skip-alone skips"
     );
-    let partition = (!args.skip_alone)
+    let partition = (!args.skip_alone && !args.record_only)
         .then(|| profile::partition_alone(&prover, &stack, &req, &circuit, precompiled))
         .transpose()?;
     if let Some(p) = &partition {
@@ -322,7 +335,7 @@ pub fn measure(
         partition,
         proving,
     };
-    if args.profile_only {
+    if args.profile_only || args.record_only {
         return Ok(report(None));
     }
 
