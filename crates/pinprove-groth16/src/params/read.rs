@@ -5,13 +5,16 @@
 //! is truncated or replaced while it loads then yields an error naming the
 //! section, where a mapping would have killed the process with SIGBUS. Each
 //! section is read in chunks, the next chunk read while the current one is
-//! decoded on all cores, so reading costs about what the disk (or the page
-//! cache) takes, as the mapping did.
+//! decoded on all cores; a read-ahead thread keeps the disk busy a window
+//! ahead of the decoding (while a section's buffer is pinned, above all), so
+//! reading costs about what the disk takes.
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use blst::{blst_p1_affine, blst_p2_affine};
 use blstrs::{G1Affine, G2Affine};
@@ -36,6 +39,8 @@ pub(super) enum Source<'a> {
         len: u64,
         /// Its path, for errors.
         path: &'a Path,
+        /// The end of the furthest read so far (where read-ahead starts).
+        read_to: AtomicU64,
     },
     /// Bytes already in memory.
     Bytes(&'a [u8]),
@@ -50,7 +55,12 @@ impl<'a> Source<'a> {
         };
         let file = File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
-        Ok(Source::File { file, len, path })
+        Ok(Source::File {
+            file,
+            len,
+            path,
+            read_to: AtomicU64::new(0),
+        })
     }
 
     /// Length of the bytes, as found when the read began.
@@ -76,8 +86,11 @@ impl<'a> Source<'a> {
                     _ => Err(truncated(section, offset, buf.len(), b.len() as u64)),
                 }
             }
-            Source::File { file, path, .. } => match file.read_exact_at(buf, offset) {
-                Ok(()) => Ok(()),
+            Source::File { file, path, read_to, .. } => match file.read_exact_at(buf, offset) {
+                Ok(()) => {
+                    read_to.fetch_max(offset + buf.len() as u64, Ordering::Relaxed);
+                    Ok(())
+                }
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                     let now = file.metadata().map(|m| m.len()).unwrap_or(0);
                     Err(truncated(section, offset, buf.len(), now))
@@ -87,6 +100,44 @@ impl<'a> Source<'a> {
                     source,
                 }),
             },
+        }
+    }
+}
+
+impl Source<'_> {
+    /// Reads the file ahead of the decoding, at most `window` bytes past
+    /// the furthest read, into a scratch buffer: the pages stay in the page
+    /// cache for the decoding's reads, and the disk works while the decoder
+    /// waits (for a section's buffer above all). Returns at the end of the
+    /// file, at its first error (the decoding's own read reports it) or
+    /// when `stop` is set. Bytes in memory need no read-ahead.
+    pub(super) fn read_ahead(&self, window: u64, stop: &AtomicBool) {
+        let Source::File { file, len, read_to, .. } = self else {
+            return;
+        };
+        let mut scratch = vec![0u8; CHUNK_BYTES];
+        let mut at = 0u64;
+        while at < *len && !stop.load(Ordering::Relaxed) {
+            at = at.max(read_to.load(Ordering::Relaxed));
+            if at >= read_to.load(Ordering::Relaxed).saturating_add(window) {
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            }
+            let n = (*len - at).min(CHUNK_BYTES as u64) as usize;
+            if file.read_exact_at(&mut scratch[..n], at).is_err() {
+                return;
+            }
+            at += n as u64;
+        }
+    }
+
+    /// Where read-ahead has nothing left behind: the end of the furthest
+    /// read (tests).
+    #[cfg(test)]
+    pub(super) fn read_to(&self) -> u64 {
+        match self {
+            Source::File { read_to, .. } => read_to.load(Ordering::Relaxed),
+            Source::Bytes(_) => 0,
         }
     }
 }
