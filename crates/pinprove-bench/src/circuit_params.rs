@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use pinprove_filecoin::ProofKind;
 use clap::{Args, Subcommand};
+use pinprove_filecoin::ProofKind;
 
 use crate::builtin::CircuitArgs;
 use crate::params_cache::{write_atomically, write_real, write_synthetic};
@@ -24,10 +24,11 @@ pub enum CircuitParamsCommand {
     /// valid points ((i+1)·G), fast to make, for sizes a real setup cannot
     /// reach. Proofs made with them do not verify.
     Synthetic(SyntheticArgs),
-    /// Synthetic parameters at a Filecoin circuit's measured 32 GiB shape,
-    /// in Filecoin's file format: what a provider's host reads at start
-    /// (45 GiB for PoRep, 60 GiB for WindowPoSt), for timing loads from
-    /// disk. Proofs made with them do not verify.
+    /// Synthetic parameters at a Filecoin circuit's shape (measured at
+    /// 32 GiB, counted before for other sizes), in Filecoin's file format:
+    /// what a provider's host reads at start (45 GiB for PoRep, 60 GiB for
+    /// WindowPoSt), for timing loads from disk. Proofs made with them do
+    /// not verify.
     Filecoin(FilecoinFileArgs),
 }
 
@@ -36,9 +37,13 @@ pub struct FilecoinFileArgs {
     /// porep, snap, wpost or winning.
     #[arg(long)]
     kind: ProofKind,
-    /// The sector size (only 32GiB's shapes are measured and built in).
+    /// The sector size: 32GiB's shapes are built in, other sizes' are read
+    /// from the shape cache (counted by an earlier `filecoin` or `day` run).
     #[arg(long, value_parser = pinprove_mem::parse_bytes, default_value = "32GiB")]
     sector_size: u64,
+    /// Where counted shapes are kept (default: pinprove's cache directory).
+    #[arg(long)]
+    shape_cache: Option<PathBuf>,
     /// Where to write the parameters.
     #[arg(long)]
     out: PathBuf,
@@ -94,10 +99,20 @@ pub fn run(cmd: &CircuitParamsCommand) -> Result<()> {
         }
         CircuitParamsCommand::Filecoin(args) => {
             let id = pinprove_filecoin::kind::circuit_id(args.kind, args.sector_size)?;
+            let cache = pinprove_filecoin::shapes::ShapeCache::new(
+                args.shape_cache
+                    .clone()
+                    .unwrap_or_else(crate::params_cache::pinprove_cache_dir),
+            );
             let shape = pinprove_filecoin::production::shape_of(&id)
-                .with_context(|| format!("{id}: no measured shape (32GiB sectors only)"))?;
+                .or_else(|| cache.get(&id))
+                .with_context(|| {
+                    format!("{id}: no shape (32GiB's are built in; count another size's with a `day` or `filecoin` run first)")
+                })?;
             let t = Instant::now();
-            write_atomically(&args.out, |w| Ok(pinprove_groth16::synthetic::write_synthetic_params(&shape, w)?))?;
+            write_atomically(&args.out, |w| {
+                Ok(pinprove_groth16::synthetic::write_synthetic_params(&shape, w)?)
+            })?;
             println!(
                 "wrote {} ({}) for {id} in {} (synthetic: proofs made with it do not verify)",
                 args.out.display(),

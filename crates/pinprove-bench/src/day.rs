@@ -60,6 +60,18 @@ pub struct DayArgs {
     /// Seed of the random WinningPoSt times.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Parameter files of the day's circuits ("porep-32g.params", as
+    /// `pinprove-bench circuit-params filecoin` writes them): a kind whose
+    /// file is there loads from disk, as on a provider's host, checked as
+    /// the daemon checks; the others' synthetic parameters are made in
+    /// memory (the report says which).
+    #[arg(long)]
+    params_dir: Option<std::path::PathBuf>,
+    /// The PoRep stream's seconds per proof alone on the same machine
+    /// (`pinprove-bench filecoin --stream N`): the report gives the day's
+    /// PoRep rate against it.
+    #[arg(long)]
+    porep_alone_s_per_proof: Option<f64>,
     /// Where capacity hints and circuit recordings persist: a recording
     /// made there before (by another run) is loaded instead of made again.
     #[arg(long)]
@@ -119,6 +131,15 @@ struct DayReport {
     /// PoRep proofs completed, and wall seconds per proof over the day.
     porep_proofs: usize,
     porep_s_per_proof: Option<f64>,
+    /// PoRep proofs per hour over the day, and that over the stream's
+    /// alone (`--porep-alone-s-per-proof`).
+    porep_per_hour: f64,
+    porep_of_alone: Option<f64>,
+    /// Per circuit: where its parameters came from.
+    params_from: Vec<(String, String)>,
+    /// Every parameter load in the day: when it started (seconds into the
+    /// day) and how long it took, waiting for memory included.
+    srs_load_spans: Vec<(String, Latency)>,
     wpost: Vec<Latency>,
     winning: Vec<Latency>,
     /// Proofs cancelled unfinished when the grace after the day ran out.
@@ -179,8 +200,24 @@ pub fn run(args: &DayArgs) -> Result<()> {
     );
     let kinds = [ProofKind::PoRep, ProofKind::WindowPoSt, ProofKind::WinningPoSt];
     let mut requests = Vec::new();
+    let mut params_from = Vec::new();
     for (seed, kind) in kinds.into_iter().enumerate() {
-        prover.register(&pinprove_filecoin::kind::circuit_id(kind, args.sector_size)?)?;
+        let id = pinprove_filecoin::kind::circuit_id(kind, args.sector_size)?;
+        prover.register(&id)?;
+        let file = args
+            .params_dir
+            .as_ref()
+            .map(|d| d.join(format!("{id}.params")))
+            .filter(|f| f.is_file());
+        let from = match file {
+            Some(f) => {
+                prover.engine().register_srs(&id, &f);
+                format!("read from {}", f.display())
+            }
+            None => "made in memory (synthetic, no file)".to_string(),
+        };
+        eprintln!("{id}: parameters {from}");
+        params_from.push((id, from));
         requests.push(synthetic::request(kind, args.sector_size, seed as u64 + 1)?);
     }
     for kind in &args.preload {
@@ -288,7 +325,14 @@ pub fn run(args: &DayArgs) -> Result<()> {
                 })
             })
             .collect();
-        let w = s.spawn(|| arrivals(wpost, &mut wpost_times, args.wpost_burst.max(1), "a WindowPoSt partition"));
+        let w = s.spawn(|| {
+            arrivals(
+                wpost,
+                &mut wpost_times,
+                args.wpost_burst.max(1),
+                "a WindowPoSt partition",
+            )
+        });
         let n = s.spawn(|| arrivals(winning, &mut winning_times, 1, "a WinningPoSt"));
         while start.elapsed() < day {
             std::thread::sleep(Duration::from_millis(200));
@@ -305,6 +349,26 @@ pub fn run(args: &DayArgs) -> Result<()> {
     if let Some(p) = &args.timeline {
         std::fs::write(p, prover.engine().timeline().svg()).with_context(|| format!("writing {}", p.display()))?;
     }
+    let origin = prover.engine().timeline().origin();
+    let day_at = |t: Duration| (origin + t).saturating_duration_since(start).as_secs_f64();
+    let srs_load_spans = prover
+        .engine()
+        .timeline()
+        .spans()
+        .into_iter()
+        .filter(|s| s.name == pinprove_engine::Phase::SrsLoad && origin + s.start >= start)
+        .map(|s| {
+            let at_s = day_at(s.start);
+            (
+                s.label,
+                Latency {
+                    at_s,
+                    took_s: s.duration.as_secs_f64(),
+                },
+            )
+        })
+        .collect();
+    let porep_per_hour = porep_proofs as f64 * 3600.0 / elapsed;
     let report = DayReport {
         benchmark: "day",
         host: Host::detect(),
@@ -314,6 +378,13 @@ pub fn run(args: &DayArgs) -> Result<()> {
         recorded_before_s: recorded_s,
         porep_proofs,
         porep_s_per_proof: (porep_proofs > 0).then(|| elapsed / porep_proofs as f64),
+        porep_per_hour,
+        porep_of_alone: args
+            .porep_alone_s_per_proof
+            .filter(|s| *s > 0.0)
+            .map(|s| porep_per_hour / (3600.0 / s)),
+        params_from,
+        srs_load_spans,
         wpost: wpost_latencies,
         winning: winning_latencies,
         unfinished: unfinished.into_inner(),
@@ -386,6 +457,18 @@ fn print(r: &DayReport) {
         r.porep_s_per_proof
             .map_or(String::new(), |s| format!(", {s:.1} s per proof"))
     );
+    println!(
+        "  PoRep {:.1} proofs per hour{}",
+        r.porep_per_hour,
+        r.porep_of_alone
+            .map_or(String::new(), |f| format!(", {:.0}% of its stream alone", 100.0 * f))
+    );
+    for (circuit, from) in &r.params_from {
+        println!("  {circuit}: parameters {from}");
+    }
+    for (circuit, l) in &r.srs_load_spans {
+        println!("  {circuit}: parameters loaded at {:.1} s in {:.1} s", l.at_s, l.took_s);
+    }
     for (name, l) in [("WindowPoSt partitions", &r.wpost), ("WinningPoSts", &r.winning)] {
         let worst = l.iter().map(|x| x.took_s).fold(0.0, f64::max);
         let each: Vec<String> = l.iter().map(|x| format!("{:.1}", x.took_s)).collect();

@@ -12,6 +12,16 @@ fn bench(args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
+/// Runs `args` with pinprove's cache directory (counted shapes) at `cache`.
+fn bench_cached(args: &[&str], cache: &std::path::Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pinprove-bench"))
+        .args(args)
+        .env("PINPROVE_LOG", "warn")
+        .env("XDG_CACHE_HOME", cache)
+        .output()
+        .expect("the binary runs")
+}
+
 fn ok(args: &[&str]) -> String {
     let out = bench(args);
     assert!(
@@ -279,6 +289,74 @@ fn bench_day_times_each_post_and_counts_parameter_loads() {
         .map(|e| e[0].as_str().unwrap())
         .collect();
     assert_eq!(recorded, ["porep-2k", "wpost-2k"], "{r}");
+}
+
+#[test]
+fn bench_day_bursts_window_posts_and_reads_parameters_from_a_directory() {
+    let dir = temp_dir("day-params");
+    let cache = dir.join("cache");
+    let params = dir.join("params");
+    std::fs::create_dir_all(&params).unwrap();
+    let day = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "day",
+            "--sector-size",
+            "2KiB",
+            "--minutes",
+            "0.05",
+            "--backend",
+            "cpu",
+            "--porep-in-flight",
+            "0",
+            "--wpost-every",
+            "60",
+            "--wpost-burst",
+            "2",
+            "--winning-every",
+            "0",
+            "--preload",
+            "winning",
+            "--record",
+            "wpost",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = bench_cached(&args, &cache);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let from = |r: &serde_json::Value, id: &str| {
+        let l = r["params_from"].as_array().unwrap();
+        l.iter().find(|e| e[0] == id).unwrap()[1].as_str().unwrap().to_string()
+    };
+    // No file: made in memory; the burst's two partitions both proved, the
+    // parameters loaded once, inside the day.
+    let r = day(&["--params-dir", params.to_str().unwrap()]);
+    assert_eq!(r["wpost"].as_array().unwrap().len(), 2, "{r}");
+    assert!(from(&r, "wpost-2k").starts_with("made in memory"), "{r}");
+    let spans = r["srs_load_spans"].as_array().unwrap();
+    assert_eq!(spans.iter().filter(|s| s[0] == "wpost-2k").count(), 1, "{r}");
+    // The shape that run counted makes a file; the next day reads it.
+    let file = params.join("wpost-2k.params");
+    let out = bench_cached(
+        &[
+            "circuit-params",
+            "filecoin",
+            "--kind",
+            "wpost",
+            "--sector-size",
+            "2KiB",
+            "--out",
+            file.to_str().unwrap(),
+        ],
+        &cache,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = day(&["--params-dir", params.to_str().unwrap()]);
+    assert!(from(&r, "wpost-2k").starts_with("read from"), "{r}");
+    assert!(from(&r, "winning-2k").starts_with("made in memory"), "{r}");
+    assert_eq!(r["wpost"].as_array().unwrap().len(), 2, "{r}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
