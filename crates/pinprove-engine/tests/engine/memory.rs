@@ -593,3 +593,64 @@ fn an_admission_nothing_in_flight_will_free_memory_for_fails_its_job_with_the_nu
     assert_idle(&engine, &pool, &acct, "stuck admission");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A host too small for two kinds' parameters at once: an urgent burst of
+/// another kind (a WindowPoSt deadline) displaces the background stream's
+/// parameters between two of its partitions, and once the burst is done
+/// the stream loads them again and goes on, each kind's parameters read
+/// once per switch (a day on 8171b47's figures proved no PoRep after the
+/// first WindowPoSt took the memory).
+#[test]
+fn an_urgent_burst_displaces_a_streams_parameters_and_the_stream_gets_them_back() {
+    let dir = temp_dir("displace");
+    let stream = BenchCircuit::new(40_000, WitnessMix::Random).unwrap();
+    let burst = BenchCircuit::new(40_001, WitnessMix::Random).unwrap();
+    let ps = synthetic_params(&stream, &dir);
+    let pb = synthetic_params(&burst, &dir);
+    let config = || EngineConfig {
+        synthesis_workers: 1,
+        warm_partitions: Some(0),
+        srs_idle_timeout: Duration::from_secs(3600),
+        ..EngineConfig::default()
+    };
+    let (ws, srs) = working_set_and_srs(&stream, &ps, config());
+    // One kind's parameters and two partitions, never both kinds'.
+    let (pool, acct) = pool_with(srs + 2 * ws + srs / 4);
+    let engine = test_engine(&pool, config(), 20, 20, 0);
+    engine.register_srs(&stream.id(), &ps);
+    engine.register_srs(&burst.id(), &pb);
+    let sealing: Vec<_> = (0..3)
+        .map(|_| {
+            engine
+                .submit(spec(&stream.id(), Priority::Normal, vec![slow(&stream, 30), slow(&stream, 30)]))
+                .unwrap()
+        })
+        .collect();
+    // The deadline opens while the stream proves.
+    std::thread::sleep(Duration::from_millis(100));
+    let posts: Vec<_> = (0..2)
+        .map(|_| {
+            engine
+                .submit(spec(&burst.id(), Priority::High, vec![slow(&burst, 0)]))
+                .unwrap()
+        })
+        .collect();
+    for (what, jobs) in [("the burst", &posts), ("the stream", &sealing)] {
+        for &j in jobs.iter() {
+            assert!(
+                matches!(
+                    engine.wait(j, Some(Duration::from_secs(120))).unwrap(),
+                    JobOutcome::Completed(_)
+                ),
+                "{what}: job {j} did not complete"
+            );
+        }
+    }
+    let loads = |id: &str| engine.status().srs.iter().find(|s| s.circuit_id == id).unwrap().loads;
+    assert_eq!(loads(&burst.id()), 1, "the burst's parameters were read once");
+    // Displaced (the burst did not wait for the whole stream) and read
+    // again once after it.
+    assert_eq!(loads(&stream.id()), 2, "the stream's parameters: read before the burst and once after");
+    assert_idle(&engine, &pool, &acct, "displace");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
