@@ -622,7 +622,11 @@ fn an_urgent_burst_displaces_a_streams_parameters_and_the_stream_gets_them_back(
     let sealing: Vec<_> = (0..3)
         .map(|_| {
             engine
-                .submit(spec(&stream.id(), Priority::Normal, vec![slow(&stream, 30), slow(&stream, 30)]))
+                .submit(spec(
+                    &stream.id(),
+                    Priority::Normal,
+                    vec![slow(&stream, 30), slow(&stream, 30)],
+                ))
                 .unwrap()
         })
         .collect();
@@ -650,7 +654,11 @@ fn an_urgent_burst_displaces_a_streams_parameters_and_the_stream_gets_them_back(
     assert_eq!(loads(&burst.id()), 1, "the burst's parameters were read once");
     // Displaced (the burst did not wait for the whole stream) and read
     // again once after it.
-    assert_eq!(loads(&stream.id()), 2, "the stream's parameters: read before the burst and once after");
+    assert_eq!(
+        loads(&stream.id()),
+        2,
+        "the stream's parameters: read before the burst and once after"
+    );
     assert_idle(&engine, &pool, &acct, "displace");
     std::fs::remove_dir_all(&dir).unwrap();
 }

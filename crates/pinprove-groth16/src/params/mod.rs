@@ -588,7 +588,9 @@ fn decode_sections(
         let mut g1 = Vec::with_capacity(4);
         let mut b_g2 = None;
         for (i, &(offset, _)) in layout.sections.iter().enumerate() {
-            let buffer = buffers.recv().unwrap_or_else(|_| unreachable!("a buffer or an error per section"))?;
+            let buffer = buffers
+                .recv()
+                .unwrap_or_else(|_| unreachable!("a buffer or an error per section"))?;
             match buffer {
                 Buffer::G1(mut out) => {
                     decode_into::<G1Affine>(src, offset, (SECTION_NAMES[i], 0), validation, &mut out)?;

@@ -86,7 +86,9 @@ impl<'a> Source<'a> {
                     _ => Err(truncated(section, offset, buf.len(), b.len() as u64)),
                 }
             }
-            Source::File { file, path, read_to, .. } => match file.read_exact_at(buf, offset) {
+            Source::File {
+                file, path, read_to, ..
+            } => match file.read_exact_at(buf, offset) {
                 Ok(()) => {
                     read_to.fetch_max(offset + buf.len() as u64, Ordering::Relaxed);
                     Ok(())
