@@ -394,13 +394,12 @@ impl Srs {
     ) -> Result<Srs, ParamsError> {
         let (vk, layout) = Self::layout(src)?;
         let stop = AtomicBool::new(false);
-        let (h, l, a, b_g1, b_g2) = std::thread::scope(|s| {
+        let points = std::thread::scope(|s| {
             s.spawn(|| src.read_ahead(READ_AHEAD_BYTES, &stop));
-            let sections = decode_sections(src, &layout, pool, validation, funds);
+            let points = decode_sections(src, &layout, pool, validation, funds);
             stop.store(true, Ordering::Relaxed);
-            sections
+            points
         })?;
-        let points = SrsPoints { h, l, a, b_g1, b_g2 };
         let memory_bytes = points.buffer_bytes();
         Ok(Srs {
             id: next_srs_id(),
@@ -544,20 +543,6 @@ impl Srs {
 /// disk, what pinning the next section's buffer may take.
 const READ_AHEAD_BYTES: u64 = 4 << 30;
 
-/// A section's buffer, of its group's points.
-enum Buffer {
-    G1(PinnedVec<blst_p1_affine>),
-    G2(PinnedVec<blst_p2_affine>),
-}
-
-type Sections = (
-    PinnedVec<blst_p1_affine>,
-    PinnedVec<blst_p1_affine>,
-    PinnedVec<blst_p1_affine>,
-    PinnedVec<blst_p1_affine>,
-    PinnedVec<blst_p2_affine>,
-);
-
 /// Decodes the five sections of `layout` into pool buffers, each section's
 /// buffer pinned (on another thread) while the one before decodes.
 fn decode_sections(
@@ -566,45 +551,50 @@ fn decode_sections(
     pool: &Arc<PinnedPool>,
     validation: Validation,
     mut funds: Option<&mut Reservation>,
-) -> Result<Sections, ParamsError> {
+) -> Result<SrsPoints, ParamsError> {
+    let n = |i: usize| layout.sections[i].1;
+    let into = |i, out: &mut _| decode_section::<G1Affine>(src, layout, i, validation, out);
+    let mut h = section_buffer::<G1Affine>(n(0), pool, funds.as_deref_mut())?;
+    let mut l = while_decoding(
+        || into(0, &mut h),
+        || section_buffer::<G1Affine>(n(1), pool, funds.as_deref_mut()),
+    )?;
+    let mut a = while_decoding(
+        || into(1, &mut l),
+        || section_buffer::<G1Affine>(n(2), pool, funds.as_deref_mut()),
+    )?;
+    let mut b_g1 = while_decoding(
+        || into(2, &mut a),
+        || section_buffer::<G1Affine>(n(3), pool, funds.as_deref_mut()),
+    )?;
+    let mut b_g2 = while_decoding(|| into(3, &mut b_g1), || section_buffer::<G2Affine>(n(4), pool, funds))?;
+    decode_section::<G2Affine>(src, layout, 4, validation, &mut b_g2)?;
+    Ok(SrsPoints { h, l, a, b_g1, b_g2 })
+}
+
+/// Runs `decode` here while `next` (the next section's buffer) is made on
+/// another thread: the next buffer once both succeeded. A failed decode
+/// waits for `next` and drops what it made.
+fn while_decoding<T: Send>(
+    decode: impl FnOnce() -> Result<(), ParamsError>,
+    next: impl FnOnce() -> Result<T, ParamsError> + Send,
+) -> Result<T, ParamsError> {
     std::thread::scope(|s| {
-        // Made here, so that a decoder that fails drops its end before the
-        // scope waits for the allocating thread (whose send then fails).
-        let (ready, buffers) = std::sync::mpsc::sync_channel::<Result<Buffer, ParamsError>>(1);
-        s.spawn(move || {
-            for (i, &(_, n)) in layout.sections.iter().enumerate() {
-                let buffer = if i < 4 {
-                    section_buffer::<G1Affine>(n, pool, funds.as_deref_mut()).map(Buffer::G1)
-                } else {
-                    section_buffer::<G2Affine>(n, pool, funds.as_deref_mut()).map(Buffer::G2)
-                };
-                let failed = buffer.is_err();
-                // A decoder gone (it failed) wants no more buffers.
-                if ready.send(buffer).is_err() || failed {
-                    return;
-                }
-            }
-        });
-        let mut g1 = Vec::with_capacity(4);
-        let mut b_g2 = None;
-        for (i, &(offset, _)) in layout.sections.iter().enumerate() {
-            let buffer = buffers
-                .recv()
-                .unwrap_or_else(|_| unreachable!("a buffer or an error per section"))?;
-            match buffer {
-                Buffer::G1(mut out) => {
-                    decode_into::<G1Affine>(src, offset, (SECTION_NAMES[i], 0), validation, &mut out)?;
-                    g1.push(out);
-                }
-                Buffer::G2(mut out) => {
-                    decode_into::<G2Affine>(src, offset, (SECTION_NAMES[i], 0), validation, &mut out)?;
-                    b_g2 = Some(out);
-                }
-            }
-        }
-        let [h, l, a, b_g1] = <[_; 4]>::try_from(g1).unwrap_or_else(|_| unreachable!("four G1 sections"));
-        Ok((h, l, a, b_g1, b_g2.unwrap_or_else(|| unreachable!("a G2 section"))))
+        let next = s.spawn(next);
+        decode()?;
+        next.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     })
+}
+
+/// Decodes section `i` of `layout` into `out`, a buffer of its length.
+fn decode_section<P: Point>(
+    src: &Source<'_>,
+    layout: &Layout,
+    i: usize,
+    validation: Validation,
+    out: &mut [P::Raw],
+) -> Result<(), ParamsError> {
+    decode_into::<P>(src, layout.sections[i].0, (SECTION_NAMES[i], 0), validation, out)
 }
 
 /// A pool buffer of `n` points, charged to `funds` when given.

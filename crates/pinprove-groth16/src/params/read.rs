@@ -120,8 +120,9 @@ impl Source<'_> {
         let mut scratch = vec![0u8; CHUNK_BYTES];
         let mut at = 0u64;
         while at < *len && !stop.load(Ordering::Relaxed) {
-            at = at.max(read_to.load(Ordering::Relaxed));
-            if at >= read_to.load(Ordering::Relaxed).saturating_add(window) {
+            let decoded_to = read_to.load(Ordering::Relaxed);
+            at = at.max(decoded_to);
+            if at >= decoded_to.saturating_add(window) {
                 std::thread::sleep(Duration::from_millis(2));
                 continue;
             }
