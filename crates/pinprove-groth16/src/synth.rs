@@ -134,12 +134,10 @@ impl SynthesisTarget<'_> {
     pub fn synthesize<C: Circuit<Scalar>>(self, circuit: C) -> Result<(ProvingAssignment, SynthesisStats), ProveError> {
         self.synthesize_with(|cs, _, _| circuit.synthesize(cs).map_err(ProveError::from))
     }
-}
 
-/// The synthesis both ways share: sizing from hints, ONE, `body` (the
-/// circuit; it gets the capacities the assignment was sized for), the input
-/// constraints, and learning the hint.
-impl SynthesisTarget<'_> {
+    /// The synthesis both ways share: sizing from hints, ONE, `body` (the
+    /// circuit; it gets the capacities the assignment was sized for), the
+    /// input constraints, and learning the hint.
     pub(crate) fn synthesize_with(
         self,
         body: impl FnOnce(&mut ProvingAssignment, Capacities, Option<&mut Reservation>) -> Result<(), ProveError>,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::RecvTimeoutError;
 use pinprove_groth16::{Proof, ProofBatch};
 use pinprove_mem::ErrorChain;
 
@@ -136,7 +136,7 @@ impl Inner {
                 }
                 // The finalizers outlive the workers: a send fails only when
                 // the engine is gone, and then the partitions are dropped.
-                let _ = self.finalize_queue(d, urgent).0.send(Started {
+                let _ = self.devices[d].finalize_queue(urgent).0.send(Started {
                     flights,
                     started,
                     device: d,
@@ -175,19 +175,12 @@ impl Inner {
         }
     }
 
-    /// The partitions started on device `d` of urgent (High and Critical)
-    /// jobs, or of the others, on their way to a finalizer.
-    fn finalize_queue(&self, d: usize, urgent: bool) -> &(Sender<Started>, Receiver<Started>) {
-        let dev = &self.devices[d];
-        dev.finalize_queue(urgent)
-    }
-
     /// Completes the partitions started on device `d`: background ones, or
     /// with `urgent` High and Critical ones (whose finish then waits only
     /// for their own device work, not for background partitions' ahead of
     /// them).
     pub(super) fn finalizer(&self, d: usize, lane: &str, urgent: bool) {
-        let from = &self.finalize_queue(d, urgent).1;
+        let from = &self.devices[d].finalize_queue(urgent).1;
         loop {
             let item = match from.recv_timeout(Duration::from_millis(100)) {
                 Ok(item) => item,

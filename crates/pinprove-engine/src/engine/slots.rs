@@ -59,7 +59,8 @@ impl DeviceSlot {
         &self.handoff
     }
 
-    /// The queue to its finalizers, urgent or not.
+    /// The partitions started on it of urgent (High and Critical) jobs, or
+    /// of the others, on their way to a finalizer.
     pub(super) fn finalize_queue(&self, urgent: bool) -> &(Sender<Started>, Receiver<Started>) {
         if urgent { &self.finalize_urgent } else { &self.finalize }
     }
