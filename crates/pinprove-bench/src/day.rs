@@ -279,9 +279,9 @@ pub fn run(args: &DayArgs) -> Result<()> {
     // `burst` proofs of a kind submitted at once at each of `times` (seconds
     // into the day) until the day is over; the next burst comes once the
     // last is done and its time has come.
-    let arrivals = |req: &ProofRequest, times: &mut dyn Iterator<Item = f64>, burst: usize, name: &str| {
+    let arrivals = |req: &ProofRequest, times: &[f64], burst: usize, name: &str| {
         let mut out = Vec::new();
-        for at in times {
+        for &at in times {
             while !over.load(Ordering::Relaxed) && start.elapsed().as_secs_f64() < at {
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -299,11 +299,11 @@ pub fn run(args: &DayArgs) -> Result<()> {
         Ok::<_, anyhow::Error>(out)
     };
     let minutes_s = args.minutes * 60.0;
-    let mut wpost_times = post_times(args.wpost_first, args.wpost_every, minutes_s);
-    let mut winning_times: Box<dyn Iterator<Item = f64> + Send> = if args.winning_random {
-        Box::new(random_times(args.winning_every, minutes_s, args.seed).into_iter())
+    let wpost_times = post_times(args.wpost_first, args.wpost_every, minutes_s);
+    let winning_times = if args.winning_random {
+        random_times(args.winning_every, minutes_s, args.seed)
     } else {
-        Box::new(post_times(0.0, args.winning_every, minutes_s))
+        post_times(0.0, args.winning_every, minutes_s)
     };
     let (porep_proofs, wpost_latencies, winning_latencies) = std::thread::scope(|s| -> Result<_> {
         let sealers: Vec<_> = (0..args.porep_in_flight)
@@ -325,15 +325,8 @@ pub fn run(args: &DayArgs) -> Result<()> {
                 })
             })
             .collect();
-        let w = s.spawn(|| {
-            arrivals(
-                wpost,
-                &mut wpost_times,
-                args.wpost_burst.max(1),
-                "a WindowPoSt partition",
-            )
-        });
-        let n = s.spawn(|| arrivals(winning, &mut winning_times, 1, "a WinningPoSt"));
+        let w = s.spawn(|| arrivals(wpost, &wpost_times, args.wpost_burst.max(1), "a WindowPoSt partition"));
+        let n = s.spawn(|| arrivals(winning, &winning_times, 1, "a WinningPoSt"));
         while start.elapsed() < day {
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -349,16 +342,16 @@ pub fn run(args: &DayArgs) -> Result<()> {
     if let Some(p) = &args.timeline {
         std::fs::write(p, prover.engine().timeline().svg()).with_context(|| format!("writing {}", p.display()))?;
     }
-    let origin = prover.engine().timeline().origin();
-    let day_at = |t: Duration| (origin + t).saturating_duration_since(start).as_secs_f64();
+    // The timeline counts from the engine's start, the day from its own.
+    let day_from = start.saturating_duration_since(prover.engine().timeline().origin());
     let srs_load_spans = prover
         .engine()
         .timeline()
         .spans()
         .into_iter()
-        .filter(|s| s.name == pinprove_engine::Phase::SrsLoad && origin + s.start >= start)
+        .filter(|s| s.name == pinprove_engine::Phase::SrsLoad && s.start >= day_from)
         .map(|s| {
-            let at_s = day_at(s.start);
+            let at_s = (s.start - day_from).as_secs_f64();
             (
                 s.label,
                 Latency {
@@ -405,13 +398,11 @@ pub fn run(args: &DayArgs) -> Result<()> {
 
 /// `first`, `first + every`, ... before `end` seconds (none when `every`
 /// is not positive).
-fn post_times(first: f64, every: f64, end: f64) -> impl Iterator<Item = f64> + Send {
-    let n = if every > 0.0 && first < end {
-        ((end - first) / every).ceil() as usize
-    } else {
-        0
-    };
-    (0..n).map(move |i| first + i as f64 * every).filter(move |t| *t < end)
+fn post_times(first: f64, every: f64, end: f64) -> Vec<f64> {
+    (0..)
+        .map(|i| first + f64::from(i) * every)
+        .take_while(|t| every > 0.0 && *t < end)
+        .collect()
 }
 
 /// Times before `end` seconds of a Poisson process of mean interval
@@ -512,10 +503,9 @@ mod tests {
 
     #[test]
     fn deadlines_open_from_the_first_until_the_day_ends() {
-        let t: Vec<f64> = post_times(60.0, 180.0, 360.0).collect();
-        assert_eq!(t, vec![60.0, 240.0]);
-        assert_eq!(post_times(0.0, 0.0, 360.0).count(), 0);
-        assert_eq!(post_times(400.0, 60.0, 360.0).count(), 0);
+        assert_eq!(post_times(60.0, 180.0, 360.0), vec![60.0, 240.0]);
+        assert!(post_times(0.0, 0.0, 360.0).is_empty());
+        assert!(post_times(400.0, 60.0, 360.0).is_empty());
     }
 
     #[test]

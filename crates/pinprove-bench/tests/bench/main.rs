@@ -4,23 +4,36 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+fn command(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_pinprove-bench"));
+    c.args(args).env("PINPROVE_LOG", "warn");
+    c
+}
+
 fn bench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pinprove-bench"))
-        .args(args)
-        .env("PINPROVE_LOG", "warn")
-        .output()
-        .expect("the binary runs")
+    command(args).output().expect("the binary runs")
 }
 
 /// Runs `args` with pinprove's cache directory (counted shapes) at `cache`.
 fn bench_cached(args: &[&str], cache: &std::path::Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pinprove-bench"))
-        .args(args)
-        .env("PINPROVE_LOG", "warn")
+    command(args)
         .env("XDG_CACHE_HOME", cache)
         .output()
         .expect("the binary runs")
 }
+
+/// A few seconds of a 2 KiB day on the CPU without a sealing stream.
+const SHORT_DAY: [&str; 9] = [
+    "day",
+    "--sector-size",
+    "2KiB",
+    "--minutes",
+    "0.05",
+    "--backend",
+    "cpu",
+    "--porep-in-flight",
+    "0",
+];
 
 fn ok(args: &[&str]) -> String {
     let out = bench(args);
@@ -251,23 +264,18 @@ fn bench_day_times_each_post_and_counts_parameter_loads() {
     // No sealing stream: a WindowPoSt partition and a WinningPoSt, at
     // once, for a few seconds.
     let out = ok(&[
-        "day",
-        "--sector-size",
-        "2KiB",
-        "--minutes",
-        "0.05",
-        "--backend",
-        "cpu",
-        "--porep-in-flight",
-        "0",
-        "--wpost-every",
-        "60",
-        "--winning-every",
-        "60",
-        "--preload",
-        "winning",
-        "--json",
-    ]);
+        &SHORT_DAY[..],
+        &[
+            "--wpost-every",
+            "60",
+            "--winning-every",
+            "60",
+            "--preload",
+            "winning",
+            "--json",
+        ],
+    ]
+    .concat());
     let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(r["benchmark"], "day");
     assert_eq!(r["porep_proofs"], 0);
@@ -298,16 +306,8 @@ fn bench_day_bursts_window_posts_and_reads_parameters_from_a_directory() {
     let params = dir.join("params");
     std::fs::create_dir_all(&params).unwrap();
     let day = |extra: &[&str]| -> serde_json::Value {
-        let mut args = vec![
-            "day",
-            "--sector-size",
-            "2KiB",
-            "--minutes",
-            "0.05",
-            "--backend",
-            "cpu",
-            "--porep-in-flight",
-            "0",
+        let mut args = SHORT_DAY.to_vec();
+        args.extend_from_slice(&[
             "--wpost-every",
             "60",
             "--wpost-burst",
@@ -319,7 +319,7 @@ fn bench_day_bursts_window_posts_and_reads_parameters_from_a_directory() {
             "--record",
             "wpost",
             "--json",
-        ];
+        ]);
         args.extend_from_slice(extra);
         let out = bench_cached(&args, &cache);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
