@@ -58,6 +58,10 @@ pub struct NativeConfig {
     pub partitions_sharing_bases: usize,
 }
 
+/// The native backend's defaults are written here and nowhere else: the
+/// stack's options, the daemon's configuration and the benchmarks read
+/// them from this `Default`, and a test compares them with the newest
+/// passing `scripts/gpu-check` line (`docs/gpu-checks.md`).
 impl Default for NativeConfig {
     fn default() -> Self {
         NativeConfig {
@@ -69,5 +73,23 @@ impl Default for NativeConfig {
             prep_threads: 0,
             partitions_sharing_bases: 1,
         }
+    }
+}
+
+impl NativeConfig {
+    /// The settings that change what runs on the GPU, as one line of
+    /// `name=value` words in a fixed order: what `scripts/gpu-check` records
+    /// beside its figures, and what the defaults' test compares. The GPU's
+    /// ordinal is not among them: it says where, not what.
+    pub fn settings(&self) -> String {
+        let placement = match self.srs_placement {
+            SrsPlacement::Device => "device",
+            SrsPlacement::Host => "host",
+        };
+        let limit = self.memory_limit.map_or("none".to_string(), |b| b.to_string());
+        format!(
+            "srs_placement={placement} queue_depth={} prep_threads={} workers_per_device={} memory_limit={limit} partitions_sharing_bases={}",
+            self.queue_depth, self.prep_threads, self.workers_per_device, self.partitions_sharing_bases
+        )
     }
 }

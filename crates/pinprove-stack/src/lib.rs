@@ -194,33 +194,52 @@ pub struct NativeOptions {
 }
 
 impl Default for NativeOptions {
+    /// The native backend's own defaults (`pinprove_cuda::NativeConfig`'s,
+    /// the one place they are written).
     fn default() -> Self {
-        NativeOptions {
-            srs_placement: SrsPlacement::Device,
-            queue_depth: 2,
-            prep_threads: 0,
-            workers_per_device: 2,
-            memory_limit: None,
-            partitions_sharing_bases: pinprove_cuda::NativeConfig::default().partitions_sharing_bases,
-        }
+        NativeOptions::of(&pinprove_cuda::NativeConfig::default())
     }
 }
 
 impl NativeOptions {
-    /// The settings as one line of `name=value` words, in a fixed order:
-    /// what `scripts/gpu-check` records beside its figures, and what a
-    /// test compares the defaults with (a default that changes what runs
-    /// on the GPU lands only with a passing check of it).
+    /// The options a backend configuration stands for.
+    fn of(c: &pinprove_cuda::NativeConfig) -> Self {
+        NativeOptions {
+            srs_placement: match c.srs_placement {
+                pinprove_cuda::SrsPlacement::Device => SrsPlacement::Device,
+                pinprove_cuda::SrsPlacement::Host => SrsPlacement::Host,
+            },
+            queue_depth: c.queue_depth,
+            prep_threads: c.prep_threads,
+            workers_per_device: c.workers_per_device,
+            memory_limit: c.memory_limit,
+            partitions_sharing_bases: c.partitions_sharing_bases,
+        }
+    }
+
+    /// The backend configuration of GPU `ordinal` with these options.
+    fn config(&self, ordinal: usize) -> pinprove_cuda::NativeConfig {
+        pinprove_cuda::NativeConfig {
+            srs_placement: match self.srs_placement {
+                SrsPlacement::Device => pinprove_cuda::SrsPlacement::Device,
+                SrsPlacement::Host => pinprove_cuda::SrsPlacement::Host,
+            },
+            workers_per_device: self.workers_per_device,
+            device: ordinal,
+            queue_depth: self.queue_depth,
+            memory_limit: self.memory_limit,
+            prep_threads: self.prep_threads,
+            partitions_sharing_bases: self.partitions_sharing_bases,
+        }
+    }
+
+    /// The settings as one line of `name=value` words
+    /// (`pinprove_cuda::NativeConfig::settings`): what `scripts/gpu-check`
+    /// records beside its figures, and what a test compares the defaults
+    /// with (a default that changes what runs on the GPU lands only with a
+    /// passing check of it).
     pub fn settings(&self) -> String {
-        let placement = match self.srs_placement {
-            SrsPlacement::Device => "device",
-            SrsPlacement::Host => "host",
-        };
-        let limit = self.memory_limit.map_or("none".to_string(), |b| b.to_string());
-        format!(
-            "srs_placement={placement} queue_depth={} prep_threads={} workers_per_device={} memory_limit={limit} partitions_sharing_bases={}",
-            self.queue_depth, self.prep_threads, self.workers_per_device, self.partitions_sharing_bases
-        )
+        self.config(0).settings()
     }
 }
 
@@ -551,21 +570,7 @@ fn gpu_backend(
     let started = |source| AssemblyError::Backend { kind, source };
     let built = match kind {
         BackendKind::Supraseal => pinprove_cuda::supraseal_backend(),
-        _ => pinprove_cuda::native_backend(
-            Arc::clone(pool),
-            pinprove_cuda::NativeConfig {
-                srs_placement: match native.srs_placement {
-                    SrsPlacement::Device => pinprove_cuda::SrsPlacement::Device,
-                    SrsPlacement::Host => pinprove_cuda::SrsPlacement::Host,
-                },
-                workers_per_device: native.workers_per_device,
-                device: ordinal,
-                queue_depth: native.queue_depth,
-                memory_limit: native.memory_limit,
-                prep_threads: native.prep_threads,
-                partitions_sharing_bases: native.partitions_sharing_bases,
-            },
-        ),
+        _ => pinprove_cuda::native_backend(Arc::clone(pool), native.config(ordinal)),
     };
     Ok(BuiltBackend::Gpu(built.map_err(started)?))
 }

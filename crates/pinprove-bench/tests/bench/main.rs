@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+mod gpu_scripts;
+
 fn command(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_pinprove-bench"));
     c.args(args).env("PINPROVE_LOG", "warn");
