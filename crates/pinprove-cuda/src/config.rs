@@ -52,9 +52,9 @@ pub struct NativeConfig {
     /// together, so the bases cross PCIe once for all of them (1: every
     /// partition streams its own). Each waits for the others' h before its
     /// MSMs, so more trades latency and host memory for PCIe traffic.
-    /// Default 1 (off) until `scripts/gpu-check` passes with it on: on by
-    /// default, every paired 32 GiB partition failed on a 16 GB card's
-    /// room (H100, 2026-12-07).
+    /// Default 2: `scripts/gpu-check` passed with it at 74a8855 (H100,
+    /// 2026-12-07: PoRep at 15 GiB free 26.4 s per proof, 1.30x the whole
+    /// card's); on 8171b47 every paired 32 GiB partition had failed.
     pub partitions_sharing_bases: usize,
 }
 
@@ -71,7 +71,7 @@ impl Default for NativeConfig {
             queue_depth: 2,
             memory_limit: None,
             prep_threads: 0,
-            partitions_sharing_bases: 1,
+            partitions_sharing_bases: 2,
         }
     }
 }

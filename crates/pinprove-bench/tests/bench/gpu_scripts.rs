@@ -224,7 +224,7 @@ fn gpu_check_smokes_write_their_line_inside_the_table() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("PoRep at 15 GiB free: 1.00x the whole card's"), "{text}");
+    assert!(text.contains("PoRep at 15 GiB free: 1.000x the whole card's"), "{text}");
     let rows = gpu.rows();
     assert_eq!(rows.len(), 1, "{rows:?}");
     let cells: Vec<&str> = rows[0].trim_matches('|').split('|').map(str::trim).collect();
