@@ -3,7 +3,7 @@
 use anyhow::Result;
 use clap::Subcommand;
 
-use crate::{circuit_params, day, filecoin, gpu, h2d, mem, params, pipeline, prove, shape, synth};
+use crate::{circuit_params, day, filecoin, gpu, h2d, mem, msm, params, pipeline, prove, shape, synth};
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
@@ -19,6 +19,11 @@ pub enum BenchCommand {
     /// synthesized into pinned memory; idle and with synthesis running
     /// beside it (needs the `cuda` feature and a GPU).
     Gpu(gpu::GpuArgs),
+    /// The MSM kernels alone: G1 and G2 at 2^20 to 2^27, random and
+    /// Filecoin-like scalars, resident and streamed bases, in points per
+    /// second; every result checked against its known value (needs the
+    /// `cuda` feature and a GPU).
+    Msm(msm::MsmArgs),
     /// Synthesis into pool buffers, with and without a capacity hint, against
     /// plain growing Vecs: wall time, spills, bytes copied, peak RSS.
     Synth(synth::SynthArgs),
@@ -54,6 +59,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Mem(args) => mem::run(&args),
         BenchCommand::H2d(args) => h2d::run(&args),
+        BenchCommand::Msm(args) => msm::run(&args),
         BenchCommand::Synth(args) => synth::run(&args),
         BenchCommand::Gpu(args) => gpu::run(&args),
         BenchCommand::Prove(args) => prove::run(&args),

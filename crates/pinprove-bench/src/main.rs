@@ -15,6 +15,7 @@ mod h2d;
 #[cfg(feature = "cuda")]
 mod load;
 mod mem;
+mod msm;
 mod params;
 mod params_cache;
 mod pipeline;

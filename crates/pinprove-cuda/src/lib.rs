@@ -19,6 +19,8 @@
 //!   time: a missing driver is an ordinary error).
 //! * [`NativeBackend`] — pinprove's own backend: h and the MSMs on the GPU;
 //!   [`SuprasealBackend`] — the supraseal-c2 reference backend (`cuda`).
+//! * [`msm_lab`] (`cuda`) — one MSM at a time through the native backend's
+//!   paths, timed, for `pinprove-bench msm`.
 //! * [`base_tables`] — precomputed copies of an MSM's fixed bases and the
 //!   signed window digits that index them, with a CPU reference.
 //! * [`fault`] — CUDA errors sorted by what they leave of the device (the
@@ -53,6 +55,8 @@ pub use gpu::{
     measure_uploads, native_backend, pinned_allocator, supraseal_backend,
 };
 pub use info::{DeviceInfo, Gpu, OLDEST_SUPPORTED};
+#[cfg(feature = "cuda")]
+pub use native::msm_lab;
 #[cfg(feature = "cuda")]
 pub use native::{NativeBackend, NativePhases, PlacementReport};
 pub use nvml::Nvml;

@@ -97,9 +97,13 @@ fn bad_input_is_a_clear_error() {
         1,
         "preparation threads asked for",
     );
+    fails_with(&["msm", "--log-sizes", "28"], 1, "MSM sizes must be 2^10 to 2^27");
+    fails_with(&["msm", "--window", "1000"], 1, "multiple of 1024");
+    fails_with(&["msm", "--scalars", "bits"], 2, "invalid value 'bits'");
     if !cfg!(feature = "cuda") {
         fails_with(&["h2d"], 1, "without the `cuda` feature");
         fails_with(&["pipeline", "--backend", "native"], 1, "needs a GPU build");
+        fails_with(&["msm", "--log-sizes", "16"], 1, "`pinprove-bench msm` needs a GPU build");
     }
 }
 

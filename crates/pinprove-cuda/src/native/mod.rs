@@ -45,7 +45,8 @@
 //! (bases in device memory), [`matrices`] (circuits' matrices in device
 //! memory), [`msm`], [`h`], [`proof`] (a started proof and what its device
 //! work reads), [`backend`] (configuration, `start` in `backend/start.rs`,
-//! what the next proof needs ready in `backend/warm.rs`).
+//! what the next proof needs ready in `backend/warm.rs`), [`msm_lab`] (one
+//! MSM at a time, for measurement).
 
 mod backend;
 mod curve;
@@ -53,6 +54,7 @@ mod ffi;
 mod h;
 mod matrices;
 mod msm;
+pub mod msm_lab;
 mod proof;
 mod resident;
 #[cfg(test)]

@@ -26,6 +26,13 @@ unsafe impl Send for Resident {}
 // SAFETY: as for Send: shared use only reads.
 unsafe impl Sync for Resident {}
 
+impl Resident {
+    /// Whether its bases are G2's.
+    pub(super) fn is_g2(&self) -> bool {
+        self.g2
+    }
+}
+
 impl Drop for Resident {
     fn drop(&mut self) {
         // SAFETY: the handle came from the matching pinprove_resident_* and

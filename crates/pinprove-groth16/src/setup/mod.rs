@@ -20,7 +20,7 @@
 //! Measured on the 2-core development machine: see `pinprove-bench params`
 //! and docs/benchmarks.md.
 
-mod fixed_base;
+pub(crate) mod fixed_base;
 mod qap;
 
 use std::io::Write;
