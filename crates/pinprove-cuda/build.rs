@@ -81,6 +81,7 @@ fn compile_cuda() {
     nvcc.file("cuda/lane.cu")
         .file("cuda/native_h.cu")
         .file("cuda/native_msm.cu")
+        .file("cuda/msm_tables.cu")
         .file("cuda/native_spmv.cu")
         .compile("pinprove_native");
 }

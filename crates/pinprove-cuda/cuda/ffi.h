@@ -33,11 +33,14 @@ struct pinprove_msm_call {
     size_t max_batch;            // points per Pippenger batch; 0: the default
     size_t base_offset;          // the first base the scalars pair with (idx null)
     size_t idx_base;             // the query's base at the handle's first (windows): idx and small_idx less it
+    uint32_t kernel;             // the full-width part: 0 sppark's Pippenger, 1 pinprove's (msm_tables.cuh)
+    uint32_t window_bits;        // kernel 1 without a table: the window width (0: chosen by size)
+    const void* table;           // kernel 1: precomputed copies of the handle's bases (pinprove_table_g1), or null
 };
 
 // The layout both sides rely on (x86-64 and aarch64 Linux: LP64).
 #ifdef __cplusplus
-static_assert(sizeof(pinprove_msm_call) == 112, "pinprove_msm_call size");
+static_assert(sizeof(pinprove_msm_call) == 128, "pinprove_msm_call size");
 static_assert(offsetof(pinprove_msm_call, n) == 40, "pinprove_msm_call.n");
 static_assert(offsetof(pinprove_msm_call, n_small) == 64, "pinprove_msm_call.n_small");
 static_assert(offsetof(pinprove_msm_call, small_bits) == 72, "pinprove_msm_call.small_bits");
@@ -46,6 +49,9 @@ static_assert(offsetof(pinprove_msm_call, mark) == 80, "pinprove_msm_call.mark")
 static_assert(offsetof(pinprove_msm_call, max_batch) == 88, "pinprove_msm_call.max_batch");
 static_assert(offsetof(pinprove_msm_call, base_offset) == 96, "pinprove_msm_call.base_offset");
 static_assert(offsetof(pinprove_msm_call, idx_base) == 104, "pinprove_msm_call.idx_base");
+static_assert(offsetof(pinprove_msm_call, kernel) == 112, "pinprove_msm_call.kernel");
+static_assert(offsetof(pinprove_msm_call, window_bits) == 116, "pinprove_msm_call.window_bits");
+static_assert(offsetof(pinprove_msm_call, table) == 120, "pinprove_msm_call.table");
 #endif
 
 // A pre-compiled circuit's matrices in pinned host memory, which a proof

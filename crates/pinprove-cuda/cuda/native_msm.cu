@@ -68,6 +68,7 @@ typedef fr_t scalar_t;
 #include "ffi.h"
 #include "gpu_for.cuh"
 #include "lane.cuh"
+#include "msm_tables.cuh"
 
 namespace {
 
@@ -309,7 +310,8 @@ struct curve {
         size_t at;      // first bucket in the block
         size_t count;   // buckets
         uint32_t wbits; // 0 for partial sums
-        uint32_t nwins;
+        uint32_t nwins; // windows; sets of buckets for pinprove's kernel
+        uint32_t segs;  // pinprove's kernel: segment pairs per set (0: sppark's windows)
     };
 
     struct job_t : pending_t {
@@ -334,10 +336,10 @@ struct curve {
         }
         // Buckets the pieces take so far.
         size_t buckets() const { return pieces.empty() ? 0 : pieces.back().at + pieces.back().count; }
-        size_t add_piece(size_t count, uint32_t wbits = 0, uint32_t nwins = 0)
+        size_t add_piece(size_t count, uint32_t wbits = 0, uint32_t nwins = 0, uint32_t segs = 0)
         {
             size_t at = buckets();
-            pieces.push_back(piece_t{at, count, wbits, nwins});
+            pieces.push_back(piece_t{at, count, wbits, nwins, segs});
             return at;
         }
 
@@ -374,6 +376,8 @@ struct curve {
                     return point_t(sum);
                 }
                 uint32_t y = (uint32_t)i;
+                if (p.segs != 0)
+                    return table_set(b + (size_t)y * 2 * p.segs, p.segs, p.wbits, y);
                 out = window(b + (size_t)y * 2 * SEGMENTS, window_bits(p.wbits, p.nwins, y));
                 for (uint32_t d = 0; d < y * p.wbits; d++)
                     out.dbl();
@@ -420,6 +424,34 @@ struct curve {
         for (uint32_t i = 0; i < lsbits - 1 - seg_bits; i++)
             total.dbl();
         total.add(point_t(own));
+        return total;
+    }
+
+    // Set r of pinprove's kernel (msm_tables.cuh) from its `segs` pairs
+    // (r[2k], r[2k+1]) = (Σ_j (j+1)·B, Σ_j B) over segment k of
+    // L = 2^(wbits−1)/segs buckets: bucket k·L + j weighs k·L + j + 1, so
+    // the set is Σ_k pair_k.0 + L·Σ_k k·pair_k.1 (the second a sum of
+    // suffix sums), weighted by 2^(wbits·r).
+    static point_t table_set(const bucket_t* r, uint32_t segs, uint32_t wbits, uint32_t set)
+    {
+        bucket_t own, run, sum;
+        own.inf();
+        run.inf();
+        sum.inf();
+        for (uint32_t k = segs; k-- > 0;) {
+            own.add(r[2 * k]);
+            if (k > 0) {
+                run.add(r[2 * k + 1]);
+                sum.add(run);
+            }
+        }
+        point_t total = sum;
+        const uint32_t len = (1u << (wbits - 1)) / segs;
+        for (uint32_t l = len; l > 1; l >>= 1)
+            total.dbl();
+        total.add(point_t(own));
+        for (uint32_t d = 0; d < wbits * set; d++)
+            total.dbl();
         return total;
     }
 
@@ -517,6 +549,64 @@ struct curve {
         }
     }
 
+    static void ours_msm(const pinprove::lane_t& lane, const pinprove::tables::call_t& tc)
+    {
+        if (bucket_t::degree == 1)
+            pinprove::tables::msm_g1(lane, tc);
+        else
+            pinprove::tables::msm_g2(lane, tc);
+    }
+
+    // Precomputed copies of resident bases for pinprove's kernel (see
+    // pinprove_table_g1).
+    static RustError table(void** out, const void* handle, uint32_t wbits, uint32_t copies)
+    {
+        using namespace pinprove::tables;
+        *out = nullptr;
+        std::unique_ptr<table_t> t;
+        try {
+            auto& res = *static_cast<const bases_t<affine_t>*>(handle);
+            if (wbits < MIN_WBITS || wbits > MAX_WBITS || copies == 0 || res.n == 0)
+                return RustError{cudaErrorInvalidValue, "a table's window width or copies out of range"};
+            copies = used_copies(wbits, std::min(copies, windows(wbits)));
+            if ((uint64_t)copies * res.n >= ((uint64_t)1 << 31))
+                return RustError{cudaErrorInvalidValue, "more table points than 31-bit indices name"};
+            gpu_for(res.device);
+            pinprove::lane_t& lane = pinprove::lane(res.device);
+            t.reset(new table_t{res.device, res.n, wbits, copies, nullptr});
+            if (copies > 1) {
+                // A plain allocation cannot use the stream-ordered cache.
+                pinprove::trim_pool();
+                CUDA_OK(cudaMalloc(&t->extra, (size_t)(copies - 1) * res.n * sizeof(affine_h)));
+                uint32_t doublings = wbits * group(wbits, copies);
+                if (bucket_t::degree == 1)
+                    build_copies_g1(lane.compute, t->extra, res.ptr, res.n, copies, doublings);
+                else
+                    build_copies_g2(lane.compute, t->extra, res.ptr, res.n, copies, doublings);
+                CUDA_OK(cudaStreamSynchronize(lane.compute));
+            }
+        } catch (const cuda_error& e) {
+            (void)cudaGetLastError();
+            free_table(t.release());
+            return RustError{e.code(), e.what()};
+        } catch (const std::bad_alloc&) {
+            free_table(t.release());
+            return RustError{cudaErrorMemoryAllocation, "host memory for a table"};
+        }
+        *out = t.release();
+        return RustError{cudaSuccess};
+    }
+
+    static void free_table(pinprove::tables::table_t* t)
+    {
+        if (t == nullptr)
+            return;
+        select_gpu(t->device).select();
+        if (t->extra != nullptr)
+            (void)cudaFree(t->extra);
+        delete t;
+    }
+
     // Queues one MSM over bases in device memory (see
     // pinprove_msm_resident_g1_begin).
     static RustError begin(void** out, const void* handle, const msm_call_t& c)
@@ -530,6 +620,24 @@ struct curve {
                 (c.base_offset > 0 && !plain) || c.idx_base > UINT32_MAX)
                 return RustError{cudaErrorInvalidValue, "an MSM's bases beyond the resident ones"};
             const uint32_t base = (uint32_t)c.idx_base;
+            // pinprove's kernel for the full-width part: its window, and
+            // the copies of the bases it reads.
+            const auto* table = static_cast<const pinprove::tables::table_t*>(c.table);
+            const bool ours = c.kernel == 1;
+            uint32_t twbits = 0, tcopies = 1;
+            if (c.kernel > 1 || (!ours && table != nullptr))
+                return RustError{cudaErrorInvalidValue, "an MSM kernel this build does not have"};
+            if (ours) {
+                if (table != nullptr && (table->device != res.device || table->n != res.n))
+                    return RustError{cudaErrorInvalidValue, "a table of other bases than the MSM's"};
+                twbits = table != nullptr ? table->wbits
+                         : c.window_bits != 0 ? c.window_bits
+                                              : pinprove::tables::wbits_for(c.n);
+                tcopies = table != nullptr ? table->copies : 1;
+                if (twbits < pinprove::tables::MIN_WBITS || twbits > pinprove::tables::MAX_WBITS ||
+                    (uint64_t)tcopies * res.n >= ((uint64_t)1 << 31))
+                    return RustError{cudaErrorInvalidValue, "a window width or table out of the kernel's range"};
+            }
             const gpu_t& gpu = gpu_for(res.device);
             pinprove::lane_t& lane = pinprove::lane(res.device);
             job.reset(new job_t{lane});
@@ -541,7 +649,14 @@ struct curve {
             size_t ones_at = c.ones != nullptr ? job->add_piece(nsums) : 0;
             size_t small_at = small ? job->add_piece(nsums) : 0;
             std::vector<size_t> pip_at;
-            plan_t pip = c.n > 0 ? plan(c.n, c.max_batch) : plan_t{}; // no batches without points
+            size_t ours_at = 0;
+            if (c.n > 0 && ours) {
+                uint32_t sets = pinprove::tables::group(twbits, tcopies);
+                uint32_t segs = pinprove::tables::segments(twbits);
+                ours_at = job->add_piece(2 * (size_t)sets * segs, twbits, sets, segs);
+            }
+            // No batches without points.
+            plan_t pip = c.n > 0 && !ours ? plan(c.n, c.max_batch) : plan_t{};
             for (size_t b = 0; b < pip.batches; b++) {
                 pip_at.push_back(job->add_piece(2 * SEGMENTS * (size_t)pip.nwins, pip.wbits, pip.nwins));
                 pip_at.push_back(job->add_piece(nsums));
@@ -587,7 +702,21 @@ struct curve {
                           base);
             if (c.n > 0) {
                 const scalar_t* scalars = host_scalars ? d_list.ptr : static_cast<const scalar_t*>(c.d_scalars);
-                if (c.idx != nullptr) {
+                if (ours) {
+                    // The digits stream waited for the device scalars and
+                    // the uploads; the scalars' upload buffer is released
+                    // there, so it waits for this work in turn.
+                    pinprove::order(lane.compute, lane.digits);
+                    pinprove::tables::call_t tc{res.ptr,  table != nullptr ? table->extra : nullptr,
+                                                res.n,    twbits,
+                                                tcopies,  scalars,
+                                                c.mont,   c.idx != nullptr ? d_idx.ptr : nullptr,
+                                                base,     c.base_offset,
+                                                c.n,      c.max_batch,
+                                                job->block + ours_at};
+                    ours_msm(lane, tc);
+                    pinprove::order(lane.digits, lane.compute);
+                } else if (c.idx != nullptr) {
                     async_buf<affine_h> gathered{lane, lane.compute, c.n};
                     gather(lane, gpu, gathered.ptr, res, d_idx.ptr, c.n, base);
                     pippenger(*job, gpu, gathered.ptr, scalars, c.n, c.mont, pip, pip_at);
@@ -742,6 +871,32 @@ extern "C" RustError::by_value pinprove_msm_resident_g2_begin(void** out, const 
                                                               const msm_call_t* call)
 {
     return g2::begin(out, resident, *call);
+}
+
+// Precomputed copies of resident bases (a handle from pinprove_resident_g1)
+// for pinprove's MSM kernel, with windows of `wbits` bits: `copies` in all
+// (1: none beyond the bases; fewer are kept when fewer serve the windows).
+// Built on the device before returning; *out is the handle an MSM call
+// names in `table`, freed with pinprove_table_free (before the bases).
+extern "C" RustError::by_value pinprove_table_g1(void** out, const void* resident, uint32_t wbits, uint32_t copies)
+{
+    return g1::table(out, resident, wbits, copies);
+}
+
+extern "C" RustError::by_value pinprove_table_g2(void** out, const void* resident, uint32_t wbits, uint32_t copies)
+{
+    return g2::table(out, resident, wbits, copies);
+}
+
+// The copies a table holds, the bases included.
+extern "C" uint32_t pinprove_table_copies(const void* table)
+{
+    return static_cast<const pinprove::tables::table_t*>(table)->copies;
+}
+
+extern "C" void pinprove_table_free(void* table)
+{
+    g1::free_table(static_cast<pinprove::tables::table_t*>(table));
 }
 
 // Waits for a pending MSM's device work.

@@ -9,13 +9,17 @@ use anyhow::{Context, Result};
 use blst::{blst_p1_affine, blst_p2_affine};
 use blstrs::{G1Projective, G2Projective, Scalar};
 use group::Group as _;
-use pinprove_cuda::msm_lab::{self, HostBases, LabBases, LabScalars, MsmValue, ResidentBases};
+use pinprove_cuda::base_tables::TablePlan;
+use pinprove_cuda::msm_lab::{self, HostBases, LabBases, LabKernel, LabScalars, MsmValue, ResidentBases};
 use pinprove_groth16::msm::{g1_msm, g2_msm, to_bytes};
 use pinprove_groth16::synthetic::{g1_multiples, g2_multiples};
 use pinprove_mem::{GIB, MemoryBudget, PinnedPool, PinnedVec, PoolConfig};
 use pinprove_stack::PoolMemory;
 
-use super::{CaseReport, CheckReport, Classes, Group, Kernel, Mix, MsmArgs, MsmReport, Placement, generator_multiple};
+use super::{
+    CaseReport, CheckReport, Classes, Group, Kernel, Mix, MsmArgs, MsmReport, Placement, TableReport,
+    generator_multiple,
+};
 use crate::report::{Host, bytes, median};
 
 /// Device memory an MSM takes beyond its bases and device scalars, at
@@ -133,6 +137,7 @@ pub(super) fn run(args: &MsmArgs) -> Result<()> {
             reps: args.reps,
             window: args.window.unwrap_or(msm_lab::MAX_WINDOW),
             checks: Vec::new(),
+            tables: Vec::new(),
             cases: Vec::new(),
             skipped: Vec::new(),
             setup_s: 0.0,
@@ -204,7 +209,7 @@ impl Bench<'_> {
         };
         let device_scalars = args.scalars.contains(&Mix::Random);
         let scalar_bytes = if device_scalars { n as u64 * 32 } else { 0 };
-        let resident = if args.bases.contains(&Placement::Resident) {
+        let mut resident = if args.bases.contains(&Placement::Resident) {
             let need = n as u64 * point_bytes(group) + scalar_bytes + SCRATCH;
             let have = free()?;
             if need <= have {
@@ -221,8 +226,41 @@ impl Bench<'_> {
             None
         };
         let window = self.report.window.min(n.next_multiple_of(1024));
+        let streamed_bytes = if args.bases.contains(&Placement::Streamed) {
+            2 * window as u64 * point_bytes(group)
+        } else {
+            0
+        };
+        if let Some(r) = resident.as_mut().filter(|_| args.kernels.contains(&Kernel::Tables)) {
+            // As many copies as the memory the cases leave holds.
+            let c = args.window_bits_for(k);
+            let room = free()?.saturating_sub(scalar_bytes + streamed_bytes + SCRATCH);
+            let bases_bytes = n as u64 * point_bytes(group);
+            let planned =
+                TablePlan::for_memory(n as u64, point_bytes(group), c, bases_bytes + room).map_or(1, |p| p.copies);
+            let most = ((1u64 << 31) - 1) / n as u64;
+            let copies = planned
+                .min(args.table_copies.unwrap_or(u32::MAX))
+                .min(most as u32)
+                .max(1);
+            let t = Instant::now();
+            let info = r
+                .build_table(c, copies)
+                .with_context(|| format!("building the table of {group} 2^{k}"))?;
+            let built = t.elapsed();
+            if !check {
+                self.report.tables.push(TableReport {
+                    group,
+                    log_size: k,
+                    window_bits: info.window_bits,
+                    copies: info.copies,
+                    bytes: info.bytes,
+                    build_s: built.as_secs_f64(),
+                });
+            }
+        }
         let streamed_fits = {
-            let need = 2 * window as u64 * point_bytes(group) + scalar_bytes + SCRATCH;
+            let need = streamed_bytes + scalar_bytes + SCRATCH;
             let have = free()?;
             if args.bases.contains(&Placement::Streamed) && need > have {
                 self.report.skipped.push(format!(
@@ -300,10 +338,14 @@ impl Bench<'_> {
         let (mut device, mut wall, mut matches) = (Vec::new(), Vec::new(), true);
         for r in 0..runs {
             let bases = on().expect("the case's bases are there");
-            let run = match kernel {
-                Kernel::Sppark => msm_lab::run_msm(args.device, bases, scalars, &self.threads),
-            }
-            .with_context(|| format!("{group} 2^{k} {mix} {placement} {kernel}"))?;
+            let lab_kernel = match kernel {
+                Kernel::Sppark => LabKernel::Sppark,
+                Kernel::Tables => LabKernel::Tables {
+                    window_bits: args.window_bits_for(k),
+                },
+            };
+            let run = msm_lab::run_msm(args.device, bases, scalars, lab_kernel, &self.threads)
+                .with_context(|| format!("{group} 2^{k} {mix} {placement} {kernel}"))?;
             matches &= run.value == *expected;
             if r + usize::from(args.no_warmup) > 0 {
                 device.push(run.device);

@@ -76,6 +76,10 @@ pub enum Kernel {
     /// sppark's Pippenger and batched addition, as the native backend
     /// drives them today.
     Sppark,
+    /// pinprove's signed-digit bucket kernel, over a table of precomputed
+    /// copies of resident bases (as many as the GPU's free memory holds,
+    /// or --table-copies), streamed bases without copies.
+    Tables,
 }
 
 macro_rules! display_as_value {
@@ -120,9 +124,18 @@ pub struct MsmArgs {
     /// Where the bases are, comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Placement::Resident, Placement::Streamed])]
     bases: Vec<Placement>,
-    /// Kernels, comma-separated.
+    /// Kernels, comma-separated: sppark (today's), tables (pinprove's).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Kernel::Sppark])]
     kernels: Vec<Kernel>,
+    /// The tables kernel's window width in bits (4 to 22) [default: 16,
+    /// narrower for MSMs below 2^20 bases].
+    #[arg(long)]
+    window_bits: Option<u32>,
+    /// Most copies of resident bases in the tables kernel's table, the bases
+    /// included (1: none) [default: as many as the GPU's free memory holds
+    /// beside the case].
+    #[arg(long)]
+    table_copies: Option<u32>,
     /// Timed runs per case (after a warm-up run); the median is reported.
     #[arg(long, default_value_t = 2)]
     reps: usize,
@@ -177,6 +190,12 @@ impl MsmArgs {
             !self.groups.is_empty() && !self.scalars.is_empty() && !self.bases.is_empty() && !self.kernels.is_empty(),
             "at least one group, scalar mix, placement and kernel"
         );
+        if let Some(c) = self.window_bits {
+            ensure!((4..=22).contains(&c), "--window-bits must be 4 to 22");
+        }
+        if let Some(c) = self.table_copies {
+            ensure!(c >= 1, "--table-copies must be at least 1 (the bases alone)");
+        }
         if let Some(w) = self.window {
             ensure!(
                 w > 0 && w % 1024 == 0 && w <= 1 << MAX_LOG,
@@ -196,6 +215,13 @@ pub fn run(args: &MsmArgs) -> Result<()> {
     return gpu::run(args);
     #[cfg(not(feature = "cuda"))]
     Err(crate::report::needs_gpu_build("`pinprove-bench msm`"))
+}
+
+impl MsmArgs {
+    /// The tables kernel's window width for 2^k bases.
+    fn window_bits_for(&self, k: u32) -> u32 {
+        self.window_bits.unwrap_or_else(|| k.saturating_sub(4).clamp(8, 16))
+    }
 }
 
 /// Scalars per parallel task of the generators.
@@ -322,6 +348,20 @@ pub struct CheckReport {
     pub gpu_matches: usize,
 }
 
+/// A table of precomputed copies the tables kernel read.
+#[derive(Clone, Debug, Serialize)]
+pub struct TableReport {
+    pub group: Group,
+    pub log_size: u32,
+    pub window_bits: u32,
+    /// Copies, the bases included.
+    pub copies: u32,
+    /// Device bytes beyond the bases.
+    pub bytes: u64,
+    /// Seconds to build them on the device.
+    pub build_s: f64,
+}
+
 /// What the command measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct MsmReport {
@@ -332,6 +372,7 @@ pub struct MsmReport {
     pub reps: usize,
     pub window: usize,
     pub checks: Vec<CheckReport>,
+    pub tables: Vec<TableReport>,
     pub cases: Vec<CaseReport>,
     /// Sizes left out, each with why.
     pub skipped: Vec<String>,
@@ -356,6 +397,17 @@ impl MsmReport {
                 if c.cpu_matches { "equal" } else { "DIFFERS" },
                 c.gpu_matches,
                 c.gpu_cases
+            );
+        }
+        for t in &self.tables {
+            println!(
+                "table {} 2^{}: windows of {} bits, {} copies ({} beside the bases), built in {:.2} s",
+                t.group,
+                t.log_size,
+                t.window_bits,
+                t.copies,
+                crate::report::bytes(t.bytes),
+                t.build_s
             );
         }
         for c in &self.cases {
@@ -432,11 +484,20 @@ mod tests {
             &["--reps", "0"],
             &["--check-log", "21"],
             &["--window", "1000"],
+            &["--window-bits", "23"],
+            &["--table-copies", "0"],
         ] {
             assert!(parse(bad).check().is_err(), "{bad:?} accepted");
         }
         assert!(Cli::try_parse_from(["msm", "--scalars", "bits"]).is_err());
         assert_eq!(Mix::Filecoin.to_string(), "filecoin");
+        let a = parse(&["--kernels", "sppark,tables"]);
+        assert_eq!(a.kernels, [Kernel::Sppark, Kernel::Tables]);
+        assert_eq!(
+            (a.window_bits_for(27), a.window_bits_for(16), a.window_bits_for(10)),
+            (16, 12, 8)
+        );
+        assert_eq!(parse(&["--window-bits", "20"]).window_bits_for(10), 20);
     }
 
     #[test]
@@ -519,6 +580,7 @@ mod tests {
             reps: 1,
             window: 1024,
             checks: Vec::new(),
+            tables: Vec::new(),
             cases: vec![case.clone()],
             skipped: Vec::new(),
             setup_s: 0.0,

@@ -33,6 +33,9 @@ pub(super) trait Curve {
     /// As `pinprove_msm_resident_g1_begin`.
     unsafe fn begin(out: *mut *mut c_void, resident: *const c_void, call: &MsmCall) -> sppark::Error;
     /// # Safety
+    /// As `pinprove_table_g1`: `resident` from this curve's `upload`.
+    unsafe fn table(out: *mut *mut c_void, resident: *const c_void, wbits: u32, copies: u32) -> sppark::Error;
+    /// # Safety
     /// As `pinprove_msm_g1_part`: `pending` from this curve's `begin`.
     unsafe fn part(pending: *const c_void, i: usize, out: *mut Self::Raw);
     fn point(raw: Self::Raw) -> Self::Point;
@@ -44,7 +47,7 @@ pub(super) struct G2;
 /// `impl Curve` for one group: the same forwarding over that group's FFI.
 macro_rules! curve {
     ($curve:ident, $affine:ty, $raw:ty, $point:ty, $g2:expr, $name:literal,
-     $upload:ident, $window:ident, $fill:ident, $free_window:ident, $begin:ident, $part:ident) => {
+     $upload:ident, $window:ident, $fill:ident, $free_window:ident, $begin:ident, $table:ident, $part:ident) => {
         impl Curve for $curve {
             type Affine = $affine;
             type Raw = $raw;
@@ -72,6 +75,10 @@ macro_rules! curve {
                 // SAFETY: forwarded contract.
                 unsafe { $begin(out, resident, call) }
             }
+            unsafe fn table(out: *mut *mut c_void, resident: *const c_void, wbits: u32, copies: u32) -> sppark::Error {
+                // SAFETY: forwarded contract.
+                unsafe { $table(out, resident, wbits, copies) }
+            }
             unsafe fn part(pending: *const c_void, i: usize, out: *mut $raw) {
                 // SAFETY: forwarded contract.
                 unsafe { $part(pending, i, out) }
@@ -97,6 +104,7 @@ curve!(
     pinprove_window_g1_fill,
     pinprove_window_g1_free,
     pinprove_msm_resident_g1_begin,
+    pinprove_table_g1,
     pinprove_msm_g1_part
 );
 curve!(
@@ -111,5 +119,6 @@ curve!(
     pinprove_window_g2_fill,
     pinprove_window_g2_free,
     pinprove_msm_resident_g2_begin,
+    pinprove_table_g2,
     pinprove_msm_g2_part
 );

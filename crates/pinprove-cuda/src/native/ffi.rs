@@ -105,6 +105,20 @@ unsafe extern "C" {
     pub(super) fn pinprove_window_g1_free(p: *mut c_void);
     pub(super) fn pinprove_window_g2_free(p: *mut c_void);
     pub(super) fn pinprove_lane_limit(device: c_int, bytes: u64) -> bool;
+    pub(super) fn pinprove_table_g1(
+        out: *mut *mut c_void,
+        resident: *const c_void,
+        wbits: u32,
+        copies: u32,
+    ) -> sppark::Error;
+    pub(super) fn pinprove_table_g2(
+        out: *mut *mut c_void,
+        resident: *const c_void,
+        wbits: u32,
+        copies: u32,
+    ) -> sppark::Error;
+    pub(super) fn pinprove_table_copies(table: *const c_void) -> u32;
+    pub(super) fn pinprove_table_free(table: *mut c_void);
 }
 
 /// One matrix of a recording as the upload reads it:
@@ -152,11 +166,14 @@ pub(super) struct MsmCall {
     pub(super) max_batch: usize,
     pub(super) base_offset: usize,
     pub(super) idx_base: usize,
+    pub(super) kernel: u32,
+    pub(super) window_bits: u32,
+    pub(super) table: *const c_void,
 }
 
 // The layout `cuda/ffi.h` asserts too.
 const _: () = {
-    assert!(size_of::<MsmCall>() == 112);
+    assert!(size_of::<MsmCall>() == 128);
     assert!(offset_of!(MsmCall, n) == 40);
     assert!(offset_of!(MsmCall, n_small) == 64);
     assert!(offset_of!(MsmCall, small_bits) == 72);
@@ -165,6 +182,9 @@ const _: () = {
     assert!(offset_of!(MsmCall, max_batch) == 88);
     assert!(offset_of!(MsmCall, base_offset) == 96);
     assert!(offset_of!(MsmCall, idx_base) == 104);
+    assert!(offset_of!(MsmCall, kernel) == 112);
+    assert!(offset_of!(MsmCall, window_bits) == 116);
+    assert!(offset_of!(MsmCall, table) == 120);
     assert!(size_of::<HostMatricesView>() == 160);
     assert!(offset_of!(HostMatricesView, chunks) == 72);
     assert!(offset_of!(HostMatricesView, n_chunks) == 96);

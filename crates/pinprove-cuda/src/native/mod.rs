@@ -42,7 +42,8 @@
 //! a/b/c are computed on the host and uploaded as usual.
 //!
 //! Rooms: [`ffi`] (the C interface and the structs it shares), [`resident`]
-//! (bases in device memory), [`matrices`] (circuits' matrices in device
+//! (bases in device memory), [`table`] (their precomputed copies for
+//! pinprove's MSM kernel), [`matrices`] (circuits' matrices in device
 //! memory), [`msm`], [`h`], [`proof`] (a started proof and what its device
 //! work reads), [`backend`] (configuration, `start` in `backend/start.rs`,
 //! what the next proof needs ready in `backend/warm.rs`), [`msm_lab`] (one
@@ -57,6 +58,9 @@ mod msm;
 pub mod msm_lab;
 mod proof;
 mod resident;
+mod table;
+#[cfg(test)]
+mod table_tests;
 #[cfg(test)]
 mod tests;
 

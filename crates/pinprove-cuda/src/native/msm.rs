@@ -14,6 +14,7 @@ use super::curve::Curve;
 use super::ffi::*;
 use super::h::DeviceScalars;
 use super::resident::Resident;
+use super::table::Table;
 use super::{backend_error, check, cuda_error};
 use crate::slices::{QueryShape, calls};
 use crate::split::QueryScalars;
@@ -101,6 +102,33 @@ impl<C: Curve> Bases<'_, C> {
         match self {
             Bases::Resident(r) => r.len,
             Bases::Streamed { host, .. } => host.len(),
+        }
+    }
+}
+
+/// Which kernel sums an MSM's full-width scalars (ones and small values
+/// are summed by batched addition either way).
+#[derive(Clone, Copy, Default)]
+pub(super) enum MsmKernel<'a> {
+    /// sppark's Pippenger, as the native backend has always run it.
+    #[default]
+    Sppark,
+    /// pinprove's signed-digit bucket kernel (`cuda/msm_tables.cu`), over
+    /// the bases' precomputed copies when a table of resident bases is
+    /// given, else with windows of `window_bits` bits (0: chosen by size).
+    Tables { table: Option<&'a Table>, window_bits: u32 },
+}
+
+impl MsmKernel<'_> {
+    /// The call's kernel fields.
+    fn fields(&self) -> (u32, u32, *const c_void) {
+        match self {
+            MsmKernel::Sppark => (0, 0, std::ptr::null()),
+            MsmKernel::Tables { table, window_bits } => (
+                1,
+                *window_bits,
+                table.map_or(std::ptr::null(), |t| t.handle.cast_const()),
+            ),
         }
     }
 }
@@ -230,9 +258,21 @@ pub(super) fn msm<C: Curve>(
 /// of one circuit sharing the bases' trip over PCIe).
 pub(super) fn msm_group<C: Curve>(
     device: c_int,
+    bases: Bases<'_, C>,
+    scalars: Vec<MsmScalars<'_>>,
+    marks: &[Option<&Event>],
+) -> Result<Vec<Msm<C>>, ProveError> {
+    msm_group_with(device, bases, scalars, marks, MsmKernel::Sppark)
+}
+
+/// [`msm_group`] through `kernel`. The table it names, if any, must be of
+/// the resident bases, and live until the returned MSMs are dropped.
+pub(super) fn msm_group_with<C: Curve>(
+    device: c_int,
     mut bases: Bases<'_, C>,
     scalars: Vec<MsmScalars<'_>>,
     marks: &[Option<&Event>],
+    kernel: MsmKernel<'_>,
 ) -> Result<Vec<Msm<C>>, ProveError> {
     if marks.len() != scalars.len() {
         return Err(backend_error("a mark per set of scalars"));
@@ -241,10 +281,19 @@ pub(super) fn msm_group<C: Curve>(
         Bases::Resident(_) => None,
         Bases::Streamed { windows, .. } => Some(windows.capacity),
     };
+    if let MsmKernel::Tables { table: Some(t), .. } = kernel {
+        let fits = match &bases {
+            Bases::Resident(r) => r.len == t.len && r.is_g2() == C::G2,
+            Bases::Streamed { .. } => false,
+        };
+        if !fits {
+            return Err(backend_error("a table of other bases than the MSM's"));
+        }
+    }
     let n_bases = bases.len();
     let mut calls = Vec::with_capacity(scalars.len());
     for s in &scalars {
-        calls.push(calls_of::<C>(n_bases, window, s)?);
+        calls.push(calls_of::<C>(n_bases, window, s, &kernel)?);
     }
     // Dropped on an error (each waits for the calls queued so far).
     let mut pending: Vec<Msm<C>> = scalars.iter().map(|_| Msm::Pending(Vec::new())).collect();
@@ -329,8 +378,10 @@ fn calls_of<C: Curve>(
     n_bases: usize,
     window: Option<usize>,
     scalars: &MsmScalars<'_>,
+    kernel: &MsmKernel<'_>,
 ) -> Result<Vec<Call>, ProveError> {
     let max_batch = MAX_BATCH.load(std::sync::atomic::Ordering::Relaxed);
+    let (kernel, window_bits, table) = kernel.fields();
     let plain = MsmCall {
         scalars: std::ptr::null(),
         d_scalars: std::ptr::null(),
@@ -347,6 +398,9 @@ fn calls_of<C: Curve>(
         max_batch,
         base_offset: 0,
         idx_base: 0,
+        kernel,
+        window_bits,
+        table,
     };
     match scalars {
         MsmScalars::Device(d) => {

@@ -2,8 +2,9 @@
 //! backend's own paths — bases resident in device memory or streamed from
 //! pinned host memory through two windows, scalars already on the device
 //! (as h's are) or split on the host by value (as the L, A and B queries'
-//! are) — each timed by events on the GPU's lane and summed on the host as
-//! a proof's MSMs are.
+//! are), full-width scalars summed by sppark's Pippenger or by pinprove's
+//! kernel over precomputed copies of the bases — each timed by events on
+//! the GPU's lane and summed on the host as a proof's MSMs are.
 
 use std::ffi::c_int;
 use std::sync::Arc;
@@ -18,8 +19,9 @@ use pinprove_mem::PinnedPool;
 use super::curve::{Curve, G1, G2};
 use super::ffi::pinprove_lane_mark;
 use super::h::DeviceScalars;
-use super::msm::{Bases, Msm, MsmScalars, Windows, msm};
+use super::msm::{Bases, Msm, MsmKernel, MsmScalars, Windows, msm_group_with};
 use super::resident::{Resident, resident};
+use super::table::Table;
 use super::{backend_error, check, cuda_error};
 use crate::runtime::{self, DeviceBuffer, Event, Stream};
 use crate::split::{self, Mode, QueryScalars};
@@ -57,10 +59,24 @@ pub enum MsmValue {
     G2(G2Projective),
 }
 
-/// Bases uploaded to a GPU once, as an SRS's resident bases are.
+/// Bases uploaded to a GPU once, as an SRS's resident bases are, and the
+/// table of their precomputed copies once one is built.
 pub struct ResidentBases {
+    // Declared first: dropped before the bases it copies.
+    table: Option<Table>,
     bases: Resident,
     device: c_int,
+}
+
+/// A table of precomputed copies, as built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableInfo {
+    /// Bits per window.
+    pub window_bits: u32,
+    /// Copies the kernel reads, the bases included.
+    pub copies: u32,
+    /// Device bytes of the copies beyond the bases.
+    pub bytes: u64,
 }
 
 impl ResidentBases {
@@ -71,7 +87,35 @@ impl ResidentBases {
             HostBases::G1(b) => resident::<G1>(device, b)?,
             HostBases::G2(b) => resident::<G2>(device, b)?,
         };
-        Ok(ResidentBases { bases, device })
+        Ok(ResidentBases {
+            table: None,
+            bases,
+            device,
+        })
+    }
+
+    /// Builds (on the device, before returning) the table of `copies`
+    /// copies at most (1: the bases alone) for windows of `window_bits`
+    /// bits (4 to 22), replacing any built before; pinprove's kernel reads
+    /// it from then on.
+    pub fn build_table(&mut self, window_bits: u32, copies: u32) -> Result<TableInfo, ProveError> {
+        self.table = None;
+        let table = if self.bases.is_g2() {
+            Table::build::<G2>(&self.bases, window_bits, copies)?
+        } else {
+            Table::build::<G1>(&self.bases, window_bits, copies)?
+        };
+        self.table = Some(table);
+        Ok(self.table().expect("just built"))
+    }
+
+    /// The table built, if any.
+    pub fn table(&self) -> Option<TableInfo> {
+        self.table.as_ref().map(|t| TableInfo {
+            window_bits: t.window_bits,
+            copies: t.copies,
+            bytes: t.bytes,
+        })
     }
 
     /// How many bases.
@@ -186,6 +230,33 @@ impl<'a> LabScalars<'a> {
     }
 }
 
+/// The kernel that sums the full-width scalars.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LabKernel {
+    /// sppark's Pippenger, as proofs run it today.
+    Sppark,
+    /// pinprove's signed-digit bucket kernel: over resident bases with
+    /// their table when one was built, else with windows of
+    /// `window_bits` bits (0: chosen by size).
+    Tables {
+        /// Bits per window where there is no table.
+        window_bits: u32,
+    },
+}
+
+impl LabKernel {
+    /// The MSM calls' kernel, over `table` where there is one.
+    fn over(self, table: Option<&Table>) -> MsmKernel<'_> {
+        match self {
+            LabKernel::Sppark => MsmKernel::Sppark,
+            LabKernel::Tables { window_bits } => MsmKernel::Tables {
+                window_bits: if table.is_some() { 0 } else { window_bits },
+                table,
+            },
+        }
+    }
+}
+
 /// Parts of the h MSM a background proof queues one by one (the backend's
 /// `H_MSM_PART_BASES`).
 pub const H_MSM_PART: usize = 1 << 25;
@@ -211,6 +282,7 @@ pub fn run_msm(
     device: usize,
     bases: LabBases<'_>,
     scalars: &LabScalars<'_>,
+    kernel: LabKernel,
     threads: &rayon::ThreadPool,
 ) -> Result<LabRun, ProveError> {
     let device = ordinal(device)?;
@@ -219,11 +291,12 @@ pub fn run_msm(
             if r.device != device {
                 return Err(backend_error("resident bases of another GPU"));
             }
+            let kernel = kernel.over(r.table.as_ref());
             let (value, device_time, wall) = if r.bases.is_g2() {
-                let (p, d, w) = timed::<G2>(device, Placed::Resident(&r.bases), scalars, threads)?;
+                let (p, d, w) = timed::<G2>(device, Placed::Resident(&r.bases), scalars, kernel, threads)?;
                 (MsmValue::G2(p), d, w)
             } else {
-                let (p, d, w) = timed::<G1>(device, Placed::Resident(&r.bases), scalars, threads)?;
+                let (p, d, w) = timed::<G1>(device, Placed::Resident(&r.bases), scalars, kernel, threads)?;
                 (MsmValue::G1(p), d, w)
             };
             Ok(LabRun {
@@ -238,13 +311,14 @@ pub fn run_msm(
                     "a window of {window} bases: not a multiple of 1024"
                 )));
             }
+            let kernel = kernel.over(None);
             let (value, device_time, wall) = match host {
                 HostBases::G1(b) => {
-                    let (p, d, w) = timed::<G1>(device, Placed::Streamed(b, window), scalars, threads)?;
+                    let (p, d, w) = timed::<G1>(device, Placed::Streamed(b, window), scalars, kernel, threads)?;
                     (MsmValue::G1(p), d, w)
                 }
                 HostBases::G2(b) => {
-                    let (p, d, w) = timed::<G2>(device, Placed::Streamed(b, window), scalars, threads)?;
+                    let (p, d, w) = timed::<G2>(device, Placed::Streamed(b, window), scalars, kernel, threads)?;
                     (MsmValue::G2(p), d, w)
                 }
             };
@@ -272,6 +346,7 @@ fn timed<C: Curve>(
     device: c_int,
     placed: Placed<'_, C>,
     scalars: &LabScalars<'_>,
+    kernel: MsmKernel<'_>,
     threads: &rayon::ThreadPool,
 ) -> Result<(C::Point, Duration, Duration), ProveError> {
     let n_bases = match &placed {
@@ -309,19 +384,21 @@ fn timed<C: Curve>(
             let last = parts.len() - 1;
             for (k, p) in parts.into_iter().enumerate() {
                 let mark = (k == last).then_some(&end);
-                pending.push(msm::<C>(
+                pending.extend(msm_group_with::<C>(
                     device,
                     bases_of(&placed, windows.as_mut()),
-                    MsmScalars::Device(p),
-                    mark,
+                    vec![MsmScalars::Device(p)],
+                    &[mark],
+                    kernel,
                 )?);
             }
         }
-        Kind::Split { query, aux } => pending.push(msm::<C>(
+        Kind::Split { query, aux } => pending.extend(msm_group_with::<C>(
             device,
             bases_of(&placed, windows.as_mut()),
-            MsmScalars::Query(query, aux),
-            Some(&end),
+            vec![MsmScalars::Query(query, aux)],
+            &[Some(&end)],
+            kernel,
         )?),
     }
     let mut value = C::Point::identity();

@@ -22,7 +22,7 @@ use crate::split::{self, Mode};
 
 /// Whether a GPU is usable; where none is, `test` is skipped (or fails,
 /// where one is expected).
-fn have_gpu(test: &str) -> bool {
+pub(super) fn have_gpu(test: &str) -> bool {
     match crate::runtime::device_count() {
         Ok(n) if n > 0 => true,
         Ok(_) => {

@@ -1,0 +1,630 @@
+// pinprove's MSM kernel over fixed bases and their precomputed copies
+// (the algebra is in msm_tables.cuh). One MSM call, batch by batch of its
+// scalars:
+//   1. digits: each scalar's W signed digits become W entries (key: the
+//      bucket, value: the point, which copy, and the sign), zero digits a
+//      sentinel key that sorts last;
+//   2. the entries are sorted by key (CUB's radix sort over the key's bits);
+//   3. each bucket's first entry is found by binary search;
+//   4. accumulation: the sorted entries are cut into runs of CHUNK, one
+//      per worker (a thread, or a pair of threads for G2, whose Fp2
+//      arithmetic is shared by two lanes), so every worker adds the same
+//      number of points whatever the buckets' sizes. A bucket whose entries
+//      all lie in one run is added into its sum by that worker; one that
+//      spans runs leaves a partial sum per run, which
+//   5. fixup adds into the bucket's sum.
+// The bucket sums stay on the device across batches. At the end each set
+// of buckets is reduced, segment by segment, to pairs
+// (Σ (j+1)·B_j, Σ B_j) that the host weighs and adds (native_msm.cu).
+//
+// Points: own formulas in XYZZ coordinates (x = X/ZZ, y = Y/ZZZ) over
+// sppark's field types: mixed addition madd-2008-s, addition add-2008-s
+// and doubling dbl-2008-s-1 of the Explicit-Formulas Database (a = 0),
+// each with its equal-point and opposite-point cases. A bucket is stored
+// as X, Y, ZZZ, ZZ (the layout sppark's host xyzz_t reads), infinity as
+// ZZ = ZZZ = 0; an affine point as blst stores it, infinity as (0, 0).
+
+#include <cuda.h>
+
+// CUB first, before sppark's headers define macros of their own. Its
+// dispatch code trips GCC's may-be-uninitialized analysis in the host
+// compilation (a false positive inside CUB).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <cub/device/device_radix_sort.cuh>
+
+#include <ff/bls12-381-fp2.hpp>
+
+#include <util/exception.cuh>
+#include <util/gpu_t.cuh>
+
+#include <algorithm>
+
+#include "lane.cuh"
+#include "msm_tables.cuh"
+
+namespace {
+
+using pinprove::tables::call_t;
+
+// The sign of an entry's value; the rest is m·n_tab + the point's index.
+constexpr uint32_t SIGN = 0x80000000u;
+// Sorted entries per worker in the accumulation.
+constexpr uint32_t CHUNK = 64;
+// Entries per batch (keys and values, twice for the sort): 512 MiB.
+constexpr size_t MAX_ENTRIES = (size_t)1 << 25;
+constexpr uint32_t BLOCK = 256;
+
+template<class field_t>
+struct affine_mem {
+    typename field_t::mem_t X, Y;
+};
+
+template<class field_t>
+struct xyzz_mem {
+    typename field_t::mem_t X, Y, ZZZ, ZZ;
+};
+
+static_assert(sizeof(affine_mem<fp_t>) == 96, "G1 affine points as blst stores them");
+static_assert(sizeof(xyzz_mem<fp_t>) == 192, "G1 buckets as the host reads them");
+#ifndef __CUDA_ARCH__
+static_assert(sizeof(affine_mem<fp2_t>) == 192, "G2 affine points as blst stores them");
+static_assert(sizeof(xyzz_mem<fp2_t>) == 384, "G2 buckets as the host reads them");
+#endif
+
+#ifdef __CUDA_ARCH__
+template<class F>
+__device__ __forceinline__ F sq(const F& a)
+{
+    return a ^ 2;
+}
+#endif
+
+// A point in XYZZ coordinates, in registers. For G2 both lanes of a pair
+// run every member together: branches depend only on values both hold
+// (is_zero is decided for the whole Fp2 element).
+template<class field_t>
+struct xyzz {
+    field_t X, Y, ZZZ, ZZ;
+
+#ifdef __CUDA_ARCH__
+    __device__ void set_inf()
+    {
+        X.zero();
+        Y.zero();
+        ZZZ.zero();
+        ZZ.zero();
+    }
+
+    __device__ bool is_inf() const
+    {
+        bool zzz = ZZZ.is_zero();
+        bool zz = ZZ.is_zero();
+        return zzz && zz;
+    }
+
+    __device__ void load(const xyzz_mem<field_t>& m)
+    {
+        X = m.X;
+        Y = m.Y;
+        ZZZ = m.ZZZ;
+        ZZ = m.ZZ;
+    }
+
+    __device__ void store(xyzz_mem<field_t>& m) const
+    {
+        m.X = X;
+        m.Y = Y;
+        m.ZZZ = ZZZ;
+        m.ZZ = ZZ;
+    }
+
+    // The affine point (x, y), (0, 0) being infinity. No branch.
+    __device__ void set_affine(const field_t& x, const field_t& y)
+    {
+        bool xz = x.is_zero();
+        bool yz = y.is_zero();
+        int inf = xz && yz;
+        X = x;
+        Y = y;
+        ZZ = field_t::one(inf);
+        ZZZ = field_t::one(inf);
+    }
+
+    // this += ±(x2, y2) (madd-2008-s; mdbl-2008-s-1 when equal).
+    __device__ void add_affine(const field_t& x2, const field_t& y2_in, bool negate)
+    {
+        bool x2z = x2.is_zero();
+        bool y2z = y2_in.is_zero();
+        if (x2z && y2z)
+            return;
+        field_t y2 = y2_in;
+        y2.cneg(negate);
+        if (is_inf()) {
+            X = x2;
+            Y = y2;
+            ZZ = field_t::one(0);
+            ZZZ = field_t::one(0);
+            return;
+        }
+        field_t P = x2 * ZZ;
+        P = P - X; // U2 − X1
+        field_t R = y2 * ZZZ;
+        R = R - Y; // S2 − Y1
+        if (!P.is_zero()) {
+            field_t PP = sq(P);
+            field_t PPP = P * PP;
+            field_t Q = X * PP;
+            field_t X3 = sq(R);
+            X3 = X3 - PPP;
+            X3 = X3 - Q;
+            X3 = X3 - Q;
+            field_t T = Q - X3;
+            T = R * T;
+            field_t V = Y * PPP;
+            Y = T - V;
+            X = X3;
+            ZZ = ZZ * PP;
+            ZZZ = ZZZ * PPP;
+        } else if (R.is_zero()) {
+            // The same point: 2·(x2, y2).
+            field_t U = y2 + y2;
+            field_t V = sq(U);
+            field_t W = U * V;
+            field_t S = x2 * V;
+            field_t M = sq(x2);
+            M = M + M + M;
+            field_t X3 = sq(M);
+            X3 = X3 - S;
+            X3 = X3 - S;
+            field_t T = S - X3;
+            T = M * T;
+            field_t Z = W * y2;
+            Y = T - Z;
+            X = X3;
+            ZZ = V;
+            ZZZ = W;
+        } else {
+            set_inf(); // opposite points
+        }
+    }
+
+    // this = 2·this (dbl-2008-s-1; infinity stays infinity). No branch.
+    __device__ void dbl()
+    {
+        field_t U = Y + Y;
+        field_t V = sq(U);
+        field_t W = U * V;
+        field_t S = X * V;
+        field_t M = sq(X);
+        M = M + M + M;
+        field_t X3 = sq(M);
+        X3 = X3 - S;
+        X3 = X3 - S;
+        field_t T = S - X3;
+        T = M * T;
+        field_t Z = W * Y;
+        Y = T - Z;
+        X = X3;
+        ZZ = V * ZZ;
+        ZZZ = W * ZZZ;
+    }
+
+    // this += q (add-2008-s; dbl when equal).
+    __device__ void add(const xyzz& q)
+    {
+        if (q.is_inf())
+            return;
+        if (is_inf()) {
+            *this = q;
+            return;
+        }
+        field_t U1 = X * q.ZZ;
+        field_t S1 = Y * q.ZZZ;
+        field_t P = q.X * ZZ;
+        P = P - U1; // U2 − U1
+        field_t R = q.Y * ZZZ;
+        R = R - S1; // S2 − S1
+        if (!P.is_zero()) {
+            field_t PP = sq(P);
+            field_t PPP = P * PP;
+            field_t Q = U1 * PP;
+            field_t X3 = sq(R);
+            X3 = X3 - PPP;
+            X3 = X3 - Q;
+            X3 = X3 - Q;
+            field_t T = Q - X3;
+            T = R * T;
+            field_t V = S1 * PPP;
+            Y = T - V;
+            X = X3;
+            ZZ = ZZ * q.ZZ;
+            ZZ = ZZ * PP;
+            ZZZ = ZZZ * q.ZZZ;
+            ZZZ = ZZZ * PPP;
+        } else if (R.is_zero()) {
+            dbl();
+        } else {
+            set_inf();
+        }
+    }
+
+    // The affine point, (0, 0) at infinity. Every lane of the warp must
+    // call it at once (the inversion shuffles across lanes). No branch.
+    __device__ void to_affine(field_t& x, field_t& y) const
+    {
+        bool inf = is_inf();
+        field_t d = field_t::csel(field_t::one(0), ZZZ, inf);
+        field_t zzz_inv = d.reciprocal();
+        field_t z_inv = zzz_inv * ZZ; // 1/Z
+        field_t zz_inv = sq(z_inv);   // 1/Z²
+        x = X * zz_inv;
+        y = Y * zzz_inv;
+        x = czero(x, inf);
+        y = czero(y, inf);
+    }
+#endif
+};
+
+// dst[i] = 2^doublings · src[i]. Every thread runs every round (the
+// inversion shuffles across the warp); a thread past the end works on the
+// last point and stores nothing.
+template<class field_t>
+__global__ void build_copy(affine_mem<field_t>* dst, const affine_mem<field_t>* src, size_t n, uint32_t doublings)
+{
+#ifdef __CUDA_ARCH__
+    const uint32_t degree = field_t::degree;
+    const size_t per_round = (size_t)gridDim.x * blockDim.x / degree;
+    const size_t me = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / degree;
+    const size_t rounds = (n + per_round - 1) / per_round;
+    for (size_t round = 0; round < rounds; round++) {
+        size_t i = round * per_round + me;
+        bool live = i < n;
+        size_t j = live ? i : n - 1;
+        field_t x = src[j].X;
+        field_t y = src[j].Y;
+        xyzz<field_t> p;
+        p.set_affine(x, y);
+        for (uint32_t d = 0; d < doublings; d++)
+            p.dbl();
+        p.to_affine(x, y);
+        if (live) {
+            dst[i].X = x;
+            dst[i].Y = y;
+        }
+    }
+#endif
+}
+
+// Entry (window j, scalar i) at j·num + i: key set·2^(c−1) + |d| − 1, value
+// (m·n_tab + point) with the sign; a zero digit gets the sentinel key
+// group·2^(c−1). Digits as base_tables::signed_digits makes them.
+__global__ void digits(uint32_t* keys, uint32_t* vals, const fr_t* scalars, uint32_t num, bool mont,
+                       const uint32_t* idx, uint32_t idx_base, size_t first_point, uint32_t n_tab, uint32_t wbits,
+                       uint32_t nwins, uint32_t group)
+{
+#ifdef __CUDA_ARCH__
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= num)
+        return;
+    fr_t s = scalars[i];
+    if (mont)
+        s.from();
+    uint32_t limbs[8];
+    for (uint32_t k = 0; k < 8; k++)
+        limbs[k] = s[k];
+    const uint32_t point = idx != nullptr ? idx[i] - idx_base : (uint32_t)(first_point + i);
+    const uint32_t half = 1u << (wbits - 1);
+    const uint32_t full = 1u << wbits;
+    const uint32_t mask = full - 1;
+    const uint32_t sentinel = group << (wbits - 1);
+    uint32_t carry = 0;
+    for (uint32_t j = 0; j < nwins; j++) {
+        uint32_t off = j * wbits;
+        uint32_t at = off / 32;
+        uint64_t two = at < 8 ? limbs[at] : 0;
+        if (at + 1 < 8)
+            two |= (uint64_t)limbs[at + 1] << 32;
+        uint32_t w = ((uint32_t)(two >> (off % 32)) & mask) + carry;
+        uint32_t mag;
+        bool neg = w > half;
+        if (neg) {
+            mag = full - w; // the digit w − 2^c, and a carry
+            carry = 1;
+        } else {
+            mag = w;
+            carry = 0;
+        }
+        size_t e = (size_t)j * num + i;
+        if (mag == 0) {
+            keys[e] = sentinel;
+            vals[e] = 0;
+        } else {
+            uint32_t m = j / group;
+            uint32_t r = j - m * group;
+            keys[e] = (r << (wbits - 1)) | (mag - 1);
+            vals[e] = (m * n_tab + point) | (neg ? SIGN : 0);
+        }
+    }
+#endif
+}
+
+// starts[b] = the first sorted entry whose key is at least b, for b in
+// 0 ..= buckets (starts[buckets]: the entries that are not zero digits).
+__global__ void bucket_starts(uint32_t* starts, const uint32_t* keys, uint32_t total, uint32_t buckets)
+{
+    uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b > buckets)
+        return;
+    uint32_t lo = 0, hi = total;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < b)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    starts[b] = lo;
+}
+
+// Worker w sums entries [w·CHUNK, (w+1)·CHUNK) of the sorted ones (up to
+// the last that is not a zero digit). A run of one bucket inside it that
+// is the bucket's whole is added to the bucket's sum; one that is not
+// goes to partial[2w] when it is the worker's first run, else to
+// partial[2w + 1] (then it is its last).
+template<class field_t>
+__global__ void accumulate(xyzz_mem<field_t>* buckets, xyzz_mem<field_t>* partial, const uint32_t* keys,
+                           const uint32_t* vals, const uint32_t* starts, uint32_t nbuckets, uint32_t workers,
+                           const affine_mem<field_t>* bases, const affine_mem<field_t>* extra, uint32_t n_tab)
+{
+#ifdef __CUDA_ARCH__
+    const uint32_t w = (blockIdx.x * blockDim.x + threadIdx.x) / field_t::degree;
+    if (w >= workers)
+        return;
+    const uint32_t valid = starts[nbuckets];
+    const uint32_t lo = w * CHUNK;
+    if (lo >= valid)
+        return;
+    const uint32_t hi = min(lo + CHUNK, valid);
+    xyzz<field_t> acc;
+    acc.set_inf();
+    uint32_t cur = keys[lo];
+    uint32_t seg = lo;
+    bool first = true;
+    for (uint32_t p = lo;; p++) {
+        uint32_t k = p < hi ? keys[p] : 0xffffffffu;
+        if (k != cur) {
+            // The run [seg, p) of bucket `cur` ends here.
+            if (starts[cur] == seg && starts[cur + 1] == p) {
+                xyzz<field_t> b;
+                b.load(buckets[cur]);
+                b.add(acc);
+                b.store(buckets[cur]);
+            } else {
+                acc.store(partial[2 * (size_t)w + (first ? 0 : 1)]);
+            }
+            if (p >= hi)
+                break;
+            first = false;
+            cur = k;
+            seg = p;
+            acc.set_inf();
+        }
+        uint32_t v = vals[p];
+        uint32_t at = v & ~SIGN;
+        uint32_t m = at / n_tab;
+        uint32_t i = at - m * n_tab;
+        const affine_mem<field_t>& a = m == 0 ? bases[i] : extra[(size_t)(m - 1) * n_tab + i];
+        field_t x = a.X;
+        field_t y = a.Y;
+        acc.add_affine(x, y, (v & SIGN) != 0);
+    }
+#endif
+}
+
+// Buckets whose entries span several workers' runs: their partial sums
+// added into the bucket's sum (see accumulate for which slot holds what).
+template<class field_t>
+__global__ void fixup(xyzz_mem<field_t>* buckets, const xyzz_mem<field_t>* partial, const uint32_t* starts,
+                      uint32_t nbuckets)
+{
+#ifdef __CUDA_ARCH__
+    const uint32_t b = (blockIdx.x * blockDim.x + threadIdx.x) / field_t::degree;
+    if (b >= nbuckets)
+        return;
+    const uint32_t s = starts[b], e = starts[b + 1];
+    if (e == s)
+        return;
+    const uint32_t w0 = s / CHUNK, w1 = (e - 1) / CHUNK;
+    if (w0 == w1)
+        return;
+    xyzz<field_t> acc;
+    acc.load(partial[2 * (size_t)w0 + (s == w0 * CHUNK ? 0 : 1)]);
+    for (uint32_t w = w0 + 1; w <= w1; w++) {
+        xyzz<field_t> p;
+        p.load(partial[2 * (size_t)w]);
+        acc.add(p);
+    }
+    xyzz<field_t> sum;
+    sum.load(buckets[b]);
+    sum.add(acc);
+    sum.store(buckets[b]);
+#endif
+}
+
+// Set r's segment k (buckets k·len .. (k+1)·len − 1 of the set) reduced to
+// out[2t] = Σ_j (j+1)·B_{k·len+j} and out[2t+1] = Σ_j B_{k·len+j}, t = r·segs + k.
+template<class field_t>
+__global__ void integrate(xyzz_mem<field_t>* out, const xyzz_mem<field_t>* buckets, uint32_t sets,
+                          uint32_t per_set, uint32_t segs)
+{
+#ifdef __CUDA_ARCH__
+    const uint32_t t = (blockIdx.x * blockDim.x + threadIdx.x) / field_t::degree;
+    if (t >= sets * segs)
+        return;
+    const uint32_t r = t / segs, k = t - r * segs;
+    const uint32_t len = per_set / segs;
+    const xyzz_mem<field_t>* b = buckets + (size_t)r * per_set + (size_t)k * len;
+    xyzz<field_t> run, acc;
+    run.set_inf();
+    acc.set_inf();
+    for (uint32_t j = len; j-- > 0;) {
+        xyzz<field_t> x;
+        x.load(b[j]);
+        run.add(x);
+        acc.add(run);
+    }
+    acc.store(out[2 * (size_t)t]);
+    run.store(out[2 * (size_t)t + 1]);
+#endif
+}
+
+// Device memory of one call, released in stream order when it goes out
+// of scope (after the work queued on the stream that reads it). Unwinding
+// from an error waits for the stream first.
+template<class T>
+struct scratch {
+    cudaStream_t stream;
+    T* ptr;
+    scratch(cudaStream_t s, size_t n) : stream(s), ptr(pinprove::alloc_async<T>(n, s)) {}
+    scratch(const scratch&) = delete;
+    ~scratch()
+    {
+        if (ptr == nullptr)
+            return;
+        if (std::uncaught_exceptions() > 0)
+            (void)cudaStreamSynchronize(stream);
+        (void)cudaFreeAsync(ptr, stream);
+    }
+};
+
+uint32_t blocks_for(size_t threads)
+{
+    return (uint32_t)std::max<size_t>(1, (threads + BLOCK - 1) / BLOCK);
+}
+
+uint32_t bit_length(uint32_t v)
+{
+    uint32_t r = 0;
+    while (v != 0) {
+        r++;
+        v >>= 1;
+    }
+    return r;
+}
+
+template<class field_t>
+void run(const pinprove::lane_t& lane, const call_t& c)
+{
+    using namespace pinprove::tables;
+    const uint32_t degree = field_t::degree;
+    const uint32_t nwins = windows(c.wbits);
+    const uint32_t g = group(c.wbits, c.copies);
+    const uint32_t per_set = 1u << (c.wbits - 1);
+    const uint32_t nbuckets = g * per_set;
+    const uint32_t segs = segments(c.wbits);
+    const uint32_t key_bits = bit_length(nbuckets); // the sentinel's too
+    // Scalars per batch: as many as MAX_ENTRIES entries allow (a batch's
+    // entries are counted in 32 bits, and by CUB in an int), fewer if asked.
+    const size_t most = MAX_ENTRIES / nwins;
+    size_t batch = c.max_batch != 0 ? std::min(c.max_batch, most) : most / 32 * 32;
+    batch = std::max<size_t>(1, std::min(batch, c.n));
+    const size_t entries = batch * nwins;
+    const uint32_t max_workers = (uint32_t)((entries + CHUNK - 1) / CHUNK);
+    cudaStream_t s = lane.compute;
+
+    scratch<uint32_t> keys0{s, entries}, keys1{s, entries}, vals0{s, entries}, vals1{s, entries};
+    scratch<uint32_t> starts{s, (size_t)nbuckets + 1};
+    scratch<xyzz_mem<field_t>> buckets{s, nbuckets};
+    scratch<xyzz_mem<field_t>> partial{s, 2 * (size_t)max_workers};
+    scratch<xyzz_mem<field_t>> out{s, 2 * (size_t)g * segs};
+    cub::DoubleBuffer<uint32_t> keys{keys0.ptr, keys1.ptr};
+    cub::DoubleBuffer<uint32_t> vals{vals0.ptr, vals1.ptr};
+    size_t temp_bytes = 0;
+    CUDA_OK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, vals, (int)entries, 0, (int)key_bits, s));
+    scratch<unsigned char> temp{s, std::max<size_t>(temp_bytes, 1)};
+    CUDA_OK(cudaMemsetAsync(buckets.ptr, 0, nbuckets * sizeof(xyzz_mem<field_t>), s));
+
+    const auto* bases = static_cast<const affine_mem<field_t>*>(c.bases);
+    const auto* extra = static_cast<const affine_mem<field_t>*>(c.extra);
+    const auto* scalars = static_cast<const fr_t*>(c.scalars);
+    for (size_t off = 0; off < c.n; off += batch) {
+        const uint32_t num = (uint32_t)std::min(batch, c.n - off);
+        const uint32_t total = num * nwins;
+        digits<<<blocks_for(num), BLOCK, 0, s>>>(keys.Current(), vals.Current(), scalars + off, num, c.mont,
+                                                 c.idx != nullptr ? c.idx + off : nullptr, c.idx_base,
+                                                 c.base_offset + off, (uint32_t)c.n_tab, c.wbits, nwins, g);
+        CUDA_OK(cudaGetLastError());
+        CUDA_OK(cub::DeviceRadixSort::SortPairs(temp.ptr, temp_bytes, keys, vals, (int)total, 0, (int)key_bits, s));
+        bucket_starts<<<blocks_for((size_t)nbuckets + 1), BLOCK, 0, s>>>(starts.ptr, keys.Current(), total,
+                                                                         nbuckets);
+        CUDA_OK(cudaGetLastError());
+        const uint32_t workers = (total + CHUNK - 1) / CHUNK;
+        accumulate<field_t><<<blocks_for((size_t)workers * degree), BLOCK, 0, s>>>(
+            buckets.ptr, partial.ptr, keys.Current(), vals.Current(), starts.ptr, nbuckets, workers, bases, extra,
+            (uint32_t)c.n_tab);
+        CUDA_OK(cudaGetLastError());
+        fixup<field_t><<<blocks_for((size_t)nbuckets * degree), BLOCK, 0, s>>>(buckets.ptr, partial.ptr, starts.ptr,
+                                                                               nbuckets);
+        CUDA_OK(cudaGetLastError());
+    }
+    integrate<field_t><<<blocks_for((size_t)g * segs * degree), BLOCK, 0, s>>>(out.ptr, buckets.ptr, g, per_set,
+                                                                                segs);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaMemcpyAsync(c.host_out, out.ptr, 2 * (size_t)g * segs * sizeof(xyzz_mem<field_t>),
+                            cudaMemcpyDeviceToHost, s));
+}
+
+template<class field_t>
+void build(cudaStream_t stream, void* extra, const void* bases, size_t n, uint32_t copies, uint32_t doublings)
+{
+    auto* dst = static_cast<affine_mem<field_t>*>(extra);
+    const auto* src = static_cast<const affine_mem<field_t>*>(bases);
+    const uint32_t blocks = std::min<uint32_t>(blocks_for(n * field_t::degree), 8192);
+    for (uint32_t m = 1; m < copies; m++) {
+        const affine_mem<field_t>* from = m == 1 ? src : dst + (size_t)(m - 2) * n;
+        build_copy<field_t><<<blocks, BLOCK, 0, stream>>>(dst + (size_t)(m - 1) * n, from, n, doublings);
+        CUDA_OK(cudaGetLastError());
+    }
+}
+
+} // namespace
+
+namespace pinprove {
+namespace tables {
+
+uint32_t wbits_for(size_t n)
+{
+    uint32_t lg = 0;
+    while (lg < 63 && ((size_t)1 << (lg + 1)) <= n)
+        lg++;
+    // Bucket sets cost 2^c additions each to reduce: small MSMs take
+    // narrower windows.
+    return std::min<uint32_t>(16, std::max<uint32_t>(8, lg > 4 ? lg - 4 : 0));
+}
+
+void build_copies_g1(cudaStream_t stream, void* extra, const void* bases, size_t n, uint32_t copies,
+                     uint32_t doublings)
+{
+    build<fp_t>(stream, extra, bases, n, copies, doublings);
+}
+
+void build_copies_g2(cudaStream_t stream, void* extra, const void* bases, size_t n, uint32_t copies,
+                     uint32_t doublings)
+{
+    build<fp2_t>(stream, extra, bases, n, copies, doublings);
+}
+
+void msm_g1(const lane_t& lane, const call_t& c)
+{
+    run<fp_t>(lane, c);
+}
+
+void msm_g2(const lane_t& lane, const call_t& c)
+{
+    run<fp2_t>(lane, c);
+}
+
+} // namespace tables
+} // namespace pinprove
