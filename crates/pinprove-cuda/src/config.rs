@@ -13,6 +13,20 @@ pub enum SrsPlacement {
     Host,
 }
 
+/// Which kernel sums the MSMs' full-width scalars.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub enum MsmKernelKind {
+    /// sppark's Pippenger.
+    #[default]
+    Sppark,
+    /// pinprove's signed-digit bucket kernel (`cuda/msm_tables.cu`), over
+    /// tables of precomputed copies of the resident bases, built when the
+    /// bases are uploaded in the device memory the plan leaves beside
+    /// `queue_depth` proofs (h's first, then L, A, B in G1, B in G2).
+    /// Off until a passing `scripts/gpu-check` line runs it.
+    Tables,
+}
+
 /// How the native backend runs.
 #[derive(Clone, Copy, Debug)]
 pub struct NativeConfig {
@@ -56,6 +70,9 @@ pub struct NativeConfig {
     /// 2026-12-07: PoRep at 15 GiB free 26.4 s per proof, 1.30x the whole
     /// card's); on 8171b47 every paired 32 GiB partition had failed.
     pub partitions_sharing_bases: usize,
+    /// The MSM kernel for full-width scalars (ones and small values are
+    /// summed by batched addition either way). Default sppark's.
+    pub msm_kernel: MsmKernelKind,
 }
 
 /// The native backend's defaults are written here and nowhere else: the
@@ -72,6 +89,7 @@ impl Default for NativeConfig {
             memory_limit: None,
             prep_threads: 0,
             partitions_sharing_bases: 2,
+            msm_kernel: MsmKernelKind::Sppark,
         }
     }
 }
@@ -87,8 +105,12 @@ impl NativeConfig {
             SrsPlacement::Host => "host",
         };
         let limit = self.memory_limit.map_or("none".to_string(), |b| b.to_string());
+        let kernel = match self.msm_kernel {
+            MsmKernelKind::Sppark => "sppark",
+            MsmKernelKind::Tables => "tables",
+        };
         format!(
-            "srs_placement={placement} queue_depth={} prep_threads={} workers_per_device={} memory_limit={limit} partitions_sharing_bases={}",
+            "srs_placement={placement} queue_depth={} prep_threads={} workers_per_device={} memory_limit={limit} partitions_sharing_bases={} msm_kernel={kernel}",
             self.queue_depth, self.prep_threads, self.workers_per_device, self.partitions_sharing_bases
         )
     }

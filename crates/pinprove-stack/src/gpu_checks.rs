@@ -45,15 +45,31 @@ const COLUMNS: [&str; 13] = [
     "result",
 ];
 
-/// The names `GPU settings` may give, in their order.
-const SETTINGS: [&str; 6] = [
+/// The names `GPU settings` gives, in their order.
+const SETTINGS: [&str; 7] = [
     "srs_placement",
     "queue_depth",
     "prep_threads",
     "workers_per_device",
     "memory_limit",
     "partitions_sharing_bases",
+    "msm_kernel",
 ];
+
+/// Settings added after lines were written, with the value every build ran
+/// before the setting existed: a line without one ran that value.
+const ADDED_LATER: [(&str, &str); 1] = [("msm_kernel", "sppark")];
+
+/// A line's settings with those added later written out.
+fn completed(settings: &str) -> String {
+    let mut s = settings.to_string();
+    for (name, value) in ADDED_LATER {
+        if !s.split(' ').any(|w| w.split('=').next() == Some(name)) {
+            s.push_str(&format!(" {name}={value}"));
+        }
+    }
+    s
+}
 
 fn cells(line: &str) -> Vec<String> {
     line.trim()
@@ -109,6 +125,7 @@ fn rows(table: &str) -> Result<Vec<Row>, String> {
         let settings = match c[5].as_str() {
             "-" | "?" => None,
             s => {
+                let s = &completed(s);
                 let names: Vec<&str> = s.split(' ').map(|w| w.split('=').next().unwrap_or("")).collect();
                 let well_formed = s
                     .split(' ')
@@ -234,7 +251,10 @@ fn line(commit: &str, gpu: &str, part: &str, pairing: u32, result: &str) -> Stri
 fn a_commit_passes_when_both_parts_passed_on_one_gpu_model() {
     let table = |lines: &[String]| format!("{HEADER}{}", lines.concat());
     let read = |lines: &[String]| newest_passing(&rows(&table(lines)).unwrap()).map(|(s, c, _)| (s, c));
-    let pairing = |s: String| s.rsplit('=').next().unwrap().to_string();
+    let pairing = |s: String| {
+        let word = s.split(' ').find(|w| w.starts_with("partitions_sharing_bases=")).unwrap();
+        word.split('=').nth(1).unwrap().to_string()
+    };
 
     // One part alone, or both but on different GPU models: no pass.
     assert_eq!(read(&[line("aaaaaaa", "H100", "smokes", 2, "pass")]), None);
@@ -306,4 +326,16 @@ fn a_line_that_does_not_parse_fails_instead_of_being_skipped() {
         assert!(rows(&format!("{HEADER}{b}")).is_err(), "accepted: {b}");
     }
     assert!(rows("| date | commit |\n|---|---|\n").is_err(), "an old header");
+}
+
+#[test]
+fn a_line_from_before_a_setting_existed_ran_its_first_value() {
+    let old = line("aaaaaaa", "H100", "all", 2, "pass");
+    let (settings, ..) = newest_passing(&rows(&format!("{HEADER}{old}")).unwrap()).unwrap();
+    assert!(settings.ends_with("partitions_sharing_bases=2 msm_kernel=sppark"), "{settings}");
+    let new = old.replace("partitions_sharing_bases=2 |", "partitions_sharing_bases=2 msm_kernel=tables |");
+    let (settings, ..) = newest_passing(&rows(&format!("{HEADER}{new}")).unwrap()).unwrap();
+    assert!(settings.ends_with("msm_kernel=tables"), "{settings}");
+    let misplaced = old.replace("srs_placement=device", "msm_kernel=tables srs_placement=device");
+    assert!(rows(&format!("{HEADER}{misplaced}")).is_err(), "a setting out of its place");
 }

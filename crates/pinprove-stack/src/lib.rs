@@ -191,6 +191,11 @@ pub struct NativeOptions {
     /// Partitions whose MSMs share streamed bases (see
     /// `pinprove_cuda::NativeConfig::partitions_sharing_bases`).
     pub partitions_sharing_bases: usize,
+    /// The kernel that sums full-width scalars (see
+    /// `pinprove_cuda::NativeConfig::msm_kernel`): sppark's until a passing
+    /// `scripts/gpu-check` line runs pinprove's (DEVELOPERS.md, "GPU
+    /// defaults"); the daemon's configuration does not offer it yet.
+    pub msm_kernel: pinprove_cuda::MsmKernelKind,
 }
 
 impl Default for NativeOptions {
@@ -214,6 +219,7 @@ impl NativeOptions {
             workers_per_device: c.workers_per_device,
             memory_limit: c.memory_limit,
             partitions_sharing_bases: c.partitions_sharing_bases,
+            msm_kernel: c.msm_kernel,
         }
     }
 
@@ -230,6 +236,7 @@ impl NativeOptions {
             memory_limit: self.memory_limit,
             prep_threads: self.prep_threads,
             partitions_sharing_bases: self.partitions_sharing_bases,
+            msm_kernel: self.msm_kernel,
         }
     }
 

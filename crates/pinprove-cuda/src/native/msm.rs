@@ -239,35 +239,27 @@ pub(super) static MAX_LISTED: std::sync::atomic::AtomicUsize =
     std::sync::atomic::AtomicUsize::new(crate::plan::MAX_LISTED);
 
 /// Queues one MSM over a query's bases as calls of bounded device memory
-/// (see [`crate::slices`]) and returns at once. `mark` (a timing event) is
-/// recorded after the MSM's device work.
+/// (see [`crate::slices`]) through sppark's Pippenger and returns at once.
+/// `mark` (a timing event) is recorded after the MSM's device work.
+#[cfg(test)]
 pub(super) fn msm<C: Curve>(
     device: c_int,
     bases: Bases<'_, C>,
     scalars: MsmScalars<'_>,
     mark: Option<&Event>,
 ) -> Result<Msm<C>, ProveError> {
-    let mut one = msm_group(device, bases, vec![scalars], &[mark])?;
+    let mut one = msm_group(device, bases, vec![scalars], &[mark], MsmKernel::Sppark)?;
     Ok(one.pop().expect("one MSM per set of scalars"))
 }
 
-/// Queues one MSM per set of `scalars`, all over the same bases, and
-/// returns at once; `marks[i]` is recorded after all of them. Streamed
-/// bases pass through the windows once for every set: each window is
-/// filled once and read by the calls of every set in turn (the partitions
-/// of one circuit sharing the bases' trip over PCIe).
+/// Queues one MSM per set of `scalars`, all over the same bases, through
+/// `kernel`, and returns at once; `marks[i]` is recorded after all of them.
+/// Streamed bases pass through the windows once for every set: each window
+/// is filled once and read by the calls of every set in turn (the
+/// partitions of one circuit sharing the bases' trip over PCIe). The table
+/// `kernel` names, if any, must be of the resident bases, and live until
+/// the returned MSMs are dropped.
 pub(super) fn msm_group<C: Curve>(
-    device: c_int,
-    bases: Bases<'_, C>,
-    scalars: Vec<MsmScalars<'_>>,
-    marks: &[Option<&Event>],
-) -> Result<Vec<Msm<C>>, ProveError> {
-    msm_group_with(device, bases, scalars, marks, MsmKernel::Sppark)
-}
-
-/// [`msm_group`] through `kernel`. The table it names, if any, must be of
-/// the resident bases, and live until the returned MSMs are dropped.
-pub(super) fn msm_group_with<C: Curve>(
     device: c_int,
     mut bases: Bases<'_, C>,
     scalars: Vec<MsmScalars<'_>>,

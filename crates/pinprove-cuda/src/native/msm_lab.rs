@@ -19,7 +19,7 @@ use pinprove_mem::PinnedPool;
 use super::curve::{Curve, G1, G2};
 use super::ffi::pinprove_lane_mark;
 use super::h::DeviceScalars;
-use super::msm::{Bases, Msm, MsmKernel, MsmScalars, Windows, msm_group_with};
+use super::msm::{Bases, Msm, MsmKernel, MsmScalars, Windows, msm_group};
 use super::resident::{Resident, resident};
 use super::table::Table;
 use super::{backend_error, check, cuda_error};
@@ -384,7 +384,7 @@ fn timed<C: Curve>(
             let last = parts.len() - 1;
             for (k, p) in parts.into_iter().enumerate() {
                 let mark = (k == last).then_some(&end);
-                pending.extend(msm_group_with::<C>(
+                pending.extend(msm_group::<C>(
                     device,
                     bases_of(&placed, windows.as_mut()),
                     vec![MsmScalars::Device(p)],
@@ -393,7 +393,7 @@ fn timed<C: Curve>(
                 )?);
             }
         }
-        Kind::Split { query, aux } => pending.extend(msm_group_with::<C>(
+        Kind::Split { query, aux } => pending.extend(msm_group::<C>(
             device,
             bases_of(&placed, windows.as_mut()),
             vec![MsmScalars::Query(query, aux)],

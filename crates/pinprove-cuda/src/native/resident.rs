@@ -9,6 +9,9 @@ use pinprove_groth16::{ProveError, Srs, SrsPoints};
 use super::check;
 use super::curve::{Curve, G1, G2};
 use super::ffi::{pinprove_resident_g1_free, pinprove_resident_g2_free};
+use super::table::Table;
+use crate::base_tables::TablePlan;
+use crate::plan::{G1_BASE, G2_BASE};
 
 /// One query's bases in device memory.
 pub(super) struct Resident {
@@ -48,9 +51,13 @@ impl Drop for Resident {
     }
 }
 
-/// An SRS's five queries on the device: h, l, a, b_g1, b_g2.
+/// An SRS's five queries on the device: h, l, a, b_g1, b_g2, and the
+/// tables of precomputed copies built for pinprove's MSM kernel.
 pub(super) struct ResidentSrs {
+    // Declared first: dropped before the bases they copy.
+    pub(super) tables: [Option<Table>; 5],
     pub(super) queries: [Resident; 5],
+    /// Device bytes of the bases and the tables.
     pub(super) bytes: u64,
 }
 
@@ -77,6 +84,7 @@ impl ResidentSrs {
             + std::mem::size_of_val(p.b_g1())
             + std::mem::size_of_val(p.b_g2())) as u64;
         Ok(ResidentSrs {
+            tables: [None, None, None, None, None],
             queries: [
                 resident::<G1>(device, p.h())?,
                 resident::<G1>(device, p.l())?,
@@ -86,6 +94,42 @@ impl ResidentSrs {
             ],
             bytes,
         })
+    }
+}
+
+impl ResidentSrs {
+    /// Builds tables of copies for windows of `window_bits` bits in `room`
+    /// device bytes, query by query from the largest MSM (h, whose scalars
+    /// are all full-width) on, each as many copies as what is left holds;
+    /// returns the bytes they took (counted in `bytes` as each is built,
+    /// so an error leaves the count of those built).
+    pub(super) fn build_tables(&mut self, window_bits: u32, mut room: u64) -> Result<u64, ProveError> {
+        let mut taken = 0;
+        for q in 0..5 {
+            let n = self.queries[q].len as u64;
+            let point = if q == 4 { G2_BASE } else { G1_BASE };
+            if n == 0 || self.tables[q].is_some() {
+                continue;
+            }
+            let Some(plan) = TablePlan::for_memory(n, point, window_bits, n * point + room) else {
+                continue;
+            };
+            // A table's points are named by 31-bit indices.
+            let copies = u64::from(plan.copies).min(((1 << 31) - 1) / n) as u32;
+            if copies <= 1 {
+                continue;
+            }
+            let table = if q == 4 {
+                Table::build::<G2>(&self.queries[q], window_bits, copies)?
+            } else {
+                Table::build::<G1>(&self.queries[q], window_bits, copies)?
+            };
+            room = room.saturating_sub(table.bytes);
+            taken += table.bytes;
+            self.bytes += table.bytes;
+            self.tables[q] = Some(table);
+        }
+        Ok(taken)
     }
 }
 

@@ -202,3 +202,54 @@ fn a_wide_window_with_one_set_of_buckets_equals_the_known_msm() {
     .unwrap();
     assert_eq!(got.value, want);
 }
+
+/// With pinprove's kernel on, the backend builds tables of the resident
+/// bases at upload, and its proofs are byte for byte the CPU backend's,
+/// bases resident (with tables) or streamed (without), witnesses of both
+/// mixes.
+#[test]
+fn proofs_through_the_tables_kernel_are_the_cpu_backends() {
+    use super::tests::{Fixture, fixture, prove_bytes, registered_pool};
+    use super::{NativeBackend, NativeConfig, SrsPlacement};
+    use crate::config::MsmKernelKind;
+    use pinprove_groth16::circuits::WitnessMix;
+    use pinprove_groth16::{Backend, CpuBackend};
+
+    if !have_gpu("proofs_through_the_tables_kernel_are_the_cpu_backends") {
+        return;
+    }
+    let pool = registered_pool();
+    for mix in [WitnessMix::Random, WitnessMix::Bits] {
+        let Fixture { c, srs, .. } = fixture(&pool, 1 << 12, mix, 21);
+        let expected = prove_bytes(&CpuBackend::new(Arc::clone(&pool)), &pool, &srs, &c).unwrap();
+        let p = srs.points().unwrap();
+        let bases_bytes = (std::mem::size_of_val(p.h())
+            + std::mem::size_of_val(p.l())
+            + std::mem::size_of_val(p.a())
+            + std::mem::size_of_val(p.b_g1())
+            + std::mem::size_of_val(p.b_g2())) as u64;
+        for placement in [SrsPlacement::Device, SrsPlacement::Host] {
+            let gpu = NativeBackend::with_config(
+                Arc::clone(&pool),
+                NativeConfig {
+                    msm_kernel: MsmKernelKind::Tables,
+                    srs_placement: placement,
+                    ..NativeConfig::default()
+                },
+            )
+            .unwrap();
+            gpu.prepare_srs(&srs).unwrap();
+            if placement == SrsPlacement::Device {
+                let held: u64 = gpu.resident().iter().map(|r| r.device_bytes).sum();
+                assert!(held > bases_bytes, "tables beside the bases: {held} bytes held");
+            }
+            for _ in 0..2 {
+                assert_eq!(
+                    prove_bytes(&gpu, &pool, &srs, &c).unwrap(),
+                    expected,
+                    "{mix:?}, {placement:?}"
+                );
+            }
+        }
+    }
+}

@@ -255,7 +255,7 @@ fn start_synthesized(
     )
 }
 
-fn prove_bytes(
+pub(super) fn prove_bytes(
     backend: &dyn Backend,
     pool: &Arc<PinnedPool>,
     srs: &Arc<Srs>,
@@ -284,14 +284,14 @@ fn lost(r: &Result<Vec<u8>, ProveError>) -> bool {
 
 /// A bench circuit with real parameters (bellperson's generator, seeded),
 /// their bytes, and the SRS read from them into a pool.
-struct Fixture {
-    c: pinprove_groth16::circuits::BenchCircuit,
-    params: bellperson::groth16::Parameters<blstrs::Bls12>,
-    bytes: Vec<u8>,
-    srs: Arc<Srs>,
+pub(super) struct Fixture {
+    pub(super) c: pinprove_groth16::circuits::BenchCircuit,
+    pub(super) params: bellperson::groth16::Parameters<blstrs::Bls12>,
+    pub(super) bytes: Vec<u8>,
+    pub(super) srs: Arc<Srs>,
 }
 
-fn fixture(
+pub(super) fn fixture(
     pool: &Arc<PinnedPool>,
     constraints: usize,
     mix: pinprove_groth16::circuits::WitnessMix,
@@ -311,7 +311,7 @@ fn fixture(
 }
 
 /// A pool of registered (pinned) memory within 4 GiB.
-fn registered_pool() -> Arc<PinnedPool> {
+pub(super) fn registered_pool() -> Arc<PinnedPool> {
     PinnedPool::new(
         Arc::new(crate::runtime::CudaRegisteredAllocator::new().unwrap()),
         pinprove_mem::MemoryBudget::new(4 << 30),

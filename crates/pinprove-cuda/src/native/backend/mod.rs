@@ -26,10 +26,14 @@ use super::h::Events;
 use super::matrices::ResidentMatrices;
 use super::resident::{ResidentSrs, srs_key};
 use super::{NAME, NativeConfig, NativePhases, PlacementReport, SrsPlacement, backend_error, cuda_error};
+use crate::config::MsmKernelKind;
 use crate::device_queue::DeviceQueue;
 use crate::info::OLDEST_SUPPORTED;
 use crate::plan::{CircuitSizes, MatrixPlacement, Plan, SLACK};
 use crate::split::{self, LearnedShares};
+
+/// Bits per window of pinprove's MSM kernel over the backend's tables.
+const TABLE_WINDOW_BITS: u32 = 16;
 
 /// pinprove's GPU backend. See the module documentation.
 pub struct NativeBackend {
@@ -239,6 +243,28 @@ impl NativeBackend {
         Ok(planned)
     }
 
+    /// Tables of precomputed copies of `r`'s bases for pinprove's MSM
+    /// kernel, in the device memory left beside what circuits hold and
+    /// `queue_depth` proofs of this one. A table that fails to build (the
+    /// memory was taken meanwhile) leaves the query without one; only the
+    /// loss of the device is an error.
+    fn build_tables(&self, r: &mut ResidentSrs, planned: &Planned, key: &std::path::Path) -> Result<(), ProveError> {
+        let proofs = self.config.queue_depth.max(1) as u64;
+        let room = self
+            .usable
+            .saturating_sub(SLACK + self.held_elsewhere(None) + r.bytes + proofs * planned.plan.proof_bytes);
+        let built = {
+            let _turn = self.device.exclusive();
+            self.lost.note(r.build_tables(TABLE_WINDOW_BITS, room))
+        };
+        match built {
+            Ok(bytes) => tracing::info!(srs = %key.display(), bytes, room, "tables of bases built"),
+            Err(e) if e.loses_device() => return Err(e),
+            Err(e) => tracing::warn!(srs = %key.display(), error = %e, "a table of bases was not built"),
+        }
+        Ok(())
+    }
+
     /// The configuration.
     pub fn config(&self) -> NativeConfig {
         self.config
@@ -346,7 +372,10 @@ impl Backend for NativeBackend {
             self.lost.note(ResidentSrs::upload(points, self.ordinal()))
         };
         match uploaded {
-            Ok(r) => {
+            Ok(mut r) => {
+                if self.config.msm_kernel == MsmKernelKind::Tables {
+                    self.build_tables(&mut r, &planned, &key)?;
+                }
                 tracing::info!(srs = %key.display(), bytes = r.bytes, "SRS bases resident on the device");
                 self.lock().insert(key, Arc::new(r));
                 self.update_room();

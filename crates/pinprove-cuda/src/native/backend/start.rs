@@ -18,11 +18,12 @@ use pinprove_mem::sync::Recover;
 use super::super::curve::{G1, G2};
 use super::super::h::{HJob, ProofEvents};
 use super::super::matrices::MatrixCopy;
-use super::super::msm::{Bases, Msm, MsmScalars, Windows, msm, msm_group};
+use super::super::msm::{Bases, Msm, MsmKernel, MsmScalars, Windows, msm_group};
 use super::super::proof::{DeviceProof, DeviceReads, NativeStarted};
 use super::super::resident::{ResidentSrs, srs_key};
 use super::super::{NativePhases, backend_error, check, cuda_error, timed};
 use super::NativeBackend;
+use crate::config::MsmKernelKind;
 use crate::plan::{CircuitSizes, MatrixPlacement, Plan};
 
 /// A proof's turn on the device (see `device_queue`).
@@ -280,11 +281,12 @@ impl NativeBackend {
             } else {
                 &piece_marks[k + 1]
             };
-            h.push(msm::<G1>(
+            h.extend(msm_group::<G1>(
                 device,
                 g1_bases(resident, windows.as_mut(), points, 0)?,
-                MsmScalars::Device(part),
-                Some(part_mark),
+                vec![MsmScalars::Device(part)],
+                &[Some(part_mark)],
+                self.kernel_for(resident, 0),
             )?);
             // The last part gives back what this partition reserved when
             // another one's h follows before the other MSMs.
@@ -355,6 +357,7 @@ impl NativeBackend {
                     g1_bases(resident, g1_windows.as_mut(), points, k)?,
                     queries(f),
                     &marks(k),
+                    self.kernel_for(resident, k),
                 )
             })
         };
@@ -375,7 +378,13 @@ impl NativeBackend {
                 },
                 _ => return Err(backend_error("bases neither resident nor in host memory")),
             };
-            msm_group::<G2>(device, bases, queries(|p| &p.b), &marks(4))
+            msm_group::<G2>(
+                device,
+                bases,
+                queries(|p| &p.b),
+                &marks(4),
+                self.kernel_for(resident, 4),
+            )
         })?;
         drop(g2_windows);
         // The last partition's last mark follows all of the group's work.
@@ -674,6 +683,20 @@ fn release_after_device(prep: split::Prepared, w: Witness, done: Option<&Arc<Poo
     } = w;
     inputs.set_use_fence(fence());
     aux.set_use_fence(fence());
+}
+
+impl NativeBackend {
+    /// The kernel for query `query`'s full-width scalars (h, l, a, b in G1,
+    /// b in G2), over its table when its bases are resident and have one.
+    fn kernel_for<'a>(&self, resident: Option<&'a ResidentSrs>, query: usize) -> MsmKernel<'a> {
+        match self.config.msm_kernel {
+            MsmKernelKind::Sppark => MsmKernel::Sppark,
+            MsmKernelKind::Tables => MsmKernel::Tables {
+                table: resident.and_then(|r| r.tables[query].as_ref()),
+                window_bits: 0,
+            },
+        }
+    }
 }
 
 /// G1 query `query`'s bases (h, l, a, b): resident, or streamed from the
