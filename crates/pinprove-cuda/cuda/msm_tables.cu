@@ -40,6 +40,9 @@
 #include <util/gpu_t.cuh>
 
 #include <algorithm>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "lane.cuh"
 #include "msm_tables.cuh"
@@ -514,6 +517,77 @@ uint32_t bit_length(uint32_t v)
     return r;
 }
 
+// The stages of a call, as the profile counts them: the digits, the sort
+// (with the buckets' starts), the accumulation, the fixup, the reduction of
+// the sets (with the copy of their pairs to the host).
+constexpr int STAGES = 5;
+
+// Stage times summed over the calls made while profiling is on
+// (pinprove_tables_profile). A profiled call records events between its
+// stages and waits for its own work before returning: profiled calls are
+// not the timed ones.
+struct profile_t {
+    std::mutex mu;
+    bool on = false;
+    double ms[STAGES] = {};
+};
+
+profile_t& profile()
+{
+    static auto* p = new profile_t;
+    return *p;
+}
+
+bool profiling()
+{
+    std::lock_guard<std::mutex> guard(profile().mu);
+    return profile().on;
+}
+
+// Events between a profiled call's stages (nothing when not profiling).
+struct stage_marks {
+    cudaStream_t stream;
+    bool on;
+    std::vector<std::pair<int, cudaEvent_t>> marks; // (the stage that ends there, its event)
+
+    stage_marks(cudaStream_t s, bool on_) : stream(s), on(on_) {}
+    stage_marks(const stage_marks&) = delete;
+    ~stage_marks()
+    {
+        for (auto& m : marks)
+            (void)cudaEventDestroy(m.second);
+    }
+
+    // Marks the end of `stage` (-1: the call's start).
+    void end(int stage)
+    {
+        if (!on)
+            return;
+        cudaEvent_t e;
+        CUDA_OK(cudaEventCreate(&e));
+        marks.push_back({stage, e});
+        CUDA_OK(cudaEventRecord(e, stream));
+    }
+
+    // Waits for the call's work and adds its stages' times to the profile.
+    void finish()
+    {
+        if (!on || marks.empty())
+            return;
+        CUDA_OK(cudaEventSynchronize(marks.back().second));
+        double ms[STAGES] = {};
+        for (size_t i = 1; i < marks.size(); i++) {
+            float t = 0;
+            CUDA_OK(cudaEventElapsedTime(&t, marks[i - 1].second, marks[i].second));
+            if (marks[i].first >= 0 && marks[i].first < STAGES)
+                ms[marks[i].first] += t;
+        }
+        std::lock_guard<std::mutex> guard(profile().mu);
+        for (int k = 0; k < STAGES; k++)
+            profile().ms[k] += ms[k];
+    }
+};
+
 template<class field_t>
 void run(const pinprove::lane_t& lane, const call_t& c)
 {
@@ -549,6 +623,8 @@ void run(const pinprove::lane_t& lane, const call_t& c)
     const auto* bases = static_cast<const affine_mem<field_t>*>(c.bases);
     const auto* extra = static_cast<const affine_mem<field_t>*>(c.extra);
     const auto* scalars = static_cast<const fr_t*>(c.scalars);
+    stage_marks marks{s, profiling()};
+    marks.end(-1);
     for (size_t off = 0; off < c.n; off += batch) {
         const uint32_t num = (uint32_t)std::min(batch, c.n - off);
         const uint32_t total = num * nwins;
@@ -556,24 +632,30 @@ void run(const pinprove::lane_t& lane, const call_t& c)
                                                  c.idx != nullptr ? c.idx + off : nullptr, c.idx_base,
                                                  c.base_offset + off, (uint32_t)c.n_tab, c.wbits, nwins, g);
         CUDA_OK(cudaGetLastError());
+        marks.end(0);
         CUDA_OK(cub::DeviceRadixSort::SortPairs(temp.ptr, temp_bytes, keys, vals, (int)total, 0, (int)key_bits, s));
         bucket_starts<<<blocks_for((size_t)nbuckets + 1), BLOCK, 0, s>>>(starts.ptr, keys.Current(), total,
                                                                          nbuckets);
         CUDA_OK(cudaGetLastError());
+        marks.end(1);
         const uint32_t workers = (total + CHUNK - 1) / CHUNK;
         accumulate<field_t><<<blocks_for((size_t)workers * degree), BLOCK, 0, s>>>(
             buckets.ptr, partial.ptr, keys.Current(), vals.Current(), starts.ptr, nbuckets, workers, bases, extra,
             (uint32_t)c.n_tab);
         CUDA_OK(cudaGetLastError());
+        marks.end(2);
         fixup<field_t><<<blocks_for((size_t)nbuckets * degree), BLOCK, 0, s>>>(buckets.ptr, partial.ptr, starts.ptr,
                                                                                nbuckets);
         CUDA_OK(cudaGetLastError());
+        marks.end(3);
     }
     integrate<field_t><<<blocks_for((size_t)g * segs * degree), BLOCK, 0, s>>>(out.ptr, buckets.ptr, g, per_set,
                                                                                 segs);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaMemcpyAsync(c.host_out, out.ptr, 2 * (size_t)g * segs * sizeof(xyzz_mem<field_t>),
                             cudaMemcpyDeviceToHost, s));
+    marks.end(4);
+    marks.finish();
 }
 
 template<class field_t>
@@ -628,3 +710,22 @@ void msm_g2(const lane_t& lane, const call_t& c)
 
 } // namespace tables
 } // namespace pinprove
+
+// Turns the profile of pinprove's kernel on or off, and clears it.
+extern "C" void pinprove_tables_profile(bool on)
+{
+    std::lock_guard<std::mutex> guard(profile().mu);
+    profile().on = on;
+    for (int k = 0; k < STAGES; k++)
+        profile().ms[k] = 0;
+}
+
+// The profile's stage times (milliseconds of GPU time, summed over the
+// calls since it was turned on): digits, sort, accumulation, fixup,
+// reduction.
+extern "C" void pinprove_tables_profile_read(double* ms)
+{
+    std::lock_guard<std::mutex> guard(profile().mu);
+    for (int k = 0; k < STAGES; k++)
+        ms[k] = profile().ms[k];
+}

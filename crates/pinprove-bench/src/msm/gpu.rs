@@ -352,6 +352,26 @@ impl Bench<'_> {
                 wall.push(run.wall);
             }
         }
+        let mut stages_ms = Vec::new();
+        if kernel == Kernel::Tables && !args.no_profile {
+            msm_lab::profile_tables(true);
+            let run = msm_lab::run_msm(
+                args.device,
+                on().expect("the case's bases are there"),
+                scalars,
+                LabKernel::Tables {
+                    window_bits: args.window_bits_for(k),
+                },
+                &self.threads,
+            );
+            let ms = msm_lab::tables_profile();
+            msm_lab::profile_tables(false);
+            matches &= run
+                .with_context(|| format!("{group} 2^{k} {mix} {placement} {kernel}, profiled"))?
+                .value
+                == *expected;
+            stages_ms = msm_lab::TABLE_STAGES.iter().copied().zip(ms).collect();
+        }
         let device_s: Vec<f64> = device.iter().map(Duration::as_secs_f64).collect();
         let device_median = median(&mut device);
         Ok(CaseReport {
@@ -367,6 +387,7 @@ impl Bench<'_> {
             points_per_s: (1u64 << k) as f64 / device_median.as_secs_f64().max(1e-9),
             wall_s_median: median(&mut wall).as_secs_f64(),
             matches,
+            stages_ms,
         })
     }
 }

@@ -142,6 +142,11 @@ pub struct MsmArgs {
     /// Skip each case's warm-up run.
     #[arg(long)]
     no_warmup: bool,
+    /// Skip the tables kernel's profiled run (one more run per case, after
+    /// the timed ones, that times its stages: digits, sort, accumulate,
+    /// fixup, reduce).
+    #[arg(long)]
+    no_profile: bool,
     /// Also run every case at 2^N bases and check its value and the CPU's
     /// MSM (blst) against the known one (0 skips; 8 to 20).
     #[arg(long, default_value_t = 16)]
@@ -314,6 +319,8 @@ pub struct CaseReport {
     pub wall_s_median: f64,
     /// Whether every run (warm-up included) gave the known value.
     pub matches: bool,
+    /// The tables kernel's stages in a profiled run: (stage, GPU ms).
+    pub stages_ms: Vec<(&'static str, f64)>,
 }
 
 impl CaseReport {
@@ -332,6 +339,20 @@ impl CaseReport {
             self.classes.ones,
             if self.matches { "" } else { "  MISMATCH" }
         )
+    }
+
+    /// The profiled run's stages, when there was one.
+    fn stages_line(&self) -> Option<String> {
+        if self.stages_ms.is_empty() {
+            return None;
+        }
+        let total: f64 = self.stages_ms.iter().map(|(_, ms)| ms).sum();
+        let parts: Vec<String> = self
+            .stages_ms
+            .iter()
+            .map(|(stage, ms)| format!("{stage} {ms:.1} ms ({:.0}%)", 100.0 * ms / total.max(1e-9)))
+            .collect();
+        Some(format!("    stages (profiled run): {}", parts.join(", ")))
     }
 }
 
@@ -412,6 +433,9 @@ impl MsmReport {
         }
         for c in &self.cases {
             println!("{}", c.line());
+            if let Some(stages) = c.stages_line() {
+                println!("{stages}");
+            }
         }
         for s in &self.skipped {
             println!("skipped: {s}");
@@ -571,6 +595,7 @@ mod tests {
             points_per_s: 1e8,
             wall_s_median: 0.02,
             matches: true,
+            stages_ms: Vec::new(),
         };
         let mut report = MsmReport {
             benchmark: "msm",
@@ -597,5 +622,11 @@ mod tests {
             "{e}"
         );
         assert!(report.cases[1].line().ends_with("MISMATCH"));
+        assert!(report.cases[0].stages_line().is_none());
+        report.cases[0].stages_ms = vec![("digits", 1.0), ("sort", 3.0)];
+        assert_eq!(
+            report.cases[0].stages_line().unwrap(),
+            "    stages (profiled run): digits 1.0 ms (25%), sort 3.0 ms (75%)"
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! The CUDA glue's C interface (`cuda/lane.cu`, `cuda/native_h.cu`,
-//! `cuda/native_msm.cu`, `cuda/native_spmv.cu`)
+//! `cuda/native_msm.cu`, `cuda/msm_tables.cu`, `cuda/native_spmv.cu`)
 //! and the structs it shares with Rust, mirrored from `cuda/ffi.h` with the
 //! same size and offset assertions on both sides.
 
@@ -119,6 +119,9 @@ unsafe extern "C" {
     ) -> sppark::Error;
     pub(super) fn pinprove_table_copies(table: *const c_void) -> u32;
     pub(super) fn pinprove_table_free(table: *mut c_void);
+    // cuda/msm_tables.cu
+    pub(super) fn pinprove_tables_profile(on: bool);
+    pub(super) fn pinprove_tables_profile_read(ms: *mut f64);
 }
 
 /// One matrix of a recording as the upload reads it:

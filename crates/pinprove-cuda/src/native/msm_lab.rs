@@ -17,7 +17,7 @@ use pinprove_groth16::{Densities, Density, ProveError, WitnessRef};
 use pinprove_mem::PinnedPool;
 
 use super::curve::{Curve, G1, G2};
-use super::ffi::pinprove_lane_mark;
+use super::ffi::{pinprove_lane_mark, pinprove_tables_profile, pinprove_tables_profile_read};
 use super::h::DeviceScalars;
 use super::msm::{Bases, Msm, MsmKernel, MsmScalars, Windows, msm_group};
 use super::resident::{Resident, resident};
@@ -255,6 +255,27 @@ impl LabKernel {
             },
         }
     }
+}
+
+/// The stages of pinprove's kernel that [`tables_profile`] times.
+pub const TABLE_STAGES: [&str; 5] = ["digits", "sort", "accumulate", "fixup", "reduce"];
+
+/// Turns the profile of pinprove's kernel on or off (process-wide) and
+/// clears it. While it is on, every call of the kernel records events
+/// between its stages and waits for its own work: runs made then are for
+/// the profile, not for timing.
+pub fn profile_tables(on: bool) {
+    // SAFETY: plain call; the C side locks its profile.
+    unsafe { pinprove_tables_profile(on) }
+}
+
+/// GPU milliseconds of each of [`TABLE_STAGES`], summed over the kernel's
+/// calls since the profile was turned on.
+pub fn tables_profile() -> [f64; 5] {
+    let mut ms = [0.0; 5];
+    // SAFETY: the C side writes five doubles.
+    unsafe { pinprove_tables_profile_read(ms.as_mut_ptr()) };
+    ms
 }
 
 /// Parts of the h MSM a background proof queues one by one (the backend's
