@@ -13,6 +13,8 @@
 //      all lie in one run is added into its sum by that worker; one that
 //      spans runs leaves a partial sum per run, which
 //   5. fixup adds into the bucket's sum.
+// Steps 1–3 of a batch run on the lane's digits stream while the compute
+// stream runs steps 4–5 of the batch before (two sets of entries).
 // The bucket sums stay on the device across batches. At the end each set
 // of buckets is reduced, segment by segment, to pairs
 // (Σ (j+1)·B_j, Σ B_j) that the host weighs and adds (native_msm.cu).
@@ -55,8 +57,9 @@ using pinprove::tables::call_t;
 constexpr uint32_t SIGN = 0x80000000u;
 // Sorted entries per worker in the accumulation.
 constexpr uint32_t CHUNK = 64;
-// Entries per batch (keys and values, twice for the sort): 512 MiB.
-constexpr size_t MAX_ENTRIES = (size_t)1 << 25;
+// Entries per batch: keys and values, twice for the sort, in two sets (one
+// sorted while the other's batch is accumulated): 512 MiB.
+constexpr size_t MAX_ENTRIES = (size_t)1 << 24;
 constexpr uint32_t BLOCK = 256;
 
 template<class field_t>
@@ -588,6 +591,35 @@ struct stage_marks {
     }
 };
 
+// The entries of one batch in flight: written and sorted on the digits
+// stream, read by the accumulation and fixup on the compute stream.
+struct entries_t {
+    scratch<uint32_t> keys0, keys1, vals0, vals1, starts;
+    cub::DoubleBuffer<uint32_t> keys, vals;
+    cudaEvent_t sorted = nullptr; // the batch's entries and starts are ready
+    cudaEvent_t read = nullptr;   // the compute stream is done with them
+    entries_t(cudaStream_t s, size_t entries, uint32_t nbuckets)
+        : keys0(s, entries), keys1(s, entries), vals0(s, entries), vals1(s, entries), starts(s, (size_t)nbuckets + 1),
+          keys(keys0.ptr, keys1.ptr), vals(vals0.ptr, vals1.ptr)
+    {
+        CUDA_OK(cudaEventCreateWithFlags(&sorted, cudaEventDisableTiming));
+        CUDA_OK(cudaEventCreateWithFlags(&read, cudaEventDisableTiming));
+    }
+    entries_t(const entries_t&) = delete;
+    ~entries_t()
+    {
+        if (sorted != nullptr)
+            (void)cudaEventDestroy(sorted);
+        if (read != nullptr)
+            (void)cudaEventDestroy(read);
+    }
+};
+
+// One call. Batch b's digits, sort and bucket starts run on the lane's
+// digits stream into entry set b mod 2 while the compute stream
+// accumulates batch b − 1 from the other set; the digits stream reuses a
+// set once the compute stream has read it. Profiled calls run every stage
+// on the compute stream, so that the events between stages time them.
 template<class field_t>
 void run(const pinprove::lane_t& lane, const call_t& c)
 {
@@ -606,56 +638,75 @@ void run(const pinprove::lane_t& lane, const call_t& c)
     batch = std::max<size_t>(1, std::min(batch, c.n));
     const size_t entries = batch * nwins;
     const uint32_t max_workers = (uint32_t)((entries + CHUNK - 1) / CHUNK);
-    cudaStream_t s = lane.compute;
+    const cudaStream_t s = lane.compute;
+    stage_marks marks{s, profiling()};
+    const cudaStream_t sd = marks.on ? lane.compute : lane.digits;
 
-    scratch<uint32_t> keys0{s, entries}, keys1{s, entries}, vals0{s, entries}, vals1{s, entries};
-    scratch<uint32_t> starts{s, (size_t)nbuckets + 1};
+    entries_t sets[2] = {{s, entries, nbuckets}, {s, entries, nbuckets}};
     scratch<xyzz_mem<field_t>> buckets{s, nbuckets};
     scratch<xyzz_mem<field_t>> partial{s, 2 * (size_t)max_workers};
     scratch<xyzz_mem<field_t>> out{s, 2 * (size_t)g * segs};
-    cub::DoubleBuffer<uint32_t> keys{keys0.ptr, keys1.ptr};
-    cub::DoubleBuffer<uint32_t> vals{vals0.ptr, vals1.ptr};
     size_t temp_bytes = 0;
-    CUDA_OK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, vals, (int)entries, 0, (int)key_bits, s));
+    CUDA_OK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, sets[0].keys, sets[0].vals, (int)entries, 0,
+                                            (int)key_bits, sd));
     scratch<unsigned char> temp{s, std::max<size_t>(temp_bytes, 1)};
     CUDA_OK(cudaMemsetAsync(buckets.ptr, 0, nbuckets * sizeof(xyzz_mem<field_t>), s));
+    // The digits stream uses memory allocated on the compute stream.
+    if (sd != s)
+        pinprove::order(sd, s);
 
     const auto* bases = static_cast<const affine_mem<field_t>*>(c.bases);
     const auto* extra = static_cast<const affine_mem<field_t>*>(c.extra);
     const auto* scalars = static_cast<const fr_t*>(c.scalars);
-    stage_marks marks{s, profiling()};
-    marks.end(-1);
-    for (size_t off = 0; off < c.n; off += batch) {
-        const uint32_t num = (uint32_t)std::min(batch, c.n - off);
-        const uint32_t total = num * nwins;
-        digits<<<blocks_for(num), BLOCK, 0, s>>>(keys.Current(), vals.Current(), scalars + off, num, c.mont,
-                                                 c.idx != nullptr ? c.idx + off : nullptr, c.idx_base,
-                                                 c.base_offset + off, (uint32_t)c.n_tab, c.wbits, nwins, g);
+    try {
+        marks.end(-1);
+        size_t b = 0;
+        for (size_t off = 0; off < c.n; off += batch, b++) {
+            entries_t& e = sets[b % 2];
+            const uint32_t num = (uint32_t)std::min(batch, c.n - off);
+            const uint32_t total = num * nwins;
+            if (b >= 2)
+                CUDA_OK(cudaStreamWaitEvent(sd, e.read, 0));
+            digits<<<blocks_for(num), BLOCK, 0, sd>>>(e.keys.Current(), e.vals.Current(), scalars + off, num, c.mont,
+                                                      c.idx != nullptr ? c.idx + off : nullptr, c.idx_base,
+                                                      c.base_offset + off, (uint32_t)c.n_tab, c.wbits, nwins, g);
+            CUDA_OK(cudaGetLastError());
+            marks.end(0);
+            CUDA_OK(cub::DeviceRadixSort::SortPairs(temp.ptr, temp_bytes, e.keys, e.vals, (int)total, 0,
+                                                    (int)key_bits, sd));
+            bucket_starts<<<blocks_for((size_t)nbuckets + 1), BLOCK, 0, sd>>>(e.starts.ptr, e.keys.Current(), total,
+                                                                              nbuckets);
+            CUDA_OK(cudaGetLastError());
+            marks.end(1);
+            CUDA_OK(cudaEventRecord(e.sorted, sd));
+            CUDA_OK(cudaStreamWaitEvent(s, e.sorted, 0));
+            const uint32_t workers = (total + CHUNK - 1) / CHUNK;
+            accumulate<field_t><<<blocks_for((size_t)workers * degree), BLOCK, 0, s>>>(
+                buckets.ptr, partial.ptr, e.keys.Current(), e.vals.Current(), e.starts.ptr, nbuckets, workers, bases,
+                extra, (uint32_t)c.n_tab);
+            CUDA_OK(cudaGetLastError());
+            marks.end(2);
+            fixup<field_t><<<blocks_for((size_t)nbuckets * degree), BLOCK, 0, s>>>(buckets.ptr, partial.ptr,
+                                                                                   e.starts.ptr, nbuckets);
+            CUDA_OK(cudaGetLastError());
+            marks.end(3);
+            CUDA_OK(cudaEventRecord(e.read, s));
+        }
+        integrate<field_t><<<blocks_for((size_t)g * segs * degree), BLOCK, 0, s>>>(out.ptr, buckets.ptr, g,
+                                                                                    per_set, segs);
         CUDA_OK(cudaGetLastError());
-        marks.end(0);
-        CUDA_OK(cub::DeviceRadixSort::SortPairs(temp.ptr, temp_bytes, keys, vals, (int)total, 0, (int)key_bits, s));
-        bucket_starts<<<blocks_for((size_t)nbuckets + 1), BLOCK, 0, s>>>(starts.ptr, keys.Current(), total,
-                                                                         nbuckets);
-        CUDA_OK(cudaGetLastError());
-        marks.end(1);
-        const uint32_t workers = (total + CHUNK - 1) / CHUNK;
-        accumulate<field_t><<<blocks_for((size_t)workers * degree), BLOCK, 0, s>>>(
-            buckets.ptr, partial.ptr, keys.Current(), vals.Current(), starts.ptr, nbuckets, workers, bases, extra,
-            (uint32_t)c.n_tab);
-        CUDA_OK(cudaGetLastError());
-        marks.end(2);
-        fixup<field_t><<<blocks_for((size_t)nbuckets * degree), BLOCK, 0, s>>>(buckets.ptr, partial.ptr, starts.ptr,
-                                                                               nbuckets);
-        CUDA_OK(cudaGetLastError());
-        marks.end(3);
+        CUDA_OK(cudaMemcpyAsync(c.host_out, out.ptr, 2 * (size_t)g * segs * sizeof(xyzz_mem<field_t>),
+                                cudaMemcpyDeviceToHost, s));
+        marks.end(4);
+        // The memory is released on the compute stream, after the digits
+        // stream's work too.
+        if (sd != s)
+            pinprove::order(s, sd);
+        marks.finish();
+    } catch (...) {
+        (void)cudaStreamSynchronize(sd);
+        throw;
     }
-    integrate<field_t><<<blocks_for((size_t)g * segs * degree), BLOCK, 0, s>>>(out.ptr, buckets.ptr, g, per_set,
-                                                                                segs);
-    CUDA_OK(cudaGetLastError());
-    CUDA_OK(cudaMemcpyAsync(c.host_out, out.ptr, 2 * (size_t)g * segs * sizeof(xyzz_mem<field_t>),
-                            cudaMemcpyDeviceToHost, s));
-    marks.end(4);
-    marks.finish();
 }
 
 template<class field_t>
