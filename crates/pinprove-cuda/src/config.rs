@@ -27,6 +27,37 @@ pub enum MsmKernelKind {
     Tables,
 }
 
+impl MsmKernelKind {
+    /// The kernel's name in settings and on command lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            MsmKernelKind::Sppark => "sppark",
+            MsmKernelKind::Tables => "tables",
+        }
+    }
+}
+
+impl std::fmt::Display for MsmKernelKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is no MSM kernel.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is no MSM kernel (sppark, tables)")]
+pub struct UnknownMsmKernel(String);
+
+impl std::str::FromStr for MsmKernelKind {
+    type Err = UnknownMsmKernel;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [MsmKernelKind::Sppark, MsmKernelKind::Tables]
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| UnknownMsmKernel(s.to_string()))
+    }
+}
+
 /// How the native backend runs.
 #[derive(Clone, Copy, Debug)]
 pub struct NativeConfig {
@@ -105,10 +136,7 @@ impl NativeConfig {
             SrsPlacement::Host => "host",
         };
         let limit = self.memory_limit.map_or("none".to_string(), |b| b.to_string());
-        let kernel = match self.msm_kernel {
-            MsmKernelKind::Sppark => "sppark",
-            MsmKernelKind::Tables => "tables",
-        };
+        let kernel = self.msm_kernel;
         format!(
             "srs_placement={placement} queue_depth={} prep_threads={} workers_per_device={} memory_limit={limit} partitions_sharing_bases={} msm_kernel={kernel}",
             self.queue_depth, self.prep_threads, self.workers_per_device, self.partitions_sharing_bases

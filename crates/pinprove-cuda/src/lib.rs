@@ -49,7 +49,7 @@ mod split;
 #[cfg(feature = "cuda")]
 mod supraseal;
 
-pub use config::{MsmKernelKind, NativeConfig, SrsPlacement};
+pub use config::{MsmKernelKind, NativeConfig, SrsPlacement, UnknownMsmKernel};
 pub use gpu::{
     BUILT_WITH_CUDA, GpuBackend, GpuError, UploadRates, delay_msm_marks_for_tests, device_count, device_info, gpus,
     measure_uploads, native_backend, pinned_allocator, supraseal_backend,

@@ -252,7 +252,10 @@ fn a_commit_passes_when_both_parts_passed_on_one_gpu_model() {
     let table = |lines: &[String]| format!("{HEADER}{}", lines.concat());
     let read = |lines: &[String]| newest_passing(&rows(&table(lines)).unwrap()).map(|(s, c, _)| (s, c));
     let pairing = |s: String| {
-        let word = s.split(' ').find(|w| w.starts_with("partitions_sharing_bases=")).unwrap();
+        let word = s
+            .split(' ')
+            .find(|w| w.starts_with("partitions_sharing_bases="))
+            .unwrap();
         word.split('=').nth(1).unwrap().to_string()
     };
 
@@ -332,10 +335,19 @@ fn a_line_that_does_not_parse_fails_instead_of_being_skipped() {
 fn a_line_from_before_a_setting_existed_ran_its_first_value() {
     let old = line("aaaaaaa", "H100", "all", 2, "pass");
     let (settings, ..) = newest_passing(&rows(&format!("{HEADER}{old}")).unwrap()).unwrap();
-    assert!(settings.ends_with("partitions_sharing_bases=2 msm_kernel=sppark"), "{settings}");
-    let new = old.replace("partitions_sharing_bases=2 |", "partitions_sharing_bases=2 msm_kernel=tables |");
+    assert!(
+        settings.ends_with("partitions_sharing_bases=2 msm_kernel=sppark"),
+        "{settings}"
+    );
+    let new = old.replace(
+        "partitions_sharing_bases=2 |",
+        "partitions_sharing_bases=2 msm_kernel=tables |",
+    );
     let (settings, ..) = newest_passing(&rows(&format!("{HEADER}{new}")).unwrap()).unwrap();
     assert!(settings.ends_with("msm_kernel=tables"), "{settings}");
     let misplaced = old.replace("srs_placement=device", "msm_kernel=tables srs_placement=device");
-    assert!(rows(&format!("{HEADER}{misplaced}")).is_err(), "a setting out of its place");
+    assert!(
+        rows(&format!("{HEADER}{misplaced}")).is_err(),
+        "a setting out of its place"
+    );
 }

@@ -108,6 +108,11 @@ pub struct SyntheticArgs {
     /// capacity on a larger one; default: what the GPU has free).
     #[arg(long, value_parser = pinprove_mem::parse_bytes)]
     pub gpu_memory_limit: Option<u64>,
+    /// The kernel that sums full-width scalars (native backend): `sppark`
+    /// (the default) or `tables` (pinprove's, off by default until a
+    /// passing `scripts/gpu-check` line runs it; `GPU_CHECK_ARGS` passes this).
+    #[arg(long, default_value_t = pinprove_stack::NativeOptions::default().msm_kernel)]
+    pub msm_kernel: pinprove_cuda::MsmKernelKind,
 }
 
 #[derive(Serialize)]
@@ -222,6 +227,7 @@ pub fn measure(
         prep_threads: args.prep_threads,
         memory_limit: args.gpu_memory_limit,
         partitions_sharing_bases: args.partitions_sharing_bases,
+        msm_kernel: args.msm_kernel,
         ..Default::default()
     };
     let stack = Stack::build(&StackConfig {
