@@ -66,6 +66,8 @@ mod engine;
 pub mod job;
 pub mod metrics;
 mod phase;
+pub mod planner;
+pub mod simulate;
 mod srs;
 pub mod telemetry;
 pub mod timeline;
