@@ -60,11 +60,14 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod clock;
 mod device_id;
 mod engine;
 pub mod job;
 pub mod metrics;
 mod phase;
+pub mod planner;
+pub mod simulate;
 mod srs;
 pub mod telemetry;
 pub mod timeline;
@@ -120,6 +123,20 @@ pub enum EngineError {
         /// Bytes needed.
         needed: u64,
         /// The budget.
+        total: u64,
+    },
+    /// A circuit type's parameters alone need more than the memory budget
+    /// gives the work that asked for them.
+    #[error(
+        "loading the parameters of {circuit_id} needs about {needed} bytes, more than the memory budget of {total} \
+         bytes"
+    )]
+    ParamsTooLarge {
+        /// The circuit type.
+        circuit_id: String,
+        /// Bytes the load needs.
+        needed: u64,
+        /// The budget (less the urgent reserve for work below it).
         total: u64,
     },
     /// Waiting ran out of time (the job goes on).

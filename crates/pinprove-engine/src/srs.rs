@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[cfg(any(test, feature = "lab"))]
 use pinprove_groth16::shape::CircuitShape;
@@ -14,11 +14,13 @@ use pinprove_mem::{Evictor, MemoryBudget, PinnedPool, Rank, Reservation};
 use serde::Serialize;
 
 use crate::EngineError;
+use crate::clock::Clock;
 use pinprove_mem::sync::Recover;
 
 struct Entry {
     srs: Arc<Srs>,
-    last_used: Instant,
+    /// When it was last used, on the registry's clock.
+    last_used: Duration,
     load_time: Duration,
     /// Covers backends' own copies (points decoded into the pool are covered
     /// by the pool).
@@ -46,6 +48,21 @@ impl Drop for LoadClaim<'_> {
     fn drop(&mut self) {
         self.registry.claims.lock().recover().remove(&self.circuit_id);
         self.registry.claim_released.notify_all();
+    }
+}
+
+/// A load of one circuit type's SRS in progress (see
+/// [`SrsRegistry::acquire_funded`]); marked ended when dropped, whatever way
+/// the load ends.
+struct Loading<'a> {
+    registry: &'a SrsRegistry,
+    circuit_id: String,
+}
+
+impl Drop for Loading<'_> {
+    fn drop(&mut self) {
+        self.registry.loading.lock().recover().remove(&self.circuit_id);
+        self.registry.load_ended.notify_all();
     }
 }
 
@@ -139,8 +156,12 @@ pub struct SrsRegistry {
     /// Each circuit type's verifying key once read (a few hundred bytes,
     /// kept after its SRS is evicted: its proofs are verified after that).
     verifying_keys: Mutex<HashMap<String, Arc<VerifyingKey>>>,
-    /// One load at a time: two partitions of a new type load it once.
-    loading: Mutex<()>,
+    /// Circuit types whose SRS is being loaded now, and a signal when one
+    /// load ends: one load per type at a time (two partitions of a new
+    /// type load it once), loads of different types side by side, each
+    /// paid out of its own admission.
+    loading: Mutex<HashSet<String>>,
+    load_ended: Condvar,
     /// Circuit types an admission is being sized to load (see
     /// [`claim_load`](Self::claim_load)), and a signal when one is let go.
     claims: Mutex<HashSet<String>>,
@@ -157,6 +178,8 @@ pub struct SrsRegistry {
     wants: Mutex<HashMap<String, Vec<Rank>>>,
     /// Per circuit type, how many times its SRS was loaded.
     loads: Mutex<HashMap<String, u64>>,
+    /// What idle and load times are measured on.
+    clock: Arc<dyn Clock>,
 }
 
 impl SrsRegistry {
@@ -166,12 +189,14 @@ impl SrsRegistry {
         backends: Vec<Arc<dyn Backend>>,
         hints: Arc<CapacityHints>,
         idle_timeout: Duration,
+        clock: Arc<dyn Clock>,
     ) -> Arc<Self> {
         let r = Arc::new(SrsRegistry {
             sources: Mutex::new(HashMap::new()),
             loaded: Mutex::new(HashMap::new()),
             verifying_keys: Mutex::new(HashMap::new()),
-            loading: Mutex::new(()),
+            loading: Mutex::new(HashSet::new()),
+            load_ended: Condvar::new(),
             claims: Mutex::new(HashSet::new()),
             claim_released: Condvar::new(),
             pool,
@@ -181,6 +206,7 @@ impl SrsRegistry {
             idle_timeout,
             wants: Mutex::new(HashMap::new()),
             loads: Mutex::new(HashMap::new()),
+            clock,
         });
         budget.register_evictor(Arc::downgrade(&r) as std::sync::Weak<dyn Evictor>, 100);
         r
@@ -225,7 +251,14 @@ impl SrsRegistry {
     /// minutes proved nothing in six, its 45 GiB waiting behind the
     /// WindowPoSt's 60 GiB held between partitions for the five-minute
     /// timeout.
-    fn evictable(&self, circuit_id: &str, idle: Duration, load_time: Duration, rank: Rank) -> bool {
+    ///
+    /// With `giving_way` (nothing in flight will bring memory back, see
+    /// [`Evictor::give_way`]) the idle time does not count: the work that
+    /// waits is all there is, and keeping the SRS for work that may come
+    /// would leave the devices idle (on bcf8eca a PoRep partition was
+    /// refused two seconds after a WindowPoSt burst, whose 60 GiB had been
+    /// idle for less than their 40 s load).
+    fn evictable(&self, circuit_id: &str, idle: Duration, load_time: Duration, rank: Rank, giving_way: bool) -> bool {
         let wanted = self
             .wants
             .lock()
@@ -234,7 +267,7 @@ impl SrsRegistry {
             .and_then(|ranks| ranks.iter().max().copied());
         match wanted {
             Some(w) => rank > w,
-            None => idle >= self.idle_timeout.min(load_time) || rank >= crate::Priority::High.rank(),
+            None => giving_way || idle >= self.idle_timeout.min(load_time) || rank >= crate::Priority::High.rank(),
         }
     }
 
@@ -354,58 +387,71 @@ impl SrsRegistry {
             .count()
     }
 
-    /// The SRS of `circuit_id`, loading it if needed and waiting for the
-    /// budget to admit the load. Returns it and the time spent loading.
-    pub fn acquire(&self, circuit_id: &str) -> Result<(Arc<Srs>, Duration), EngineError> {
-        match self.acquire_with(circuit_id, None)? {
-            Acquired::Ready(srs, t) => Ok((srs, t)),
-            Acquired::NeedsFunds => unreachable!("unfunded loads wait for the budget"),
-        }
-    }
-
-    /// Like [`acquire`](Self::acquire), with a load paid for out of `funds`
-    /// (an admission that included it). When `funds` cannot pay for a load
-    /// that turns out to be needed (the SRS was evicted since the admission
-    /// was sized), says how much is needed instead of waiting: waiting while
-    /// holding an admission could deadlock.
+    /// The SRS of `circuit_id`, loading it if needed, the load paid out of
+    /// `funds` (an admission that included it). When `funds` cannot pay for
+    /// a load that turns out to be needed (the SRS was evicted since the
+    /// admission was sized), says so instead of waiting: waiting while
+    /// holding an admission could deadlock. While another thread loads the
+    /// same SRS this waits for that load and takes its result; loads of
+    /// other types do not wait for each other.
     pub(crate) fn acquire_funded(&self, circuit_id: &str, funds: &mut Reservation) -> Result<Acquired, EngineError> {
-        self.acquire_with(circuit_id, Some(funds))
-    }
-
-    fn acquire_with(&self, circuit_id: &str, mut funds: Option<&mut Reservation>) -> Result<Acquired, EngineError> {
-        if let Some(srs) = self.touch(circuit_id) {
-            return Ok(Acquired::Ready(srs, Duration::ZERO));
-        }
-        if let Some(f) = funds.as_deref() {
-            let needed = self.load_estimate(circuit_id)?;
-            if f.bytes() < needed {
+        let _loading = loop {
+            if let Some(srs) = self.touch(circuit_id) {
+                return Ok(Acquired::Ready(srs, Duration::ZERO));
+            }
+            if funds.bytes() < self.load_estimate(circuit_id)? {
                 return Ok(Acquired::NeedsFunds);
             }
-        }
-        let _one = self.loading.lock().recover();
+            let mut loading = self.loading.lock().recover();
+            if loading.insert(circuit_id.to_string()) {
+                break Loading {
+                    registry: self,
+                    circuit_id: circuit_id.to_string(),
+                };
+            }
+            // Another thread loads it: look again once a load ends.
+            drop(
+                self.load_ended
+                    .wait_timeout(loading, Duration::from_millis(100))
+                    .recover(),
+            );
+        };
+        // Loaded between the look and the mark.
         if let Some(srs) = self.touch(circuit_id) {
             return Ok(Acquired::Ready(srs, Duration::ZERO));
         }
+        self.load(circuit_id, funds).map(|(srs, t)| Acquired::Ready(srs, t))
+    }
+
+    /// Whether an SRS is being loaded now: memory that will be held, then
+    /// given back once it is evicted, so that admissions waiting meanwhile
+    /// are not stuck.
+    pub(crate) fn loading_now(&self) -> bool {
+        !self.loading.lock().recover().is_empty()
+    }
+
+    /// Loads the SRS of `circuit_id` (marked as loading by the caller), out
+    /// of `funds`.
+    fn load(&self, circuit_id: &str, funds: &mut Reservation) -> Result<(Arc<Srs>, Duration), EngineError> {
         let source = self.source(circuit_id)?;
-        let started = Instant::now();
+        let started = self.clock.now();
         let mut srs = if self.needs_points() {
-            source.load(&self.pool, funds.as_deref_mut())?
+            source.load(&self.pool, Some(&mut *funds))?
         } else {
             source.header()?
         };
         // Backends that keep their own copy get it accounted up front.
         let own = self.own_copies() as u64 * srs.stats().file_bytes;
-        let reservation = match (own, funds) {
-            (0, _) => None,
-            (_, Some(f)) => {
-                let mut r = f.split(own);
+        let reservation = match own {
+            0 => None,
+            _ => {
+                let mut r = funds.split(own);
                 let short = own - r.bytes();
                 if short > 0 {
                     r.merge(self.budget.acquire_urgent_blocking(short)?)?;
                 }
                 Some(r)
             }
-            (_, None) => Some(self.budget.acquire_blocking(own)?),
         };
         for b in &self.backends {
             // A lost device takes no work: its copy is not needed (and
@@ -439,7 +485,7 @@ impl SrsRegistry {
                 "SRS held on every device: host points freed"
             );
         }
-        let load_time = started.elapsed();
+        let load_time = self.clock.now().saturating_sub(started);
         self.keep_verifying_key(circuit_id, srs.vk().clone());
         let bytes = srs.memory_bytes() + own;
         let srs = Arc::new(srs);
@@ -454,36 +500,74 @@ impl SrsRegistry {
             circuit_id.to_string(),
             Entry {
                 srs: Arc::clone(&srs),
-                last_used: Instant::now(),
+                last_used: self.clock.now(),
                 load_time,
                 _backend_copies: reservation,
                 bytes,
             },
         );
-        Ok(Acquired::Ready(srs, load_time))
+        Ok((srs, load_time))
     }
 
     fn touch(&self, circuit_id: &str) -> Option<Arc<Srs>> {
         let mut loaded = self.loaded();
         let e = loaded.get_mut(circuit_id)?;
-        e.last_used = Instant::now();
+        e.last_used = self.clock.now();
         Some(Arc::clone(&e.srs))
     }
 
     /// Marks an SRS used now (when a partition using it finishes).
     pub(crate) fn release(&self, circuit_id: &str) {
         if let Some(e) = self.loaded().get_mut(circuit_id) {
-            e.last_used = Instant::now();
+            e.last_used = self.clock.now();
         }
         // It may have just become evictable for someone waiting.
         self.budget.reclaim();
     }
 
-    /// Loads the SRS of `circuit_id` now. Returns whether it was already
-    /// loaded and the load time.
-    pub fn preload(&self, circuit_id: &str) -> Result<(bool, Duration), EngineError> {
-        let (_, t) = self.acquire(circuit_id)?;
-        Ok((t.is_zero(), t))
+    /// Loads the SRS of `circuit_id` now, admitted by the budget at `rank`
+    /// like any work: refused at once, with the numbers, when it needs more
+    /// than the budget gives that rank ([`EngineError::ParamsTooLarge`]);
+    /// waiting for memory while the budget is held; refused with the
+    /// numbers when nothing in flight will ever free what it needs
+    /// (`nothing_in_flight`, see
+    /// [`PinnedPool::admit_unless_stuck`]). No lock is held while it waits:
+    /// other loads go on. Returns whether it was already loaded and the load
+    /// time.
+    pub(crate) fn preload(
+        &self,
+        circuit_id: &str,
+        rank: Rank,
+        nothing_in_flight: impl Fn() -> bool,
+        stopped: impl Fn() -> bool,
+    ) -> Result<(bool, Duration), EngineError> {
+        loop {
+            if self.touch(circuit_id).is_some() {
+                return Ok((true, Duration::ZERO));
+            }
+            // Sized for the load alone, as one partition's admission would
+            // be: the claim keeps partitions of the type from paying for it
+            // too.
+            let Some(_claim) = self.claim_load(circuit_id, &stopped) else {
+                if stopped() {
+                    return Err(EngineError::ShutDown);
+                }
+                continue;
+            };
+            let needed = self.load_estimate(circuit_id)?;
+            let limit = self.budget.limit_for(rank);
+            if needed > limit {
+                return Err(EngineError::ParamsTooLarge {
+                    circuit_id: circuit_id.to_string(),
+                    needed,
+                    total: limit,
+                });
+            }
+            let mut funds = self.pool.admit_unless_stuck(&[], needed, rank, &nothing_in_flight)?;
+            if let Acquired::Ready(_, t) = self.acquire_funded(circuit_id, &mut funds)? {
+                return Ok((t.is_zero(), t));
+            }
+        }
     }
 
     /// Drops the SRS of `circuit_id`. Partitions using it keep their copy
@@ -517,7 +601,7 @@ impl SrsRegistry {
         let files: Vec<String> = self.sources().keys().cloned().collect();
         let loads = self.loads.lock().recover().clone();
         let loaded = self.loaded();
-        let now = Instant::now();
+        let now = self.clock.now();
         let mut out: Vec<SrsInfo> = files
             .into_iter()
             .map(|id| match loaded.get(&id) {
@@ -527,7 +611,7 @@ impl SrsRegistry {
                     loaded: true,
                     bytes: e.bytes,
                     refs: Arc::strong_count(&e.srs) - 1,
-                    idle: now.duration_since(e.last_used),
+                    idle: now.saturating_sub(e.last_used),
                     load_time: e.load_time,
                 },
                 None => SrsInfo {
@@ -558,15 +642,29 @@ impl Evictor for SrsRegistry {
     /// budget counts, and its next proof would load it again (a WinningPoSt
     /// then waited for a reload beside a PoRep stream).
     fn evict(&self, bytes: u64, rank: Rank) -> u64 {
+        self.evict_unused(bytes, rank, false)
+    }
+
+    /// Evicts as [`evict`](Evictor::evict) does, however short the time an
+    /// SRS nobody wants has been idle.
+    fn give_way(&self, bytes: u64, rank: Rank) -> u64 {
+        self.evict_unused(bytes, rank, true)
+    }
+}
+
+impl SrsRegistry {
+    /// The evictor's work: unreferenced SRSs holding host memory that
+    /// `rank` may take, least recently used first, until `bytes` are freed.
+    fn evict_unused(&self, bytes: u64, rank: Rank, giving_way: bool) -> u64 {
         let victims: Vec<(String, Entry)> = {
             let mut loaded = self.loaded();
-            let now = Instant::now();
-            let mut candidates: Vec<(String, Instant)> = loaded
+            let now = self.clock.now();
+            let mut candidates: Vec<(String, Duration)> = loaded
                 .iter()
                 .filter(|(k, e)| {
                     e.bytes > 0
                         && Arc::strong_count(&e.srs) == 1
-                        && self.evictable(k, now.duration_since(e.last_used), e.load_time, rank)
+                        && self.evictable(k, now.saturating_sub(e.last_used), e.load_time, rank, giving_way)
                 })
                 .map(|(k, e)| (k.clone(), e.last_used))
                 .collect();
@@ -604,8 +702,8 @@ mod tests {
     use crate::Priority;
 
     /// A registry over a 1 GiB heap budget with one small synthetic SRS,
-    /// "c", loaded and referenced by nobody.
-    fn loaded(idle_timeout: Duration) -> Arc<SrsRegistry> {
+    /// "c", loaded and referenced by nobody, its time read from `clock`.
+    fn loaded_on(idle_timeout: Duration, clock: Arc<crate::clock::ManualClock>) -> Arc<SrsRegistry> {
         let budget = MemoryBudget::new(1 << 30);
         let pool = PinnedPool::new(
             Arc::new(pinprove_mem::HeapAllocator::new(false)),
@@ -618,6 +716,7 @@ mod tests {
             Vec::new(),
             Arc::new(CapacityHints::in_memory()),
             idle_timeout,
+            clock,
         );
         let shape = CircuitShape {
             inputs: 2,
@@ -632,10 +731,24 @@ mod tests {
         r
     }
 
+    /// [`loaded_on`] a clock nobody moves.
+    fn loaded(idle_timeout: Duration) -> Arc<SrsRegistry> {
+        loaded_on(idle_timeout, Arc::new(crate::clock::ManualClock::new()))
+    }
+
+    /// "c", loaded if it is not, out of funds as large as its load.
+    fn acquire(r: &SrsRegistry) -> Arc<Srs> {
+        let mut funds = r.budget.try_acquire(r.load_estimate("c").unwrap()).unwrap();
+        match r.acquire_funded("c", &mut funds).unwrap() {
+            Acquired::Ready(srs, _) => srs,
+            Acquired::NeedsFunds => unreachable!("funded for the load"),
+        }
+    }
+
     /// Loads "c" (again), as if it held host memory (without backends
     /// nothing is decoded).
     fn load(r: &SrsRegistry) {
-        drop(r.acquire("c").unwrap());
+        drop(acquire(r));
         r.loaded().get_mut("c").unwrap().bytes = 1 << 20;
     }
 
@@ -688,21 +801,37 @@ mod tests {
         assert!(!evicts(&r, NORMAL), "recently used");
         assert!(evicts(&r, HIGH), "urgent work does not wait an hour");
         // Referenced by a partition: never.
-        let held = r.acquire("c").unwrap();
+        let held = acquire(&r);
         assert!(!evicts(&r, Rank::URGENT));
         drop(held);
     }
 
     #[test]
     fn an_unwanted_srs_idle_as_long_as_its_load_took_goes_to_waiting_work() {
-        let r = loaded(Duration::from_secs(3600));
+        let clock = Arc::new(crate::clock::ManualClock::new());
+        let r = loaded_on(Duration::from_secs(3600), Arc::clone(&clock));
         set(&r, Duration::from_secs(3600), 1 << 20);
         assert!(!evicts(&r, NORMAL));
         // Idle longer than loading it again would take: the work waiting
         // for its memory gets it, long before the idle timeout.
-        set(&r, Duration::from_millis(20), 1 << 20);
-        std::thread::sleep(Duration::from_millis(30));
+        set(&r, Duration::from_secs(40), 1 << 20);
+        clock.advance(Duration::from_secs(39));
+        assert!(!evicts(&r, NORMAL));
+        clock.advance(Duration::from_secs(1));
         assert!(evicts(&r, NORMAL));
+    }
+
+    #[test]
+    fn giving_way_an_srs_nobody_wants_goes_however_fresh_and_a_wanted_one_stays() {
+        let r = loaded(Duration::from_secs(3600));
+        set(&r, Duration::from_secs(3600), 1 << 20);
+        let wanted = r.want("c", NORMAL);
+        Evictor::give_way(&*r, u64::MAX, NORMAL);
+        assert!(r.is_loaded("c"), "a job of its rank wants it");
+        drop(wanted);
+        assert!(!evicts(&r, NORMAL), "idle for no time");
+        Evictor::give_way(&*r, u64::MAX, NORMAL);
+        assert!(!r.is_loaded("c"));
     }
 
     #[test]

@@ -43,6 +43,17 @@ pub trait Evictor: Send + Sync {
     /// jobs of such a rank want), since freeing it would only make that
     /// work load it again.
     fn evict(&self, bytes: u64, rank: Rank) -> u64;
+
+    /// Like [`evict`](Self::evict), when the requests the memory is for are
+    /// all the work there is: nothing in flight will bring memory back
+    /// (see [`PinnedPool::admit_unless_stuck`](crate::PinnedPool::admit_unless_stuck)).
+    /// What is kept for work that may come (an SRS idle for less time than
+    /// its load took) then gives way to the work that is here; what work
+    /// of `rank` or above still needs is kept as by `evict`. By default, the
+    /// same as `evict`.
+    fn give_way(&self, bytes: u64, rank: Rank) -> u64 {
+        self.evict(bytes, rank)
+    }
 }
 
 /// How the budget's total is chosen.
@@ -340,7 +351,7 @@ impl MemoryBudget {
         if let Some(r) = self.grant_now(bytes, Rank::NORMAL) {
             return Ok(r);
         }
-        self.evict_for(bytes, Rank::NORMAL);
+        self.evict_for(bytes, Rank::NORMAL, false);
         self.grant_now(bytes, Rank::NORMAL).ok_or_else(|| Error::WouldBlock {
             requested: bytes,
             available: self.available(),
@@ -444,7 +455,14 @@ impl MemoryBudget {
     /// stops being used) so that waiters are not left waiting for memory
     /// that could be freed.
     pub fn reclaim(&self) {
-        self.evict_for(0, Rank::URGENT);
+        self.evict_for(0, Rank::URGENT, false);
+    }
+
+    /// Like [`reclaim`](Self::reclaim), for a caller that knows the queued
+    /// requests are all the work there is: evictors give way (see
+    /// [`Evictor::give_way`]).
+    pub fn give_way(&self) {
+        self.evict_for(0, Rank::URGENT, true);
     }
 
     fn check_size(&self, bytes: u64, rank: Rank) -> Result<()> {
@@ -495,7 +513,7 @@ impl MemoryBudget {
         if let Some(r) = self.grant_now(bytes, rank) {
             return Ok(Enqueued::Granted(r));
         }
-        self.evict_for(bytes, rank);
+        self.evict_for(bytes, rank, false);
         self.enqueue_as_is(bytes, rank)
     }
 
@@ -524,8 +542,8 @@ impl MemoryBudget {
 
     /// Evicts what the queued requests plus a new request of `extra` bytes
     /// at `rank` lack. Evictors are asked in priority order until nothing is
-    /// missing.
-    fn evict_for(&self, extra: u64, rank: Rank) {
+    /// missing; with `give_way`, to give way (see [`Evictor::give_way`]).
+    fn evict_for(&self, extra: u64, rank: Rank, give_way: bool) {
         if self.missing(extra, rank) == 0 {
             return;
         }
@@ -549,7 +567,11 @@ impl MemoryBudget {
             if missing == 0 {
                 break;
             }
-            let n = e.evict(missing, rank);
+            let n = if give_way {
+                e.give_way(missing, rank)
+            } else {
+                e.evict(missing, rank)
+            };
             if n > 0 {
                 tracing::debug!(evictor = e.name(), bytes = n, "evicted idle memory for the budget");
             }

@@ -270,6 +270,53 @@ fn bench_filecoin_measures_pinprove_against_filecoin_proofs() {
 }
 
 #[test]
+fn a_simulated_day_reports_the_device_busy_and_what_failed_was_refused_or_unfinished() {
+    let dir = temp_dir("sim-day");
+    let svg = dir.join("day.svg");
+    let out = ok(&[
+        "day",
+        "--simulate",
+        "--minutes",
+        "6",
+        "--wpost-first",
+        "60",
+        "--wpost-every",
+        "180",
+        "--wpost-burst",
+        "3",
+        "--planned",
+        "--timeline",
+        svg.to_str().unwrap(),
+        "--json",
+    ]);
+    let r = json(&out);
+    assert_eq!(r["backend"], "simulated");
+    assert!(r["device_busy"].as_f64().unwrap() > 0.5, "{r}");
+    for key in ["failed", "refused", "unfinished"] {
+        assert_eq!(r[key], 0, "{key}: {r}");
+    }
+    assert_eq!(r["wpost"].as_array().unwrap().len(), 6, "{r}");
+    assert!(r["simulated"]["policy"]["prefetch"].as_bool().unwrap(), "{r}");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    // Its ideas one by one, as a table.
+    let table = ok(&[
+        "day",
+        "--simulate",
+        "--minutes",
+        "6",
+        "--wpost-first",
+        "60",
+        "--each-idea",
+    ]);
+    assert!(
+        table.contains("| the engine's rules |") && table.contains("| every idea |"),
+        "{table}"
+    );
+    fails_with(&["day", "--planned"], 2, "--simulate");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn bench_day_times_each_post_and_counts_parameter_loads() {
     // No sealing stream: a WindowPoSt partition and a WinningPoSt, at
     // once, for a few seconds.

@@ -51,6 +51,7 @@ pub use self::outcome::JobFuture;
 pub use self::precompiler::{CircuitSynthesis, SynthesisMode};
 use self::state::{Gauges, JobCtl, Pending};
 pub use self::status::{DeviceStatus, EngineStatus, GpuReading, PartitionStatus, QueueStatus};
+use crate::clock::{Clock, WallClock};
 use crate::job::{JobId, JobOutcome, JobSpec, JobStatus};
 use crate::metrics::Metrics;
 use crate::srs::{SrsRegistry, SrsSource};
@@ -116,6 +117,11 @@ pub struct EngineConfig {
     /// [`GpuTelemetry`](crate::telemetry::GpuTelemetry)); none are taken
     /// when `None`. The assembled stacks of a GPU build read NVML.
     pub gpu_telemetry: Option<Arc<dyn GpuTelemetry>>,
+    /// What the engine's decisions that depend on durations (how long a
+    /// parameter set took to load, how long it has been idle) read the
+    /// time from: the wall clock, or in tests a
+    /// [`ManualClock`](crate::clock::ManualClock).
+    pub clock: Arc<dyn Clock>,
 }
 
 /// Threads the engine never exceeds for any one kind of worker: a
@@ -136,6 +142,7 @@ impl Default for EngineConfig {
             warm_partitions: None,
             precompiled: false,
             gpu_telemetry: None,
+            clock: Arc::new(WallClock::new()),
         }
     }
 }
@@ -177,6 +184,7 @@ impl Engine {
             backends.clone(),
             Arc::clone(&hints),
             config.srs_idle_timeout,
+            Arc::clone(&config.clock),
         );
         let slots = slots::DeviceSlots::new(devices, config.workers_per_device, Arc::clone(&pool));
         let timeline = Arc::new(Timeline::new(config.timeline_capacity));
@@ -316,10 +324,20 @@ impl Engine {
         self.inner.srs.verifying_key(circuit_id)
     }
 
-    /// Loads a circuit type's parameters before proofs arrive. Returns
-    /// whether they were already loaded, and the load time.
+    /// Loads a circuit type's parameters before proofs arrive, admitted by
+    /// the memory budget as background work is: refused at once with the
+    /// numbers when they need more than the budget
+    /// ([`EngineError::ParamsTooLarge`]), waiting while work in flight holds
+    /// the memory, refused with the numbers when nothing will free it.
+    /// Returns whether they were already loaded, and the load time.
     pub fn preload_srs(&self, circuit_id: &str) -> Result<(bool, Duration), EngineError> {
-        let loaded = self.inner.srs.preload(circuit_id)?;
+        let inner = &self.inner;
+        let loaded = inner.srs.preload(
+            circuit_id,
+            crate::Priority::Normal.rank(),
+            || inner.nothing_in_flight(),
+            || inner.shutting_down(),
+        )?;
         // What a stream of this circuit will ask the pool for, ready before
         // it arrives.
         self.inner.warm.warm(circuit_id)?;

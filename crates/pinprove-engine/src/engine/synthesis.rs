@@ -19,11 +19,11 @@ use crate::srs::Acquired;
 impl Inner {
     /// Whether nothing the engine runs holds memory that will come back:
     /// every partition out of the queue waits for its admission, and no
-    /// warm-up, recording or recording load runs. An admission that waits
-    /// then would wait forever (see
+    /// warm-up, recording, recording load or parameter load runs. An
+    /// admission that waits then would wait forever (see
     /// [`PinnedPool::admit_unless_stuck`](pinprove_mem::PinnedPool::admit_unless_stuck)).
-    fn nothing_in_flight(&self) -> bool {
-        self.gauges.only_admissions() && !self.warm.busy() && !self.precompiled.busy()
+    pub(super) fn nothing_in_flight(&self) -> bool {
+        self.gauges.only_admissions() && !self.warm.busy() && !self.precompiled.busy() && !self.srs.loading_now()
     }
 
     /// The next partition the scheduler lets this worker take, counted in
@@ -128,7 +128,15 @@ impl Inner {
             }
             let mut srs_funds = funds.split(srs_part);
             ticket.enter(Phase::SrsLoad);
-            match self.srs.acquire_funded(&job.circuit_id, &mut srs_funds) {
+            // An urgent partition's load decodes on the urgent threads, not
+            // behind a stream's witness computations.
+            let mut acquire = || self.srs.acquire_funded(&job.circuit_id, &mut srs_funds);
+            let acquired = if job.priority.is_urgent() {
+                self.urgent_threads.install(acquire)
+            } else {
+                acquire()
+            };
+            match acquired {
                 // Leftover load funds (resident after all) are released here.
                 Ok(Acquired::Ready(srs, load)) => break (funds, srs, load),
                 // Evicted since the admission was sized: admit again, larger.
@@ -136,6 +144,9 @@ impl Inner {
                     // Claimed afresh: another partition may load it first.
                     load_claim = None;
                     srs_part = 0;
+                    // Waiting for admission again, as every admission that
+                    // waits (and so nothing in flight if nothing else is).
+                    ticket.enter(Phase::Admission);
                 }
                 Err(e) => {
                     self.fail(&job, format!("parameters of {}: {}", job.circuit_id, ErrorChain(&e)));

@@ -73,11 +73,23 @@ impl Timeline {
 
     /// Records a span from `start` to `end`.
     pub fn record_between(&self, lane: &str, name: Phase, start: Instant, end: Instant, label: String) {
+        self.record_at(
+            lane,
+            name,
+            start.saturating_duration_since(self.origin),
+            end.saturating_duration_since(start),
+            label,
+        );
+    }
+
+    /// Records a span by its times from the origin (a simulation's
+    /// virtual clock).
+    pub fn record_at(&self, lane: &str, name: Phase, start: Duration, duration: Duration, label: String) {
         let span = Span {
             lane: lane.to_string(),
             name,
-            start: start.saturating_duration_since(self.origin),
-            duration: end.saturating_duration_since(start),
+            start,
+            duration,
             label,
         };
         let mut g = self.inner.lock().recover();

@@ -530,3 +530,16 @@ pub fn wait_for_partitions_in(engine: &Engine, phase: Phase, n: usize, what: &st
         thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// A partition's working set and the loaded parameters' bytes of circuit
+/// `c` (parameters in `params`), as an engine of `config` over the test
+/// backend counts them.
+pub fn working_set_and_srs(c: &BenchCircuit, params: &Path, config: EngineConfig) -> (u64, u64) {
+    let (pool, _) = pool_with(1 << 30);
+    let engine = test_engine(&pool, config, 5, 5, 0);
+    engine.register_srs(&c.id(), params);
+    engine.preload_srs(&c.id()).unwrap();
+    assert!(engine.wait_quiet(Duration::from_secs(30)));
+    let srs: u64 = engine.status().srs.iter().map(|i| i.bytes).sum();
+    (engine.working_set(&c.id(), 0).unwrap(), srs)
+}

@@ -8,6 +8,7 @@ mod common;
 mod devices;
 mod faults;
 mod hints;
+mod loads;
 mod memory;
 mod outcome;
 mod precompiled;

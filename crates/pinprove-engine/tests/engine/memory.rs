@@ -313,18 +313,6 @@ fn prove_in_tight_budget(
     (pool, loads)
 }
 
-/// A partition's working set and the loaded parameters' bytes of circuit
-/// `c` (parameters in `params`), as an engine of `config` counts them.
-fn working_set_and_srs(c: &BenchCircuit, params: &std::path::Path, config: EngineConfig) -> (u64, u64) {
-    let (pool, _) = pool_with(1 << 30);
-    let engine = test_engine(&pool, config, 5, 5, 0);
-    engine.register_srs(&c.id(), params);
-    engine.preload_srs(&c.id()).unwrap();
-    assert!(engine.wait_quiet(Duration::from_secs(30)));
-    let srs: u64 = engine.status().srs.iter().map(|i| i.bytes).sum();
-    (engine.working_set(&c.id(), 0).unwrap(), srs)
-}
-
 #[test]
 fn a_stream_waiting_for_memory_is_handed_returned_buffers_instead_of_pinning_again() {
     // A budget for about two partitions beside the parameters, and a job of

@@ -21,7 +21,6 @@ mod read;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use blst::{blst_p1_affine, blst_p2_affine};
@@ -393,12 +392,8 @@ impl Srs {
         funds: Option<&mut Reservation>,
     ) -> Result<Srs, ParamsError> {
         let (vk, layout) = Self::layout(src)?;
-        let stop = AtomicBool::new(false);
-        let points = std::thread::scope(|s| {
-            s.spawn(|| src.read_ahead(READ_AHEAD_BYTES, &stop));
-            let points = decode_sections(src, &layout, pool, validation, funds);
-            stop.store(true, Ordering::Relaxed);
-            points
+        let points = src.with_read_ahead(READ_AHEAD_BYTES, || {
+            decode_sections(src, &layout, pool, validation, funds)
         })?;
         let memory_bytes = points.buffer_bytes();
         Ok(Srs {
@@ -612,6 +607,7 @@ fn section_buffer<P: Point>(
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     use pinprove_mem::{HeapAllocator, MemoryBudget, PinnedPool, PoolConfig};
 
@@ -664,7 +660,7 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let src = Source::open(&path).unwrap();
         // A window past the end: reads the whole file and returns by itself.
-        src.read_ahead(u64::MAX, &AtomicBool::new(false));
+        assert_eq!(src.read_ahead(u64::MAX, &AtomicBool::new(false)), bytes.len() as u64);
         // Read-ahead is not reading: it moves nothing the decoding reads.
         assert_eq!(src.read_to(), 0);
         // A window the decoding never moves: it waits, until stopped.
@@ -675,10 +671,58 @@ mod tests {
             assert!(!reader.is_finished(), "it waits for the decoding to move on");
             stop.store(true, Ordering::Relaxed);
         });
-        // The decoding's reads (here the layout's last count, just before
-        // the last section) move where read-ahead starts.
+        // The layout's reads (the counts, up to the last section) do not
+        // move where read-ahead starts: it reads the first section first,
+        // where the decoding begins. On bcf8eca it started at the last
+        // section, and the other four were never read ahead.
         let (_, layout) = Srs::layout(&src).unwrap();
-        assert_eq!(src.read_to(), layout.sections[4].0);
+        assert_eq!(src.read_to(), 0);
+        let window = 1 << 20;
+        assert!(layout.sections[1].0 > window, "the first section spans the window");
+        let stop = AtomicBool::new(false);
+        let reached = std::thread::scope(|s| {
+            let reader = s.spawn(|| src.read_ahead(window, &stop));
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            stop.store(true, Ordering::Relaxed);
+            reader.join().unwrap()
+        });
+        assert!(reached <= window + (8 << 20), "read ahead to {reached}");
+        // The decoding's reads of points move it.
+        let mut h = vec![Default::default(); 100];
+        read::decode_into::<G1Affine>(&src, layout.sections[0].0, ("h", 0), Validation::OnCurve, &mut h).unwrap();
+        assert_eq!(src.read_to(), layout.sections[0].0 + 100 * G1_BYTES as u64);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_panic_in_the_decoding_stops_the_read_ahead_and_ends_the_load() {
+        let dir = std::env::temp_dir().join(format!("pinprove-read-ahead-panic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.params");
+        let mut bytes = Vec::new();
+        write_synthetic_params(&shape(1 << 16), &mut bytes).unwrap();
+        std::fs::write(&path, &bytes).unwrap();
+        // A window the decoding never moves: the read-ahead waits for it
+        // until told to stop. On bcf8eca a panic never told it, and the
+        // load (holding every load's lock) never ended.
+        let done = Arc::new(AtomicBool::new(false));
+        let loader = {
+            let (path, done) = (path.clone(), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let src = Source::open(&path).unwrap();
+                let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    src.with_read_ahead(1 << 20, || panic!("a section's decode panicked"))
+                }));
+                done.store(true, Ordering::Relaxed);
+                panicked.is_err()
+            })
+        };
+        let t = std::time::Instant::now();
+        while !done.load(Ordering::Relaxed) {
+            assert!(t.elapsed() < std::time::Duration::from_secs(10), "the load never ended");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(loader.join().unwrap(), "the panic reached the caller");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -39,7 +39,10 @@ pub(super) enum Source<'a> {
         len: u64,
         /// Its path, for errors.
         path: &'a Path,
-        /// The end of the furthest read so far (where read-ahead starts).
+        /// The end of the furthest point read so far: where read-ahead
+        /// starts. The layout's reads (the counts, up to the last section)
+        /// do not move it; read-ahead started there read only the last
+        /// section.
         read_to: AtomicU64,
     },
     /// Bytes already in memory.
@@ -71,6 +74,16 @@ impl<'a> Source<'a> {
         }
     }
 
+    /// Fills `buf` with points from `offset`, and moves where read-ahead
+    /// starts past them (see [`read_at`](Self::read_at)).
+    fn read_points_at(&self, buf: &mut [u8], offset: u64, section: &'static str) -> Result<(), ParamsError> {
+        self.read_at(buf, offset, section)?;
+        if let Source::File { read_to, .. } = self {
+            read_to.fetch_max(offset + buf.len() as u64, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
     /// Fills `buf` from `offset`. A file that shrank since it was opened is
     /// a [`ParamsError::Truncated`] naming `section`.
     fn read_at(&self, buf: &mut [u8], offset: u64, section: &'static str) -> Result<(), ParamsError> {
@@ -86,13 +99,8 @@ impl<'a> Source<'a> {
                     _ => Err(truncated(section, offset, buf.len(), b.len() as u64)),
                 }
             }
-            Source::File {
-                file, path, read_to, ..
-            } => match file.read_exact_at(buf, offset) {
-                Ok(()) => {
-                    read_to.fetch_max(offset + buf.len() as u64, Ordering::Relaxed);
-                    Ok(())
-                }
+            Source::File { file, path, .. } => match file.read_exact_at(buf, offset) {
+                Ok(()) => Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                     let now = file.metadata().map(|m| m.len()).unwrap_or(0);
                     Err(truncated(section, offset, buf.len(), now))
@@ -112,10 +120,11 @@ impl Source<'_> {
     /// cache for the decoding's reads, and the disk works while the decoder
     /// waits (for a section's buffer above all). Returns at the end of the
     /// file, at its first error (the decoding's own read reports it) or
-    /// when `stop` is set. Bytes in memory need no read-ahead.
-    pub(super) fn read_ahead(&self, window: u64, stop: &AtomicBool) {
+    /// when `stop` is set, with the offset it read to. Bytes in memory need
+    /// no read-ahead.
+    pub(super) fn read_ahead(&self, window: u64, stop: &AtomicBool) -> u64 {
         let Source::File { file, len, read_to, .. } = self else {
-            return;
+            return 0;
         };
         let mut scratch = vec![0u8; CHUNK_BYTES];
         let mut at = 0u64;
@@ -128,10 +137,30 @@ impl Source<'_> {
             }
             let n = (*len - at).min(CHUNK_BYTES as u64) as usize;
             if file.read_exact_at(&mut scratch[..n], at).is_err() {
-                return;
+                return at;
             }
             at += n as u64;
         }
+        at
+    }
+
+    /// Runs `work` (the decoding) with a read-ahead thread at most `window`
+    /// bytes ahead of it, stopped when `work` returns or panics: a panic
+    /// that left it asleep would keep the scope, and the load, from ever
+    /// ending.
+    pub(super) fn with_read_ahead<T>(&self, window: u64, work: impl FnOnce() -> T) -> T {
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| self.read_ahead(window, &stop));
+            let _stop = StopOnDrop(&stop);
+            work()
+        })
     }
 
     /// Where read-ahead has nothing left behind: the end of the furthest
@@ -315,7 +344,7 @@ pub(super) fn decode_into<P: Point>(
     let (mut cur, mut next) = (vec![0u8; chunk_len], vec![0u8; chunk_len]);
     let n = out.len();
     let at = |i: usize| offset + (i * P::BYTES) as u64;
-    src.read_at(&mut cur[..out.len().min(per_chunk) * P::BYTES], at(0), section)?;
+    src.read_points_at(&mut cur[..out.len().min(per_chunk) * P::BYTES], at(0), section)?;
     for (k, dst) in out.chunks_mut(per_chunk).enumerate() {
         let (done, len) = (k * per_chunk, dst.len());
         let following = (n - done - len).min(per_chunk);
@@ -324,7 +353,7 @@ pub(super) fn decode_into<P: Point>(
             || decode_chunk::<P>(this, dst, (section, first + done), validation),
             || match following {
                 0 => Ok(()),
-                m => src.read_at(&mut next[..m * P::BYTES], at(done + len), section),
+                m => src.read_points_at(&mut next[..m * P::BYTES], at(done + len), section),
             },
         );
         decoded?;

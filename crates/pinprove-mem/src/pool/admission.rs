@@ -85,7 +85,8 @@ impl PinnedPool {
     /// knows when nothing it runs holds memory that will come back:
     /// `nothing_in_flight` says so. While the request waits at the head of
     /// the queue and that holds, every idle buffer is freed, those of kept
-    /// sets too (they give way), and the other holders are asked to evict;
+    /// sets too, and the other holders are asked to give way
+    /// ([`Evictor::give_way`](crate::Evictor::give_way));
     /// if it still holds a check later and the request still waits, it is
     /// refused with [`Error::NeverGranted`] and the numbers, never left
     /// waiting for memory nothing will free.
@@ -170,15 +171,16 @@ impl PinnedPool {
                 continue;
             }
             if !gave_way {
-                // Kept sets are kept for work to come; this work is here
-                // and nothing else will bring memory back.
+                // Kept sets, and whatever else is kept for work to come,
+                // give way: this work is here and nothing else will bring
+                // memory back.
                 let freed = self.shrink(u64::MAX);
                 tracing::info!(
                     freed,
                     waiting = queued.bytes(),
                     "an admission waits with nothing in flight: every idle buffer freed, kept ones too"
                 );
-                self.budget.reclaim();
+                self.budget.give_way();
                 gave_way = true;
                 continue;
             }

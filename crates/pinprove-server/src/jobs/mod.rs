@@ -31,11 +31,14 @@ use pinprove_mem::ErrorChain;
 use pinprove_mem::sync::Recover;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 use crate::config::JobsConfig;
 use crate::ids::shown;
 use crate::job_prover::JobProver;
+
+mod turns;
+use self::turns::{Turn, Turns};
 
 /// How a job ended.
 #[derive(Clone, Debug)]
@@ -203,7 +206,8 @@ pub(crate) struct Jobs<P: JobProver = FilecoinProver> {
     max_request_bytes: u64,
     table: Mutex<Table>,
     work: Work,
-    preparing: Arc<Semaphore>,
+    /// Turns to decode a request, most urgent first.
+    preparing: Arc<Turns>,
     draining: AtomicBool,
     pub counters: Counters,
 }
@@ -230,7 +234,7 @@ impl<P: JobProver> Jobs<P> {
         let max_request_bytes = config.max_request_bytes.bytes().unwrap_or_else(auto_request_bytes);
         Arc::new(Jobs {
             prover,
-            preparing: Arc::new(Semaphore::new(config.max_preparing)),
+            preparing: Turns::new(config.max_preparing),
             config,
             max_request_bytes,
             table: Mutex::new(Table::default()),
@@ -401,9 +405,7 @@ impl<P: JobProver> Jobs<P> {
     /// then the engine's outcome and the verified result. `accepted` is
     /// held until the work is over.
     async fn prepare_and_run(self: Arc<Self>, job: Arc<Job>, req: ProofRequest, accepted: Accepted<P>) {
-        let Ok(permit) = Arc::clone(&self.preparing).acquire_owned().await else {
-            return self.finish(&job, Ended::Failed("the daemon is stopping".into()));
-        };
+        let permit = self.preparing.take(job.priority).await;
         if job.cancelled.load(Ordering::Acquire) {
             return self.finish(&job, Ended::Cancelled);
         }
@@ -433,7 +435,7 @@ impl<P: JobProver> Jobs<P> {
         &self,
         job: &Arc<Job>,
         req: &ProofRequest,
-        permit: tokio::sync::OwnedSemaphorePermit,
+        permit: Turn,
         accepted: Accepted<P>,
     ) -> Option<(JobId, P::Submitted, Accepted<P>)> {
         let prepared = match self.prover.prepare(req) {

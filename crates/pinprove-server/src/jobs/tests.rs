@@ -28,6 +28,8 @@ enum End {
 #[derive(Default)]
 struct Fake {
     prepared: AtomicUsize,
+    /// The payloads `prepare` was called with, in order.
+    prepared_payloads: Mutex<Vec<Vec<u8>>>,
     hold: AtomicBool,
     next: AtomicU64,
     ends: Mutex<HashMap<u64, watch::Sender<Option<End>>>>,
@@ -49,6 +51,7 @@ impl JobProver for Fake {
 
     fn prepare(&self, req: &ProofRequest) -> Result<ProofKind, FilecoinError> {
         self.prepared.fetch_add(1, Ordering::SeqCst);
+        self.prepared_payloads.lock().unwrap().push(req.vanilla_proof.clone());
         while self.hold.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -424,6 +427,50 @@ async fn a_requests_own_priority_decides_its_share_of_the_bounds_and_its_place()
     assert_eq!(jobs.ahead_of(&second), 2);
     assert_eq!(jobs.ahead_of(&critical), 0);
     assert_eq!(jobs.ahead_of(&post), 3, "a WindowPoSt sent as Low goes last");
+}
+
+/// Requests are decoded most urgent first when they wait for a turn: a
+/// WindowPoSt that comes behind a backlog of PoRep requests is decoded
+/// next. On bcf8eca the turns were a first-come semaphore.
+#[tokio::test]
+async fn requests_waiting_to_be_decoded_take_their_turns_by_priority() {
+    let (fake, jobs) = table(JobsConfig {
+        max_preparing: 1,
+        ..config()
+    });
+    fake.hold.store(true, Ordering::SeqCst);
+    let mut submitted = Vec::new();
+    for (i, (id, kind)) in [
+        ("porep-1", ProofKind::PoRep),
+        ("porep-2", ProofKind::PoRep),
+        ("porep-3", ProofKind::PoRep),
+        ("wpost", ProofKind::WindowPoSt),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let j = Arc::clone(&jobs);
+        submitted.push(tokio::spawn(async move {
+            let (req, d) = request(kind, id.as_bytes());
+            j.submit(id.to_string(), d, req, false).await.map(|(job, _)| job)
+        }));
+        // The first holds the one turn; the others wait for it, in order.
+        while fake.prepared.load(Ordering::SeqCst) + jobs.preparing.waiting() < i + 1 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    fake.hold.store(false, Ordering::SeqCst);
+    for s in submitted {
+        assert!(s.await.unwrap().is_ok());
+    }
+    let order: Vec<String> = fake
+        .prepared_payloads
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
+    assert_eq!(order, ["porep-1", "wpost", "porep-2", "porep-3"]);
 }
 
 /// Every kind has its place in each table the daemon keeps by kind: its

@@ -7,6 +7,13 @@
 //! stream's seconds per proof, how many times each circuit's parameters
 //! were loaded, and, when the GPU is read through NVML, its used memory
 //! after every proof (which must not creep up over the run).
+//!
+//! With `--simulate` the same day runs on a virtual clock instead
+//! ([`simulate`]): the engine's planner decides, measured costs stand in
+//! for the work.
+
+mod costs;
+mod simulate;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -46,6 +53,11 @@ pub struct DayArgs {
     /// provider's partitions due in one deadline).
     #[arg(long, default_value_t = 1)]
     wpost_burst: usize,
+    /// A provider's WindowPoSt partitions per day (24 hours), spread evenly
+    /// over the deadlines (`--wpost-every` apart): about 14 for 1 PiB of
+    /// 32 GiB sectors, 140 for 10 PiB. Instead of `--wpost-burst`.
+    #[arg(long, conflicts_with = "wpost_burst")]
+    wpost_per_day: Option<usize>,
     /// Seconds into the day when the first deadline opens.
     #[arg(long, default_value_t = 0.0)]
     wpost_first: f64,
@@ -107,6 +119,43 @@ pub struct DayArgs {
     /// parameter loads, syntheses and device work of every proof).
     #[arg(long)]
     timeline: Option<std::path::PathBuf>,
+    /// Run the day on a virtual clock: the engine's planner decides, with
+    /// the measured 32 GiB costs in place of the work (no GPU, no
+    /// parameters, seconds for a day of 24 hours).
+    #[arg(long)]
+    simulate: bool,
+    /// The simulated host's memory (its auto budget follows from it).
+    #[arg(long, value_parser = pinprove_mem::parse_bytes, default_value = "128GiB", requires = "simulate")]
+    host_memory: u64,
+    /// The simulated card's memory free to pinprove (device times are those
+    /// measured at that much free memory; a 16 GB card: 15 GiB free).
+    #[arg(long, value_parser = pinprove_mem::parse_bytes, default_value = "16GB", requires = "simulate")]
+    gpu_memory: u64,
+    /// Simulate with every idea of the planner on (otherwise the engine's
+    /// rules of this build, and the ideas named by `--ideas`).
+    #[arg(long, requires = "simulate")]
+    planned: bool,
+    /// Ideas of the planner to turn on in the simulation.
+    #[arg(long, value_enum, value_delimiter = ',', requires = "simulate")]
+    ideas: Vec<simulate::Idea>,
+    /// The simulated loader's speed, in GiB of loaded parameters per
+    /// second (measured: 45 GiB of PoRep's in 31.4 s from a cold cache);
+    /// for what-ifs.
+    #[arg(long, requires = "simulate")]
+    load_gib_per_s: Option<f64>,
+    /// Simulate a device queue that cuts WindowPoSt partitions into pieces
+    /// too, so that a WinningPoSt goes between them (the native backend
+    /// cuts background work only).
+    #[arg(long, requires = "simulate")]
+    urgent_pieces: bool,
+    /// Background partitions the simulated planner admits ahead of the
+    /// device at once (its policy's own otherwise).
+    #[arg(long, requires = "simulate")]
+    background_ahead: Option<usize>,
+    /// Simulate the day under the engine's rules, each idea alone, every
+    /// idea, and every idea but one; print a table.
+    #[arg(long, requires = "simulate")]
+    each_idea: bool,
     #[command(flatten)]
     output: Output,
 }
@@ -152,6 +201,15 @@ struct DayReport {
     budget_bytes: u64,
     /// The budget when it was fullest over the day, by holder.
     budget_fullest: crate::budget_watch::BudgetSample,
+    /// The share of the day the device worked (the simulated day's; not
+    /// read on the GPU).
+    device_busy: Option<f64>,
+    /// Proofs that failed, and those refused (they could never fit).
+    failed: usize,
+    refused: usize,
+    /// What only the simulated day reports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    simulated: Option<simulate::Simulated>,
 }
 
 /// Submits `req` and waits for its job until `deadline`; seconds it took,
@@ -176,6 +234,9 @@ fn prove(prover: &FilecoinProver, req: &ProofRequest, deadline: Instant) -> Resu
 }
 
 pub fn run(args: &DayArgs) -> Result<()> {
+    if args.simulate {
+        return simulate::run(args);
+    }
     let stack = Stack::build(&StackConfig {
         backend: args.backend,
         devices: args.devices.clone(),
@@ -276,12 +337,12 @@ pub fn run(args: &DayArgs) -> Result<()> {
             }
         })
     };
-    // `burst` proofs of a kind submitted at once at each of `times` (seconds
+    // Proofs of a kind submitted at once, so many at each time (seconds
     // into the day) until the day is over; the next burst comes once the
     // last is done and its time has come.
-    let arrivals = |req: &ProofRequest, times: &[f64], burst: usize, name: &str| {
+    let arrivals = |req: &ProofRequest, bursts: &[(f64, usize)], name: &str| {
         let mut out = Vec::new();
-        for &at in times {
+        for &(at, burst) in bursts {
             while !over.load(Ordering::Relaxed) && start.elapsed().as_secs_f64() < at {
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -299,12 +360,8 @@ pub fn run(args: &DayArgs) -> Result<()> {
         Ok::<_, anyhow::Error>(out)
     };
     let minutes_s = args.minutes * 60.0;
-    let wpost_times = post_times(args.wpost_first, args.wpost_every, minutes_s);
-    let winning_times = if args.winning_random {
-        random_times(args.winning_every, minutes_s, args.seed)
-    } else {
-        post_times(0.0, args.winning_every, minutes_s)
-    };
+    let wpost_bursts = wpost_bursts(args, minutes_s);
+    let winning_bursts: Vec<(f64, usize)> = winning_times(args, minutes_s).into_iter().map(|t| (t, 1)).collect();
     let (porep_proofs, wpost_latencies, winning_latencies) = std::thread::scope(|s| -> Result<_> {
         let sealers: Vec<_> = (0..args.porep_in_flight)
             .map(|_| {
@@ -325,8 +382,8 @@ pub fn run(args: &DayArgs) -> Result<()> {
                 })
             })
             .collect();
-        let w = s.spawn(|| arrivals(wpost, &wpost_times, args.wpost_burst.max(1), "a WindowPoSt partition"));
-        let n = s.spawn(|| arrivals(winning, &winning_times, 1, "a WinningPoSt"));
+        let w = s.spawn(|| arrivals(wpost, &wpost_bursts, "a WindowPoSt partition"));
+        let n = s.spawn(|| arrivals(winning, &winning_bursts, "a WinningPoSt"));
         while start.elapsed() < day {
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -392,8 +449,43 @@ pub fn run(args: &DayArgs) -> Result<()> {
         peak_rss_bytes: sys::peak_rss_bytes(),
         budget_bytes: stack.budget.total(),
         budget_fullest,
+        device_busy: None,
+        failed: 0,
+        refused: 0,
+        simulated: None,
     };
     args.output.emit(&report, print)
+}
+
+/// The day's WindowPoSt deadlines that have partitions, and how many:
+/// `--wpost-burst` at each, or `--wpost-per-day` spread evenly over the
+/// deadlines of a day.
+fn wpost_bursts(args: &DayArgs, end: f64) -> Vec<(f64, usize)> {
+    let times = post_times(args.wpost_first, args.wpost_every, end);
+    match args.wpost_per_day {
+        None => times.into_iter().map(|t| (t, args.wpost_burst.max(1))).collect(),
+        Some(per_day) => {
+            let deadlines = (86_400.0 / args.wpost_every).round().max(1.0) as usize;
+            times
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let d = i % deadlines;
+                    (t, ((d + 1) * per_day) / deadlines - (d * per_day) / deadlines)
+                })
+                .filter(|(_, n)| *n > 0)
+                .collect()
+        }
+    }
+}
+
+/// The day's WinningPoSt times.
+fn winning_times(args: &DayArgs, end: f64) -> Vec<f64> {
+    if args.winning_random {
+        random_times(args.winning_every, end, args.seed)
+    } else {
+        post_times(0.0, args.winning_every, end)
+    }
 }
 
 /// `first`, `first + every`, ... before `end` seconds (none when `every`
@@ -487,6 +579,35 @@ fn print(r: &DayReport) {
             bytes(*last),
             (*last as f64 - *first as f64) / f64::from(1 << 20),
             bytes(max)
+        );
+    }
+    if let Some(busy) = r.device_busy {
+        println!("  device busy {:.0}% of the day", 100.0 * busy);
+    }
+    if r.failed + r.refused > 0 {
+        println!("  {} proof(s) failed, {} refused", r.failed, r.refused);
+    }
+    if let Some(sim) = &r.simulated {
+        let waited: Vec<String> = sim.waited_s.iter().map(|(k, s)| format!("{k} {s:.0} s")).collect();
+        println!(
+            "  simulated: {} host, {} free on the card, {} placed by the planner; partitions waited: {}",
+            bytes(sim.host_memory),
+            bytes(sim.gpu_memory),
+            bytes(sim.planned_bytes),
+            waited.join(", ")
+        );
+        let idle: Vec<String> = sim
+            .device_idle_s
+            .iter()
+            .map(|(at, s)| format!("{s:.1} s at {at:.0} s"))
+            .collect();
+        println!(
+            "  the device stood idle {}",
+            if idle.is_empty() {
+                "never a second".into()
+            } else {
+                idle.join(", ")
+            }
         );
     }
     println!(
