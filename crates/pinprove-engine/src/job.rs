@@ -40,6 +40,17 @@ impl Priority {
         })
     }
 
+    /// The priority whose [`rank`](Self::rank) `rank` is (the urgent rank
+    /// of memory admitted work needs counts as Critical).
+    pub const fn of_rank(rank: pinprove_mem::Rank) -> Priority {
+        match rank.0 {
+            0 => Priority::Low,
+            1 => Priority::Normal,
+            2 => Priority::High,
+            _ => Priority::Critical,
+        }
+    }
+
     /// Whether partitions of this priority go around the synthesis cap and
     /// may use the budget's reserve (see
     /// [`EngineConfig::priority_reserve`](crate::EngineConfig::priority_reserve)).

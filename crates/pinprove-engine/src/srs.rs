@@ -15,6 +15,8 @@ use serde::Serialize;
 
 use crate::EngineError;
 use crate::clock::Clock;
+use crate::planner::Policy;
+use crate::planner::keep::{self, IdleParams};
 use pinprove_mem::sync::Recover;
 
 struct Entry {
@@ -180,6 +182,12 @@ pub struct SrsRegistry {
     loads: Mutex<HashMap<String, u64>>,
     /// What idle and load times are measured on.
     clock: Arc<dyn Clock>,
+    /// The planner's rules for idle parameters, when the engine runs under
+    /// them (see [`EngineConfig::planner`](crate::EngineConfig::planner)).
+    policy: Option<Policy>,
+    /// Per circuit type, the rank of the latest job that wanted it and when
+    /// it came (what the planner's burst window counts from).
+    arrivals: Mutex<HashMap<String, (Rank, Duration)>>,
 }
 
 impl SrsRegistry {
@@ -190,6 +198,7 @@ impl SrsRegistry {
         hints: Arc<CapacityHints>,
         idle_timeout: Duration,
         clock: Arc<dyn Clock>,
+        policy: Option<Policy>,
     ) -> Arc<Self> {
         let r = Arc::new(SrsRegistry {
             sources: Mutex::new(HashMap::new()),
@@ -207,6 +216,8 @@ impl SrsRegistry {
             wants: Mutex::new(HashMap::new()),
             loads: Mutex::new(HashMap::new()),
             clock,
+            policy,
+            arrivals: Mutex::new(HashMap::new()),
         });
         budget.register_evictor(Arc::downgrade(&r) as std::sync::Weak<dyn Evictor>, 100);
         r
@@ -227,6 +238,10 @@ impl SrsRegistry {
     /// load them again. More urgent work may still take it: that work's
     /// admissions go first anyway.
     pub(crate) fn want(self: &Arc<Self>, circuit_id: &str, rank: Rank) -> Wanted {
+        self.arrivals
+            .lock()
+            .recover()
+            .insert(circuit_id.to_string(), (rank, self.clock.now()));
         self.wants
             .lock()
             .recover()
@@ -265,10 +280,78 @@ impl SrsRegistry {
             .recover()
             .get(circuit_id)
             .and_then(|ranks| ranks.iter().max().copied());
-        match wanted {
-            Some(w) => rank > w,
-            None => giving_way || idle >= self.idle_timeout.min(load_time) || rank >= crate::Priority::High.rank(),
+        match (wanted, &self.policy) {
+            (Some(w), _) => rank > w,
+            (None, Some(policy)) => self
+                .kept(policy, circuit_id, idle, load_time, rank, giving_way)
+                .is_none(),
+            (None, None) => {
+                giving_way || idle >= self.idle_timeout.min(load_time) || rank >= crate::Priority::High.rank()
+            }
         }
+    }
+
+    /// Why the planner's rule keeps `circuit_id`'s idle SRS from work of
+    /// `rank` now (see [`keep::kept`]).
+    fn kept(
+        &self,
+        policy: &Policy,
+        circuit_id: &str,
+        idle: Duration,
+        load_time: Duration,
+        rank: Rank,
+        giving_way: bool,
+    ) -> Option<crate::planner::WaitReason> {
+        let now = self.clock.now();
+        let arrival = self.arrivals.lock().recover().get(circuit_id).copied();
+        let params = IdleParams {
+            priority: arrival.map_or(crate::Priority::Low, |(r, _)| crate::Priority::of_rank(r)),
+            last_used: now.saturating_sub(idle),
+            last_arrival: arrival.map(|(_, at)| at),
+            load_time,
+        };
+        keep::kept(
+            policy,
+            circuit_id,
+            params,
+            crate::Priority::of_rank(rank),
+            now,
+            giving_way,
+        )
+    }
+
+    /// The rank of the latest job that wanted `circuit_id`'s SRS, and when
+    /// it came (on the registry's clock).
+    pub(crate) fn arrival(&self, circuit_id: &str) -> Option<(Rank, Duration)> {
+        self.arrivals.lock().recover().get(circuit_id).copied()
+    }
+
+    /// Whether a loaded SRS nobody uses or wants is kept, for a while that
+    /// will end, even from work that waits with nothing else in flight (a
+    /// burst window): that work is not stuck, the SRS goes when the window
+    /// ends. Only under a planner policy; the engine's own rule gives way.
+    pub(crate) fn kept_for_a_while(&self) -> bool {
+        let Some(policy) = &self.policy else {
+            return false;
+        };
+        let wants = self.wants.lock().recover().clone();
+        let now = self.clock.now();
+        self.loaded().iter().any(|(id, e)| {
+            e.bytes > 0
+                && Arc::strong_count(&e.srs) == 1
+                && !wants.contains_key(id)
+                && matches!(
+                    self.kept(
+                        policy,
+                        id,
+                        now.saturating_sub(e.last_used),
+                        e.load_time,
+                        Rank::NORMAL,
+                        true
+                    ),
+                    Some(crate::planner::WaitReason::Burst { .. })
+                )
+        })
     }
 
     /// Says where the parameters of `circuit_id` come from.
@@ -717,6 +800,7 @@ mod tests {
             Arc::new(CapacityHints::in_memory()),
             idle_timeout,
             clock,
+            None,
         );
         let shape = CircuitShape {
             inputs: 2,

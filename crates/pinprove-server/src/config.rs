@@ -13,6 +13,7 @@
 //! warm_partitions = 3                # buffers prepared per preloaded circuit; default: what the budget admits
 //! warm_hinted = true                 # at start, also for every circuit the capacity hints know
 //! pinning = "register"               # how pool buffers are page-locked: register, register-whole or host-alloc
+//! planner = false                    # the planner's rules for idle parameters and recordings (off until GPU-checked)
 //!
 //! [gpu]
 //! backend = "auto"                   # auto, cpu, native, supraseal
@@ -122,6 +123,13 @@ pub struct MemoryConfig {
     /// instead of 32 MiB pieces: slower on the H200 host, for comparison).
     #[serde(serialize_with = "display", deserialize_with = "parsed")]
     pub pinning: pinprove_mem::PinMethod,
+    /// Keep and evict as the planner does (`EngineConfig::planner`,
+    /// `Policy::planned`): an urgent kind's parameters kept for a burst
+    /// window after its latest job instead of until idle as long as their
+    /// load took, Critical kinds' kept, and recordings evicted after
+    /// parameters. Off until a GPU day confirms it (DEVELOPERS.md, "GPU
+    /// defaults").
+    pub planner: bool,
 }
 
 impl Default for MemoryConfig {
@@ -132,6 +140,7 @@ impl Default for MemoryConfig {
             warm_partitions: None,
             warm_hinted: true,
             pinning: pinprove_mem::PinMethod::default(),
+            planner: false,
         }
     }
 }
@@ -589,6 +598,9 @@ mod tests {
                 .memory
                 .warm_hinted
         );
+        // The planner's rules are off until a GPU day confirms them.
+        assert!(!c.memory.planner);
+        assert!(Config::parse("[memory]\nplanner = true").unwrap().memory.planner);
         // What --print-config prints reads back the same.
         assert_eq!(Config::parse(&c.to_toml()).unwrap(), c);
     }

@@ -191,6 +191,7 @@ impl Daemon {
             priority_reserve: config.memory.urgent_reserve.bytes(),
             warm_partitions: config.memory.warm_partitions,
             precompiled: config.synthesis.precompiled,
+            planner: config.memory.planner.then(pinprove_engine::planner::Policy::planned),
             ..defaults
         })?;
         let prover = Arc::new(FilecoinProver::new(

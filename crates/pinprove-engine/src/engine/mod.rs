@@ -19,6 +19,7 @@ mod handoff;
 mod inner;
 mod job_table;
 mod outcome;
+mod plan_view;
 mod precompiled;
 mod precompiler;
 mod scheduler;
@@ -122,6 +123,15 @@ pub struct EngineConfig {
     /// time from: the wall clock, or in tests a
     /// [`ManualClock`](crate::clock::ManualClock).
     pub clock: Arc<dyn Clock>,
+    /// The planner's rules the engine carries out today, when set (`None`:
+    /// the engine's own, [`Policy::default`](crate::planner::Policy)):
+    /// idle parameters kept by [`planner::keep::kept`](crate::planner::keep::kept)
+    /// (a burst window instead of idle-as-long-as-the-load, Critical kinds'
+    /// kept), and recordings evicted after parameters
+    /// (`recordings_first`). Its other switches need machinery the engine
+    /// does not have yet (parameters by section, prefetch) and are
+    /// measured in the simulator only. Off until a GPU day confirms it.
+    pub planner: Option<crate::planner::Policy>,
 }
 
 /// Threads the engine never exceeds for any one kind of worker: a
@@ -143,6 +153,7 @@ impl Default for EngineConfig {
             precompiled: false,
             gpu_telemetry: None,
             clock: Arc::new(WallClock::new()),
+            planner: None,
         }
     }
 }
@@ -185,6 +196,7 @@ impl Engine {
             Arc::clone(&hints),
             config.srs_idle_timeout,
             Arc::clone(&config.clock),
+            config.planner,
         );
         let slots = slots::DeviceSlots::new(devices, config.workers_per_device, Arc::clone(&pool));
         let timeline = Arc::new(Timeline::new(config.timeline_capacity));
@@ -195,6 +207,7 @@ impl Engine {
             Arc::clone(&budget),
             backends.clone(),
             Arc::clone(&timeline),
+            config.planner.is_some_and(|p| p.recordings_first),
         );
         let sizing = Arc::new(sizing::Sizing::new(
             Arc::clone(&pool),

@@ -34,6 +34,7 @@ impl Inner {
                 gpu: d.reading(),
             })
             .collect();
+        let mut waits = self.admission_waits();
         let partitions = self
             .gauges
             .partitions()
@@ -42,6 +43,9 @@ impl Inner {
                 job,
                 index,
                 circuit_id: w.circuit_id,
+                waiting_for: (w.phase == crate::Phase::Admission)
+                    .then(|| waits.remove(&(job, index)))
+                    .flatten(),
                 phase: w.phase,
                 device: w.device.map(|d| self.devices[d].id()),
                 in_phase: w.since.elapsed(),

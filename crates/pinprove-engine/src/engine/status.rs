@@ -80,6 +80,9 @@ pub struct PartitionStatus {
     pub device: Option<crate::DeviceId>,
     /// Time in that phase so far.
     pub in_phase: Duration,
+    /// While it waits for its admission, why, as the planner reads the
+    /// engine's state (see [`planner::WaitReason`](crate::planner::WaitReason)).
+    pub waiting_for: Option<crate::planner::WaitReason>,
 }
 
 /// A snapshot of the engine.

@@ -19,11 +19,16 @@ use crate::srs::Acquired;
 impl Inner {
     /// Whether nothing the engine runs holds memory that will come back:
     /// every partition out of the queue waits for its admission, and no
-    /// warm-up, recording, recording load or parameter load runs. An
+    /// warm-up, recording, recording load or parameter load runs, and no
+    /// parameters are kept for a window that will end. An
     /// admission that waits then would wait forever (see
     /// [`PinnedPool::admit_unless_stuck`](pinprove_mem::PinnedPool::admit_unless_stuck)).
     pub(super) fn nothing_in_flight(&self) -> bool {
-        self.gauges.only_admissions() && !self.warm.busy() && !self.precompiled.busy() && !self.srs.loading_now()
+        self.gauges.only_admissions()
+            && !self.warm.busy()
+            && !self.precompiled.busy()
+            && !self.srs.loading_now()
+            && !self.srs.kept_for_a_while()
     }
 
     /// The next partition the scheduler lets this worker take, counted in

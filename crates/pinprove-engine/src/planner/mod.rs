@@ -25,6 +25,7 @@
 //! measures it against the rest.
 
 mod decide;
+pub mod keep;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -156,6 +157,11 @@ pub enum WaitReason {
         /// When they may go.
         until: Duration,
     },
+    /// For memory a Critical kind keeps resident.
+    Critical {
+        /// That kind.
+        kind: String,
+    },
     /// For its parameters to load.
     Parameters,
     /// For its recording to load.
@@ -176,6 +182,7 @@ impl WaitReason {
             WaitReason::Behind { .. } => "behind",
             WaitReason::IdleParameters { .. } => "idle_parameters",
             WaitReason::Burst { .. } => "burst",
+            WaitReason::Critical { .. } => "critical",
             WaitReason::Parameters => "parameters",
             WaitReason::Recording => "recording",
             WaitReason::Synthesis => "synthesis",

@@ -115,6 +115,20 @@ fn a_partition_whose_parameters_went_before_its_load_is_admitted_again_and_never
         .unwrap();
     wait_for_partitions_in(&engine, Phase::Synthesis, 1, "the first partition never synthesized");
     wait_for_partitions_in(&engine, Phase::Admission, 1, "the second never waited for admission");
+    // It says why: memory the first holds.
+    let waiting = engine
+        .status()
+        .partitions
+        .into_iter()
+        .find(|p| p.phase == Phase::Admission)
+        .unwrap();
+    assert!(
+        matches!(
+            waiting.waiting_for,
+            Some(pinprove_engine::planner::WaitReason::Memory { .. })
+        ),
+        "{waiting:?}"
+    );
     // The parameters go: the second partition is granted what it asked
     // for, which does not cover their load.
     assert!(engine.evict_srs(&c.id()).is_some());
@@ -242,5 +256,59 @@ fn an_urgent_load_does_not_wait_behind_a_streams_load() {
     );
     wait_completed(&engine, sealing);
     assert_idle(&engine, &pool, &acct, "parallel loads");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Under the planner's rules (`EngineConfig::planner`), a burst's
+/// parameters stay for its window after its last job came, even while a
+/// partition of another kind waits with nothing else in flight: it waits,
+/// is not refused, and is admitted once the window ends. The engine's own
+/// rules give them way at once (the test above).
+#[test]
+fn under_the_planner_a_bursts_parameters_stay_for_its_window_and_the_stream_waits_not_refused() {
+    let dir = temp_dir("burst-window");
+    let stream = BenchCircuit::new(40_000, WitnessMix::Random).unwrap();
+    let burst = BenchCircuit::new(40_001, WitnessMix::Random).unwrap();
+    let ps = synthetic_params(&stream, &dir);
+    let pb = synthetic_params(&burst, &dir);
+    let config = || EngineConfig {
+        synthesis_workers: 1,
+        warm_partitions: Some(0),
+        planner: Some(pinprove_engine::planner::Policy::planned()),
+        ..EngineConfig::default()
+    };
+    let (ws, srs) = working_set_and_srs(&stream, &ps, config());
+    let (pool, acct) = pool_with(srs + 2 * ws + srs / 4);
+    let clock = Arc::new(ManualClock::new());
+    let engine = engine_loading_in(&pool, config(), &clock, Duration::from_secs(40));
+    engine.register_srs(&stream.id(), &ps);
+    engine.register_srs(&burst.id(), &pb);
+    submit_and_complete(&engine, spec(&burst.id(), Priority::High, vec![slow(&burst, 0)]));
+    let job = engine
+        .submit(spec(&stream.id(), Priority::Normal, vec![slow(&stream, 0)]))
+        .unwrap();
+    // Longer than an admission with nothing in flight waits before it is
+    // refused (two checks a second apart).
+    assert!(matches!(
+        engine.wait(job, Some(Duration::from_millis(3500))),
+        Err(EngineError::Timeout)
+    ));
+    let status = engine.status();
+    assert_eq!(status.partitions[0].phase, Phase::Admission);
+    // The status says why: the burst's parameters, until its window ends.
+    assert_eq!(
+        status.partitions[0].waiting_for,
+        Some(pinprove_engine::planner::WaitReason::Burst {
+            kind: burst.id(),
+            until: Duration::from_secs(60)
+        }),
+        "{status:?}"
+    );
+    // The window (60 s from the burst's job) ends.
+    clock.advance(Duration::from_secs(61));
+    wait_completed(&engine, job);
+    let loaded = |id: &str| engine.status().srs.iter().any(|s| s.circuit_id == id && s.loaded);
+    assert!(loaded(&stream.id()) && !loaded(&burst.id()));
+    assert_idle(&engine, &pool, &acct, "burst window");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -521,6 +521,53 @@ fn a_recording_gives_its_memory_back_when_work_needs_it() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Under the planner's rules (`recordings_first`), memory that work needs
+/// comes from idle parameters before recordings: loaded again, a recording
+/// costs more per byte, and without it partitions synthesize classically.
+#[test]
+fn under_the_planner_idle_parameters_go_before_a_recording() {
+    let dir = temp_dir("precompiled-recordings-first");
+    let shape = BenchCircuit::new(1 << 10, WitnessMix::Random).unwrap();
+    let params = synthetic_params(&shape, &dir);
+    let (pool, _acct) = pool_with(1 << 30);
+    let engine = Engine::new(
+        EngineConfig {
+            synthesis_workers: 2,
+            precompiled: true,
+            planner: Some(pinprove_engine::planner::Policy::planned()),
+            ..EngineConfig::default()
+        },
+        vec![Device {
+            id: DeviceId::Cpu,
+            backend: Arc::new(CpuBackend::new(Arc::clone(&pool))),
+        }],
+        Arc::clone(&pool),
+    )
+    .unwrap();
+    engine.register_srs(&shape.id(), &params);
+    prove(&engine, &shape, &[1]);
+    let held = synthesis_of(&engine, &shape.id()).recording_bytes;
+    let srs: u64 = engine.status().srs.iter().map(|s| s.bytes).sum();
+    assert!(held > 0 && srs >= held, "recorded, and the parameters are the larger");
+    pool.clear_idle();
+    let budget = pool.budget();
+    let limit = budget.limit_for(pinprove_mem::Rank::NORMAL);
+    let taken = budget
+        .try_acquire(limit - (budget.used() - held))
+        .expect("something was evicted for it");
+    assert_eq!(
+        synthesis_of(&engine, &shape.id()).recording_bytes,
+        held,
+        "the recording stayed"
+    );
+    assert!(!engine.status().srs.iter().any(|s| s.loaded), "the parameters went");
+    drop(taken);
+    prove(&engine, &shape, &[2]);
+    assert_eq!(synthesis_of(&engine, &shape.id()).mode, SynthesisMode::Precompiled);
+    drop(engine);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_recording_is_not_dropped_for_memory_while_a_job_of_its_circuit_runs() {
     let dir = temp_dir("precompiled-in-use");
