@@ -247,6 +247,13 @@ pub(crate) fn render(metrics: &Metrics, s: &EngineStatus) -> String {
             &l,
             d.busy_fraction,
         );
+        labelled_counter(
+            o,
+            "pinprove_device_busy_seconds_total",
+            "Time the device's workers spent in the backend's device step, divided by its workers (its rate is the busy share).",
+            &l,
+            d.busy_seconds,
+        );
         gauge(
             o,
             "pinprove_device_lost",
@@ -255,6 +262,21 @@ pub(crate) fn render(metrics: &Metrics, s: &EngineStatus) -> String {
             f64::from(u8::from(d.lost.is_some())),
         );
     }
+    gauge(
+        o,
+        "pinprove_partitions_waiting",
+        "Partitions queued or waiting for their admission or their parameters: work the devices could take once it is admitted.",
+        "",
+        s.partitions_waiting() as f64,
+    );
+    counters(
+        o,
+        "pinprove_srs_loads_total",
+        "Times a circuit type's parameters were loaded since start (more than once: evicted and needed again).",
+        s.srs
+            .iter()
+            .map(|srs| (label("circuit", &srs.circuit_id), srs.loads as f64)),
+    );
     gauges(
         o,
         "pinprove_srs_bytes",
@@ -398,6 +420,15 @@ fn gauges(out: &mut String, name: &str, help: &str, series: impl IntoIterator<It
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
     for (labels, v) in series {
         gauge(out, name, help, &labels, v);
+    }
+}
+
+/// Appends a counter family, one series per labels, and its header even
+/// when there is none (as [`gauges`]).
+fn counters(out: &mut String, name: &str, help: &str, series: impl IntoIterator<Item = (String, f64)>) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    for (labels, v) in series {
+        labelled_counter(out, name, help, &labels, v);
     }
 }
 

@@ -109,6 +109,24 @@ impl<T> std::ops::IndexMut<ProofKind> for PerKind<T> {
     }
 }
 
+impl ProofKind {
+    /// How long a proof of this kind may take from its request before it
+    /// is late for the chain, for the kinds that have such a bound: the
+    /// daemon's alert rules and status page flag a job older than this. A
+    /// WinningPoSt goes into a block of a 30 s epoch, so past 10 s the
+    /// block is at risk; a WindowPoSt deadline is 30 minutes for every
+    /// partition of it (a 10 PiB provider has about 3), and the proof
+    /// message must still land: past 5 minutes for one partition the
+    /// deadline is at risk. Sealing proofs have none.
+    pub const fn latency_bound(self) -> Option<std::time::Duration> {
+        match self {
+            ProofKind::WinningPoSt => Some(std::time::Duration::from_secs(10)),
+            ProofKind::WindowPoSt => Some(std::time::Duration::from_secs(300)),
+            ProofKind::PoRep | ProofKind::SnapDeals => None,
+        }
+    }
+}
+
 impl fmt::Display for ProofKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

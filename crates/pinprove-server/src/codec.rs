@@ -79,6 +79,12 @@ where
     }
 }
 
+/// Messages refused by their checks before they were decoded, in this
+/// process: the daemon counts them with the requests it refused
+/// (`pinprove_requests_refused_total`). The decoder is made by generated
+/// code that knows no daemon, hence one count per process.
+pub(crate) static REFUSED_ON_DECODE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// prost's decoder behind a [`WireCheck`].
 pub struct BoundedDecoder<U: prost::Message + Default + Send + 'static>(<ProstCodec<(), U> as Codec>::Decoder);
 
@@ -94,7 +100,9 @@ where
         if buf.chunk().len() != buf.remaining() {
             return Err(Status::internal("a message arrived in pieces"));
         }
-        U::check(buf.chunk())?;
+        U::check(buf.chunk()).inspect_err(|_| {
+            REFUSED_ON_DECODE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        })?;
         self.0.decode(buf)
     }
 

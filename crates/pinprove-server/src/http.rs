@@ -2,7 +2,7 @@
 //! assets, that shows what `/status` and `/timeline.svg` say and refreshes
 //! itself), `GET /status` (JSON: budget, pool, parameters, queues, GPUs,
 //! partitions in flight with their phase, the daemon's jobs, recent
-//! proofs), `GET /timeline.svg` (the engine's timeline of the last five
+//! proofs, the alert rules that hold), `GET /timeline.svg` (the engine's timeline of the last five
 //! minutes), `GET /metrics` (Prometheus text), `GET /healthz` (503 once a
 //! GPU is lost).
 //!
@@ -137,6 +137,8 @@ struct StatusView {
     jobs: Vec<JobView>,
     /// The last proofs that ended, newest first.
     recent: Vec<RecentView>,
+    /// The shipped alert rules that hold now (deploy/pinprove-alerts.yml).
+    alerts: Vec<crate::alerts::Firing>,
     engine: pinprove_engine::EngineStatus,
 }
 
@@ -174,6 +176,10 @@ async fn timeline(Axum(page): Axum<Page>) -> impl IntoResponse {
 
 async fn status(Axum(page): Axum<Page>) -> Json<StatusView> {
     let s = &page.service;
+    let service = Arc::clone(s);
+    let alerts = tokio::task::spawn_blocking(move || service.alerts.firing(&metrics_text(&service.jobs)))
+        .await
+        .unwrap_or_default();
     let jobs = s
         .jobs
         .active()
@@ -212,6 +218,7 @@ async fn status(Axum(page): Axum<Page>) -> Json<StatusView> {
         uptime_s: s.started.elapsed().as_secs(),
         jobs,
         recent,
+        alerts,
         engine: s.jobs.prover().engine().status(),
     })
 }

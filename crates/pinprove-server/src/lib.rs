@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod alerts;
 pub mod client;
 pub mod codec;
 pub mod config;
@@ -233,6 +234,7 @@ impl Daemon {
             jobs: Arc::clone(&jobs),
             started: Instant::now(),
             gpus: Arc::new(stack.gpus.clone()),
+            alerts: Arc::new(alerts::Alerts::shipped()),
         });
         let token = match &config.auth_token_file {
             Some(path) => {
@@ -260,6 +262,7 @@ impl Daemon {
         )
         .await?;
         tasks.push(grpc);
+        tasks.push(tokio::spawn(sample_for_alerts(Arc::clone(&service), stopped.clone())));
         let http = match config.http_listen.trim() {
             "" => None,
             addr => {
@@ -360,6 +363,23 @@ pub async fn termination() {
         Err(e) => {
             tracing::warn!("cannot watch for SIGTERM ({e}); only SIGINT stops the daemon");
             let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Records the metrics the alert rules read every
+/// [`alerts::SAMPLE_EVERY`], from the start until `stop`.
+async fn sample_for_alerts(service: Arc<service::Service>, mut stop: watch::Receiver<bool>) -> Result<(), ServerError> {
+    let mut every = tokio::time::interval(alerts::SAMPLE_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = every.tick() => {
+                let s = Arc::clone(&service);
+                // The engine's status takes its locks: off the runtime.
+                let _ = tokio::task::spawn_blocking(move || s.alerts.record(&metrics::metrics_text(&s.jobs))).await;
+            }
+            _ = async { let _ = stop.wait_for(|s| *s).await; } => return Ok(()),
         }
     }
 }

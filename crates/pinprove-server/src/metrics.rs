@@ -6,6 +6,8 @@ use std::sync::atomic::Ordering;
 
 use pinprove_mem::sync::Recover;
 
+use pinprove_filecoin::ProofKind;
+
 use crate::job_prover::JobProver;
 use crate::jobs::Jobs;
 
@@ -25,11 +27,6 @@ pub(crate) fn daemon_metrics<P: JobProver>(jobs: &Jobs<P>, out: &mut String) {
             "pinprove_requests_deduplicated_total",
             "Repeats of a known request answered by its job.",
             &c.deduplicated,
-        ),
-        (
-            "pinprove_requests_refused_total",
-            "Requests refused as invalid.",
-            &c.refused,
         ),
         (
             "pinprove_jobs_proved_total",
@@ -59,6 +56,12 @@ pub(crate) fn daemon_metrics<P: JobProver>(jobs: &Jobs<P>, out: &mut String) {
             v.load(Ordering::Relaxed)
         );
     }
+    let refused = c.refused.load(Ordering::Relaxed) + crate::codec::REFUSED_ON_DECODE.load(Ordering::Relaxed);
+    let _ = writeln!(
+        out,
+        "# HELP pinprove_requests_refused_total Requests refused as invalid (by the wire's checks, or once decoded).\n\
+         # TYPE pinprove_requests_refused_total counter\npinprove_requests_refused_total {refused}"
+    );
     let _ = writeln!(
         out,
         "# HELP pinprove_proof_seconds Seconds from a Filecoin proof's request to its verified result, by kind.\n\
@@ -67,6 +70,34 @@ pub(crate) fn daemon_metrics<P: JobProver>(jobs: &Jobs<P>, out: &mut String) {
     let latencies = c.proof_seconds.lock().recover().clone();
     for (k, h) in latencies.iter() {
         h.render(out, "pinprove_proof_seconds", &format!("kind=\"{}\"", k.name()));
+    }
+    let mut oldest = pinprove_filecoin::PerKind::<f64>::default();
+    for j in jobs.active() {
+        let age = j.submitted.elapsed().as_secs_f64();
+        oldest[j.kind] = oldest[j.kind].max(age);
+    }
+    let _ = writeln!(
+        out,
+        "# HELP pinprove_jobs_oldest_seconds Age of the oldest unfinished job, by kind (0: none).\n\
+         # TYPE pinprove_jobs_oldest_seconds gauge"
+    );
+    for (k, age) in oldest.iter() {
+        let _ = writeln!(out, "pinprove_jobs_oldest_seconds{{kind=\"{}\"}} {age:.3}", k.name());
+    }
+    let _ = writeln!(
+        out,
+        "# HELP pinprove_job_latency_bound_seconds How long a job of a kind may take before it is late for the chain.\n\
+         # TYPE pinprove_job_latency_bound_seconds gauge"
+    );
+    for k in ProofKind::ALL {
+        if let Some(bound) = k.latency_bound() {
+            let _ = writeln!(
+                out,
+                "pinprove_job_latency_bound_seconds{{kind=\"{}\"}} {}",
+                k.name(),
+                bound.as_secs_f64()
+            );
+        }
     }
     let (active, bytes, max_bytes, known) = jobs.load();
     let _ = writeln!(

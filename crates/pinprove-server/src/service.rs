@@ -19,6 +19,8 @@ pub(crate) struct Service {
     pub started: Instant,
     /// The GPUs the stack found (none on the CPU backend).
     pub gpus: Arc<Vec<(pinprove_engine::DeviceId, pinprove_cuda::Gpu)>>,
+    /// The shipped alert rules over the daemon's metrics.
+    pub alerts: Arc<crate::alerts::Alerts>,
 }
 
 impl Service {
@@ -28,7 +30,13 @@ impl Service {
         if self.jobs.draining() {
             return Err(draining());
         }
-        let (request_id, req) = crate::wire::request_of(s)?;
+        let (request_id, req) = crate::wire::request_of(s).inspect_err(|_| {
+            // Refused before it became a job: counted with those refused after.
+            self.jobs
+                .counters
+                .refused
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        })?;
         // Tens of MB to hash for a 32 GiB proof: off the runtime.
         let (d, req) = tokio::task::spawn_blocking(move || (digest(&req), req))
             .await

@@ -264,11 +264,22 @@ async fn every_kind_proves_through_the_daemon_with_concurrent_clients_and_priori
             "the dashboard queries {name}"
         );
     }
+    // And every metric the shipped alert rules read.
+    for name in alert_metrics() {
+        assert!(
+            metrics.contains(&format!("# TYPE {name} ")),
+            "the alert rules read {name}"
+        );
+    }
     // HTTP: status, metrics, health.
     let http = daemon.http_addr().unwrap();
-    let body = http_get(http, "/status").await;
-    let json: serde_json::Value = serde_json::from_str(body.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    let status = || async {
+        let body = http_get(http, "/status").await;
+        serde_json::from_str::<serde_json::Value>(body.split("\r\n\r\n").nth(1).unwrap()).unwrap()
+    };
+    let json = status().await;
     assert!(json["engine"]["budget_total"].as_u64().unwrap() > 0);
+    assert!(json["alerts"].is_array(), "{json}");
     assert!(http_get(http, "/metrics").await.contains("pinprove_budget_total_bytes"));
     assert!(http_get(http, "/healthz").await.starts_with("HTTP/1.1 200"));
     // Parameters are evicted when idle; loading them again says so.
@@ -296,6 +307,42 @@ async fn every_kind_proves_through_the_daemon_with_concurrent_clients_and_priori
         .unwrap_err();
     assert_eq!(unknown.code(), Code::InvalidArgument);
     assert_idle(&daemon, "after the proofs");
+    daemon.shutdown().await.unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A request refused as invalid: the status page's alerts say what the
+/// shipped Prometheus rules would, from the daemon's own metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_request_fires_its_alert_on_the_status_page() {
+    let dir = temp_dir("alerts");
+    let daemon = Daemon::start(config(&dir)).await.unwrap();
+    let http = daemon.http_addr().unwrap();
+    let status = || async {
+        let body = http_get(http, "/status").await;
+        serde_json::from_str::<serde_json::Value>(body.split("\r\n\r\n").nth(1).unwrap()).unwrap()
+    };
+    let firing = |json: &serde_json::Value| -> Vec<String> {
+        let alerts = json["alerts"]
+            .as_array()
+            .expect("the status lists the alerts that fire");
+        alerts
+            .iter()
+            .map(|a| a["alert"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let json = status().await;
+    assert!(firing(&json).is_empty(), "{}", json["alerts"]);
+    let mut c = client::connect(&daemon.endpoint().uri(), None).await.unwrap();
+    let req = pinprove_filecoin::synthetic::request(ProofKind::WinningPoSt, 2048, 1).unwrap();
+    let mut invalid = submit("invalid", &req, pb::Priority::Critical);
+    invalid.proof_kind = 0;
+    assert!(c.prove(pb::ProveRequest { submit: Some(invalid) }).await.is_err());
+    let metrics = http_get(http, "/metrics").await;
+    assert!(metrics.contains("\npinprove_requests_refused_total 1\n"), "{metrics}");
+    let json = status().await;
+    assert_eq!(firing(&json), ["PinproveRequestRefused"], "{}", json["alerts"]);
+    assert_eq!(json["alerts"][0]["severity"], "warning");
     daemon.shutdown().await.unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -711,6 +758,21 @@ async fn the_status_page_shows_the_daemon_at_work_in_a_browser() {
     }
     daemon.shutdown().await.unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The metrics deploy/pinprove-alerts.yml reads.
+fn alert_metrics() -> std::collections::BTreeSet<String> {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/pinprove-alerts.yml")).unwrap();
+    let names: std::collections::BTreeSet<String> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("expr:"))
+        .flat_map(|e| e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+        .filter(|w| w.starts_with("pinprove_"))
+        .map(str::to_owned)
+        .collect();
+    assert!(names.len() >= 8, "{names:?}");
+    names
 }
 
 /// The metric families deploy/grafana-dashboard.json queries.

@@ -82,8 +82,14 @@ impl DeviceSlot {
 
     /// The share of `uptime` its workers spent in the backend's first step.
     pub(super) fn busy_fraction(&self, uptime: Duration) -> f64 {
+        (self.busy_seconds() / uptime.as_secs_f64().max(1e-9)).min(1.0)
+    }
+
+    /// The time its workers spent in the backend's first step, divided by
+    /// its workers: over a window, its growth is the window's busy share.
+    pub(super) fn busy_seconds(&self) -> f64 {
         let busy = Duration::from_nanos(self.busy_nanos.load(Ordering::Relaxed)).as_secs_f64();
-        (busy / (self.workers as f64 * uptime.as_secs_f64().max(1e-9))).min(1.0)
+        busy / self.workers as f64
     }
 
     /// Keeps the latest reading of its GPU.

@@ -28,6 +28,7 @@ impl Inner {
                 workers: d.workers(),
                 in_flight: self.gauges.device_load(i),
                 busy_fraction: d.busy_fraction(uptime),
+                busy_seconds: d.busy_seconds(),
                 current_job: d.current_job(),
                 resident_srs: d.backend().resident_srs(),
                 lost: d.lost(),

@@ -37,6 +37,10 @@ pub struct DeviceStatus {
     /// Fraction of the engine's lifetime the device's workers spent in the
     /// backend's first step (the device-bound part).
     pub busy_fraction: f64,
+    /// The time its workers spent in that step since the engine started,
+    /// divided by its workers (`busy_fraction` over any window is this
+    /// value's growth over the window's length).
+    pub busy_seconds: f64,
     /// The job the device works on now, if any.
     pub current_job: Option<JobId>,
     /// SRS copies the backend keeps itself (bases in device memory, …).
@@ -138,4 +142,19 @@ pub struct EngineStatus {
     pub proofs_failed: u64,
     /// Since start.
     pub uptime: Duration,
+}
+
+impl EngineStatus {
+    /// Partitions the devices could take once admitted: queued for a
+    /// synthesis worker, or waiting for their admission or their
+    /// parameters. Work waiting while the devices idle shows here.
+    pub fn partitions_waiting(&self) -> usize {
+        let queued: usize = self.queues.iter().map(|q| q.pending).sum();
+        let held = self
+            .partitions
+            .iter()
+            .filter(|p| matches!(p.phase, crate::Phase::Admission | crate::Phase::SrsLoad))
+            .count();
+        queued + held
+    }
 }
