@@ -2,8 +2,9 @@
 //! precompiler, warm sets, SRS registry, pool and budget), what every
 //! thread of the engine holds, and the job bookkeeping they share.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use pinprove_groth16::CapacityHints;
@@ -44,6 +45,10 @@ pub(crate) struct Inner {
     pub(super) timeline: Arc<Timeline>,
     pub(super) shutdown: AtomicBool,
     pub(super) started_at: Instant,
+    /// The reasons each partition waiting for its admission was seen to
+    /// wait for (by [`status`](Inner::status)), named on its admission's
+    /// span in the timeline once it is admitted.
+    pub(super) waits_seen: Mutex<HashMap<(JobId, usize), Vec<&'static str>>>,
 }
 
 impl Inner {

@@ -251,6 +251,7 @@ impl Engine {
             metrics: Metrics::default(),
             shutdown: AtomicBool::new(false),
             started_at: Instant::now(),
+            waits_seen: Default::default(),
         });
         inner.devices.pin_with_a_live_gpu();
         let mut engine = Engine {

@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use pinprove_mem::sync::Recover;
+
 use super::inner::Inner;
 use super::precompiler::{CircuitSynthesis, SynthesisMode};
 use super::status::{DeviceStatus, EngineStatus, PartitionStatus, QueueStatus};
@@ -36,9 +38,18 @@ impl Inner {
             })
             .collect();
         let mut waits = self.admission_waits();
-        let partitions = self
-            .gauges
-            .partitions()
+        let in_flight = self.gauges.partitions();
+        {
+            let mut seen = self.waits_seen.lock().recover();
+            seen.retain(|key, _| in_flight.iter().any(|(k, _)| k == key));
+            for (key, reason) in &waits {
+                let names = seen.entry(*key).or_default();
+                if !names.contains(&reason.name()) {
+                    names.push(reason.name());
+                }
+            }
+        }
+        let partitions = in_flight
             .into_iter()
             .map(|((job, index), w)| PartitionStatus {
                 job,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pinprove_mem::ErrorChain;
+use pinprove_mem::sync::Recover;
 
 use super::guard::catch;
 use super::inner::Inner;
@@ -169,8 +170,13 @@ impl Inner {
         // The load ran last, after the budget admitted the partition.
         let now = Instant::now();
         let loaded_from = now.checked_sub(load).unwrap_or(t).max(t);
+        let seen = self.waits_seen.lock().recover().remove(&(job.id, p.index));
+        let admission_label = match seen {
+            Some(reasons) => format!("{label} (waited for {})", reasons.join(", ")),
+            None => label.clone(),
+        };
         self.timeline
-            .record_between(lane, Phase::Admission, t, loaded_from, label.clone());
+            .record_between(lane, Phase::Admission, t, loaded_from, admission_label);
         if !load.is_zero() {
             self.timeline
                 .record_between(lane, Phase::SrsLoad, loaded_from, now, job.circuit_id.clone());

@@ -307,6 +307,14 @@ fn under_the_planner_a_bursts_parameters_stay_for_its_window_and_the_stream_wait
     // The window (60 s from the burst's job) ends.
     clock.advance(Duration::from_secs(61));
     wait_completed(&engine, job);
+    // The timeline names it on the wait's span.
+    let spans = engine.timeline().spans();
+    assert!(
+        spans
+            .iter()
+            .any(|s| s.name == Phase::Admission && s.label.ends_with("(waited for burst)")),
+        "{spans:?}"
+    );
     let loaded = |id: &str| engine.status().srs.iter().any(|s| s.circuit_id == id && s.loaded);
     assert!(loaded(&stream.id()) && !loaded(&burst.id()));
     assert_idle(&engine, &pool, &acct, "burst window");
