@@ -462,4 +462,7 @@ pub(crate) fn circuit_params(k: ProofKind, sector_bytes: u64) -> Result<CircuitP
 }
 
 #[cfg(test)]
+mod bench;
+
+#[cfg(test)]
 mod tests;

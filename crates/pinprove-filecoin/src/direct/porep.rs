@@ -320,4 +320,7 @@ where
 }
 
 #[cfg(test)]
+mod bench;
+
+#[cfg(test)]
 mod tests;
