@@ -103,7 +103,11 @@ fn bad_input_is_a_clear_error() {
     if !cfg!(feature = "cuda") {
         fails_with(&["h2d"], 1, "without the `cuda` feature");
         fails_with(&["pipeline", "--backend", "native"], 1, "needs a GPU build");
-        fails_with(&["msm", "--log-sizes", "16"], 1, "`pinprove-bench msm` needs a GPU build");
+        fails_with(
+            &["msm", "--log-sizes", "16"],
+            1,
+            "`pinprove-bench msm` needs a GPU build",
+        );
     }
 }
 
