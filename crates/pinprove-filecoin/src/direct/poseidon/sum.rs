@@ -1,7 +1,9 @@
 //! Sums of products in BLS12-381's scalar field with one reduction: Σ aᵢ·bᵢ
 //! as blstrs computes it term by term (n Montgomery multiplications, n - 1
-//! modular additions), in about half the instructions. Poseidon's linear
-//! layers are such sums, one per row of a matrix.
+//! modular additions). Poseidon's linear layers are such sums, one per row
+//! of a matrix; on the WindowPoSt witness this took 14% fewer instructions
+//! than blstrs' multiplications and additions it replaced, and the whole
+//! witness 1.3x less time on one core.
 //!
 //! The values are blstrs' own: Montgomery form (R = 2^256), fully reduced,
 //! so the sum's limbs are exactly those of the `Scalar` the term-by-term
@@ -12,6 +14,11 @@
 //! limb, shift it out), so the accumulator stays below (n + 2)·r: six limbs
 //! hold it for up to [`MAX_TERMS`] terms. One division by r's top bits and
 //! at most one subtraction then bring the result below r.
+//!
+//! Two other shapes measured no faster: accumulating every limb product
+//! into its own column (no carry chain between columns, one carry pass at
+//! the end) and writing the four rounds out by hand; both compiled to more
+//! instructions.
 
 use blst::blst_fr;
 use blstrs::Scalar as Fr;
