@@ -143,7 +143,7 @@ where
         circuit: circuit_of::<Tree>(c.kind, p.params, u64::from(c.cfg.sector_size))?,
         partitions: vec![direct::partition::partition(
             direct::post::Sectors(p.circuit),
-            witness.map(direct::post::PoStWitness),
+            witness.map(|sectors| direct::post::PoStWitness::new(c.kind, sectors)),
             p.public.clone(),
         )],
         inputs: vec![p.public],
@@ -460,6 +460,9 @@ pub(crate) fn circuit_params(k: ProofKind, sector_bytes: u64) -> Result<CircuitP
     }
     with_tree!(sector_bytes, of, k, &rpp.as_v1_config(), sector_bytes)
 }
+
+#[cfg(test)]
+mod bench;
 
 #[cfg(test)]
 mod tests;

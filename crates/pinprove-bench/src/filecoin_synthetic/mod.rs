@@ -184,8 +184,9 @@ pub struct Proving {
     synthesis_mode: String,
     precompiled_partitions: u64,
     classic_partitions: u64,
-    /// Of the pre-compiled partitions, those whose witness was computed by
-    /// the direct PoRep witness generator instead of the circuit's gadgets.
+    /// Of the pre-compiled partitions, those whose witness the direct
+    /// replicas of this kind computed instead of the circuit's gadgets
+    /// (WinningPoSts submitted into the stream are counted apart).
     direct_witnesses: u64,
     /// Waiting after the first proof for the circuit's recording.
     recording_wait_s: f64,
@@ -467,7 +468,7 @@ pub fn measure(
     }
     let stream_device = device_phases(&stack);
     let synthesis = engine.status().synthesis.into_iter().find(|c| c.circuit_id == circuit);
-    let direct_witnesses = pinprove_filecoin::direct::porep::direct_witnesses();
+    let direct_witnesses = pinprove_filecoin::direct::witnesses_computed(kind);
     if let Some(c) = &synthesis {
         eprintln!(
             "synthesis of {circuit}: {:?} now; {} partitions pre-compiled ({} witnesses computed directly), {} classic",

@@ -30,9 +30,12 @@
 //!   SHA-256 and Poseidon parts, the circuit's own few small gadgets for
 //!   the rest.
 //! * [`snap`] — a SnapDeals partition's witness.
+//! * [`witnesses_computed`] — how many partitions' witnesses they made, per
+//!   kind.
 
 mod count;
 pub mod label;
+mod made;
 pub mod partition;
 pub mod porep;
 pub mod poseidon;
@@ -43,6 +46,8 @@ pub mod snap;
 pub mod tree;
 mod word;
 
+pub(crate) use made::witness_made;
+pub use made::witnesses_computed;
 pub use sink::{AllocSink, PackedBits};
 pub use word::{Bit, Word};
 

@@ -14,7 +14,6 @@
 //! circuit's `From<vanilla::Proof>` takes them.
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use bellpepper_core::num::AllocatedNum;
 use bellpepper_core::{ConstraintSystem, SynthesisError};
@@ -55,15 +54,6 @@ pub enum DirectPoRepError {
         /// What does not fit.
         what: String,
     },
-}
-
-/// How many partitions' witnesses were made directly since start (for
-/// reports and tests: the engine cannot tell this path from another).
-static DIRECT_WITNESSES: AtomicU64 = AtomicU64::new(0);
-
-/// Partitions whose witness [`PoRepWitness`] made, since start.
-pub fn direct_witnesses() -> u64 {
-    DIRECT_WITNESSES.load(Ordering::Relaxed)
 }
 
 /// One parent's column: its value in every layer, and its path in tree C.
@@ -325,9 +315,12 @@ where
     }
 
     fn made() {
-        DIRECT_WITNESSES.fetch_add(1, Ordering::Relaxed);
+        super::witness_made(crate::ProofKind::PoRep);
     }
 }
+
+#[cfg(test)]
+mod bench;
 
 #[cfg(test)]
 mod tests;

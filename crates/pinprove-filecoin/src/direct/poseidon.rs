@@ -23,6 +23,10 @@ use ff::Field;
 use filecoin_hashers::PoseidonArity;
 use neptune::poseidon::PoseidonConstants;
 
+mod sum;
+
+use sum::sum_of_products;
+
 /// Allocations of one hash of arity `a`: what [`hash_with`] pushes.
 pub fn allocations<A: PoseidonArity>(constants: &PoseidonConstants<Fr, A>) -> usize {
     let width = constants.width();
@@ -41,11 +45,14 @@ pub fn hash<A: PoseidonArity>(preimage: &[Fr], out: &mut Vec<Fr>) -> Fr {
 pub fn hash_with<A: PoseidonArity>(constants: &PoseidonConstants<Fr, A>, preimage: &[Fr], out: &mut Vec<Fr>) -> Fr {
     let width = constants.width();
     assert_eq!(preimage.len() + 1, width, "a preimage of the constants' arity");
+    assert!(width <= sum::MAX_TERMS, "a width of {width}");
     let keys = &constants.compressed_round_constants;
-    let mut state = Vec::with_capacity(width);
-    state.push(constants.domain_tag);
-    state.extend_from_slice(preimage);
-    let mut next = vec![Fr::ZERO; width];
+    // On the stack: a hash is a few hundred values, an allocation each
+    // would show.
+    let (mut state, mut next) = ([Fr::ZERO; sum::MAX_TERMS], [Fr::ZERO; sum::MAX_TERMS]);
+    let (state, next) = (&mut state[..width], &mut next[..width]);
+    state[0] = constants.domain_tag;
+    state[1..].copy_from_slice(preimage);
     let mut key = 0;
     let mut round = 0;
     let half = constants.half_full_rounds;
@@ -62,7 +69,7 @@ pub fn hash_with<A: PoseidonArity>(constants: &PoseidonConstants<Fr, A>, preimag
             out.extend_from_slice(&[x2, x4, y]);
         }
     }
-    mix(constants, round, &mut state, &mut next);
+    mix(constants, round, state, next);
     round += 1;
 
     // Every later S-box allocates its input (a combination until now), its
@@ -77,13 +84,13 @@ pub fn hash_with<A: PoseidonArity>(constants: &PoseidonConstants<Fr, A>, preimag
             sbox(x, *k, out);
         }
         key += width;
-        mix(constants, round, &mut state, &mut next);
+        mix(constants, round, state, next);
         round += 1;
     }
     for _ in 0..constants.partial_rounds {
         sbox(&mut state[0], keys[key], out);
         key += 1;
-        mix(constants, round, &mut state, &mut next);
+        mix(constants, round, state, next);
         round += 1;
     }
     for r in 0..half {
@@ -95,7 +102,7 @@ pub fn hash_with<A: PoseidonArity>(constants: &PoseidonConstants<Fr, A>, preimag
         if !last {
             key += width;
         }
-        mix(constants, round, &mut state, &mut next);
+        mix(constants, round, state, next);
         round += 1;
     }
     out.push(state[1]);
@@ -111,12 +118,18 @@ fn quintic(x: Fr, post: Fr) -> [Fr; 3] {
 
 /// The linear layer after round `round`, as the gadget applies it: the
 /// pre-sparse matrix after the last initial full round, a sparse matrix
-/// after each partial round, the MDS matrix otherwise.
+/// after each partial round, the MDS matrix otherwise. Every row is a sum
+/// of products, reduced once.
 fn mix<A: PoseidonArity>(constants: &PoseidonConstants<Fr, A>, round: usize, state: &mut [Fr], next: &mut [Fr]) {
     let sparse_from = constants.half_full_rounds - 1;
     let dense = |m: &Vec<Vec<Fr>>, state: &mut [Fr], next: &mut [Fr]| {
+        let mut column = [Fr::ZERO; sum::MAX_TERMS];
+        let column = &mut column[..state.len()];
         for (j, n) in next.iter_mut().enumerate() {
-            *n = state.iter().zip(m.iter()).map(|(x, row)| *x * row[j]).sum();
+            for (c, row) in column.iter_mut().zip(m) {
+                *c = row[j];
+            }
+            *n = sum_of_products(state, column);
         }
         state.copy_from_slice(next);
     };
@@ -125,7 +138,7 @@ fn mix<A: PoseidonArity>(constants: &PoseidonConstants<Fr, A>, round: usize, sta
     } else if round > sparse_from && round < constants.half_full_rounds + constants.partial_rounds {
         let sparse = &constants.sparse_matrixes[round - sparse_from - 1];
         let first = state[0];
-        let head: Fr = state.iter().zip(&sparse.w_hat).map(|(x, w)| *x * w).sum();
+        let head = sum_of_products(state, &sparse.w_hat);
         for (x, v) in state[1..].iter_mut().zip(&sparse.v_rest) {
             *x += first * v;
         }
@@ -143,6 +156,7 @@ mod tests {
     use filecoin_hashers::poseidon::PoseidonFunction;
     use filecoin_hashers::{HashFunction, PoseidonMDArity};
     use generic_array::typenum::{U2, U4, U8, U11, U16};
+    use neptune::poseidon::Poseidon;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
@@ -181,6 +195,37 @@ mod tests {
         check::<U11>(&mut rng);
         check::<U16>(&mut rng);
         check::<PoseidonMDArity>(&mut rng);
+    }
+
+    /// The direct hash against neptune's own (out of circuit) for many
+    /// preimages: random ones and the extremes (all zero, all one, all
+    /// r - 1, alternating).
+    fn check_against_neptune<A: PoseidonArity>(rng: &mut ChaCha8Rng) {
+        let arity = A::to_usize();
+        let top = -Fr::ONE;
+        let mut preimages = vec![vec![Fr::ZERO; arity], vec![Fr::ONE; arity], vec![top; arity]];
+        preimages.push((0..arity).map(|i| if i % 2 == 0 { top } else { Fr::ZERO }).collect());
+        for _ in 0..200 {
+            preimages.push((0..arity).map(|_| Fr::random(&mut *rng)).collect());
+        }
+        let mut out = Vec::new();
+        for preimage in &preimages {
+            out.clear();
+            let expected = Poseidon::new_with_preimage(preimage, A::PARAMETERS()).hash();
+            assert_eq!(hash::<A>(preimage, &mut out), expected, "arity {arity}: {preimage:?}");
+            assert_eq!(out.last(), Some(&expected));
+        }
+    }
+
+    #[test]
+    fn the_hash_is_neptunes_for_random_and_extreme_preimages() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        check_against_neptune::<U2>(&mut rng);
+        check_against_neptune::<U4>(&mut rng);
+        check_against_neptune::<U8>(&mut rng);
+        check_against_neptune::<U11>(&mut rng);
+        check_against_neptune::<U16>(&mut rng);
+        check_against_neptune::<PoseidonMDArity>(&mut rng);
     }
 
     #[test]

@@ -9,7 +9,6 @@
 //! and records them so too
 //! ([`record_parts`](pinprove_groth16::precompiled::record_parts)).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bellpepper_core::num::AllocatedNum;
@@ -32,18 +31,21 @@ use super::count::{Counter, enforce_n};
 use super::partition::{DirectWitness, RealCircuit};
 use super::poseidon;
 use super::tree::{PoseidonPath, inclusion};
-
-/// How many partitions' witnesses were made directly since start (for
-/// reports and tests: the engine cannot tell this path from another).
-static DIRECT_WITNESSES: AtomicU64 = AtomicU64::new(0);
-
-/// PoSt partitions whose witness the replicas made, since start.
-pub fn direct_witnesses() -> u64 {
-    DIRECT_WITNESSES.load(Ordering::Relaxed)
-}
+use crate::ProofKind;
 
 /// A PoSt partition's witness: its sectors, each made on its own core.
-pub struct PoStWitness(pub Vec<SectorWitness>);
+pub struct PoStWitness {
+    /// WindowPoSt or WinningPoSt (they are counted apart).
+    kind: ProofKind,
+    sectors: Vec<SectorWitness>,
+}
+
+impl PoStWitness {
+    /// The witness of a `kind` partition made of `sectors`.
+    pub fn new(kind: ProofKind, sectors: Vec<SectorWitness>) -> Self {
+        Self { kind, sectors }
+    }
+}
 
 impl DirectWitness for PoStWitness {
     fn witness_values(
@@ -52,8 +54,8 @@ impl DirectWitness for PoStWitness {
         pool: &Arc<PinnedPool>,
         funds: Option<&mut Reservation>,
     ) -> Result<WitnessValues, PrecompiledError> {
-        let values = synthesize_witness_parts(&self.0, recording, pool, funds)?;
-        DIRECT_WITNESSES.fetch_add(1, Ordering::Relaxed);
+        let values = synthesize_witness_parts(&self.sectors, recording, pool, funds)?;
+        super::witness_made(self.kind);
         Ok(values)
     }
 }

@@ -16,7 +16,6 @@
 //! are one per pick, bit, packing or equality, as the gadgets enforce them.
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use bellpepper_core::num::AllocatedNum;
 use bellpepper_core::{ConstraintSystem, SynthesisError};
@@ -54,15 +53,6 @@ pub enum DirectSnapError {
         /// What does not fit.
         what: String,
     },
-}
-
-/// How many partitions' witnesses were made directly since start (for
-/// reports and tests: the engine cannot tell this path from another).
-static DIRECT_WITNESSES: AtomicU64 = AtomicU64::new(0);
-
-/// SnapDeals partitions whose witness [`SnapWitness`] made, since start.
-pub fn direct_witnesses() -> u64 {
-    DIRECT_WITNESSES.load(Ordering::Relaxed)
 }
 
 /// One challenge's proofs, as the circuit uses them.
@@ -336,7 +326,7 @@ where
     }
 
     fn made() {
-        DIRECT_WITNESSES.fetch_add(1, Ordering::Relaxed);
+        super::witness_made(crate::ProofKind::SnapDeals);
     }
 }
 

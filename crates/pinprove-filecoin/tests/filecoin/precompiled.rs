@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use crate::common::*;
 use pinprove_engine::{EngineConfig, SynthesisMode};
+use pinprove_filecoin::direct::witnesses_computed;
 use pinprove_filecoin::sample::SampleSector;
-use pinprove_filecoin::{FilecoinOptions, FilecoinProver, ParamCache};
+use pinprove_filecoin::{FilecoinOptions, FilecoinProver, ParamCache, ProofKind};
 use pinprove_groth16::Scalar;
 use pinprove_mem::BudgetConfig;
 use pinprove_stack::{BackendKind, Stack, StackConfig};
@@ -72,7 +73,7 @@ fn every_kind_proves_precompiled_and_verifies() {
     let classic = prove_fixed(&prover, &porep, 10);
     assert!(sector.verify_seal(&classic).unwrap());
     assert_eq!(mode(&prover, "porep-2k"), (SynthesisMode::Precompiled, 0));
-    let direct_before = pinprove_filecoin::direct::porep::direct_witnesses();
+    let direct_before = witnesses_computed(ProofKind::PoRep);
     // The second time from the bare C1 output (as filecoin-ffi writes it,
     // not wrapped as Curio sends it): the same sector, so the same bytes.
     let mut bare = porep.clone();
@@ -81,7 +82,7 @@ fn every_kind_proves_precompiled_and_verifies() {
     assert_eq!(mode(&prover, "porep-2k"), (SynthesisMode::Precompiled, 1));
     // The one PoRep partition's witness came from the direct generator
     // (and matched the recording: it counts as pre-compiled above).
-    assert_eq!(pinprove_filecoin::direct::porep::direct_witnesses() - direct_before, 1);
+    assert_eq!(witnesses_computed(ProofKind::PoRep) - direct_before, 1);
     assert_eq!(precompiled, classic, "the direct PoRep witness proves the same bytes");
     assert!(sector.verify_seal(&precompiled).unwrap());
 
@@ -91,10 +92,10 @@ fn every_kind_proves_precompiled_and_verifies() {
     let classic = prove_fixed(&prover, &winning, 20);
     assert!(sector.verify_winning_post(randomness, &classic).unwrap());
     assert_eq!(mode(&prover, "winning-2k"), (SynthesisMode::Precompiled, 0));
-    let direct_before = pinprove_filecoin::direct::post::direct_witnesses();
+    let direct_before = witnesses_computed(ProofKind::WinningPoSt);
     let precompiled = prove_fixed(&prover, &winning, 20);
     assert_eq!(mode(&prover, "winning-2k"), (SynthesisMode::Precompiled, 1));
-    assert_eq!(pinprove_filecoin::direct::post::direct_witnesses() - direct_before, 1);
+    assert_eq!(witnesses_computed(ProofKind::WinningPoSt) - direct_before, 1);
     assert_eq!(
         precompiled, classic,
         "the direct WinningPoSt witness proves the same bytes"
@@ -104,10 +105,10 @@ fn every_kind_proves_precompiled_and_verifies() {
     let window = sector.window_post_requests(&[3, 11], randomness).unwrap();
     let classic = prove_fixed(&prover, &window[0], 30);
     assert!(sector.verify_window_post(&[3, 11], randomness, &classic).unwrap());
-    let direct_before = pinprove_filecoin::direct::post::direct_witnesses();
+    let direct_before = witnesses_computed(ProofKind::WindowPoSt);
     let precompiled = prove_fixed(&prover, &window[0], 30);
     assert_eq!(mode(&prover, "wpost-2k"), (SynthesisMode::Precompiled, 1));
-    assert_eq!(pinprove_filecoin::direct::post::direct_witnesses() - direct_before, 1);
+    assert_eq!(witnesses_computed(ProofKind::WindowPoSt) - direct_before, 1);
     assert_eq!(
         precompiled, classic,
         "the direct WindowPoSt witness proves the same bytes"
@@ -117,11 +118,11 @@ fn every_kind_proves_precompiled_and_verifies() {
     let snap = sector.snap_update(&dir.join("update")).unwrap();
     let classic = prove_fixed(&prover, &snap, 40);
     assert!(SampleSector::verify_update(&snap, &classic).unwrap());
-    let direct_before = pinprove_filecoin::direct::snap::direct_witnesses();
+    let direct_before = witnesses_computed(ProofKind::SnapDeals);
     let precompiled = prove_fixed(&prover, &snap, 40);
     assert_eq!(mode(&prover, "snap-2k"), (SynthesisMode::Precompiled, 1));
     // The one update partition's witness came from the direct generator.
-    assert_eq!(pinprove_filecoin::direct::snap::direct_witnesses() - direct_before, 1);
+    assert_eq!(witnesses_computed(ProofKind::SnapDeals) - direct_before, 1);
     assert_eq!(
         precompiled, classic,
         "the direct SnapDeals witness proves the same bytes"

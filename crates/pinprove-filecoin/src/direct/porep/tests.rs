@@ -31,7 +31,7 @@ use crate::direct::tests::{Recorder, same};
 /// Partition `k` of a synthetic C1 output: the circuit and the direct
 /// witness generator, both from the same vanilla proofs.
 #[allow(clippy::ptr_arg)] // StackedCompound::circuit takes a &Vec
-fn partition<Tree>(
+pub(super) fn partition<Tree>(
     c1: &SealCommitPhase1Output,
     proofs: &Vec<stacked::Proof<Tree, Sha256Hasher>>,
     k: usize,
@@ -53,7 +53,7 @@ where
     (circuit, PoRepWitness::new(&pub_in, proofs).unwrap())
 }
 
-fn c1_output(sector_size: u64) -> SealCommitPhase1Output {
+pub(super) fn c1_output(sector_size: u64) -> SealCommitPhase1Output {
     let req = crate::synthetic::request(ProofKind::PoRep, sector_size, 7).unwrap();
     crate::porep::decode(&req.vanilla_proof).unwrap().0
 }
