@@ -735,6 +735,10 @@ async fn the_status_page_shows_the_daemon_at_work_in_a_browser() {
     assert!(dom.contains("winning-2k"), "its parameters: {dom}");
     assert!(dom.contains("budget") && dom.contains("GiB"), "{dom}");
     assert!(
+        dom.contains("Alerts") && dom.contains("none firing"),
+        "the alerts: {dom}"
+    );
+    assert!(
         dom.contains("<svg") && dom.contains("<rect x="),
         "the timeline renders: {dom}"
     );

@@ -131,9 +131,12 @@ pub struct DayArgs {
     /// measured at that much free memory; a 16 GB card: 15 GiB free).
     #[arg(long, value_parser = pinprove_mem::parse_bytes, default_value = "16GB", requires = "simulate")]
     gpu_memory: u64,
-    /// Simulate with every idea of the planner on (otherwise the engine's
-    /// rules of this build, and the ideas named by `--ideas`).
-    #[arg(long, requires = "simulate")]
+    /// Every idea of the planner on: simulated, all of them (otherwise the
+    /// engine's rules of this build, and the ideas named by `--ideas`); on
+    /// a real backend, those the engine carries out, as the daemon's
+    /// `[memory] planner` (a burst window, Critical kinds kept, recordings
+    /// evicted after parameters).
+    #[arg(long)]
     planned: bool,
     /// Ideas of the planner to turn on in the simulation.
     #[arg(long, value_enum, value_delimiter = ',', requires = "simulate")]
@@ -201,8 +204,9 @@ struct DayReport {
     budget_bytes: u64,
     /// The budget when it was fullest over the day, by holder.
     budget_fullest: crate::budget_watch::BudgetSample,
-    /// The share of the day the device worked (the simulated day's; not
-    /// read on the GPU).
+    /// The share of the day the devices worked: on a real backend, the
+    /// time their workers spent in the backend's device step (as
+    /// `pinprove_device_busy_seconds_total` counts it) over the day's.
     device_busy: Option<f64>,
     /// Proofs that failed, and those refused (they could never fit).
     failed: usize,
@@ -252,6 +256,7 @@ pub fn run(args: &DayArgs) -> Result<()> {
     let engine = stack.engine(EngineConfig {
         precompiled: true,
         hints_dir: args.hints_dir.clone(),
+        planner: args.planned.then(pinprove_engine::planner::Policy::planned),
         ..EngineConfig::default()
     })?;
     let prover = FilecoinProver::for_synthetic_inputs(
@@ -300,6 +305,9 @@ pub fn run(args: &DayArgs) -> Result<()> {
     let [porep, wpost, winning] = [&requests[0], &requests[1], &requests[2]];
     let day = Duration::from_secs_f64(args.minutes * 60.0);
     let watch = crate::budget_watch::BudgetWatch::start(Arc::clone(prover.engine()), Duration::from_millis(250));
+    // The devices' busy time so far (recordings made before the day).
+    let busy_seconds = || -> f64 { prover.engine().status().devices.iter().map(|d| d.busy_seconds).sum() };
+    let busy_before = busy_seconds();
     let start = Instant::now();
     let deadline = start + day + Duration::from_secs_f64(args.grace_minutes * 60.0);
     let unfinished = std::sync::atomic::AtomicUsize::new(0);
@@ -449,7 +457,7 @@ pub fn run(args: &DayArgs) -> Result<()> {
         peak_rss_bytes: sys::peak_rss_bytes(),
         budget_bytes: stack.budget.total(),
         budget_fullest,
-        device_busy: None,
+        device_busy: Some((busy_seconds() - busy_before) / elapsed / stack.devices.len().max(1) as f64),
         failed: 0,
         refused: 0,
         simulated: None,
