@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use crate::ids::shown;
 use crate::jobs::{Ended, State};
-use crate::metrics::metrics_text;
+use crate::metrics::{metrics_text, metrics_text_of};
 use crate::service::Service;
 
 /// What the page serves, and to whom.
@@ -177,9 +177,18 @@ async fn timeline(Axum(page): Axum<Page>) -> impl IntoResponse {
 async fn status(Axum(page): Axum<Page>) -> Json<StatusView> {
     let s = &page.service;
     let service = Arc::clone(s);
-    let alerts = tokio::task::spawn_blocking(move || service.alerts.firing(&metrics_text(&service.jobs)))
-        .await
-        .unwrap_or_default();
+    // One reading of the engine (its locks: off the runtime) serves the
+    // view and the metrics the alert rules are evaluated over.
+    let read = tokio::task::spawn_blocking(move || {
+        let engine = service.jobs.prover().engine().status();
+        let alerts = service.alerts.firing(&metrics_text_of(&service.jobs, &engine));
+        (alerts, engine)
+    })
+    .await;
+    let (alerts, engine) = match read {
+        Ok(read) => read,
+        Err(_) => (Vec::new(), s.jobs.prover().engine().status()),
+    };
     let jobs = s
         .jobs
         .active()
@@ -219,7 +228,7 @@ async fn status(Axum(page): Axum<Page>) -> Json<StatusView> {
         jobs,
         recent,
         alerts,
-        engine: s.jobs.prover().engine().status(),
+        engine,
     })
 }
 

@@ -13,7 +13,12 @@ use crate::jobs::Jobs;
 
 /// The engine's metrics and the daemon's own.
 pub(crate) fn metrics_text(jobs: &Jobs) -> String {
-    let mut out = jobs.prover().engine().metrics_text();
+    metrics_text_of(jobs, &jobs.prover().engine().status())
+}
+
+/// [`metrics_text`] of an engine status the caller already read.
+pub(crate) fn metrics_text_of(jobs: &Jobs, engine: &pinprove_engine::EngineStatus) -> String {
+    let mut out = jobs.prover().engine().metrics_text_of(engine);
     daemon_metrics(jobs, &mut out);
     out
 }

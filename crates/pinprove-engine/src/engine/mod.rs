@@ -529,7 +529,13 @@ impl Engine {
     /// Prometheus text: budget, pool, queues, phase latencies, proofs,
     /// device busy fractions, GPU readings.
     pub fn metrics_text(&self) -> String {
-        crate::metrics::render(&self.inner.metrics, &self.status())
+        self.metrics_text_of(&self.status())
+    }
+
+    /// [`metrics_text`](Self::metrics_text) of a status the caller already
+    /// read, so that one reading serves both.
+    pub fn metrics_text_of(&self, status: &EngineStatus) -> String {
+        crate::metrics::render(&self.inner.metrics, status)
     }
 
     /// The recorded timeline.
