@@ -5,16 +5,19 @@
 //      bucket, value: the point, which copy, and the sign), zero digits a
 //      sentinel key that sorts last;
 //   2. the entries are sorted by key (CUB's radix sort over the key's bits);
-//   3. each bucket's first entry is found by binary search;
-//   4. accumulation: the sorted entries are cut into runs of CHUNK, one
+//   3. accumulation: the sorted entries are cut into runs of CHUNK, one
 //      per worker (a thread, or a pair of threads for G2, whose Fp2
 //      arithmetic is shared by two lanes), so every worker adds the same
 //      number of points whatever the buckets' sizes. A bucket whose entries
 //      all lie in one run is added into its sum by that worker; one that
 //      spans runs leaves a partial sum per run, which
-//   5. fixup adds into the bucket's sum.
-// Steps 1–3 of a batch run on the lane's digits stream while the compute
-// stream runs steps 4–5 of the batch before (two sets of entries).
+//   4. fixup adds into the bucket's sum: the worker whose run holds the
+//      bucket's first entry adds the partial sums of the runs after it.
+// Where a bucket's entries begin and end is read from the neighbouring
+// keys, so no stage costs in proportion to the buckets (wide windows have
+// millions of them per batch).
+// Steps 1–2 of a batch run on the lane's digits stream while the compute
+// stream runs steps 3–4 of the batch before (two sets of entries).
 // The bucket sums stay on the device across batches. At the end each set
 // of buckets is reduced, segment by segment, to pairs
 // (Σ (j+1)·B_j, Σ B_j) that the host weighs and adds (native_msm.cu).
@@ -356,53 +359,36 @@ __global__ void digits(uint32_t* keys, uint32_t* vals, const fr_t* scalars, uint
 #endif
 }
 
-// starts[b] = the first sorted entry whose key is at least b, for b in
-// 0 ..= buckets (starts[buckets]: the entries that are not zero digits).
-__global__ void bucket_starts(uint32_t* starts, const uint32_t* keys, uint32_t total, uint32_t buckets)
-{
-    uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b > buckets)
-        return;
-    uint32_t lo = 0, hi = total;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (keys[mid] < b)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    starts[b] = lo;
-}
-
 // Worker w sums entries [w·CHUNK, (w+1)·CHUNK) of the sorted ones (up to
-// the last that is not a zero digit). A run of one bucket inside it that
-// is the bucket's whole is added to the bucket's sum; one that is not
-// goes to partial[2w] when it is the worker's first run, else to
-// partial[2w + 1] (then it is its last).
+// the first zero digit's sentinel). A run of one bucket inside it that is
+// the bucket's whole (the keys beside it differ) is added to the bucket's
+// sum; one that is not goes to partial[2w] when it is the worker's first
+// run, else to partial[2w + 1] (then it is its last).
 template<class field_t>
 __global__ void accumulate(xyzz_mem<field_t>* buckets, xyzz_mem<field_t>* partial, const uint32_t* keys,
-                           const uint32_t* vals, const uint32_t* starts, uint32_t nbuckets, uint32_t workers,
+                           const uint32_t* vals, uint32_t total, uint32_t sentinel, uint32_t workers,
                            const affine_mem<field_t>* bases, const affine_mem<field_t>* extra, uint32_t n_tab)
 {
 #ifdef __CUDA_ARCH__
     const uint32_t w = (blockIdx.x * blockDim.x + threadIdx.x) / field_t::degree;
     if (w >= workers)
         return;
-    const uint32_t valid = starts[nbuckets];
     const uint32_t lo = w * CHUNK;
-    if (lo >= valid)
+    const uint32_t hi = min(lo + CHUNK, total);
+    uint32_t cur = keys[lo];
+    if (cur == sentinel)
         return;
-    const uint32_t hi = min(lo + CHUNK, valid);
+    // Whether the bucket of the first run began in a run before.
+    bool continued = lo > 0 && keys[lo - 1] == cur;
     xyzz<field_t> acc;
     acc.set_inf();
-    uint32_t cur = keys[lo];
-    uint32_t seg = lo;
     bool first = true;
     for (uint32_t p = lo;; p++) {
         uint32_t k = p < hi ? keys[p] : 0xffffffffu;
         if (k != cur) {
-            // The run [seg, p) of bucket `cur` ends here.
-            if (starts[cur] == seg && starts[cur + 1] == p) {
+            // The run of bucket `cur` ends at p.
+            bool goes_on = p == hi && hi < total && keys[hi] == cur;
+            if (!continued && !goes_on) {
                 xyzz<field_t> b;
                 b.load(buckets[cur]);
                 b.add(acc);
@@ -410,11 +396,11 @@ __global__ void accumulate(xyzz_mem<field_t>* buckets, xyzz_mem<field_t>* partia
             } else {
                 acc.store(partial[2 * (size_t)w + (first ? 0 : 1)]);
             }
-            if (p >= hi)
+            if (p >= hi || k == sentinel)
                 break;
             first = false;
+            continued = false;
             cur = k;
-            seg = p;
             acc.set_inf();
         }
         uint32_t v = vals[p];
@@ -429,33 +415,42 @@ __global__ void accumulate(xyzz_mem<field_t>* buckets, xyzz_mem<field_t>* partia
 #endif
 }
 
-// Buckets whose entries span several workers' runs: their partial sums
-// added into the bucket's sum (see accumulate for which slot holds what).
+// Buckets whose entries span several workers' runs: the worker whose run
+// holds a bucket's first entry adds the partial sums of the bucket's runs
+// (its own last, then each next worker's first) into the bucket's sum
+// (see accumulate for which slot holds what).
 template<class field_t>
-__global__ void fixup(xyzz_mem<field_t>* buckets, const xyzz_mem<field_t>* partial, const uint32_t* starts,
-                      uint32_t nbuckets)
+__global__ void fixup(xyzz_mem<field_t>* buckets, const xyzz_mem<field_t>* partial, const uint32_t* keys,
+                      uint32_t total, uint32_t sentinel, uint32_t workers)
 {
 #ifdef __CUDA_ARCH__
-    const uint32_t b = (blockIdx.x * blockDim.x + threadIdx.x) / field_t::degree;
-    if (b >= nbuckets)
+    const uint32_t w = (blockIdx.x * blockDim.x + threadIdx.x) / field_t::degree;
+    if (w >= workers)
         return;
-    const uint32_t s = starts[b], e = starts[b + 1];
-    if (e == s)
+    const uint32_t lo = w * CHUNK;
+    const uint32_t hi = min(lo + CHUNK, total);
+    if (hi >= total)
         return;
-    const uint32_t w0 = s / CHUNK, w1 = (e - 1) / CHUNK;
-    if (w0 == w1)
-        return;
+    const uint32_t k = keys[hi - 1];
+    if (k == sentinel || keys[hi] != k)
+        return; // the last run ends inside the worker's entries
+    const bool only_run = keys[lo] == k;
+    if (only_run && lo > 0 && keys[lo - 1] == k)
+        return; // the bucket began before: not this worker's
     xyzz<field_t> acc;
-    acc.load(partial[2 * (size_t)w0 + (s == w0 * CHUNK ? 0 : 1)]);
-    for (uint32_t w = w0 + 1; w <= w1; w++) {
+    acc.load(partial[2 * (size_t)w + (only_run ? 0 : 1)]);
+    for (uint32_t v = w + 1; v < workers; v++) {
         xyzz<field_t> p;
-        p.load(partial[2 * (size_t)w]);
+        p.load(partial[2 * (size_t)v]);
         acc.add(p);
+        const uint32_t end = min((v + 1) * CHUNK, total);
+        if (end >= total || keys[end] != k)
+            break;
     }
     xyzz<field_t> sum;
-    sum.load(buckets[b]);
+    sum.load(buckets[k]);
     sum.add(acc);
-    sum.store(buckets[b]);
+    sum.store(buckets[k]);
 #endif
 }
 
@@ -520,8 +515,8 @@ uint32_t bit_length(uint32_t v)
     return r;
 }
 
-// The stages of a call, as the profile counts them: the digits, the sort
-// (with the buckets' starts), the accumulation, the fixup, the reduction of
+// The stages of a call, as the profile counts them: the digits, the sort,
+// the accumulation, the fixup, the reduction of
 // the sets (with the copy of their pairs to the host).
 constexpr int STAGES = 5;
 
@@ -594,13 +589,13 @@ struct stage_marks {
 // The entries of one batch in flight: written and sorted on the digits
 // stream, read by the accumulation and fixup on the compute stream.
 struct entries_t {
-    scratch<uint32_t> keys0, keys1, vals0, vals1, starts;
+    scratch<uint32_t> keys0, keys1, vals0, vals1;
     cub::DoubleBuffer<uint32_t> keys, vals;
-    cudaEvent_t sorted = nullptr; // the batch's entries and starts are ready
+    cudaEvent_t sorted = nullptr; // the batch's entries are sorted
     cudaEvent_t read = nullptr;   // the compute stream is done with them
-    entries_t(cudaStream_t s, size_t entries, uint32_t nbuckets)
-        : keys0(s, entries), keys1(s, entries), vals0(s, entries), vals1(s, entries), starts(s, (size_t)nbuckets + 1),
-          keys(keys0.ptr, keys1.ptr), vals(vals0.ptr, vals1.ptr)
+    entries_t(cudaStream_t s, size_t entries)
+        : keys0(s, entries), keys1(s, entries), vals0(s, entries), vals1(s, entries), keys(keys0.ptr, keys1.ptr),
+          vals(vals0.ptr, vals1.ptr)
     {
         CUDA_OK(cudaEventCreateWithFlags(&sorted, cudaEventDisableTiming));
         CUDA_OK(cudaEventCreateWithFlags(&read, cudaEventDisableTiming));
@@ -615,7 +610,7 @@ struct entries_t {
     }
 };
 
-// One call. Batch b's digits, sort and bucket starts run on the lane's
+// One call. Batch b's digits and sort run on the lane's
 // digits stream into entry set b mod 2 while the compute stream
 // accumulates batch b − 1 from the other set; the digits stream reuses a
 // set once the compute stream has read it. Profiled calls run every stage
@@ -630,7 +625,8 @@ void run(const pinprove::lane_t& lane, const call_t& c)
     const uint32_t per_set = 1u << (c.wbits - 1);
     const uint32_t nbuckets = g * per_set;
     const uint32_t segs = segments(c.wbits);
-    const uint32_t key_bits = bit_length(nbuckets); // the sentinel's too
+    const uint32_t sentinel = nbuckets; // the key of zero digits, sorted last
+    const uint32_t key_bits = bit_length(sentinel);
     // Scalars per batch: as many as MAX_ENTRIES entries allow (a batch's
     // entries are counted in 32 bits, and by CUB in an int), fewer if asked.
     const size_t most = MAX_ENTRIES / nwins;
@@ -642,7 +638,7 @@ void run(const pinprove::lane_t& lane, const call_t& c)
     stage_marks marks{s, profiling()};
     const cudaStream_t sd = marks.on ? lane.compute : lane.digits;
 
-    entries_t sets[2] = {{s, entries, nbuckets}, {s, entries, nbuckets}};
+    entries_t sets[2] = {{s, entries}, {s, entries}};
     scratch<xyzz_mem<field_t>> buckets{s, nbuckets};
     scratch<xyzz_mem<field_t>> partial{s, 2 * (size_t)max_workers};
     scratch<xyzz_mem<field_t>> out{s, 2 * (size_t)g * segs};
@@ -674,20 +670,17 @@ void run(const pinprove::lane_t& lane, const call_t& c)
             marks.end(0);
             CUDA_OK(cub::DeviceRadixSort::SortPairs(temp.ptr, temp_bytes, e.keys, e.vals, (int)total, 0,
                                                     (int)key_bits, sd));
-            bucket_starts<<<blocks_for((size_t)nbuckets + 1), BLOCK, 0, sd>>>(e.starts.ptr, e.keys.Current(), total,
-                                                                              nbuckets);
-            CUDA_OK(cudaGetLastError());
             marks.end(1);
             CUDA_OK(cudaEventRecord(e.sorted, sd));
             CUDA_OK(cudaStreamWaitEvent(s, e.sorted, 0));
             const uint32_t workers = (total + CHUNK - 1) / CHUNK;
             accumulate<field_t><<<blocks_for((size_t)workers * degree), BLOCK, 0, s>>>(
-                buckets.ptr, partial.ptr, e.keys.Current(), e.vals.Current(), e.starts.ptr, nbuckets, workers, bases,
-                extra, (uint32_t)c.n_tab);
+                buckets.ptr, partial.ptr, e.keys.Current(), e.vals.Current(), total, sentinel, workers, bases, extra,
+                (uint32_t)c.n_tab);
             CUDA_OK(cudaGetLastError());
             marks.end(2);
-            fixup<field_t><<<blocks_for((size_t)nbuckets * degree), BLOCK, 0, s>>>(buckets.ptr, partial.ptr,
-                                                                                   e.starts.ptr, nbuckets);
+            fixup<field_t><<<blocks_for((size_t)workers * degree), BLOCK, 0, s>>>(
+                buckets.ptr, partial.ptr, e.keys.Current(), total, sentinel, workers);
             CUDA_OK(cudaGetLastError());
             marks.end(3);
             CUDA_OK(cudaEventRecord(e.read, s));

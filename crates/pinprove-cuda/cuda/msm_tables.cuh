@@ -52,11 +52,19 @@ inline uint32_t used_copies(uint32_t wbits, uint32_t copies)
 }
 
 // Segments of a set's buckets the device reduces each to a pair
-// (Σ (j+1)·B_j, Σ B_j); the host weighs and adds the pairs.
+// (Σ (j+1)·B_j, Σ B_j); the host weighs and adds the pairs. A device
+// thread walks a segment (two additions per bucket) and a host thread a
+// set's pairs (three per segment): up to 2^15 buckets a set is cut into
+// 256 segments, wider sets into segments of 128 buckets, at most 4096 of
+// them (at c = 20, a thread per segment keeps the device busy where 256
+// segments of 2048 buckets left most of it idle).
 inline uint32_t segments(uint32_t wbits)
 {
     uint32_t per_set = 1u << (wbits - 1);
-    return per_set < 256 ? per_set : 256;
+    if (per_set <= (1u << 15))
+        return per_set < 256 ? per_set : 256;
+    uint32_t segs = per_set / 128;
+    return segs < 4096 ? segs : 4096;
 }
 
 // The window width for an MSM of n scalars without precomputed copies.
