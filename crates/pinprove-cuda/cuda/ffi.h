@@ -30,7 +30,8 @@ struct pinprove_msm_call {
     uint32_t small_bits;
     bool mont;                   // scalars in Montgomery form
     void* mark;                  // cudaEvent_t recorded after the MSM's device work (may be null)
-    size_t max_batch;            // points per Pippenger batch; 0: the default
+    size_t max_batch;            // points per Pippenger batch, or (window, scalar) entries per batch of
+                                 // pinprove's kernel; 0: the default
     size_t base_offset;          // the first base the scalars pair with (idx null)
     size_t idx_base;             // the query's base at the handle's first (windows): idx and small_idx less it
     uint32_t kernel;             // the full-width part: 0 sppark's Pippenger, 1 pinprove's (msm_tables.cuh)

@@ -1,9 +1,10 @@
 // pinprove's MSM kernel over fixed bases and their precomputed copies
 // (the algebra is in msm_tables.cuh). One MSM call, batch by batch of its
-// scalars:
-//   1. digits: each scalar's W signed digits become W entries (key: the
-//      bucket, value: the point, which copy, and the sign), zero digits a
-//      sentinel key that sorts last;
+// entries (pairs of a window and a scalar: a batch is a range of windows
+// of a range of scalars):
+//   1. digits: each scalar's signed digits in the batch's windows become
+//      entries (key: the bucket, value: the point, which copy, and the
+//      sign), zero digits a sentinel key that sorts last;
 //   2. the entries are sorted by key (CUB's radix sort over the key's bits);
 //   3. accumulation: the sorted entries are cut into runs of CHUNK, one
 //      per worker (a thread, or a pair of threads for G2, whose Fp2
@@ -60,9 +61,15 @@ using pinprove::tables::call_t;
 constexpr uint32_t SIGN = 0x80000000u;
 // Sorted entries per worker in the accumulation.
 constexpr uint32_t CHUNK = 64;
-// Entries per batch: keys and values, twice for the sort, in two sets (one
-// sorted while the other's batch is accumulated): 512 MiB.
+// Entries per batch by default: keys and values, twice for the sort, in
+// two sets (one sorted while the other's batch is accumulated): 512 MiB.
+// A large MSM's batch is one window of 2^24 scalars, so that a set of
+// 2^(c−1) buckets gets many entries per batch (each bucket's sum is read
+// and written once per batch, with a full addition): a batch of every
+// window of fewer scalars spreads as many entries over W sets.
 constexpr size_t MAX_ENTRIES = (size_t)1 << 24;
+// The most a call may ask for (8 GiB of entries).
+constexpr size_t LARGEST_ENTRIES = (size_t)1 << 28;
 constexpr uint32_t BLOCK = 256;
 
 template<class field_t>
@@ -306,12 +313,14 @@ __global__ void build_copy(affine_mem<field_t>* dst, const affine_mem<field_t>* 
 #endif
 }
 
-// Entry (window j, scalar i) at j·num + i: key set·2^(c−1) + |d| − 1, value
-// (m·n_tab + point) with the sign; a zero digit gets the sentinel key
-// group·2^(c−1). Digits as base_tables::signed_digits makes them.
+// Entry (window j, scalar i) for windows j0 <= j < j1 at (j − j0)·num + i:
+// key set·2^(c−1) + |d| − 1, value (m·n_tab + point) with the sign; a zero
+// digit gets the sentinel key group·2^(c−1). Digits as
+// base_tables::signed_digits makes them (the windows below j0 give the
+// carry into j0).
 __global__ void digits(uint32_t* keys, uint32_t* vals, const fr_t* scalars, uint32_t num, bool mont,
                        const uint32_t* idx, uint32_t idx_base, size_t first_point, uint32_t n_tab, uint32_t wbits,
-                       uint32_t nwins, uint32_t group)
+                       uint32_t j0, uint32_t j1, uint32_t group)
 {
 #ifdef __CUDA_ARCH__
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -329,7 +338,7 @@ __global__ void digits(uint32_t* keys, uint32_t* vals, const fr_t* scalars, uint
     const uint32_t mask = full - 1;
     const uint32_t sentinel = group << (wbits - 1);
     uint32_t carry = 0;
-    for (uint32_t j = 0; j < nwins; j++) {
+    for (uint32_t j = 0; j < j1; j++) {
         uint32_t off = j * wbits;
         uint32_t at = off / 32;
         uint64_t two = at < 8 ? limbs[at] : 0;
@@ -345,7 +354,9 @@ __global__ void digits(uint32_t* keys, uint32_t* vals, const fr_t* scalars, uint
             mag = w;
             carry = 0;
         }
-        size_t e = (size_t)j * num + i;
+        if (j < j0)
+            continue;
+        size_t e = (size_t)(j - j0) * num + i;
         if (mag == 0) {
             keys[e] = sentinel;
             vals[e] = 0;
@@ -627,12 +638,14 @@ void run(const pinprove::lane_t& lane, const call_t& c)
     const uint32_t segs = segments(c.wbits);
     const uint32_t sentinel = nbuckets; // the key of zero digits, sorted last
     const uint32_t key_bits = bit_length(sentinel);
-    // Scalars per batch: as many as MAX_ENTRIES entries allow (a batch's
-    // entries are counted in 32 bits, and by CUB in an int), fewer if asked.
-    const size_t most = MAX_ENTRIES / nwins;
-    size_t batch = c.max_batch != 0 ? std::min(c.max_batch, most) : most / 32 * 32;
-    batch = std::max<size_t>(1, std::min(batch, c.n));
-    const size_t entries = batch * nwins;
+    // Entries per batch: MAX_ENTRIES, or fewer if asked (a batch's entries
+    // are counted in 32 bits, and by CUB in an int). Every window of the
+    // scalars at once where they fit, else as many whole windows of all
+    // scalars as fit, else one window of `batch` scalars at a time.
+    const size_t most = c.max_entries != 0 ? std::min(c.max_entries, LARGEST_ENTRIES) : MAX_ENTRIES;
+    const uint32_t wins = (uint32_t)std::max<size_t>(1, std::min<size_t>(nwins, most / std::max<size_t>(c.n, 1)));
+    const size_t batch = std::max<size_t>(1, std::min(c.n, most / wins));
+    const size_t entries = batch * wins;
     const uint32_t max_workers = (uint32_t)((entries + CHUNK - 1) / CHUNK);
     const cudaStream_t s = lane.compute;
     stage_marks marks{s, profiling()};
@@ -656,16 +669,21 @@ void run(const pinprove::lane_t& lane, const call_t& c)
     const auto* scalars = static_cast<const fr_t*>(c.scalars);
     try {
         marks.end(-1);
-        size_t b = 0;
-        for (size_t off = 0; off < c.n; off += batch, b++) {
+        // Batch b: windows from j0 (wins of them), scalars from off.
+        const size_t per_range = (c.n + batch - 1) / batch;
+        const size_t batches = (nwins + wins - 1) / wins * per_range;
+        for (size_t b = 0; b < batches; b++) {
             entries_t& e = sets[b % 2];
+            const uint32_t j0 = (uint32_t)(b / per_range) * wins;
+            const uint32_t j1 = std::min(j0 + wins, nwins);
+            const size_t off = b % per_range * batch;
             const uint32_t num = (uint32_t)std::min(batch, c.n - off);
-            const uint32_t total = num * nwins;
+            const uint32_t total = num * (j1 - j0);
             if (b >= 2)
                 CUDA_OK(cudaStreamWaitEvent(sd, e.read, 0));
             digits<<<blocks_for(num), BLOCK, 0, sd>>>(e.keys.Current(), e.vals.Current(), scalars + off, num, c.mont,
                                                       c.idx != nullptr ? c.idx + off : nullptr, c.idx_base,
-                                                      c.base_offset + off, (uint32_t)c.n_tab, c.wbits, nwins, g);
+                                                      c.base_offset + off, (uint32_t)c.n_tab, c.wbits, j0, j1, g);
             CUDA_OK(cudaGetLastError());
             marks.end(0);
             CUDA_OK(cub::DeviceRadixSort::SortPairs(temp.ptr, temp_bytes, e.keys, e.vals, (int)total, 0,

@@ -95,7 +95,7 @@ struct call_t {
     uint32_t idx_base;
     size_t base_offset;  // without idx: scalar i pairs with point base_offset + i
     size_t n;
-    size_t max_batch;    // scalars per batch (0: as the entries' memory allows)
+    size_t max_entries;  // entries (window, scalar) per batch (0: the kernel's default)
     void* host_out;      // pinned: group·segments pairs of buckets (host xyzz layout)
 };
 

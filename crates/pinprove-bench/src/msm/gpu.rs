@@ -136,6 +136,7 @@ pub(super) fn run(args: &MsmArgs) -> Result<()> {
             driver: gpu.driver_version.clone(),
             reps: args.reps,
             window: args.window.unwrap_or(msm_lab::MAX_WINDOW),
+            batch_entries: args.batch_entries,
             checks: Vec::new(),
             tables: Vec::new(),
             cases: Vec::new(),
@@ -342,6 +343,7 @@ impl Bench<'_> {
                 Kernel::Sppark => LabKernel::Sppark,
                 Kernel::Tables => LabKernel::Tables {
                     window_bits: args.window_bits_for(k),
+                    batch_entries: args.batch_entries.unwrap_or(0),
                 },
             };
             let run = msm_lab::run_msm(args.device, bases, scalars, lab_kernel, &self.threads)
@@ -361,6 +363,7 @@ impl Bench<'_> {
                 scalars,
                 LabKernel::Tables {
                     window_bits: args.window_bits_for(k),
+                    batch_entries: args.batch_entries.unwrap_or(0),
                 },
                 &self.threads,
             );

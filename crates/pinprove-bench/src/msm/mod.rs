@@ -131,6 +131,11 @@ pub struct MsmArgs {
     /// narrower for MSMs below 2^20 bases].
     #[arg(long)]
     window_bits: Option<u32>,
+    /// The tables kernel's entries (pairs of a window and a scalar) per
+    /// batch, 16 bytes each twice over [default: the kernel's, 2^24; at
+    /// most 2^28].
+    #[arg(long)]
+    batch_entries: Option<usize>,
     /// Most copies of resident bases in the tables kernel's table, the bases
     /// included (1: none) [default: as many as the GPU's free memory holds
     /// beside the case].
@@ -200,6 +205,12 @@ impl MsmArgs {
         }
         if let Some(c) = self.table_copies {
             ensure!(c >= 1, "--table-copies must be at least 1 (the bases alone)");
+        }
+        if let Some(n) = self.batch_entries {
+            ensure!(
+                (1..=1 << 28).contains(&n),
+                "--batch-entries must be 1 to 2^28 (the kernel's largest batch)"
+            );
         }
         if let Some(w) = self.window {
             ensure!(
@@ -392,6 +403,8 @@ pub struct MsmReport {
     pub driver: Option<String>,
     pub reps: usize,
     pub window: usize,
+    /// The tables kernel's entries per batch, where set (else its default).
+    pub batch_entries: Option<usize>,
     pub checks: Vec<CheckReport>,
     pub tables: Vec<TableReport>,
     pub cases: Vec<CaseReport>,
@@ -409,6 +422,9 @@ impl MsmReport {
             "median of {} timed runs, GPU time; streamed windows of {} bases; setup {:.1} s",
             self.reps, self.window, self.setup_s
         );
+        if let Some(n) = self.batch_entries {
+            println!("tables kernel: batches of {n} entries");
+        }
         for c in &self.checks {
             println!(
                 "check {} 2^{} {}: CPU (blst) {}, GPU cases {}/{} equal",

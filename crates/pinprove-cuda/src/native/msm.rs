@@ -115,19 +115,30 @@ pub(super) enum MsmKernel<'a> {
     Sppark,
     /// pinprove's signed-digit bucket kernel (`cuda/msm_tables.cu`), over
     /// the bases' precomputed copies when a table of resident bases is
-    /// given, else with windows of `window_bits` bits (0: chosen by size).
-    Tables { table: Option<&'a Table>, window_bits: u32 },
+    /// given, else with windows of `window_bits` bits (0: chosen by size),
+    /// in batches of `batch_entries` (window, scalar) pairs (0: the
+    /// kernel's default).
+    Tables {
+        table: Option<&'a Table>,
+        window_bits: u32,
+        batch_entries: usize,
+    },
 }
 
 impl MsmKernel<'_> {
-    /// The call's kernel fields.
-    fn fields(&self) -> (u32, u32, *const c_void) {
+    /// The call's kernel fields, and its batch size (0: the default).
+    fn fields(&self) -> (u32, u32, *const c_void, usize) {
         match self {
-            MsmKernel::Sppark => (0, 0, std::ptr::null()),
-            MsmKernel::Tables { table, window_bits } => (
+            MsmKernel::Sppark => (0, 0, std::ptr::null(), 0),
+            MsmKernel::Tables {
+                table,
+                window_bits,
+                batch_entries,
+            } => (
                 1,
                 *window_bits,
                 table.map_or(std::ptr::null(), |t| t.handle.cast_const()),
+                *batch_entries,
             ),
         }
     }
@@ -223,8 +234,9 @@ impl<C: Curve> Drop for Msm<C> {
     }
 }
 
-/// Points per Pippenger batch; 0 leaves the C side's default (2^24).
-/// Tests set a small value to run the batch loop on small inputs.
+/// Points per Pippenger batch, or entries per batch of pinprove's kernel;
+/// 0 leaves the C side's default (2^24). Tests set a small value to run
+/// the batch loop on small inputs.
 pub(super) static MAX_BATCH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Device time (µs) queued before the marks that close a group of MSMs:
@@ -372,8 +384,11 @@ fn calls_of<C: Curve>(
     scalars: &MsmScalars<'_>,
     kernel: &MsmKernel<'_>,
 ) -> Result<Vec<Call>, ProveError> {
-    let max_batch = MAX_BATCH.load(std::sync::atomic::Ordering::Relaxed);
-    let (kernel, window_bits, table) = kernel.fields();
+    let (kernel, window_bits, table, batch) = kernel.fields();
+    let max_batch = match batch {
+        0 => MAX_BATCH.load(std::sync::atomic::Ordering::Relaxed),
+        n => n,
+    };
     let plain = MsmCall {
         scalars: std::ptr::null(),
         d_scalars: std::ptr::null(),

@@ -241,6 +241,9 @@ pub enum LabKernel {
     Tables {
         /// Bits per window where there is no table.
         window_bits: u32,
+        /// Entries (pairs of a window and a scalar) per batch (0: the
+        /// kernel's default, 2^24).
+        batch_entries: usize,
     },
 }
 
@@ -249,9 +252,13 @@ impl LabKernel {
     fn over(self, table: Option<&Table>) -> MsmKernel<'_> {
         match self {
             LabKernel::Sppark => MsmKernel::Sppark,
-            LabKernel::Tables { window_bits } => MsmKernel::Tables {
+            LabKernel::Tables {
+                window_bits,
+                batch_entries,
+            } => MsmKernel::Tables {
                 window_bits: if table.is_some() { 0 } else { window_bits },
                 table,
+                batch_entries,
             },
         }
     }

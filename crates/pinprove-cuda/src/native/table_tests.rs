@@ -15,7 +15,6 @@ use group::{Curve, Group};
 use pinprove_groth16::synthetic::{g1_multiples, g2_multiples};
 use pinprove_mem::PinnedPool;
 
-use super::msm::MAX_BATCH;
 use super::msm_lab::{HostBases, LabBases, LabKernel, LabScalars, MsmValue, ResidentBases, run_msm};
 use super::tests::have_gpu;
 
@@ -130,10 +129,10 @@ fn the_tables_kernel_equals_the_known_msm_in_both_groups() {
             }
         };
         // No table: windows by size, and narrow ones.
-        check(&resident, LabKernel::Tables { window_bits: 0 }, "no table");
+        check(&resident, LabKernel::Tables { window_bits: 0, batch_entries: 0 }, "no table");
         check(
             &resident,
-            LabKernel::Tables { window_bits: 4 },
+            LabKernel::Tables { window_bits: 4, batch_entries: 0 },
             "no table, 4-bit windows",
         );
         // Tables of one copy (the bases alone), two, and one per window.
@@ -142,23 +141,31 @@ fn the_tables_kernel_equals_the_known_msm_in_both_groups() {
             let info = resident.build_table(c, copies).unwrap();
             assert_eq!(info.window_bits, c);
             assert!(info.copies >= 1 && info.copies <= copies, "{info:?}");
-            check(&resident, LabKernel::Tables { window_bits: 0 }, &format!("{info:?}"));
+            check(&resident, LabKernel::Tables { window_bits: 0, batch_entries: 0 }, &format!("{info:?}"));
         }
-        // Several batches per call (the last one short).
-        MAX_BATCH.store(n / 3 + 7, std::sync::atomic::Ordering::Relaxed);
-        check(
-            &resident,
-            LabKernel::Tables { window_bits: 0 },
-            "batches of n/3 + 7, every copy",
-        );
-        MAX_BATCH.store(0, std::sync::atomic::Ordering::Relaxed);
+        // Several batches per call: one window of n/3 + 7 scalars (the
+        // last of each window short), or two windows of every scalar (the
+        // last range one window where there is an odd number).
+        for (entries, how) in [
+            (n / 3 + 7, "batches of one window of n/3 + 7 scalars, every copy"),
+            (2 * n + 5, "batches of two windows, every copy"),
+        ] {
+            check(
+                &resident,
+                LabKernel::Tables {
+                    window_bits: 0,
+                    batch_entries: entries,
+                },
+                how,
+            );
+        }
         // Streamed through windows of 1024 bases: no table.
         for (sc, kind) in [(&on_device, "device scalars"), (&split, "split scalars")] {
             let got = run_msm(
                 0,
                 LabBases::Streamed { host, window: 1024 },
                 sc,
-                LabKernel::Tables { window_bits: 0 },
+                LabKernel::Tables { window_bits: 0, batch_entries: 0 },
                 &threads,
             )
             .unwrap();
@@ -196,7 +203,7 @@ fn wide_windows_equal_the_known_msm() {
             0,
             LabBases::Resident(&resident),
             &sc,
-            LabKernel::Tables { window_bits: c },
+            LabKernel::Tables { window_bits: c, batch_entries: 0 },
             &threads,
         )
         .unwrap();
@@ -209,7 +216,7 @@ fn wide_windows_equal_the_known_msm() {
         0,
         LabBases::Resident(&resident),
         &sc,
-        LabKernel::Tables { window_bits: 0 },
+        LabKernel::Tables { window_bits: 0, batch_entries: 0 },
         &threads,
     )
     .unwrap();

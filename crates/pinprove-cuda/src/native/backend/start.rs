@@ -694,6 +694,7 @@ impl NativeBackend {
             MsmKernelKind::Tables => MsmKernel::Tables {
                 table: resident.and_then(|r| r.tables[query].as_ref()),
                 window_bits: 0,
+                batch_entries: 0,
             },
         }
     }
