@@ -19,8 +19,10 @@
 // millions of them per batch).
 // Steps 1–2 of a batch run on the lane's digits stream while the compute
 // stream runs steps 3–4 of the batch before (two sets of entries).
-// The bucket sums stay on the device across batches. At the end each set
-// of buckets is reduced, segment by segment, to pairs
+// The bucket sums stay on the device across batches: every set's, or,
+// where those are large and a batch holds one window, one set's at a time
+// (batches run set by set, and a set is reduced once its windows are done,
+// so wide windows cost one set's memory). Each set of buckets is reduced, segment by segment, to pairs
 // (Σ (j+1)·B_j, Σ B_j) that the host weighs and adds (native_msm.cu).
 //
 // Points: own formulas in XYZZ coordinates (x = X/ZZ, y = Y/ZZZ) over
@@ -68,6 +70,9 @@ constexpr uint32_t CHUNK = 64;
 // and written once per batch, with a full addition): a batch of every
 // window of fewer scalars spreads as many entries over W sets.
 constexpr size_t MAX_ENTRIES = (size_t)1 << 24;
+// Bucket sets kept on the device together up to this size, else one at a
+// time.
+constexpr size_t SETS_TOGETHER = (size_t)512 << 20;
 // The most a call may ask for (8 GiB of entries).
 constexpr size_t LARGEST_ENTRIES = (size_t)1 << 28;
 constexpr uint32_t BLOCK = 256;
@@ -376,9 +381,10 @@ __global__ void digits(uint32_t* keys, uint32_t* vals, const fr_t* scalars, uint
 // sum; one that is not goes to partial[2w] when it is the worker's first
 // run, else to partial[2w + 1] (then it is its last).
 template<class field_t>
-__global__ void accumulate(xyzz_mem<field_t>* buckets, xyzz_mem<field_t>* partial, const uint32_t* keys,
-                           const uint32_t* vals, uint32_t total, uint32_t sentinel, uint32_t workers,
-                           const affine_mem<field_t>* bases, const affine_mem<field_t>* extra, uint32_t n_tab)
+__global__ void accumulate(xyzz_mem<field_t>* buckets, uint32_t key_base, xyzz_mem<field_t>* partial,
+                           const uint32_t* keys, const uint32_t* vals, uint32_t total, uint32_t sentinel,
+                           uint32_t workers, const affine_mem<field_t>* bases, const affine_mem<field_t>* extra,
+                           uint32_t n_tab)
 {
 #ifdef __CUDA_ARCH__
     const uint32_t w = (blockIdx.x * blockDim.x + threadIdx.x) / field_t::degree;
@@ -401,9 +407,9 @@ __global__ void accumulate(xyzz_mem<field_t>* buckets, xyzz_mem<field_t>* partia
             bool goes_on = p == hi && hi < total && keys[hi] == cur;
             if (!continued && !goes_on) {
                 xyzz<field_t> b;
-                b.load(buckets[cur]);
+                b.load(buckets[cur - key_base]);
                 b.add(acc);
-                b.store(buckets[cur]);
+                b.store(buckets[cur - key_base]);
             } else {
                 acc.store(partial[2 * (size_t)w + (first ? 0 : 1)]);
             }
@@ -431,8 +437,8 @@ __global__ void accumulate(xyzz_mem<field_t>* buckets, xyzz_mem<field_t>* partia
 // (its own last, then each next worker's first) into the bucket's sum
 // (see accumulate for which slot holds what).
 template<class field_t>
-__global__ void fixup(xyzz_mem<field_t>* buckets, const xyzz_mem<field_t>* partial, const uint32_t* keys,
-                      uint32_t total, uint32_t sentinel, uint32_t workers)
+__global__ void fixup(xyzz_mem<field_t>* buckets, uint32_t key_base, const xyzz_mem<field_t>* partial,
+                      const uint32_t* keys, uint32_t total, uint32_t sentinel, uint32_t workers)
 {
 #ifdef __CUDA_ARCH__
     const uint32_t w = (blockIdx.x * blockDim.x + threadIdx.x) / field_t::degree;
@@ -459,9 +465,9 @@ __global__ void fixup(xyzz_mem<field_t>* buckets, const xyzz_mem<field_t>* parti
             break;
     }
     xyzz<field_t> sum;
-    sum.load(buckets[k]);
+    sum.load(buckets[k - key_base]);
     sum.add(acc);
-    sum.store(buckets[k]);
+    sum.store(buckets[k - key_base]);
 #endif
 }
 
@@ -651,15 +657,32 @@ void run(const pinprove::lane_t& lane, const call_t& c)
     stage_marks marks{s, profiling()};
     const cudaStream_t sd = marks.on ? lane.compute : lane.digits;
 
+    // With one window per batch and sets too large to keep together, the
+    // batches run set by set (window m·g + r of every copy m for set r),
+    // and one set of buckets is resident. (A set reduced alone keeps fewer
+    // threads busy than all sets at once: small sets stay together.)
+    const bool set_by_set = wins == 1 && (size_t)nbuckets * sizeof(xyzz_mem<field_t>) > SETS_TOGETHER;
+    const uint32_t resident = set_by_set ? per_set : nbuckets;
+    std::vector<uint32_t> firsts; // each window range's first window, in batch order
+    if (set_by_set) {
+        for (uint32_t r = 0; r < g; r++)
+            for (uint32_t j = r; j < nwins; j += g)
+                firsts.push_back(j);
+    } else {
+        for (uint32_t j = 0; j < nwins; j += wins)
+            firsts.push_back(j);
+    }
+
     entries_t sets[2] = {{s, entries}, {s, entries}};
-    scratch<xyzz_mem<field_t>> buckets{s, nbuckets};
+    scratch<xyzz_mem<field_t>> buckets{s, resident};
     scratch<xyzz_mem<field_t>> partial{s, 2 * (size_t)max_workers};
     scratch<xyzz_mem<field_t>> out{s, 2 * (size_t)g * segs};
     size_t temp_bytes = 0;
     CUDA_OK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, sets[0].keys, sets[0].vals, (int)entries, 0,
                                             (int)key_bits, sd));
     scratch<unsigned char> temp{s, std::max<size_t>(temp_bytes, 1)};
-    CUDA_OK(cudaMemsetAsync(buckets.ptr, 0, nbuckets * sizeof(xyzz_mem<field_t>), s));
+    const size_t bucket_bytes = resident * sizeof(xyzz_mem<field_t>);
+    CUDA_OK(cudaMemsetAsync(buckets.ptr, 0, bucket_bytes, s));
     // The digits stream uses memory allocated on the compute stream.
     if (sd != s)
         pinprove::order(sd, s);
@@ -669,43 +692,58 @@ void run(const pinprove::lane_t& lane, const call_t& c)
     const auto* scalars = static_cast<const fr_t*>(c.scalars);
     try {
         marks.end(-1);
-        // Batch b: windows from j0 (wins of them), scalars from off.
         const size_t per_range = (c.n + batch - 1) / batch;
-        const size_t batches = (nwins + wins - 1) / wins * per_range;
-        for (size_t b = 0; b < batches; b++) {
-            entries_t& e = sets[b % 2];
-            const uint32_t j0 = (uint32_t)(b / per_range) * wins;
+        size_t b = 0;
+        for (size_t t = 0; t < firsts.size(); t++) {
+            const uint32_t j0 = firsts[t];
             const uint32_t j1 = std::min(j0 + wins, nwins);
-            const size_t off = b % per_range * batch;
-            const uint32_t num = (uint32_t)std::min(batch, c.n - off);
-            const uint32_t total = num * (j1 - j0);
-            if (b >= 2)
-                CUDA_OK(cudaStreamWaitEvent(sd, e.read, 0));
-            digits<<<blocks_for(num), BLOCK, 0, sd>>>(e.keys.Current(), e.vals.Current(), scalars + off, num, c.mont,
-                                                      c.idx != nullptr ? c.idx + off : nullptr, c.idx_base,
-                                                      c.base_offset + off, (uint32_t)c.n_tab, c.wbits, j0, j1, g);
-            CUDA_OK(cudaGetLastError());
-            marks.end(0);
-            CUDA_OK(cub::DeviceRadixSort::SortPairs(temp.ptr, temp_bytes, e.keys, e.vals, (int)total, 0,
-                                                    (int)key_bits, sd));
-            marks.end(1);
-            CUDA_OK(cudaEventRecord(e.sorted, sd));
-            CUDA_OK(cudaStreamWaitEvent(s, e.sorted, 0));
-            const uint32_t workers = (total + CHUNK - 1) / CHUNK;
-            accumulate<field_t><<<blocks_for((size_t)workers * degree), BLOCK, 0, s>>>(
-                buckets.ptr, partial.ptr, e.keys.Current(), e.vals.Current(), total, sentinel, workers, bases, extra,
-                (uint32_t)c.n_tab);
-            CUDA_OK(cudaGetLastError());
-            marks.end(2);
-            fixup<field_t><<<blocks_for((size_t)workers * degree), BLOCK, 0, s>>>(
-                buckets.ptr, partial.ptr, e.keys.Current(), total, sentinel, workers);
-            CUDA_OK(cudaGetLastError());
-            marks.end(3);
-            CUDA_OK(cudaEventRecord(e.read, s));
+            const uint32_t r = j0 % g;
+            const uint32_t key_base = set_by_set ? r * per_set : 0;
+            for (size_t part = 0; part < per_range; part++, b++) {
+                entries_t& e = sets[b % 2];
+                const size_t off = part * batch;
+                const uint32_t num = (uint32_t)std::min(batch, c.n - off);
+                const uint32_t total = num * (j1 - j0);
+                if (b >= 2)
+                    CUDA_OK(cudaStreamWaitEvent(sd, e.read, 0));
+                digits<<<blocks_for(num), BLOCK, 0, sd>>>(
+                    e.keys.Current(), e.vals.Current(), scalars + off, num, c.mont,
+                    c.idx != nullptr ? c.idx + off : nullptr, c.idx_base, c.base_offset + off, (uint32_t)c.n_tab,
+                    c.wbits, j0, j1, g);
+                CUDA_OK(cudaGetLastError());
+                marks.end(0);
+                CUDA_OK(cub::DeviceRadixSort::SortPairs(temp.ptr, temp_bytes, e.keys, e.vals, (int)total, 0,
+                                                        (int)key_bits, sd));
+                marks.end(1);
+                CUDA_OK(cudaEventRecord(e.sorted, sd));
+                CUDA_OK(cudaStreamWaitEvent(s, e.sorted, 0));
+                const uint32_t workers = (total + CHUNK - 1) / CHUNK;
+                accumulate<field_t><<<blocks_for((size_t)workers * degree), BLOCK, 0, s>>>(
+                    buckets.ptr, key_base, partial.ptr, e.keys.Current(), e.vals.Current(), total, sentinel, workers,
+                    bases, extra, (uint32_t)c.n_tab);
+                CUDA_OK(cudaGetLastError());
+                marks.end(2);
+                fixup<field_t><<<blocks_for((size_t)workers * degree), BLOCK, 0, s>>>(
+                    buckets.ptr, key_base, partial.ptr, e.keys.Current(), total, sentinel, workers);
+                CUDA_OK(cudaGetLastError());
+                marks.end(3);
+                CUDA_OK(cudaEventRecord(e.read, s));
+            }
+            // Set r is done after its last window: reduced, and its
+            // buckets cleared for the next set.
+            if (set_by_set && (t + 1 == firsts.size() || firsts[t + 1] % g != r)) {
+                integrate<field_t><<<blocks_for((size_t)segs * degree), BLOCK, 0, s>>>(
+                    out.ptr + 2 * (size_t)r * segs, buckets.ptr, 1, per_set, segs);
+                CUDA_OK(cudaGetLastError());
+                CUDA_OK(cudaMemsetAsync(buckets.ptr, 0, bucket_bytes, s));
+                marks.end(4);
+            }
         }
-        integrate<field_t><<<blocks_for((size_t)g * segs * degree), BLOCK, 0, s>>>(out.ptr, buckets.ptr, g,
-                                                                                    per_set, segs);
-        CUDA_OK(cudaGetLastError());
+        if (!set_by_set) {
+            integrate<field_t><<<blocks_for((size_t)g * segs * degree), BLOCK, 0, s>>>(out.ptr, buckets.ptr, g,
+                                                                                        per_set, segs);
+            CUDA_OK(cudaGetLastError());
+        }
         CUDA_OK(cudaMemcpyAsync(c.host_out, out.ptr, 2 * (size_t)g * segs * sizeof(xyzz_mem<field_t>),
                                 cudaMemcpyDeviceToHost, s));
         marks.end(4);

@@ -129,10 +129,20 @@ fn the_tables_kernel_equals_the_known_msm_in_both_groups() {
             }
         };
         // No table: windows by size, and narrow ones.
-        check(&resident, LabKernel::Tables { window_bits: 0, batch_entries: 0 }, "no table");
         check(
             &resident,
-            LabKernel::Tables { window_bits: 4, batch_entries: 0 },
+            LabKernel::Tables {
+                window_bits: 0,
+                batch_entries: 0,
+            },
+            "no table",
+        );
+        check(
+            &resident,
+            LabKernel::Tables {
+                window_bits: 4,
+                batch_entries: 0,
+            },
             "no table, 4-bit windows",
         );
         // Tables of one copy (the bases alone), two, and one per window.
@@ -141,7 +151,14 @@ fn the_tables_kernel_equals_the_known_msm_in_both_groups() {
             let info = resident.build_table(c, copies).unwrap();
             assert_eq!(info.window_bits, c);
             assert!(info.copies >= 1 && info.copies <= copies, "{info:?}");
-            check(&resident, LabKernel::Tables { window_bits: 0, batch_entries: 0 }, &format!("{info:?}"));
+            check(
+                &resident,
+                LabKernel::Tables {
+                    window_bits: 0,
+                    batch_entries: 0,
+                },
+                &format!("{info:?}"),
+            );
         }
         // Several batches per call: one window of n/3 + 7 scalars (the
         // last of each window short), or two windows of every scalar (the
@@ -165,7 +182,10 @@ fn the_tables_kernel_equals_the_known_msm_in_both_groups() {
                 0,
                 LabBases::Streamed { host, window: 1024 },
                 sc,
-                LabKernel::Tables { window_bits: 0, batch_entries: 0 },
+                LabKernel::Tables {
+                    window_bits: 0,
+                    batch_entries: 0,
+                },
                 &threads,
             )
             .unwrap();
@@ -197,17 +217,24 @@ fn wide_windows_equal_the_known_msm() {
     let mut resident = ResidentBases::upload(0, HostBases::G1(&b.g1)).unwrap();
     let sc = LabScalars::on_device(0, &s, n).unwrap();
     // Wide windows without a table: sets cut into 4096 segments of 128
-    // buckets (c = 20), or of 512 (c = 22: the most segments a set has).
+    // buckets (c = 20), or of 512 (c = 22: the most segments a set has);
+    // every window in one batch with all sets' buckets, or a window a
+    // batch with one set's buckets at a time.
     for c in [20, 22] {
-        let got = run_msm(
-            0,
-            LabBases::Resident(&resident),
-            &sc,
-            LabKernel::Tables { window_bits: c, batch_entries: 0 },
-            &threads,
-        )
-        .unwrap();
-        assert_eq!(got.value, want, "{c}-bit windows, no table");
+        for (batch_entries, how) in [(0, "one batch"), (n / 2, "set by set")] {
+            let got = run_msm(
+                0,
+                LabBases::Resident(&resident),
+                &sc,
+                LabKernel::Tables {
+                    window_bits: c,
+                    batch_entries,
+                },
+                &threads,
+            )
+            .unwrap();
+            assert_eq!(got.value, want, "{c}-bit windows, no table, {how}");
+        }
     }
     // 18-bit windows, a copy per window: one set of 2^17 buckets.
     let info = resident.build_table(18, crate::base_tables::windows(18)).unwrap();
@@ -216,7 +243,10 @@ fn wide_windows_equal_the_known_msm() {
         0,
         LabBases::Resident(&resident),
         &sc,
-        LabKernel::Tables { window_bits: 0, batch_entries: 0 },
+        LabKernel::Tables {
+            window_bits: 0,
+            batch_entries: 0,
+        },
         &threads,
     )
     .unwrap();
