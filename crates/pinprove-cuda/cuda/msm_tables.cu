@@ -5,25 +5,27 @@
 //   1. digits: each scalar's signed digits in the batch's windows become
 //      entries (key: the bucket, value: the point, which copy, and the
 //      sign), zero digits a sentinel key that sorts last;
-//   2. the entries are sorted by key (CUB's radix sort over the key's bits);
+//   2. the entries are sorted by key (CUB's radix sort over the key's
+//      bits), and each bucket's first entry found by binary search;
 //   3. accumulation: the sorted entries are cut into runs of CHUNK, one
 //      per worker (a thread, or a pair of threads for G2, whose Fp2
 //      arithmetic is shared by two lanes), so every worker adds the same
-//      number of points whatever the buckets' sizes. A bucket whose entries
-//      all lie in one run is added into its sum by that worker; one that
-//      spans runs leaves a partial sum per run, which
-//   4. fixup adds into the bucket's sum: the worker whose run holds the
-//      bucket's first entry adds the partial sums of the runs after it.
-// Where a bucket's entries begin and end is read from the neighbouring
-// keys, so no stage costs in proportion to the buckets (wide windows have
-// millions of them per batch).
+//      number of points whatever the buckets' sizes. Each run of a bucket
+//      inside a worker's entries leaves its sum: in the bucket's slot of
+//      the batch when the run is the bucket's whole, else as one of the
+//      worker's two partial sums (its first run, its last);
+//   4. fixup: a thread per bucket adds its run sums into the bucket's sum.
+//      Workers only store at the end of a run (the lanes of a warp end
+//      runs at different entries: an addition there would stall the
+//      warp's other lanes), and every bucket's thread does the same work.
 // Steps 1–2 of a batch run on the lane's digits stream while the compute
 // stream runs steps 3–4 of the batch before (two sets of entries).
 // The bucket sums stay on the device across batches: every set's, or,
 // where those are large and a batch holds one window, one set's at a time
 // (batches run set by set, and a set is reduced once its windows are done,
-// so wide windows cost one set's memory). Each set of buckets is reduced, segment by segment, to pairs
-// (Σ (j+1)·B_j, Σ B_j) that the host weighs and adds (native_msm.cu).
+// so wide windows cost one set's memory). Each set of buckets is reduced,
+// segment by segment, to pairs (Σ (j+1)·B_j, Σ B_j) that the host weighs
+// and adds (native_msm.cu).
 //
 // Points: own formulas in XYZZ coordinates (x = X/ZZ, y = Y/ZZZ) over
 // sppark's field types: mixed addition madd-2008-s, addition add-2008-s
@@ -375,13 +377,33 @@ __global__ void digits(uint32_t* keys, uint32_t* vals, const fr_t* scalars, uint
 #endif
 }
 
+// starts[b] = the first sorted entry whose key is at least klo + b, for b
+// in 0 ..= nb (the batch's keys lie in klo .. klo + nb, zero digits'
+// sentinel above them).
+__global__ void bucket_starts(uint32_t* starts, const uint32_t* keys, uint32_t total, uint32_t klo, uint32_t nb)
+{
+    uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b > nb)
+        return;
+    const uint32_t key = klo + b;
+    uint32_t lo = 0, hi = total;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (keys[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    starts[b] = lo;
+}
+
 // Worker w sums entries [w·CHUNK, (w+1)·CHUNK) of the sorted ones (up to
-// the first zero digit's sentinel). A run of one bucket inside it that is
-// the bucket's whole (the keys beside it differ) is added to the bucket's
-// sum; one that is not goes to partial[2w] when it is the worker's first
-// run, else to partial[2w + 1] (then it is its last).
+// the first zero digit's sentinel). A run of one bucket inside them that
+// is the bucket's whole (the keys beside it differ) goes to whole[key −
+// klo]; one that is not to partial[2w] when it is the worker's first run,
+// else to partial[2w + 1] (then it is its last).
 template<class field_t>
-__global__ void accumulate(xyzz_mem<field_t>* buckets, uint32_t key_base, xyzz_mem<field_t>* partial,
+__global__ void accumulate(xyzz_mem<field_t>* whole, uint32_t klo, xyzz_mem<field_t>* partial,
                            const uint32_t* keys, const uint32_t* vals, uint32_t total, uint32_t sentinel,
                            uint32_t workers, const affine_mem<field_t>* bases, const affine_mem<field_t>* extra,
                            uint32_t n_tab)
@@ -405,14 +427,10 @@ __global__ void accumulate(xyzz_mem<field_t>* buckets, uint32_t key_base, xyzz_m
         if (k != cur) {
             // The run of bucket `cur` ends at p.
             bool goes_on = p == hi && hi < total && keys[hi] == cur;
-            if (!continued && !goes_on) {
-                xyzz<field_t> b;
-                b.load(buckets[cur - key_base]);
-                b.add(acc);
-                b.store(buckets[cur - key_base]);
-            } else {
+            if (!continued && !goes_on)
+                acc.store(whole[cur - klo]);
+            else
                 acc.store(partial[2 * (size_t)w + (first ? 0 : 1)]);
-            }
             if (p >= hi || k == sentinel)
                 break;
             first = false;
@@ -432,42 +450,35 @@ __global__ void accumulate(xyzz_mem<field_t>* buckets, uint32_t key_base, xyzz_m
 #endif
 }
 
-// Buckets whose entries span several workers' runs: the worker whose run
-// holds a bucket's first entry adds the partial sums of the bucket's runs
-// (its own last, then each next worker's first) into the bucket's sum
-// (see accumulate for which slot holds what).
+// Bucket klo + b of the batch (b < nb) adds its run sums (see accumulate
+// for which slot holds what) into its sum, buckets[b + bucket_off].
 template<class field_t>
-__global__ void fixup(xyzz_mem<field_t>* buckets, uint32_t key_base, const xyzz_mem<field_t>* partial,
-                      const uint32_t* keys, uint32_t total, uint32_t sentinel, uint32_t workers)
+__global__ void fixup(xyzz_mem<field_t>* buckets, uint32_t bucket_off, const xyzz_mem<field_t>* whole,
+                      const xyzz_mem<field_t>* partial, const uint32_t* starts, uint32_t nb)
 {
 #ifdef __CUDA_ARCH__
-    const uint32_t w = (blockIdx.x * blockDim.x + threadIdx.x) / field_t::degree;
-    if (w >= workers)
+    const uint32_t b = (blockIdx.x * blockDim.x + threadIdx.x) / field_t::degree;
+    if (b >= nb)
         return;
-    const uint32_t lo = w * CHUNK;
-    const uint32_t hi = min(lo + CHUNK, total);
-    if (hi >= total)
+    const uint32_t s = starts[b], e = starts[b + 1];
+    if (e == s)
         return;
-    const uint32_t k = keys[hi - 1];
-    if (k == sentinel || keys[hi] != k)
-        return; // the last run ends inside the worker's entries
-    const bool only_run = keys[lo] == k;
-    if (only_run && lo > 0 && keys[lo - 1] == k)
-        return; // the bucket began before: not this worker's
+    const uint32_t w0 = s / CHUNK, w1 = (e - 1) / CHUNK;
     xyzz<field_t> acc;
-    acc.load(partial[2 * (size_t)w + (only_run ? 0 : 1)]);
-    for (uint32_t v = w + 1; v < workers; v++) {
-        xyzz<field_t> p;
-        p.load(partial[2 * (size_t)v]);
-        acc.add(p);
-        const uint32_t end = min((v + 1) * CHUNK, total);
-        if (end >= total || keys[end] != k)
-            break;
+    if (w0 == w1) {
+        acc.load(whole[b]);
+    } else {
+        acc.load(partial[2 * (size_t)w0 + (s == w0 * CHUNK ? 0 : 1)]);
+        for (uint32_t w = w0 + 1; w <= w1; w++) {
+            xyzz<field_t> p;
+            p.load(partial[2 * (size_t)w]);
+            acc.add(p);
+        }
     }
     xyzz<field_t> sum;
-    sum.load(buckets[k - key_base]);
+    sum.load(buckets[b + bucket_off]);
     sum.add(acc);
-    sum.store(buckets[k - key_base]);
+    sum.store(buckets[b + bucket_off]);
 #endif
 }
 
@@ -532,9 +543,9 @@ uint32_t bit_length(uint32_t v)
     return r;
 }
 
-// The stages of a call, as the profile counts them: the digits, the sort,
-// the accumulation, the fixup, the reduction of
-// the sets (with the copy of their pairs to the host).
+// The stages of a call, as the profile counts them: the digits, the sort
+// (with the buckets' starts), the accumulation, the fixup, the reduction
+// of the sets (with the copy of their pairs to the host).
 constexpr int STAGES = 5;
 
 // Stage times summed over the calls made while profiling is on
@@ -606,13 +617,13 @@ struct stage_marks {
 // The entries of one batch in flight: written and sorted on the digits
 // stream, read by the accumulation and fixup on the compute stream.
 struct entries_t {
-    scratch<uint32_t> keys0, keys1, vals0, vals1;
+    scratch<uint32_t> keys0, keys1, vals0, vals1, starts;
     cub::DoubleBuffer<uint32_t> keys, vals;
-    cudaEvent_t sorted = nullptr; // the batch's entries are sorted
+    cudaEvent_t sorted = nullptr; // the batch's entries are sorted, their starts found
     cudaEvent_t read = nullptr;   // the compute stream is done with them
-    entries_t(cudaStream_t s, size_t entries)
-        : keys0(s, entries), keys1(s, entries), vals0(s, entries), vals1(s, entries), keys(keys0.ptr, keys1.ptr),
-          vals(vals0.ptr, vals1.ptr)
+    entries_t(cudaStream_t s, size_t entries, uint32_t nb)
+        : keys0(s, entries), keys1(s, entries), vals0(s, entries), vals1(s, entries), starts(s, (size_t)nb + 1),
+          keys(keys0.ptr, keys1.ptr), vals(vals0.ptr, vals1.ptr)
     {
         CUDA_OK(cudaEventCreateWithFlags(&sorted, cudaEventDisableTiming));
         CUDA_OK(cudaEventCreateWithFlags(&read, cudaEventDisableTiming));
@@ -673,8 +684,12 @@ void run(const pinprove::lane_t& lane, const call_t& c)
             firsts.push_back(j);
     }
 
-    entries_t sets[2] = {{s, entries}, {s, entries}};
+    // The buckets a batch's keys name: one set's with one window a batch,
+    // else every set's.
+    const uint32_t nb = wins == 1 ? per_set : nbuckets;
+    entries_t sets[2] = {{s, entries, nb}, {s, entries, nb}};
     scratch<xyzz_mem<field_t>> buckets{s, resident};
+    scratch<xyzz_mem<field_t>> whole{s, nb};
     scratch<xyzz_mem<field_t>> partial{s, 2 * (size_t)max_workers};
     scratch<xyzz_mem<field_t>> out{s, 2 * (size_t)g * segs};
     size_t temp_bytes = 0;
@@ -698,7 +713,9 @@ void run(const pinprove::lane_t& lane, const call_t& c)
             const uint32_t j0 = firsts[t];
             const uint32_t j1 = std::min(j0 + wins, nwins);
             const uint32_t r = j0 % g;
+            // The first bucket of the resident ones, and of the batch's keys.
             const uint32_t key_base = set_by_set ? r * per_set : 0;
+            const uint32_t klo = wins == 1 ? r * per_set : 0;
             for (size_t part = 0; part < per_range; part++, b++) {
                 entries_t& e = sets[b % 2];
                 const size_t off = part * batch;
@@ -714,17 +731,20 @@ void run(const pinprove::lane_t& lane, const call_t& c)
                 marks.end(0);
                 CUDA_OK(cub::DeviceRadixSort::SortPairs(temp.ptr, temp_bytes, e.keys, e.vals, (int)total, 0,
                                                         (int)key_bits, sd));
+                bucket_starts<<<blocks_for((size_t)nb + 1), BLOCK, 0, sd>>>(e.starts.ptr, e.keys.Current(), total,
+                                                                            klo, nb);
+                CUDA_OK(cudaGetLastError());
                 marks.end(1);
                 CUDA_OK(cudaEventRecord(e.sorted, sd));
                 CUDA_OK(cudaStreamWaitEvent(s, e.sorted, 0));
                 const uint32_t workers = (total + CHUNK - 1) / CHUNK;
                 accumulate<field_t><<<blocks_for((size_t)workers * degree), BLOCK, 0, s>>>(
-                    buckets.ptr, key_base, partial.ptr, e.keys.Current(), e.vals.Current(), total, sentinel, workers,
-                    bases, extra, (uint32_t)c.n_tab);
+                    whole.ptr, klo, partial.ptr, e.keys.Current(), e.vals.Current(), total, sentinel, workers, bases,
+                    extra, (uint32_t)c.n_tab);
                 CUDA_OK(cudaGetLastError());
                 marks.end(2);
-                fixup<field_t><<<blocks_for((size_t)workers * degree), BLOCK, 0, s>>>(
-                    buckets.ptr, key_base, partial.ptr, e.keys.Current(), total, sentinel, workers);
+                fixup<field_t><<<blocks_for((size_t)nb * degree), BLOCK, 0, s>>>(
+                    buckets.ptr, klo - key_base, whole.ptr, partial.ptr, e.starts.ptr, nb);
                 CUDA_OK(cudaGetLastError());
                 marks.end(3);
                 CUDA_OK(cudaEventRecord(e.read, s));
