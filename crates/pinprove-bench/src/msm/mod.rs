@@ -526,6 +526,8 @@ mod tests {
             &["--window", "1000"],
             &["--window-bits", "23"],
             &["--table-copies", "0"],
+            &["--batch-entries", "0"],
+            &["--batch-entries", "268435457"],
         ] {
             assert!(parse(bad).check().is_err(), "{bad:?} accepted");
         }
@@ -538,6 +540,7 @@ mod tests {
             (16, 12, 8)
         );
         assert_eq!(parse(&["--window-bits", "20"]).window_bits_for(10), 20);
+        assert!(parse(&["--batch-entries", "268435456"]).check().is_ok());
     }
 
     #[test]
@@ -620,6 +623,7 @@ mod tests {
             driver: None,
             reps: 1,
             window: 1024,
+            batch_entries: Some(1 << 26),
             checks: Vec::new(),
             tables: Vec::new(),
             cases: vec![case.clone()],
@@ -627,6 +631,8 @@ mod tests {
             setup_s: 0.0,
         };
         report.verdict().unwrap();
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["batch_entries"], 1 << 26);
         report.cases.push(CaseReport {
             matches: false,
             bases: Placement::Streamed,
