@@ -638,11 +638,11 @@ struct entries_t {
     }
 };
 
-// One call. Batch b's digits and sort run on the lane's
-// digits stream into entry set b mod 2 while the compute stream
-// accumulates batch b − 1 from the other set; the digits stream reuses a
-// set once the compute stream has read it. Profiled calls run every stage
-// on the compute stream, so that the events between stages time them.
+// One call. Batch b's digits and sort run on the lane's digits stream
+// into entry set b mod 2 while the compute stream accumulates batch b − 1
+// from the other set; the digits stream reuses a set once the compute
+// stream has read it. Profiled calls run every stage on the compute
+// stream, so that the events between stages time them.
 template<class field_t>
 void run(const pinprove::lane_t& lane, const call_t& c)
 {
